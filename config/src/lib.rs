@@ -1,1 +1,39 @@
-//! placeholder
+//! `starling-config`: the one place where Starling's broker configuration is defined.
+//!
+//! Module map:
+//! - [`enums`]: the small value types used by knobs (shard policy, slow-subscriber policy, log format).
+//! - [`knobs`]: the knob list. One macro invocation generates [`BrokerConfig`] (every knob resolved),
+//!   [`ConfigOverrides`] (every knob optional) and [`ConfigFile`] (the YAML file schema).
+//! - [`profile`]: the three performance profiles and the values each one sets.
+//! - [`tier`]: the three deployment tiers (replicas, resources, capacity, queue and lane sizing).
+//! - [`client`]: the client-side pool sizing that SDKs take from the same tables.
+//! - [`resolve`]: `profile ⊕ tier ⊕ overrides`, plus loading from a file and `STARLING_*` variables.
+//! - [`validate`]: rejects impossible combinations with messages that name the field.
+//! - [`reference`]: renders the configuration reference (docs/configuration.md) from the tables.
+//! - [`error`]: the crate's error type.
+//!
+//! Precedence, lowest to highest: profile values → tier sizing (when a tier is given) → explicit
+//! overrides (config file, then `STARLING_*` environment variables).
+
+pub mod client;
+pub mod enums;
+pub mod error;
+pub mod knobs;
+pub mod profile;
+pub mod reference;
+pub mod resolve;
+pub mod tier;
+pub mod validate;
+
+pub use client::ClientTuning;
+pub use enums::{LaneShard, LogFormat, SlowSubscriberPolicy};
+pub use error::{ConfigError, FieldError};
+pub use knobs::{BrokerConfig, ConfigFile, ConfigOverrides, KNOBS, KnobDoc};
+pub use profile::Profile;
+pub use resolve::{ENV_PREFIX, Layer, Sources, compose, resolve};
+pub use tier::{Resources, Tier, TierSizing};
+
+/// Default UDP port of the QUIC listener.
+pub const DEFAULT_QUIC_PORT: u16 = 7400;
+/// Default TCP port of the HTTP listener (`/metrics`, `/healthz`, `/readyz`, `/config`).
+pub const DEFAULT_HTTP_PORT: u16 = 9400;

@@ -1,1 +1,65 @@
-//! placeholder
+//! Starling wire protocol: frame types, the frame encoder, a bounded
+//! streaming decoder and async read/write helpers.
+//!
+//! Every frame is an 8-byte header followed by a payload; the full
+//! specification lives in `docs/protocol.md` at the workspace root.
+//!
+//! # Module map
+//!
+//! | module | job |
+//! | --- | --- |
+//! | [`limits`] | protocol version, header length and field limits |
+//! | [`features`] | feature bits exchanged in the handshake |
+//! | [`kind`] | [`FrameKind`]: frame type numbers and metric names |
+//! | [`frame`] | the [`Frame`] enum, its encoder and payload dispatch |
+//! | `header` (private) | reading and writing the 8-byte frame header |
+//! | `wire` (private) | bounded payload reader and length-prefixed writers |
+//! | [`messages`] | one struct per frame body, each with its own codec |
+//! | [`error_code`] | [`ErrorCode`]: stable numeric error codes |
+//! | [`validate`] | topic and key validation shared by encoder users and decoder |
+//! | [`error`] | [`DecodeError`] |
+//! | [`decoder`] | [`FrameDecoder`]: streaming, allocation-bounded decoding |
+//! | [`event_batch`] | [`encode_event_batch`]: encode-once fan-out of events |
+//! | [`io`] | [`read_frame`] / [`write_frame`] over tokio I/O traits |
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::unreachable,
+        clippy::todo
+    )
+)]
+
+pub mod decoder;
+pub mod error;
+pub mod error_code;
+pub mod event_batch;
+pub mod features;
+pub mod frame;
+mod header;
+pub mod io;
+pub mod kind;
+pub mod limits;
+pub mod messages;
+pub mod validate;
+mod wire;
+
+pub use decoder::FrameDecoder;
+pub use error::DecodeError;
+pub use error_code::ErrorCode;
+pub use event_batch::{encode_event_batch, event_batch_encoded_len};
+pub use frame::Frame;
+pub use io::{ReadError, read_frame, write_frame};
+pub use kind::FrameKind;
+pub use limits::{HEADER_LEN, MAX_KEY_LEN, MAX_TOPIC_LEN, PROTOCOL_VERSION};
+pub use messages::{
+    AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
+    ClusterInfoRequest, ErrorFrame, EventBatch, Hello, HelloOk, Member, Moved, Ping, Publish,
+    PublishAck, PublishBatch, Subscribe, SubscribeOk, Unsubscribe,
+};
+pub use validate::{validate_key, validate_topic};

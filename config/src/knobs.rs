@@ -1,0 +1,210 @@
+//! The knob list: every broker setting, declared once.
+//!
+//! The `knobs!` invocation below generates three types from one list so they can never drift:
+//! [`BrokerConfig`] (every knob resolved), [`ConfigOverrides`] (every knob optional, used for
+//! tier-independent explicit overrides and for the operator's `spec.config`) and [`ConfigFile`]
+//! (the YAML file schema: an optional profile and tier plus optional knobs). It also generates
+//! [`KNOBS`], the name and doc string of every knob, from which the configuration reference is
+//! rendered.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::enums::{LaneShard, LogFormat, SlowSubscriberPolicy};
+use crate::profile::Profile;
+use crate::tier::Tier;
+
+/// The name and description of one knob, for generated documentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KnobDoc {
+    /// Knob name as written in YAML (and, upper-cased with a `STARLING_` prefix, as an env var).
+    pub name: &'static str,
+    /// The knob's doc comment.
+    pub doc: &'static str,
+    /// Group heading in the reference.
+    pub group: &'static str,
+}
+
+macro_rules! knobs {
+    ($( [$group:literal] $( $(#[doc = $doc:literal])+ $name:ident : $ty:ty, )+ )+) => {
+        /// The broker's fully resolved configuration: every knob has a value.
+        ///
+        /// Serialised as YAML this is the file the operator writes into a BrokerCluster's
+        /// ConfigMap and what `starling-broker print-config` prints.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct BrokerConfig {
+            /// The performance profile the values started from.
+            pub profile: Profile,
+            /// The deployment tier whose sizing was applied, if any.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub tier: Option<Tier>,
+            $($( $(#[doc = $doc])+ pub $name: $ty, )+)+
+        }
+
+        /// Explicit overrides: any subset of knobs. Set fields replace the profile and tier values.
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct ConfigOverrides {
+            $($(
+                $(#[doc = $doc])+
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $name: Option<$ty>,
+            )+)+
+        }
+
+        /// The config file schema: an optional profile and tier, and any subset of knobs.
+        /// A serialised [`BrokerConfig`] is also a valid `ConfigFile`.
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct ConfigFile {
+            /// Performance profile to start from (default `balanced`).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub profile: Option<Profile>,
+            /// Deployment tier whose sizing to apply (default: none, the profile's own sizing).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub tier: Option<Tier>,
+            $($(
+                $(#[doc = $doc])+
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $name: Option<$ty>,
+            )+)+
+        }
+
+        /// Every knob's name, group and description, in declaration order.
+        pub const KNOBS: &[KnobDoc] = &[
+            $($( KnobDoc { name: stringify!($name), doc: concat!($($doc, "\n"),+), group: $group }, )+)+
+        ];
+
+        impl ConfigOverrides {
+            /// Writes every set field into `cfg`.
+            pub fn apply_to(&self, cfg: &mut BrokerConfig) {
+                $($( if let Some(v) = &self.$name { cfg.$name = v.clone(); } )+)+
+            }
+
+            /// Layers `other` on top of `self`: fields set in `other` win.
+            pub fn merge(&mut self, other: &ConfigOverrides) {
+                $($( if other.$name.is_some() { self.$name = other.$name.clone(); } )+)+
+            }
+
+            /// Names of the fields that are set.
+            pub fn set_fields(&self) -> Vec<&'static str> {
+                let mut out = Vec::new();
+                $($( if self.$name.is_some() { out.push(stringify!($name)); } )+)+
+                out
+            }
+        }
+
+        impl ConfigFile {
+            /// Splits the file into its profile, tier and knob overrides.
+            pub fn into_parts(self) -> (Option<Profile>, Option<Tier>, ConfigOverrides) {
+                let overrides = ConfigOverrides { $($( $name: self.$name, )+)+ };
+                (self.profile, self.tier, overrides)
+            }
+        }
+
+        impl BrokerConfig {
+            /// Every knob as a JSON value, keyed by name, in declaration order.
+            pub fn knob_values(&self) -> Vec<(&'static str, serde_json::Value)> {
+                vec![$($(
+                    (stringify!($name), serde_json::to_value(&self.$name).unwrap_or(serde_json::Value::Null)),
+                )+)+]
+            }
+        }
+    };
+}
+
+knobs! {
+    ["Listeners, TLS and logs"]
+    /// UDP address of the QUIC listener.
+    quic_listen: SocketAddr,
+    /// TCP address of the HTTP listener serving `/metrics`, `/healthz`, `/readyz` and `/config`.
+    http_listen: SocketAddr,
+    /// PEM certificate chain for QUIC TLS. Unset: the broker generates a self-signed certificate
+    /// at start and logs its SHA-256 fingerprint. Must be set together with `tls_key_file`.
+    tls_cert_file: Option<PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) matching `tls_cert_file`.
+    tls_key_file: Option<PathBuf>,
+    /// Log line format: `text` or `json`.
+    log_format: LogFormat,
+    /// `tracing` filter directive, e.g. `info` or `starling_broker=debug,info`.
+    log_level: String,
+
+    ["QUIC transport"]
+    /// Connection-level receive window (bytes) of publish/subscribe connections: how much a
+    /// publisher may have in flight towards the broker. SDK subscribers use it for their side.
+    event_conn_recv_window: u64,
+    /// Per-stream receive window (bytes) of publish/subscribe streams.
+    event_stream_recv_window: u64,
+    /// Connection-level send buffer (bytes) for event delivery to subscribers.
+    event_send_window: u64,
+    /// Connection-level receive window (bytes) applied to cache connections
+    /// (ALPN `starling-cache/1`) once they are established.
+    cache_conn_recv_window: u64,
+    /// Per-stream receive window (bytes) that SDKs use on cache connections.
+    cache_stream_recv_window: u64,
+    /// Maximum concurrently open bidirectional streams a client may have per connection.
+    max_concurrent_streams: u32,
+    /// A connection with no traffic for this long (ms) is closed.
+    idle_timeout_ms: u64,
+    /// Interval (ms) of QUIC keep-alive pings from the broker; 0 disables them.
+    keep_alive_interval_ms: u64,
+    /// Largest frame (header + payload, bytes) the broker accepts or sends.
+    max_frame_bytes: u32,
+
+    ["Batching"]
+    /// A topic flushes its pending EventBatch once it holds this many events.
+    event_batch_max_events: u32,
+    /// A topic flushes its pending EventBatch once its payloads reach this many bytes.
+    event_batch_max_bytes: u32,
+    /// A topic flushes its pending EventBatch this long (µs) after the first event entered it.
+    event_batch_max_delay_us: u64,
+    /// Most queued EventBatches a writer lane hands to one subscriber stream in a single write.
+    fanout_batch_size: u32,
+    /// Size (bytes) of each read from a publish stream; the unit in which publish bytes are
+    /// pulled off the QUIC stream and decoded.
+    publish_chunk_bytes: u32,
+
+    ["Queues"]
+    /// Per-connection publish pipeline queue (frames). When full, the broker stops reading the
+    /// publisher's streams and QUIC flow control pushes back.
+    pub_queue_depth: u32,
+    /// Publish workers per connection. Topics are hashed onto workers, which keeps per-topic
+    /// order per connection.
+    pub_workers_per_conn: u32,
+    /// Per-subscriber queue (EventBatches) where the slow-subscriber policy applies.
+    subscriber_queue_capacity: u32,
+    /// Per-lane queue of ready subscribers waiting for their writer lane.
+    subscriber_lane_queue_depth: u32,
+
+    ["Writer lanes and delivery"]
+    /// Number of writer lanes that write EventBatches to subscriber streams.
+    subscriber_writer_lanes: u32,
+    /// Upper bound for `subscriber_writer_lanes`.
+    max_subscriber_writer_lanes: u32,
+    /// How subscribers are pinned to lanes: `auto`, `subscriber_id_hash`, `connection_id_hash`
+    /// or `round_robin_pin`.
+    subscriber_lane_shard: LaneShard,
+    /// What a full subscriber queue does: `drop_new`, `drop_old` or `block`.
+    slow_subscriber_policy: SlowSubscriberPolicy,
+    /// When true, an acked publish is acknowledged only after it has been enqueued to every
+    /// subscriber of its topic; when false, as soon as the broker has accepted it.
+    ack_on_commit: bool,
+
+    ["Cache"]
+    /// Upper bound (bytes) of cache keys, values and per-entry overhead; beyond it the least
+    /// recently used entries are evicted.
+    cache_max_bytes: u64,
+    /// Number of independently locked cache shards (rounded up to a power of two).
+    cache_shards: u32,
+    /// Largest single cache value (bytes).
+    cache_max_value_bytes: u32,
+
+    ["Lifecycle"]
+    /// On SIGTERM, how long (ms) the broker keeps flushing queued deliveries before it closes
+    /// connections.
+    drain_timeout_ms: u64,
+}

@@ -1,0 +1,191 @@
+//! The three performance profiles and every value each one sets.
+//!
+//! Figures come from the reference tuning guide (`shared/reference/performance-tuning.md`).
+//! Where the guide gives no figure for a profile, the balanced value is used; knobs the guide
+//! does not cover at all (timeouts, frame limit, cache bounds) are Starling's own defaults and
+//! are the same in every profile.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::enums::{LaneShard, LogFormat, SlowSubscriberPolicy};
+use crate::knobs::BrokerConfig;
+use crate::{DEFAULT_HTTP_PORT, DEFAULT_QUIC_PORT};
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+const GIB: u64 = 1024 * MIB;
+
+/// A performance profile: a named trade-off between latency, throughput and memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    /// General purpose; the default.
+    #[default]
+    Balanced,
+    /// Small batches, small windows, acks on commit: lowest tail latency.
+    Latency,
+    /// Large batches, large windows, deep queues: highest throughput.
+    Throughput,
+}
+
+crate::enums::snake_enum_str!(Profile {
+    Balanced => "balanced",
+    Latency => "latency",
+    Throughput => "throughput",
+});
+
+impl Profile {
+    /// The profile's complete configuration, before any tier sizing or override.
+    pub fn config(self) -> BrokerConfig {
+        let any = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+        let balanced = BrokerConfig {
+            profile: Profile::Balanced,
+            tier: None,
+            quic_listen: SocketAddr::new(any, DEFAULT_QUIC_PORT),
+            http_listen: SocketAddr::new(any, DEFAULT_HTTP_PORT),
+            tls_cert_file: None,
+            tls_key_file: None,
+            log_format: LogFormat::Text,
+            log_level: "info".to_string(),
+            event_conn_recv_window: 256 * MIB,
+            event_stream_recv_window: 64 * MIB,
+            event_send_window: 256 * MIB,
+            cache_conn_recv_window: 256 * MIB,
+            cache_stream_recv_window: 64 * MIB,
+            max_concurrent_streams: 1024,
+            idle_timeout_ms: 30_000,
+            keep_alive_interval_ms: 5_000,
+            max_frame_bytes: (4 * MIB) as u32,
+            event_batch_max_events: 64,
+            event_batch_max_bytes: (64 * KIB) as u32,
+            event_batch_max_delay_us: 250,
+            fanout_batch_size: 64,
+            publish_chunk_bytes: (16 * KIB) as u32,
+            pub_queue_depth: 1024,
+            pub_workers_per_conn: 2,
+            subscriber_queue_capacity: 128,
+            subscriber_lane_queue_depth: 8192,
+            subscriber_writer_lanes: 4,
+            max_subscriber_writer_lanes: 8,
+            subscriber_lane_shard: LaneShard::Auto,
+            slow_subscriber_policy: SlowSubscriberPolicy::DropOld,
+            ack_on_commit: false,
+            cache_max_bytes: GIB,
+            cache_shards: 64,
+            cache_max_value_bytes: MIB as u32,
+            drain_timeout_ms: 10_000,
+        };
+        match self {
+            Profile::Balanced => balanced,
+            Profile::Latency => BrokerConfig {
+                profile: Profile::Latency,
+                event_conn_recv_window: 64 * MIB,
+                event_stream_recv_window: 16 * MIB,
+                event_send_window: 64 * MIB,
+                event_batch_max_events: 8,
+                event_batch_max_bytes: (32 * KIB) as u32,
+                event_batch_max_delay_us: 100,
+                fanout_batch_size: 8,
+                ack_on_commit: true,
+                pub_queue_depth: 512,
+                pub_workers_per_conn: 1,
+                subscriber_queue_capacity: 64,
+                subscriber_writer_lanes: 2,
+                ..balanced
+            },
+            Profile::Throughput => BrokerConfig {
+                profile: Profile::Throughput,
+                event_conn_recv_window: 512 * MIB,
+                event_stream_recv_window: 128 * MIB,
+                event_send_window: 512 * MIB,
+                event_batch_max_events: 256,
+                event_batch_max_bytes: MIB as u32,
+                event_batch_max_delay_us: 2_000,
+                fanout_batch_size: 256,
+                ack_on_commit: false,
+                pub_queue_depth: 4096,
+                pub_workers_per_conn: 4,
+                subscriber_queue_capacity: 256,
+                subscriber_writer_lanes: 8,
+                max_subscriber_writer_lanes: 8,
+                publish_chunk_bytes: (32 * KIB) as u32,
+                ..balanced
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_figures_per_profile() {
+        let b = Profile::Balanced.config();
+        assert_eq!(
+            (
+                b.event_batch_max_events,
+                b.event_batch_max_delay_us,
+                b.fanout_batch_size
+            ),
+            (64, 250, 64)
+        );
+        assert_eq!(
+            (
+                b.pub_queue_depth,
+                b.subscriber_queue_capacity,
+                b.subscriber_writer_lanes
+            ),
+            (1024, 128, 4)
+        );
+        assert_eq!(b.event_conn_recv_window, 268_435_456);
+        let l = Profile::Latency.config();
+        assert_eq!(
+            (
+                l.event_batch_max_events,
+                l.event_batch_max_delay_us,
+                l.fanout_batch_size
+            ),
+            (8, 100, 8)
+        );
+        assert_eq!(
+            (l.event_stream_recv_window, l.event_batch_max_bytes),
+            (16_777_216, 32_768)
+        );
+        assert!(l.ack_on_commit);
+        assert_eq!(l.profile, Profile::Latency);
+        let t = Profile::Throughput.config();
+        assert_eq!(
+            (
+                t.event_batch_max_events,
+                t.event_batch_max_bytes,
+                t.event_batch_max_delay_us
+            ),
+            (256, 1_048_576, 2000)
+        );
+        assert_eq!(
+            (
+                t.pub_queue_depth,
+                t.subscriber_queue_capacity,
+                t.subscriber_writer_lanes
+            ),
+            (4096, 256, 8)
+        );
+        assert_eq!(t.publish_chunk_bytes, 32_768);
+        assert!(!t.ack_on_commit);
+    }
+
+    #[test]
+    fn every_profile_is_valid() {
+        for p in Profile::ALL {
+            assert_eq!(
+                p.config().validate().map_err(|e| e.to_string()),
+                Ok(()),
+                "{p}"
+            );
+        }
+    }
+}

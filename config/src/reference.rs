@@ -1,0 +1,110 @@
+//! Renders the configuration reference tables from the knob list, the profiles and the tiers,
+//! so `docs/configuration.md` can be checked against the code.
+
+use std::fmt::Write;
+
+use crate::client::ClientTuning;
+use crate::knobs::{BrokerConfig, KNOBS};
+use crate::profile::Profile;
+use crate::tier::Tier;
+
+fn show(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Null => "unset".to_string(),
+        serde_json::Value::String(s) => format!("`{s}`"),
+        other => format!("`{other}`"),
+    }
+}
+
+fn value_of(cfg: &BrokerConfig, name: &str) -> serde_json::Value {
+    cfg.knob_values()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v)
+        .unwrap_or_default()
+}
+
+/// The generated part of `docs/configuration.md`: every knob with its meaning and its value per
+/// profile, the tier table, and the client pool table.
+pub fn configuration_reference() -> String {
+    let profiles: Vec<BrokerConfig> = Profile::ALL.iter().map(|p| p.config()).collect();
+    let mut out = String::new();
+    let mut group = "";
+    for knob in KNOBS {
+        if knob.group != group {
+            group = knob.group;
+            let _ = writeln!(out, "\n### {group}\n");
+            let _ = writeln!(out, "| knob | balanced | latency | throughput | meaning |");
+            let _ = writeln!(out, "|---|---|---|---|---|");
+        }
+        let values: Vec<String> = profiles
+            .iter()
+            .map(|c| show(&value_of(c, knob.name)))
+            .collect();
+        let doc = knob.doc.split_whitespace().collect::<Vec<_>>().join(" ");
+        let _ = writeln!(out, "| `{}` | {} | {doc} |", knob.name, values.join(" | "));
+    }
+
+    let _ = writeln!(out, "\n### Tiers\n");
+    let _ = writeln!(out, "| setting | small | medium | large |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    let tiers: Vec<_> = Tier::ALL.iter().map(|t| t.sizing()).collect();
+    let rows: [(&str, fn(&crate::TierSizing) -> String); 13] = [
+        ("replicas (default)", |s| s.replicas.to_string()),
+        ("CPU request / limit", |s| {
+            format!("{} / {}", s.resources.cpu_request, s.resources.cpu_limit)
+        }),
+        ("memory request / limit", |s| {
+            format!(
+                "{} / {}",
+                s.resources.memory_request, s.resources.memory_limit
+            )
+        }),
+        ("capacity (msg/s)", |s| s.capacity_msgs_per_sec.to_string()),
+        ("`event_batch_max_events` ceiling", |s| {
+            s.event_batch_max_events.to_string()
+        }),
+        ("`pub_queue_depth`", |s| s.pub_queue_depth.to_string()),
+        ("`subscriber_queue_capacity`", |s| {
+            s.subscriber_queue_capacity.to_string()
+        }),
+        ("`subscriber_writer_lanes`", |s| {
+            s.subscriber_writer_lanes.to_string()
+        }),
+        ("`cache_max_bytes`", |s| s.cache_max_bytes.to_string()),
+        ("client `pub_conn_pool`", |s| s.pub_conn_pool.to_string()),
+        ("client `event_conn_pool`", |s| {
+            s.event_conn_pool.to_string()
+        }),
+        ("client `cache_conn_pool`", |s| {
+            s.cache_conn_pool.to_string()
+        }),
+        ("scale up above (default 80 %)", |s| {
+            (s.capacity_msgs_per_sec * 8 / 10).to_string()
+        }),
+    ];
+    for (label, f) in &rows {
+        let cells: Vec<String> = tiers.iter().map(f).collect();
+        let _ = writeln!(out, "| {label} | {} |", cells.join(" | "));
+    }
+
+    let _ = writeln!(out, "\n### Client pools (SDK)\n");
+    let _ = writeln!(out, "| knob | balanced | latency | throughput |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    let clients: Vec<ClientTuning> = Profile::ALL
+        .iter()
+        .map(|p| ClientTuning::resolve(*p, None))
+        .collect();
+    let rows: [(&str, fn(&ClientTuning) -> u32); 5] = [
+        ("pub_conn_pool", |c| c.pub_conn_pool),
+        ("pub_streams_per_conn", |c| c.pub_streams_per_conn),
+        ("event_conn_pool", |c| c.event_conn_pool),
+        ("cache_conn_pool", |c| c.cache_conn_pool),
+        ("cache_streams_per_conn", |c| c.cache_streams_per_conn),
+    ];
+    for (name, f) in rows {
+        let cells: Vec<String> = clients.iter().map(|c| format!("`{}`", f(c))).collect();
+        let _ = writeln!(out, "| `{name}` | {} |", cells.join(" | "));
+    }
+    out
+}

@@ -1,0 +1,65 @@
+//! [`DecodeError`]: everything that can be wrong with bytes received from a
+//! peer, and its mapping onto a wire [`ErrorCode`].
+
+use crate::error_code::ErrorCode;
+
+/// Why a frame could not be decoded.
+///
+/// After any decode error the byte stream can no longer be trusted: the
+/// receiver should report the error (see [`DecodeError::code`]) and close
+/// the stream.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The header's version byte is not [`PROTOCOL_VERSION`](crate::PROTOCOL_VERSION).
+    #[error("unsupported protocol version {0}")]
+    UnsupportedVersion(u8),
+    /// The header's frame type byte names no known frame.
+    #[error("unknown frame type 0x{0:02x}")]
+    UnknownFrameType(u8),
+    /// The header declares a payload longer than the decoder's limit.
+    #[error("frame payload of {len} bytes exceeds the limit of {max} bytes")]
+    FrameTooLarge {
+        /// Declared payload length.
+        len: u32,
+        /// The decoder's `max_frame_bytes`.
+        max: u32,
+    },
+    /// The payload does not match the frame's layout.
+    #[error("malformed {frame} frame: {reason}")]
+    Malformed {
+        /// Name of the frame kind being decoded (see [`FrameKind::name`](crate::FrameKind::name)).
+        frame: &'static str,
+        /// What was wrong.
+        reason: &'static str,
+    },
+}
+
+impl DecodeError {
+    /// The error code to send back to the peer in an `Error` frame.
+    pub const fn code(&self) -> ErrorCode {
+        match self {
+            DecodeError::UnsupportedVersion(_) => ErrorCode::UnsupportedVersion,
+            DecodeError::UnknownFrameType(_) => ErrorCode::UnknownFrameType,
+            DecodeError::FrameTooLarge { .. } => ErrorCode::FrameTooLarge,
+            DecodeError::Malformed { .. } => ErrorCode::BadFrame,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_and_messages() {
+        let e = DecodeError::FrameTooLarge { len: 10, max: 5 };
+        assert_eq!(e.code(), ErrorCode::FrameTooLarge);
+        assert_eq!(e.to_string(), "frame payload of 10 bytes exceeds the limit of 5 bytes");
+        assert_eq!(DecodeError::UnknownFrameType(0xab).to_string(), "unknown frame type 0xab");
+        assert_eq!(DecodeError::UnsupportedVersion(2).code(), ErrorCode::UnsupportedVersion);
+        assert_eq!(DecodeError::UnknownFrameType(0).code(), ErrorCode::UnknownFrameType);
+        let m = DecodeError::Malformed { frame: "publish", reason: "trailing bytes after last field" };
+        assert_eq!(m.code(), ErrorCode::BadFrame);
+        assert_eq!(m.to_string(), "malformed publish frame: trailing bytes after last field");
+    }
+}

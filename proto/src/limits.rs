@@ -1,0 +1,15 @@
+//! Protocol-wide constants: the version number, the header size and the
+//! length limits on topics and cache keys.
+
+/// The only protocol version this crate speaks; carried in every frame
+/// header and negotiated by [`Hello`](crate::Hello) / [`HelloOk`](crate::HelloOk).
+pub const PROTOCOL_VERSION: u8 = 1;
+
+/// Size of the fixed frame header in bytes.
+pub const HEADER_LEN: usize = 8;
+
+/// Maximum topic length in bytes (topics must also be non-empty).
+pub const MAX_TOPIC_LEN: usize = 255;
+
+/// Maximum cache key length in bytes (keys must also be non-empty).
+pub const MAX_KEY_LEN: usize = 1024;

@@ -1,0 +1,34 @@
+//! Frame bodies: one struct per frame, grouped by area, each implementing
+//! its own payload layout. The header is handled by [`crate::frame`].
+//!
+//! | module | frames |
+//! | --- | --- |
+//! | [`handshake`] | `Hello`, `HelloOk` |
+//! | [`publish`] | `Publish`, `PublishBatch`, `PublishAck` (+ [`AckMode`]) |
+//! | [`subscribe`] | `Subscribe`, `SubscribeOk`, `Unsubscribe` |
+//! | [`events`] | `EventBatch` |
+//! | [`cache`] | `CachePut`, `CacheGet`, `CacheDelete`, `CacheValue`, `CacheOk` |
+//! | [`error_frame`] | `Error` |
+//! | [`cluster`] | `Moved`, `ClusterInfoRequest`, `ClusterInfo` (+ [`Member`]) |
+//! | [`ping`] | `Ping`, `Pong` |
+
+pub mod cache;
+pub mod cluster;
+pub mod error_frame;
+pub mod events;
+pub mod handshake;
+pub mod ping;
+pub mod publish;
+pub mod subscribe;
+
+#[cfg(test)]
+mod test_util;
+
+pub use cache::{CacheDelete, CacheGet, CacheOk, CachePut, CacheValue};
+pub use cluster::{ClusterInfo, ClusterInfoRequest, Member, Moved};
+pub use error_frame::ErrorFrame;
+pub use events::EventBatch;
+pub use handshake::{Hello, HelloOk};
+pub use ping::Ping;
+pub use publish::{AckMode, Publish, PublishAck, PublishBatch};
+pub use subscribe::{Subscribe, SubscribeOk, Unsubscribe};
