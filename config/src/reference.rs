@@ -8,6 +8,11 @@ use crate::knobs::{BrokerConfig, KNOBS};
 use crate::profile::Profile;
 use crate::tier::Tier;
 
+/// A tier table row: label and cell renderer.
+type TierRow = (&'static str, fn(&crate::TierSizing) -> String);
+/// A client table row: knob name and value getter.
+type ClientRow = (&'static str, fn(&ClientTuning) -> u32);
+
 fn show(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::Null => "unset".to_string(),
@@ -49,7 +54,7 @@ pub fn configuration_reference() -> String {
     let _ = writeln!(out, "| setting | small | medium | large |");
     let _ = writeln!(out, "|---|---|---|---|");
     let tiers: Vec<_> = Tier::ALL.iter().map(|t| t.sizing()).collect();
-    let rows: [(&str, fn(&crate::TierSizing) -> String); 13] = [
+    let rows: [TierRow; 13] = [
         ("replicas (default)", |s| s.replicas.to_string()),
         ("CPU request / limit", |s| {
             format!("{} / {}", s.resources.cpu_request, s.resources.cpu_limit)
@@ -95,7 +100,7 @@ pub fn configuration_reference() -> String {
         .iter()
         .map(|p| ClientTuning::resolve(*p, None))
         .collect();
-    let rows: [(&str, fn(&ClientTuning) -> u32); 5] = [
+    let rows: [ClientRow; 5] = [
         ("pub_conn_pool", |c| c.pub_conn_pool),
         ("pub_streams_per_conn", |c| c.pub_streams_per_conn),
         ("event_conn_pool", |c| c.event_conn_pool),

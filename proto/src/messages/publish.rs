@@ -1,0 +1,225 @@
+//! Publish frames: `Publish` and `PublishBatch` (client → server) and
+//! `PublishAck` (server → client), plus the [`AckMode`] they carry.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::error::DecodeError;
+use crate::wire::{DecodeBody, EncodeBody, Reader, blob_len, blobs_len, put_blob, put_blobs, put_str, str_len};
+
+/// Whether the publisher wants a [`PublishAck`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+pub enum AckMode {
+    /// Fire and forget: no `PublishAck` is sent (errors still are).
+    #[default]
+    None = 0,
+    /// The broker answers with `PublishAck`: on receipt, or, when the
+    /// broker's `ack_on_commit` is on, once the messages are enqueued to
+    /// every current subscriber.
+    Ack = 1,
+}
+
+impl AckMode {
+    /// The wire value.
+    pub const fn as_u8(self) -> u8 {
+        self as u8
+    }
+
+    /// Parses a wire value; `None` for values other than 0 and 1.
+    pub const fn from_u8(value: u8) -> Option<AckMode> {
+        match value {
+            0 => Some(AckMode::None),
+            1 => Some(AckMode::Ack),
+            _ => None,
+        }
+    }
+}
+
+fn read_ack(r: &mut Reader) -> Result<AckMode, DecodeError> {
+    let value = r.u8()?;
+    AckMode::from_u8(value).ok_or_else(|| r.malformed("ack mode is neither 0 nor 1"))
+}
+
+/// One message for one topic.
+///
+/// Layout: `request_id u64 | ack u8 | topic str | payload blob`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publish {
+    /// Echoed in the `PublishAck` or `Error`.
+    pub request_id: u64,
+    /// Acknowledgement wanted.
+    pub ack: AckMode,
+    /// Destination topic (see [`validate_topic`](crate::validate_topic)).
+    pub topic: String,
+    /// Opaque message body.
+    pub payload: Bytes,
+}
+
+impl EncodeBody for Publish {
+    fn body_len(&self) -> usize {
+        8 + 1 + str_len(&self.topic) + blob_len(&self.payload)
+    }
+
+    fn encode_body(&self, dst: &mut BytesMut) {
+        dst.put_u64(self.request_id);
+        dst.put_u8(self.ack.as_u8());
+        put_str(dst, &self.topic);
+        put_blob(dst, &self.payload);
+    }
+}
+
+impl DecodeBody for Publish {
+    fn decode_body(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Publish {
+            request_id: r.u64()?,
+            ack: read_ack(r)?,
+            topic: r.topic()?,
+            payload: r.blob()?,
+        })
+    }
+}
+
+/// Several messages for one topic, published in order.
+///
+/// Layout: `request_id u64 | ack u8 | topic str | count u32 | count × blob`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishBatch {
+    /// Echoed in the `PublishAck` or `Error`.
+    pub request_id: u64,
+    /// Acknowledgement wanted (one ack covers the whole batch).
+    pub ack: AckMode,
+    /// Destination topic (see [`validate_topic`](crate::validate_topic)).
+    pub topic: String,
+    /// Message bodies, in publish order.
+    pub payloads: Vec<Bytes>,
+}
+
+impl EncodeBody for PublishBatch {
+    fn body_len(&self) -> usize {
+        8 + 1 + str_len(&self.topic) + blobs_len(&self.payloads)
+    }
+
+    fn encode_body(&self, dst: &mut BytesMut) {
+        dst.put_u64(self.request_id);
+        dst.put_u8(self.ack.as_u8());
+        put_str(dst, &self.topic);
+        put_blobs(dst, &self.payloads);
+    }
+}
+
+impl DecodeBody for PublishBatch {
+    fn decode_body(r: &mut Reader) -> Result<Self, DecodeError> {
+        let request_id = r.u64()?;
+        let ack = read_ack(r)?;
+        let topic = r.topic()?;
+        let count = r.count(4)?;
+        let mut payloads = Vec::with_capacity(count);
+        for _ in 0..count {
+            payloads.push(r.blob()?);
+        }
+        Ok(PublishBatch { request_id, ack, topic, payloads })
+    }
+}
+
+/// Acknowledgement of a `Publish` (count 1) or `PublishBatch` (count =
+/// number of payloads accepted).
+///
+/// Layout: `request_id u64 | count u32`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublishAck {
+    /// The acknowledged request.
+    pub request_id: u64,
+    /// Number of messages accepted.
+    pub count: u32,
+}
+
+impl EncodeBody for PublishAck {
+    fn body_len(&self) -> usize {
+        8 + 4
+    }
+
+    fn encode_body(&self, dst: &mut BytesMut) {
+        dst.put_u64(self.request_id);
+        dst.put_u32(self.count);
+    }
+}
+
+impl DecodeBody for PublishAck {
+    fn decode_body(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(PublishAck { request_id: r.u64()?, count: r.u32()? })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::Frame;
+    use crate::kind::FrameKind;
+    use crate::messages::test_util::{decode, malformed, round_trip};
+
+    #[test]
+    fn publish_layout() {
+        let frame = Frame::Publish(Publish {
+            request_id: 5,
+            ack: AckMode::Ack,
+            topic: "t".into(),
+            payload: Bytes::from_static(b"hi"),
+        });
+        let payload = round_trip(&frame);
+        assert_eq!(payload, [0, 0, 0, 0, 0, 0, 0, 5, 1, 0, 1, b't', 0, 0, 0, 2, b'h', b'i']);
+    }
+
+    #[test]
+    fn publish_rejects_bad_ack_and_topic() {
+        let bad_ack = [0, 0, 0, 0, 0, 0, 0, 5, 2, 0, 1, b't', 0, 0, 0, 0];
+        assert_eq!(decode(FrameKind::Publish, &bad_ack), malformed(FrameKind::Publish, "ack mode is neither 0 nor 1"));
+        let empty_topic = [0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(decode(FrameKind::Publish, &empty_topic), malformed(FrameKind::Publish, "topic is empty"));
+        let spaced = [0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 3, b'a', b' ', b'b', 0, 0, 0, 0];
+        assert_eq!(decode(FrameKind::Publish, &spaced), malformed(FrameKind::Publish, "topic contains whitespace"));
+    }
+
+    #[test]
+    fn publish_rejects_trailing_bytes() {
+        let payload = [0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 1, b't', 0, 0, 0, 0, 0xaa];
+        assert_eq!(decode(FrameKind::Publish, &payload), malformed(FrameKind::Publish, "trailing bytes after last field"));
+    }
+
+    #[test]
+    fn publish_batch_layout() {
+        let frame = Frame::PublishBatch(PublishBatch {
+            request_id: 1,
+            ack: AckMode::None,
+            topic: "t".into(),
+            payloads: vec![Bytes::from_static(b"a"), Bytes::new()],
+        });
+        let payload = round_trip(&frame);
+        assert_eq!(
+            payload,
+            [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't', 0, 0, 0, 2, 0, 0, 0, 1, b'a', 0, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn publish_batch_count_bounded_by_remaining_bytes() {
+        let payload = [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't', 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
+        assert_eq!(
+            decode(FrameKind::PublishBatch, &payload),
+            malformed(FrameKind::PublishBatch, "element count exceeds remaining bytes")
+        );
+    }
+
+    #[test]
+    fn publish_ack_layout() {
+        let payload = round_trip(&Frame::PublishAck(PublishAck { request_id: 2, count: 3 }));
+        assert_eq!(payload, [0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 3]);
+    }
+
+    #[test]
+    fn ack_mode_values() {
+        assert_eq!(AckMode::from_u8(0), Some(AckMode::None));
+        assert_eq!(AckMode::from_u8(1), Some(AckMode::Ack));
+        assert_eq!(AckMode::from_u8(2), None);
+        assert_eq!(AckMode::default(), AckMode::None);
+    }
+}
