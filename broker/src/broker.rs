@@ -1,0 +1,261 @@
+//! Start-up, the accept loop and the SIGTERM drain.
+//!
+//! [`Broker::start`] binds both listeners, prepares TLS, starts the lanes, the cache sweeper,
+//! the HTTP server and the QUIC accept loop, and returns a [`RunningBroker`]. Its
+//! [`RunningBroker::shutdown`] performs the drain: readiness goes false, no new connections or
+//! subscriptions are accepted, every topic flushes, queued deliveries are written out until they
+//! are empty or `drain_timeout_ms` passes, then connections close with an application code.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use starling_config::BrokerConfig;
+use starling_proto::FrameDecoder;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::cache::{Cache, CacheConfig};
+use crate::error::BrokerError;
+use crate::health::{Health, Phase};
+use crate::http::{self, HttpState};
+use crate::metrics::Metrics;
+use crate::pubsub::batcher::Limits;
+use crate::pubsub::lanes::Lanes;
+use crate::pubsub::topic::{TopicSettings, Topics};
+use crate::server::{Ctx, conn};
+use crate::tls::{self, TlsMaterial};
+use crate::transport;
+
+/// How often the cache sweeper reclaims expired entries.
+const SWEEP_INTERVAL: Duration = Duration::from_millis(250);
+/// A topic with no subscribers and no traffic for this long releases its state.
+const TOPIC_IDLE_RETIRE: Duration = Duration::from_secs(60);
+
+/// The broker, before it starts.
+pub struct Broker {
+    cfg: BrokerConfig,
+    server_id: String,
+}
+
+/// A started broker.
+pub struct RunningBroker {
+    /// The bound QUIC (UDP) address.
+    pub quic_addr: SocketAddr,
+    /// The bound HTTP (TCP) address.
+    pub http_addr: SocketAddr,
+    /// SHA-256 fingerprint of the TLS leaf certificate.
+    pub fingerprint: String,
+    /// DER of the leaf certificate, so in-process clients can trust a self-signed broker.
+    pub certificate_der: Vec<u8>,
+    ctx: Arc<Ctx>,
+    endpoint: quinn::Endpoint,
+    stop_tx: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Broker {
+    /// A broker for a validated config.
+    pub fn new(cfg: BrokerConfig) -> Result<Self, BrokerError> {
+        cfg.validate()?;
+        let server_id = std::env::var("POD_NAME")
+            .or_else(|_| std::env::var("HOSTNAME"))
+            .unwrap_or_else(|_| "starling".to_string());
+        Ok(Broker { cfg, server_id })
+    }
+
+    /// Binds, starts every task and returns once the broker is serving.
+    pub async fn start(self) -> Result<RunningBroker, BrokerError> {
+        let cfg = Arc::new(self.cfg);
+        let health = Arc::new(Health::default());
+        let metrics = Arc::new(Metrics::new()?);
+
+        let material = match (&cfg.tls_cert_file, &cfg.tls_key_file) {
+            (Some(cert), Some(key)) => TlsMaterial::from_files(cert, key)?,
+            _ => TlsMaterial::self_signed(tls::default_names())?,
+        };
+        let fingerprint = material.fingerprint();
+        if material.self_signed {
+            tracing::info!(%fingerprint, "generated a self-signed TLS certificate (clients: --fingerprint or --insecure)");
+        } else {
+            tracing::info!(%fingerprint, "loaded TLS certificate");
+        }
+        let certificate_der = material
+            .chain
+            .first()
+            .map(|c| c.to_vec())
+            .unwrap_or_default();
+        let server_config = transport::server_config(&cfg, &material)?;
+
+        let http_listener =
+            TcpListener::bind(cfg.http_listen)
+                .await
+                .map_err(|source| BrokerError::Bind {
+                    addr: cfg.http_listen,
+                    source,
+                })?;
+        let http_addr = http_listener
+            .local_addr()
+            .map_err(|source| BrokerError::Bind {
+                addr: cfg.http_listen,
+                source,
+            })?;
+        let endpoint =
+            quinn::Endpoint::server(server_config, cfg.quic_listen).map_err(|source| {
+                BrokerError::Bind {
+                    addr: cfg.quic_listen,
+                    source,
+                }
+            })?;
+        let quic_addr = endpoint.local_addr().map_err(|source| BrokerError::Bind {
+            addr: cfg.quic_listen,
+            source,
+        })?;
+
+        let lanes = Lanes::spawn(
+            cfg.subscriber_writer_lanes as usize,
+            cfg.subscriber_lane_queue_depth as usize,
+            cfg.fanout_batch_size as usize,
+            cfg.subscriber_lane_shard,
+            Arc::clone(&metrics),
+        );
+        let topics = Topics::new(
+            TopicSettings {
+                limits: Limits {
+                    max_events: cfg.event_batch_max_events as usize,
+                    max_bytes: cfg.event_batch_max_bytes as usize,
+                    max_delay: Duration::from_micros(cfg.event_batch_max_delay_us),
+                },
+                queue_depth: cfg.pub_queue_depth as usize,
+                idle_retire: TOPIC_IDLE_RETIRE,
+            },
+            Arc::clone(&metrics),
+            Arc::clone(&lanes),
+        );
+        let cache = Arc::new(Cache::new(CacheConfig {
+            max_bytes: cfg.cache_max_bytes,
+            shards: cfg.cache_shards as usize,
+            max_value_bytes: cfg.cache_max_value_bytes as usize,
+        }));
+        let mut tasks = vec![cache.spawn_sweeper(SWEEP_INTERVAL)];
+
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let http_state = Arc::new(HttpState {
+            metrics: Arc::clone(&metrics),
+            cache: Arc::clone(&cache),
+            health: Arc::clone(&health),
+            config_yaml: cfg.to_yaml(),
+        });
+        tasks.push(tokio::spawn(http::serve(
+            http_listener,
+            http_state,
+            stop_rx.clone(),
+        )));
+
+        let ctx = Arc::new(Ctx {
+            decoder: FrameDecoder::new(cfg.max_frame_bytes),
+            cfg: Arc::clone(&cfg),
+            metrics,
+            topics,
+            lanes,
+            cache,
+            health: Arc::clone(&health),
+            server_id: self.server_id,
+            next_conn_id: AtomicU64::new(1),
+            next_sub_id: AtomicU64::new(1),
+        });
+        tasks.push(tokio::spawn(accept_loop(
+            Arc::clone(&ctx),
+            endpoint.clone(),
+            stop_rx,
+        )));
+        health.set(Phase::Serving);
+        ctx.metrics.ready.set(1);
+        tracing::info!(%quic_addr, %http_addr, profile = %cfg.profile, tier = ?cfg.tier, "broker serving");
+        Ok(RunningBroker {
+            quic_addr,
+            http_addr,
+            fingerprint,
+            certificate_der,
+            ctx,
+            endpoint,
+            stop_tx,
+            tasks,
+        })
+    }
+}
+
+async fn accept_loop(ctx: Arc<Ctx>, endpoint: quinn::Endpoint, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            incoming = endpoint.accept() => match incoming {
+                Some(incoming) => {
+                    if ctx.health.phase() != Phase::Serving {
+                        incoming.refuse();
+                        continue;
+                    }
+                    tokio::spawn(conn::serve(Arc::clone(&ctx), incoming, stop.clone()));
+                }
+                None => return,
+            },
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+impl RunningBroker {
+    /// The broker's metrics (for tests and embedding).
+    pub fn metrics(&self) -> &Metrics {
+        &self.ctx.metrics
+    }
+
+    /// The lifecycle state.
+    pub fn health(&self) -> &Health {
+        &self.ctx.health
+    }
+
+    /// The effective config.
+    pub fn config(&self) -> &BrokerConfig {
+        &self.ctx.cfg
+    }
+
+    /// Drains and stops: readiness off, refuse new work, flush topics, wait for subscriber
+    /// queues to empty (at most `drain_timeout_ms`), then close every connection with
+    /// application code 0 ("broker shutting down").
+    pub async fn shutdown(self) {
+        let ctx = &self.ctx;
+        ctx.health.set(Phase::Draining);
+        ctx.metrics.ready.set(0);
+        let deadline = Instant::now() + Duration::from_millis(ctx.cfg.drain_timeout_ms);
+        tracing::info!(timeout_ms = ctx.cfg.drain_timeout_ms, "draining");
+        let _ = tokio::time::timeout_at(deadline.into(), ctx.topics.flush_all()).await;
+        while ctx.metrics.subscriber_queued_batches.get() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let left = ctx.metrics.subscriber_queued_batches.get();
+        if left > 0 {
+            tracing::warn!(
+                batches = left,
+                "drain timeout: closing with deliveries still queued"
+            );
+        }
+        // Give lanes a moment to finish in-flight writes and the peers to read them.
+        let _ = tokio::time::timeout(Duration::from_millis(200), async {
+            while ctx.metrics.subscriber_queued_batches.get() > 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        let _ = self.stop_tx.send(true);
+        self.endpoint
+            .close(conn::close_code::SHUTDOWN.into(), b"broker shutting down");
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.endpoint.wait_idle()).await;
+        ctx.health.set(Phase::Stopped);
+        for t in self.tasks {
+            t.abort();
+        }
+        tracing::info!("stopped");
+    }
+}

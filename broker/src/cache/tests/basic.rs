@@ -1,0 +1,101 @@
+//! Put, get, overwrite and delete without time or space pressure.
+
+use super::{assert_consistent, b, one_shard, size_of};
+use crate::cache::{Cache, CacheConfig, CacheStats};
+
+#[test]
+fn get_after_put_returns_value() {
+    let cache = one_shard(1 << 20);
+    assert!(cache.is_empty());
+    cache.put(b("k"), b("v"), None).unwrap();
+    assert_eq!(cache.get(b"k"), Some(b("v")));
+    assert_eq!(cache.get(b"other"), None);
+    assert_eq!(cache.len(), 1);
+    assert!(!cache.is_empty());
+    assert_eq!(cache.bytes(), size_of("k", "v"));
+    assert_eq!(
+        cache.stats(),
+        CacheStats {
+            hits: 1,
+            misses: 1,
+            puts: 1,
+            entries: 1,
+            bytes: size_of("k", "v"),
+            ..CacheStats::default()
+        }
+    );
+}
+
+#[test]
+fn overwrite_replaces_value_and_accounting() {
+    let cache = one_shard(1 << 20);
+    cache.put(b("k"), b("short"), None).unwrap();
+    cache.put(b("k"), b("a much longer value"), None).unwrap();
+    assert_eq!(cache.get(b"k"), Some(b("a much longer value")));
+    assert_eq!(cache.len(), 1);
+    assert_eq!(cache.bytes(), size_of("k", "a much longer value"));
+    cache.put(b("k"), b(""), None).unwrap();
+    assert_eq!(cache.bytes(), size_of("k", ""));
+    assert_eq!(cache.stats().puts, 3);
+    assert_consistent(&cache);
+}
+
+#[test]
+fn delete_reports_whether_a_live_entry_existed() {
+    let cache = one_shard(1 << 20);
+    cache.put(b("k"), b("v"), None).unwrap();
+    assert!(cache.delete(b"k"));
+    assert!(!cache.delete(b"k"));
+    assert!(!cache.delete(b"never"));
+    assert_eq!(cache.get(b"k"), None);
+    assert!(cache.is_empty());
+    assert_eq!(cache.bytes(), 0);
+    assert_eq!(cache.stats().deletes, 1);
+    assert_consistent(&cache);
+}
+
+#[test]
+fn keys_spread_over_shards_and_totals_add_up() {
+    let cache = Cache::new(CacheConfig {
+        max_bytes: 1 << 24,
+        shards: 8,
+        max_value_bytes: 1024,
+    });
+    let mut expected_bytes = 0;
+    for i in 0..1000 {
+        let key = format!("key-{i}");
+        cache.put(b(&key), b("value"), None).unwrap();
+        expected_bytes += size_of(&key, "value");
+    }
+    let used = (0..cache.shard_count())
+        .filter(|&i| cache.with_shard(i, |s| s.len()).unwrap_or(0) > 0)
+        .count();
+    assert_eq!(used, 8, "1000 keys should land on every shard");
+    assert_eq!(cache.len(), 1000);
+    assert_eq!(cache.bytes(), expected_bytes);
+    for i in 0..1000 {
+        assert_eq!(cache.get(format!("key-{i}").as_bytes()), Some(b("value")));
+    }
+    assert_consistent(&cache);
+}
+
+#[test]
+fn shard_count_is_rounded_up_to_a_power_of_two() {
+    let cases = [
+        (0, 1),
+        (1, 1),
+        (3, 4),
+        (16, 16),
+        (17, 32),
+        (usize::MAX, 1 << 16),
+    ];
+    for (requested, expected) in cases {
+        let cache = Cache::new(CacheConfig {
+            max_bytes: 1 << 20,
+            shards: requested,
+            max_value_bytes: 1024,
+        });
+        assert_eq!(cache.shard_count(), expected, "requested {requested}");
+        assert_eq!(cache.shard_budget(), (1 << 20) / expected as u64);
+    }
+}

@@ -1,0 +1,333 @@
+//! The broker's Prometheus metrics: one registry and typed handles to every series.
+//!
+//! Names are documented in `docs/operations.md`; a test there checks the list against
+//! [`Metrics::render`] output.
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+
+use crate::cache::CacheStats;
+
+/// Why events were dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// A full subscriber queue under `drop_new`.
+    QueueFullNew,
+    /// A full subscriber queue under `drop_old`.
+    QueueFullOld,
+    /// The subscriber went away with events still queued.
+    SubscriberClosed,
+}
+
+impl DropReason {
+    fn label(self) -> &'static str {
+        match self {
+            DropReason::QueueFullNew => "queue_full_drop_new",
+            DropReason::QueueFullOld => "queue_full_drop_old",
+            DropReason::SubscriberClosed => "subscriber_closed",
+        }
+    }
+}
+
+/// Every broker metric.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    /// Publish frames accepted (`Publish` and `PublishBatch`).
+    pub publish_requests: IntCounter,
+    /// Messages accepted from publishers.
+    pub published_messages: IntCounter,
+    /// Publish payload bytes accepted.
+    pub published_bytes: IntCounter,
+    /// Acks sent to publishers.
+    pub publish_acks: IntCounter,
+    /// Events written to subscriber streams.
+    pub delivered_events: IntCounter,
+    /// EventBatch bytes written to subscriber streams.
+    pub delivered_bytes: IntCounter,
+    /// Events dropped, by reason.
+    pub dropped_events: IntCounterVec,
+    /// Events per flushed batch.
+    pub batch_events: Histogram,
+    /// Bytes per flushed batch.
+    pub batch_bytes: Histogram,
+    /// Batches flushed, by trigger (`events`, `bytes`, `delay`, `drain`).
+    pub batch_flushes: IntCounterVec,
+    /// Time from enqueue on a subscriber queue to the completed stream write.
+    pub delivery_latency: Histogram,
+    /// Ready subscribers waiting per lane.
+    pub lane_queue_depth: IntGaugeVec,
+    /// Highest lane queue depth seen per lane.
+    pub lane_queue_high_water: IntGaugeVec,
+    /// Subscriber hand-offs per lane.
+    pub lane_enqueued: IntCounterVec,
+    /// Writes that found the subscriber's stream blocked by flow control and were parked.
+    pub lane_stalls: IntCounter,
+    /// EventBatches queued across all subscriber queues.
+    pub subscriber_queued_batches: IntGauge,
+    /// Open connections.
+    pub connections: IntGauge,
+    /// Connections accepted since start.
+    pub connections_total: IntCounter,
+    /// Active subscriptions.
+    pub subscriptions: IntGauge,
+    /// Topics with state in memory.
+    pub topics: IntGauge,
+    /// Protocol errors sent to clients, by code.
+    pub protocol_errors: IntCounterVec,
+    /// Cache operations by op and result.
+    pub cache_ops: IntCounterVec,
+    /// Cache hits.
+    pub cache_hits: IntCounter,
+    /// Cache misses.
+    pub cache_misses: IntCounter,
+    /// Cache evictions under the byte bound.
+    pub cache_evictions: IntCounter,
+    /// Cache entries reclaimed after their TTL.
+    pub cache_expirations: IntCounter,
+    /// Live cache entries.
+    pub cache_entries: IntGauge,
+    /// Accounted cache bytes.
+    pub cache_bytes: IntGauge,
+    /// 1 while ready, 0 while starting or draining.
+    pub ready: IntGauge,
+}
+
+fn counter(r: &Registry, name: &str, help: &str) -> prometheus::Result<IntCounter> {
+    let c = IntCounter::new(name, help)?;
+    r.register(Box::new(c.clone()))?;
+    Ok(c)
+}
+
+fn counter_vec(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> prometheus::Result<IntCounterVec> {
+    let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+    r.register(Box::new(c.clone()))?;
+    Ok(c)
+}
+
+fn gauge(r: &Registry, name: &str, help: &str) -> prometheus::Result<IntGauge> {
+    let g = IntGauge::new(name, help)?;
+    r.register(Box::new(g.clone()))?;
+    Ok(g)
+}
+
+fn gauge_vec(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> prometheus::Result<IntGaugeVec> {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
+    r.register(Box::new(g.clone()))?;
+    Ok(g)
+}
+
+fn histogram(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    buckets: Vec<f64>,
+) -> prometheus::Result<Histogram> {
+    let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))?;
+    r.register(Box::new(h.clone()))?;
+    Ok(h)
+}
+
+impl Metrics {
+    /// Creates and registers every metric, plus process metrics (CPU, memory, fds).
+    pub fn new() -> prometheus::Result<Self> {
+        let r = Registry::new();
+        #[cfg(target_os = "linux")]
+        r.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
+        let build = gauge_vec(
+            &r,
+            "starling_build_info",
+            "Broker build information.",
+            &["version"],
+        )?;
+        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        let size_buckets = prometheus::exponential_buckets(1.0, 2.0, 12)?;
+        let byte_buckets = prometheus::exponential_buckets(64.0, 4.0, 10)?;
+        let latency_buckets = prometheus::exponential_buckets(10e-6, 2.0, 18)?;
+        let m = Metrics {
+            publish_requests: counter(
+                &r,
+                "starling_publish_requests_total",
+                "Publish frames accepted.",
+            )?,
+            published_messages: counter(
+                &r,
+                "starling_published_messages_total",
+                "Messages accepted from publishers.",
+            )?,
+            published_bytes: counter(
+                &r,
+                "starling_published_bytes_total",
+                "Publish payload bytes accepted.",
+            )?,
+            publish_acks: counter(&r, "starling_publish_acks_total", "Publish acks sent.")?,
+            delivered_events: counter(
+                &r,
+                "starling_delivered_events_total",
+                "Events written to subscriber streams.",
+            )?,
+            delivered_bytes: counter(
+                &r,
+                "starling_delivered_bytes_total",
+                "EventBatch bytes written to subscriber streams.",
+            )?,
+            dropped_events: counter_vec(
+                &r,
+                "starling_dropped_events_total",
+                "Events dropped, by reason.",
+                &["reason"],
+            )?,
+            batch_events: histogram(
+                &r,
+                "starling_batch_events",
+                "Events per flushed EventBatch.",
+                size_buckets,
+            )?,
+            batch_bytes: histogram(
+                &r,
+                "starling_batch_bytes",
+                "Payload bytes per flushed EventBatch.",
+                byte_buckets,
+            )?,
+            batch_flushes: counter_vec(
+                &r,
+                "starling_batch_flushes_total",
+                "EventBatches flushed, by trigger.",
+                &["trigger"],
+            )?,
+            delivery_latency: histogram(
+                &r,
+                "starling_delivery_latency_seconds",
+                "Time from enqueue on a subscriber queue to the completed stream write.",
+                latency_buckets,
+            )?,
+            lane_queue_depth: gauge_vec(
+                &r,
+                "starling_lane_queue_depth",
+                "Ready subscribers waiting per writer lane.",
+                &["lane"],
+            )?,
+            lane_queue_high_water: gauge_vec(
+                &r,
+                "starling_lane_queue_high_water",
+                "Highest ready-subscriber queue depth seen per writer lane.",
+                &["lane"],
+            )?,
+            lane_enqueued: counter_vec(
+                &r,
+                "starling_lane_enqueued_total",
+                "Subscriber hand-offs per writer lane.",
+                &["lane"],
+            )?,
+            lane_stalls: counter(
+                &r,
+                "starling_lane_stalls_total",
+                "Subscriber writes parked because the stream was blocked.",
+            )?,
+            subscriber_queued_batches: gauge(
+                &r,
+                "starling_subscriber_queued_batches",
+                "EventBatches queued across all subscribers.",
+            )?,
+            connections: gauge(&r, "starling_connections", "Open client connections.")?,
+            connections_total: counter(
+                &r,
+                "starling_connections_total",
+                "Client connections accepted.",
+            )?,
+            subscriptions: gauge(&r, "starling_subscriptions", "Active subscriptions.")?,
+            topics: gauge(&r, "starling_topics", "Topics with state in memory.")?,
+            protocol_errors: counter_vec(
+                &r,
+                "starling_protocol_errors_total",
+                "Error frames sent to clients, by code.",
+                &["code"],
+            )?,
+            cache_ops: counter_vec(
+                &r,
+                "starling_cache_ops_total",
+                "Cache operations by op and result.",
+                &["op", "result"],
+            )?,
+            cache_hits: counter(
+                &r,
+                "starling_cache_hits_total",
+                "Cache gets that found a live entry.",
+            )?,
+            cache_misses: counter(
+                &r,
+                "starling_cache_misses_total",
+                "Cache gets that found nothing.",
+            )?,
+            cache_evictions: counter(
+                &r,
+                "starling_cache_evictions_total",
+                "Cache entries evicted by the byte bound.",
+            )?,
+            cache_expirations: counter(
+                &r,
+                "starling_cache_expirations_total",
+                "Cache entries reclaimed after their TTL.",
+            )?,
+            cache_entries: gauge(&r, "starling_cache_entries", "Live cache entries.")?,
+            cache_bytes: gauge(&r, "starling_cache_bytes", "Accounted cache bytes.")?,
+            ready: gauge(
+                &r,
+                "starling_ready",
+                "1 while the broker is ready, 0 while starting or draining.",
+            )?,
+            registry: r,
+        };
+        Ok(m)
+    }
+
+    /// Counts dropped events.
+    pub fn dropped(&self, reason: DropReason, events: u64) {
+        self.dropped_events
+            .with_label_values(&[reason.label()])
+            .inc_by(events);
+    }
+
+    /// Copies the cache's own counters into the exported series.
+    pub fn observe_cache(&self, s: &CacheStats) {
+        catch_up(&self.cache_hits, s.hits);
+        catch_up(&self.cache_misses, s.misses);
+        catch_up(&self.cache_evictions, s.evictions);
+        catch_up(&self.cache_expirations, s.expirations);
+        self.cache_entries
+            .set(i64::try_from(s.entries).unwrap_or(i64::MAX));
+        self.cache_bytes
+            .set(i64::try_from(s.bytes).unwrap_or(i64::MAX));
+    }
+
+    /// Renders every metric in the Prometheus text exposition format.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut buf) {
+            tracing::warn!(error = %e, "metrics encoding failed");
+        }
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+/// Raises a counter to `total` (the source counter is monotonic).
+fn catch_up(c: &IntCounter, total: u64) {
+    let cur = c.get();
+    if total > cur {
+        c.inc_by(total - cur);
+    }
+}

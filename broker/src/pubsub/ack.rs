@@ -1,0 +1,58 @@
+//! Publish acknowledgements: a token that travels with an acked publish and, when completed,
+//! queues a `PublishAck` (or an `Error`) for the publisher's stream.
+//!
+//! Every token holds a permit of the stream's ack semaphore until its frame is written, which
+//! bounds the acks a publisher that never reads them can make the broker hold.
+
+use starling_proto::{ErrorCode, ErrorFrame, Frame, PublishAck};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+
+/// An ack frame with the permit it releases once written.
+pub type AckItem = (Frame, OwnedSemaphorePermit);
+
+/// A pending acknowledgement.
+#[derive(Debug)]
+pub struct AckToken {
+    /// The publish request being acknowledged.
+    pub request_id: u64,
+    /// Messages covered.
+    pub count: u32,
+    tx: mpsc::UnboundedSender<AckItem>,
+    permit: OwnedSemaphorePermit,
+}
+
+impl AckToken {
+    /// A token that writes to `tx`.
+    pub fn new(
+        request_id: u64,
+        count: u32,
+        tx: mpsc::UnboundedSender<AckItem>,
+        permit: OwnedSemaphorePermit,
+    ) -> Self {
+        AckToken {
+            request_id,
+            count,
+            tx,
+            permit,
+        }
+    }
+
+    /// Acknowledges the publish.
+    pub fn ack(self) {
+        let frame = Frame::PublishAck(PublishAck {
+            request_id: self.request_id,
+            count: self.count,
+        });
+        let _ = self.tx.send((frame, self.permit));
+    }
+
+    /// Refuses the publish with a typed error.
+    pub fn refuse(self, code: ErrorCode, message: impl Into<String>) {
+        let frame = Frame::Error(ErrorFrame {
+            request_id: self.request_id,
+            code,
+            message: message.into(),
+        });
+        let _ = self.tx.send((frame, self.permit));
+    }
+}

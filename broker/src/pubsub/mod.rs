@@ -1,0 +1,7 @@
+//! Publish/subscribe core: topics and their batching, subscriber queues, writer lanes, acks.
+
+pub mod ack;
+pub mod batcher;
+pub mod lanes;
+pub mod subscriber;
+pub mod topic;

@@ -1,0 +1,215 @@
+//! One subscription: its bounded queue of encoded EventBatches, the slow-subscriber policy, and
+//! the QUIC stream the batches are written to.
+//!
+//! The queue holds shared, already encoded frames (`Bytes`), so fanout costs a reference count
+//! per subscriber, not a copy. A subscriber is pinned to one writer lane for its whole life and
+//! is handed to that lane at most once at a time (the `scheduled` flag), which is what keeps its
+//! batches in order.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use starling_config::SlowSubscriberPolicy;
+use tokio::sync::Notify;
+
+use crate::metrics::{DropReason, Metrics};
+
+/// One encoded EventBatch waiting for its lane.
+#[derive(Debug, Clone)]
+pub struct Queued {
+    /// The whole frame, shared with every other subscriber of the topic.
+    pub frame: Bytes,
+    /// Events in the batch.
+    pub events: u32,
+    /// When it entered this subscriber's queue.
+    pub enqueued: Instant,
+}
+
+/// Result of offering a batch to a subscriber.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    /// Queued; the subscriber must be handed to its lane.
+    QueuedSchedule,
+    /// Queued; the subscriber is already with its lane.
+    Queued,
+    /// Queued after evicting the oldest batch (`drop_old`).
+    QueuedDroppedOld,
+    /// Refused: queue full under `drop_new`.
+    DroppedNew,
+    /// The subscriber is closed.
+    Closed,
+}
+
+impl Offer {
+    /// Whether the batch is now in the queue.
+    pub fn accepted(self) -> bool {
+        matches!(
+            self,
+            Offer::QueuedSchedule | Offer::Queued | Offer::QueuedDroppedOld
+        )
+    }
+
+    /// Whether the caller must hand the subscriber to its lane.
+    pub fn needs_schedule(self) -> bool {
+        self == Offer::QueuedSchedule
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    queue: VecDeque<Queued>,
+    scheduled: bool,
+}
+
+/// A live subscription.
+pub struct Subscriber {
+    /// Broker-unique subscription id.
+    pub id: u64,
+    /// The connection it arrived on.
+    pub conn_id: u64,
+    /// Its writer lane.
+    pub lane: usize,
+    /// The topic.
+    pub topic: Arc<str>,
+    policy: SlowSubscriberPolicy,
+    capacity: usize,
+    state: Mutex<State>,
+    space: Notify,
+    closed: AtomicBool,
+    /// The stream EventBatches are written to. Locked only by the subscriber's lane (or the
+    /// task that finishes a stalled write).
+    pub stream: tokio::sync::Mutex<quinn::SendStream>,
+    metrics: Arc<Metrics>,
+}
+
+impl Subscriber {
+    /// A new subscription with an empty queue.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: u64,
+        conn_id: u64,
+        lane: usize,
+        topic: Arc<str>,
+        policy: SlowSubscriberPolicy,
+        capacity: usize,
+        stream: quinn::SendStream,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Subscriber {
+            id,
+            conn_id,
+            lane,
+            topic,
+            policy,
+            capacity: capacity.max(1),
+            state: Mutex::new(State::default()),
+            space: Notify::new(),
+            closed: AtomicBool::new(false),
+            stream: tokio::sync::Mutex::new(stream),
+            metrics,
+        }
+    }
+
+    /// Offers a batch without waiting. Under `block` a full queue returns the batch back.
+    fn try_offer(&self, item: Queued) -> Result<Offer, Queued> {
+        if self.is_closed() {
+            return Ok(Offer::Closed);
+        }
+        let mut st = self.state.lock();
+        let mut offer = Offer::Queued;
+        if st.queue.len() >= self.capacity {
+            match self.policy {
+                SlowSubscriberPolicy::Block => return Err(item),
+                SlowSubscriberPolicy::DropNew => {
+                    self.metrics
+                        .dropped(DropReason::QueueFullNew, item.events.into());
+                    return Ok(Offer::DroppedNew);
+                }
+                SlowSubscriberPolicy::DropOld => {
+                    if let Some(old) = st.queue.pop_front() {
+                        self.metrics
+                            .dropped(DropReason::QueueFullOld, old.events.into());
+                        self.metrics.subscriber_queued_batches.dec();
+                    }
+                    offer = Offer::QueuedDroppedOld;
+                }
+            }
+        }
+        st.queue.push_back(item);
+        self.metrics.subscriber_queued_batches.inc();
+        if !st.scheduled {
+            st.scheduled = true;
+            if offer == Offer::Queued {
+                offer = Offer::QueuedSchedule;
+            }
+        }
+        Ok(offer)
+    }
+
+    /// Offers a batch, waiting for room under the `block` policy.
+    pub async fn offer(&self, mut item: Queued) -> Offer {
+        loop {
+            let notified = self.space.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            match self.try_offer(item) {
+                Ok(offer) => return offer,
+                Err(back) => {
+                    item = back;
+                    if self.is_closed() {
+                        return Offer::Closed;
+                    }
+                    notified.await;
+                }
+            }
+        }
+    }
+
+    /// Takes up to `max` queued batches for writing. An empty result clears the scheduled flag:
+    /// the subscriber is no longer with its lane until the next offer.
+    pub fn take(&self, max: usize) -> Vec<Queued> {
+        let mut st = self.state.lock();
+        let n = st.queue.len().min(max.max(1));
+        if n == 0 {
+            st.scheduled = false;
+            return Vec::new();
+        }
+        let out: Vec<Queued> = st.queue.drain(..n).collect();
+        drop(st);
+        self.metrics.subscriber_queued_batches.sub(out.len() as i64);
+        self.space.notify_one();
+        out
+    }
+
+    /// Batches waiting.
+    pub fn queued(&self) -> usize {
+        self.state.lock().queue.len()
+    }
+
+    /// Marks the subscriber closed, discards its queue (counting the dropped events) and wakes
+    /// a publisher blocked on it.
+    pub fn close(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let dropped: Vec<Queued> = self.state.lock().queue.drain(..).collect();
+        if !dropped.is_empty() {
+            let events: u64 = dropped.iter().map(|q| u64::from(q.events)).sum();
+            self.metrics.dropped(DropReason::SubscriberClosed, events);
+            self.metrics
+                .subscriber_queued_batches
+                .sub(dropped.len() as i64);
+        }
+        self.space.notify_waiters();
+        self.space.notify_one();
+    }
+
+    /// Whether the subscriber is closed.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}

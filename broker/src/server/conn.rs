@@ -1,0 +1,192 @@
+//! One client connection: the version/feature handshake on the first stream, then a task per
+//! stream, routed by the stream's first frame.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use starling_proto::{
+    ErrorCode, Frame, HelloOk, PROTOCOL_VERSION, ReadError, features, read_frame, write_frame,
+};
+use tokio::sync::watch;
+
+use crate::server::{Ctx, cache, publish, reply, subscribe};
+use crate::tls::ALPN_CACHE;
+
+/// Application close codes sent with CONNECTION_CLOSE.
+pub mod close_code {
+    /// Normal close by the broker (shutdown).
+    pub const SHUTDOWN: u32 = 0;
+    /// The handshake failed.
+    pub const HANDSHAKE_FAILED: u32 = 1;
+}
+
+/// How long a new connection has to complete the Starling handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Features this broker offers.
+pub const OFFERED_FEATURES: u64 = features::BATCH_PUBLISH | features::CACHE;
+
+/// Serves one incoming connection until it closes or the broker stops.
+pub async fn serve(ctx: Arc<Ctx>, incoming: quinn::Incoming, mut stop: watch::Receiver<bool>) {
+    let conn = match incoming.await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!(error = %e, "QUIC handshake failed");
+            return;
+        }
+    };
+    let conn_id = ctx.next_conn_id.fetch_add(1, Ordering::Relaxed);
+    let remote = conn.remote_address();
+    ctx.metrics.connections.inc();
+    ctx.metrics.connections_total.inc();
+    let is_cache = conn
+        .handshake_data()
+        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+        .and_then(|d| d.protocol)
+        .is_some_and(|p| p == ALPN_CACHE);
+    if is_cache {
+        if let Ok(w) = quinn::VarInt::from_u64(ctx.cfg.cache_conn_recv_window) {
+            conn.set_receive_window(w);
+        }
+    }
+    tracing::debug!(conn_id, %remote, is_cache, "connection open");
+
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&ctx, &conn)).await {
+        Ok(Ok(())) => {
+            let publisher = publish::Publisher::new(Arc::clone(&ctx), conn_id);
+            loop {
+                tokio::select! {
+                    stream = conn.accept_bi() => match stream {
+                        Ok((send, recv)) => {
+                            let ctx = Arc::clone(&ctx);
+                            let publisher = publisher.clone();
+                            tokio::spawn(route_stream(ctx, conn_id, publisher, send, recv));
+                        }
+                        Err(e) => {
+                            tracing::debug!(conn_id, error = %e, "connection closed");
+                            break;
+                        }
+                    },
+                    _ = stop.changed() => break,
+                }
+            }
+        }
+        Ok(Err(reason)) => {
+            tracing::info!(conn_id, %remote, %reason, "handshake refused");
+            // Give the Error frame a moment to reach the client before closing.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            conn.close(close_code::HANDSHAKE_FAILED.into(), reason.as_bytes());
+        }
+        Err(_) => {
+            tracing::info!(conn_id, %remote, "handshake timed out");
+            conn.close(close_code::HANDSHAKE_FAILED.into(), b"handshake timeout");
+        }
+    }
+    ctx.metrics.connections.dec();
+}
+
+/// Reads `Hello` on the first stream and answers `HelloOk`, or an `Error` and the reason.
+async fn handshake(ctx: &Ctx, conn: &quinn::Connection) -> Result<(), String> {
+    let (mut send, mut recv) = conn.accept_bi().await.map_err(|e| e.to_string())?;
+    let mut buf = BytesMut::new();
+    let frame = read_frame(&mut recv, &mut buf, &ctx.decoder, 4096).await;
+    let hello = match frame {
+        Ok(Some(Frame::Hello(h))) => h,
+        Ok(Some(other)) => {
+            let (code, msg) = (
+                ErrorCode::InvalidRequest,
+                format!("expected Hello, got {}", other.name()),
+            );
+            reply::error(&mut send, &ctx.metrics, 0, code, msg.clone()).await;
+            return Err(msg);
+        }
+        Ok(None) => return Err("stream closed before Hello".into()),
+        Err(e) => {
+            let msg = e.to_string();
+            reply::read_failed(&mut send, &ctx.metrics, &e).await;
+            return Err(msg);
+        }
+    };
+    let Some(version) = hello.negotiate_version() else {
+        let msg = format!(
+            "client speaks protocol versions {}..={}, broker speaks {PROTOCOL_VERSION}",
+            hello.min_version, hello.max_version
+        );
+        reply::error(
+            &mut send,
+            &ctx.metrics,
+            0,
+            ErrorCode::UnsupportedVersion,
+            msg.clone(),
+        )
+        .await;
+        let _ = send.finish();
+        return Err(msg);
+    };
+    let ok = Frame::HelloOk(HelloOk {
+        version,
+        features: hello.features & OFFERED_FEATURES,
+        server_id: ctx.server_id.clone(),
+        max_frame_bytes: ctx.cfg.max_frame_bytes,
+        epoch: 0,
+    });
+    write_frame(&mut send, &ok)
+        .await
+        .map_err(|e| e.to_string())?;
+    let _ = send.finish();
+    tracing::debug!(client = %hello.client_name, version, "handshake complete");
+    Ok(())
+}
+
+/// Reads a stream's first frame and hands the stream to the matching handler.
+async fn route_stream(
+    ctx: Arc<Ctx>,
+    conn_id: u64,
+    publisher: publish::Publisher,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+) {
+    let mut buf = BytesMut::new();
+    let read_chunk = ctx.cfg.publish_chunk_bytes as usize;
+    loop {
+        let frame = match read_frame(&mut recv, &mut buf, &ctx.decoder, read_chunk).await {
+            Ok(Some(f)) => f,
+            Ok(None) => {
+                let _ = send.finish();
+                return;
+            }
+            Err(ReadError::Io(_)) => return,
+            Err(e) => {
+                reply::read_failed(&mut send, &ctx.metrics, &e).await;
+                return;
+            }
+        };
+        match frame {
+            Frame::Publish(_) | Frame::PublishBatch(_) => {
+                return publish::serve(ctx, publisher, frame, send, recv, buf).await;
+            }
+            Frame::Subscribe(s) => return subscribe::serve(ctx, conn_id, s, send, recv, buf).await,
+            Frame::CachePut(_) | Frame::CacheGet(_) | Frame::CacheDelete(_) => {
+                return cache::serve(ctx, frame, send, recv, buf).await;
+            }
+            Frame::Ping(p) => {
+                if write_frame(&mut send, &Frame::Pong(p)).await.is_err() {
+                    return;
+                }
+            }
+            other => {
+                let (code, msg) = reply::unexpected(&other, "new");
+                reply::error(
+                    &mut send,
+                    &ctx.metrics,
+                    reply::request_id(&other),
+                    code,
+                    msg,
+                )
+                .await;
+            }
+        }
+    }
+}

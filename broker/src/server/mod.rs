@@ -1,0 +1,50 @@
+//! The QUIC side of the broker: accepting connections, the handshake, and routing each stream
+//! to its handler by its first frame.
+//!
+//! - [`conn`]: one connection: handshake, then one task per stream.
+//! - [`publish`]: publish streams and the per-connection publish workers.
+//! - [`subscribe`]: subscription streams.
+//! - [`cache`]: cache request/response streams.
+//! - [`reply`]: writing frames and typed errors back to a stream.
+
+pub mod cache;
+pub mod conn;
+pub mod publish;
+pub mod reply;
+pub mod subscribe;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use starling_config::BrokerConfig;
+use starling_proto::FrameDecoder;
+
+use crate::cache::Cache;
+use crate::health::Health;
+use crate::metrics::Metrics;
+use crate::pubsub::lanes::Lanes;
+use crate::pubsub::topic::Topics;
+
+/// Everything a connection handler needs, shared by all connections.
+pub struct Ctx {
+    /// The effective config.
+    pub cfg: Arc<BrokerConfig>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Topic registry.
+    pub topics: Arc<Topics>,
+    /// Writer lanes.
+    pub lanes: Arc<Lanes>,
+    /// The cache.
+    pub cache: Arc<Cache>,
+    /// Lifecycle state.
+    pub health: Arc<Health>,
+    /// Frame decoder bounded by `max_frame_bytes`.
+    pub decoder: FrameDecoder,
+    /// Name sent in `HelloOk`.
+    pub server_id: String,
+    /// Connection id source.
+    pub next_conn_id: AtomicU64,
+    /// Subscription id source (unique for the broker's life).
+    pub next_sub_id: AtomicU64,
+}

@@ -1,0 +1,69 @@
+//! Writing frames, and typed errors, back to a client stream.
+
+use starling_proto::{ErrorCode, ErrorFrame, Frame, ReadError, write_frame};
+
+use crate::metrics::Metrics;
+
+/// Writes an `Error` frame and counts it. Write failures are ignored: the peer is gone.
+pub async fn error(
+    send: &mut quinn::SendStream,
+    metrics: &Metrics,
+    request_id: u64,
+    code: ErrorCode,
+    message: impl Into<String>,
+) {
+    metrics
+        .protocol_errors
+        .with_label_values(&[code.name()])
+        .inc();
+    let frame = Frame::Error(ErrorFrame {
+        request_id,
+        code,
+        message: message.into(),
+    });
+    let _ = write_frame(send, &frame).await;
+}
+
+/// The typed error to send for a failed read, if the peer can still be told.
+pub fn read_error_reply(e: &ReadError) -> Option<(ErrorCode, String)> {
+    match e {
+        ReadError::Decode(d) => Some((d.code(), d.to_string())),
+        ReadError::UnexpectedEof => Some((
+            ErrorCode::BadFrame,
+            "stream ended in the middle of a frame".into(),
+        )),
+        ReadError::Io(_) => None,
+    }
+}
+
+/// Reports a failed read on `send` (when it is a protocol error) and finishes the stream.
+pub async fn read_failed(send: &mut quinn::SendStream, metrics: &Metrics, e: &ReadError) {
+    if let Some((code, message)) = read_error_reply(e) {
+        tracing::debug!(%message, "protocol error on stream");
+        error(send, metrics, 0, code, message).await;
+    }
+    let _ = send.finish();
+}
+
+/// The message for a frame a client must not send on this kind of stream.
+pub fn unexpected(frame: &Frame, stream: &str) -> (ErrorCode, String) {
+    (
+        ErrorCode::InvalidRequest,
+        format!("unexpected {} frame on a {stream} stream", frame.name()),
+    )
+}
+
+/// Request id of a client frame, or 0.
+pub fn request_id(frame: &Frame) -> u64 {
+    match frame {
+        Frame::Publish(f) => f.request_id,
+        Frame::PublishBatch(f) => f.request_id,
+        Frame::Subscribe(f) => f.request_id,
+        Frame::Unsubscribe(f) => f.request_id,
+        Frame::CachePut(f) => f.request_id,
+        Frame::CacheGet(f) => f.request_id,
+        Frame::CacheDelete(f) => f.request_id,
+        Frame::ClusterInfoRequest(f) => f.request_id,
+        _ => 0,
+    }
+}

@@ -1,0 +1,110 @@
+//! TLS material for the QUIC listener: PEM files from the config (a mounted Kubernetes Secret),
+//! or a self-signed certificate generated at start whose SHA-256 fingerprint is logged.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use sha2::{Digest, Sha256};
+
+use crate::error::BrokerError;
+
+/// ALPN of publish/subscribe connections.
+pub const ALPN_EVENTS: &[u8] = b"starling/1";
+/// ALPN of cache connections.
+pub const ALPN_CACHE: &[u8] = b"starling-cache/1";
+
+/// A certificate chain and its key.
+pub struct TlsMaterial {
+    /// Leaf first.
+    pub chain: Vec<CertificateDer<'static>>,
+    /// The leaf's private key.
+    pub key: PrivateKeyDer<'static>,
+    /// Whether the broker generated it.
+    pub self_signed: bool,
+}
+
+impl TlsMaterial {
+    /// Loads PEM files.
+    pub fn from_files(cert: &Path, key: &Path) -> Result<Self, BrokerError> {
+        let tls_err =
+            |path: &Path, reason: String| BrokerError::Tls(format!("{}: {reason}", path.display()));
+        let cert_pem = std::fs::read(cert).map_err(|e| tls_err(cert, e.to_string()))?;
+        let key_pem = std::fs::read(key).map_err(|e| tls_err(key, e.to_string()))?;
+        let chain = rustls_pemfile::certs(&mut cert_pem.as_slice())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| tls_err(cert, e.to_string()))?;
+        if chain.is_empty() {
+            return Err(tls_err(cert, "no CERTIFICATE block found".into()));
+        }
+        let key = rustls_pemfile::private_key(&mut key_pem.as_slice())
+            .map_err(|e| tls_err(key, e.to_string()))?
+            .ok_or_else(|| tls_err(key, "no private key block found".into()))?;
+        Ok(TlsMaterial {
+            chain,
+            key,
+            self_signed: false,
+        })
+    }
+
+    /// Generates a self-signed certificate for `names` (DNS names or IP addresses).
+    pub fn self_signed(names: Vec<String>) -> Result<Self, BrokerError> {
+        let ck = rcgen::generate_simple_self_signed(names)
+            .map_err(|e| BrokerError::Tls(e.to_string()))?;
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ck.signing_key.serialize_der()));
+        Ok(TlsMaterial {
+            chain: vec![ck.cert.der().clone()],
+            key,
+            self_signed: true,
+        })
+    }
+
+    /// SHA-256 of the leaf certificate, as colon-separated hex.
+    pub fn fingerprint(&self) -> String {
+        self.chain
+            .first()
+            .map(|c| fingerprint(c.as_ref()))
+            .unwrap_or_default()
+    }
+
+    /// A TLS 1.3-only rustls server config offering both Starling ALPNs.
+    pub fn server_config(&self) -> Result<rustls::ServerConfig, BrokerError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| BrokerError::Tls(e.to_string()))?
+            .with_no_client_auth()
+            .with_single_cert(self.chain.clone(), self.key.clone_key())
+            .map_err(|e| BrokerError::Tls(e.to_string()))?;
+        cfg.alpn_protocols = vec![ALPN_EVENTS.to_vec(), ALPN_CACHE.to_vec()];
+        cfg.max_early_data_size = 0;
+        Ok(cfg)
+    }
+}
+
+/// SHA-256 of DER bytes as colon-separated upper-case hex.
+pub fn fingerprint(der: &[u8]) -> String {
+    Sha256::digest(der)
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Names for a self-signed certificate: localhost, loopback IPs, the host name and, in a pod,
+/// the pod name.
+pub fn default_names() -> Vec<String> {
+    let mut names = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ];
+    for var in ["HOSTNAME", "POD_NAME"] {
+        if let Ok(v) = std::env::var(var) {
+            if !v.is_empty() && !names.contains(&v) {
+                names.push(v);
+            }
+        }
+    }
+    names
+}
