@@ -54,12 +54,30 @@ mod tests {
     fn codes_and_messages() {
         let e = DecodeError::FrameTooLarge { len: 10, max: 5 };
         assert_eq!(e.code(), ErrorCode::FrameTooLarge);
-        assert_eq!(e.to_string(), "frame payload of 10 bytes exceeds the limit of 5 bytes");
-        assert_eq!(DecodeError::UnknownFrameType(0xab).to_string(), "unknown frame type 0xab");
-        assert_eq!(DecodeError::UnsupportedVersion(2).code(), ErrorCode::UnsupportedVersion);
-        assert_eq!(DecodeError::UnknownFrameType(0).code(), ErrorCode::UnknownFrameType);
-        let m = DecodeError::Malformed { frame: "publish", reason: "trailing bytes after last field" };
+        assert_eq!(
+            e.to_string(),
+            "frame payload of 10 bytes exceeds the limit of 5 bytes"
+        );
+        assert_eq!(
+            DecodeError::UnknownFrameType(0xab).to_string(),
+            "unknown frame type 0xab"
+        );
+        assert_eq!(
+            DecodeError::UnsupportedVersion(2).code(),
+            ErrorCode::UnsupportedVersion
+        );
+        assert_eq!(
+            DecodeError::UnknownFrameType(0).code(),
+            ErrorCode::UnknownFrameType
+        );
+        let m = DecodeError::Malformed {
+            frame: "publish",
+            reason: "trailing bytes after last field",
+        };
         assert_eq!(m.code(), ErrorCode::BadFrame);
-        assert_eq!(m.to_string(), "malformed publish frame: trailing bytes after last field");
+        assert_eq!(
+            m.to_string(),
+            "malformed publish frame: trailing bytes after last field"
+        );
     }
 }

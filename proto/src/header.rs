@@ -31,7 +31,8 @@ impl Header {
         if version != PROTOCOL_VERSION {
             return Err(DecodeError::UnsupportedVersion(version));
         }
-        let kind = FrameKind::from_u8(frame_type).ok_or(DecodeError::UnknownFrameType(frame_type))?;
+        let kind =
+            FrameKind::from_u8(frame_type).ok_or(DecodeError::UnknownFrameType(frame_type))?;
         Ok(Some(Header {
             kind,
             flags: u16::from_be_bytes([f0, f1]),
@@ -71,13 +72,21 @@ mod tests {
 
     #[test]
     fn rejects_version_and_type() {
-        assert_eq!(Header::peek(&[2, 1, 0, 0, 0, 0, 0, 0]), Err(DecodeError::UnsupportedVersion(2)));
-        assert_eq!(Header::peek(&[1, 0xee, 0, 0, 0, 0, 0, 0]), Err(DecodeError::UnknownFrameType(0xee)));
+        assert_eq!(
+            Header::peek(&[2, 1, 0, 0, 0, 0, 0, 0]),
+            Err(DecodeError::UnsupportedVersion(2))
+        );
+        assert_eq!(
+            Header::peek(&[1, 0xee, 0, 0, 0, 0, 0, 0]),
+            Err(DecodeError::UnknownFrameType(0xee))
+        );
     }
 
     #[test]
     fn ignores_flags() {
-        let h = Header::peek(&[1, 0x60, 0xff, 0xff, 0, 0, 0, 8]).unwrap().unwrap();
+        let h = Header::peek(&[1, 0x60, 0xff, 0xff, 0, 0, 0, 8])
+            .unwrap()
+            .unwrap();
         assert_eq!(h.flags, 0xffff);
         assert_eq!(h.kind, FrameKind::Ping);
     }

@@ -58,8 +58,8 @@ pub use io::{ReadError, read_frame, write_frame};
 pub use kind::FrameKind;
 pub use limits::{HEADER_LEN, MAX_KEY_LEN, MAX_TOPIC_LEN, PROTOCOL_VERSION};
 pub use messages::{
-    AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
-    ClusterInfoRequest, ErrorFrame, EventBatch, Hello, HelloOk, Member, Moved, Ping, Publish,
-    PublishAck, PublishBatch, Subscribe, SubscribeOk, Unsubscribe,
+    AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
+    ErrorFrame, EventBatch, Hello, HelloOk, Member, Moved, Ping, Publish, PublishAck, PublishBatch,
+    Subscribe, SubscribeOk, Unsubscribe,
 };
 pub use validate::{validate_key, validate_topic};

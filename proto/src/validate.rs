@@ -44,7 +44,13 @@ mod tests {
 
     #[test]
     fn accepts_ordinary_topics() {
-        for topic in ["a", "orders.eu-west", "sensors/42/temp", "ünïcödé", "x".repeat(255).as_str()] {
+        for topic in [
+            "a",
+            "orders.eu-west",
+            "sensors/42/temp",
+            "ünïcödé",
+            "x".repeat(255).as_str(),
+        ] {
             assert_eq!(validate_topic(topic), Ok(()), "{topic:?}");
         }
     }
@@ -52,10 +58,21 @@ mod tests {
     #[test]
     fn rejects_bad_topics() {
         assert_eq!(validate_topic(""), Err("topic is empty"));
-        assert_eq!(validate_topic(&"x".repeat(256)), Err("topic longer than 255 bytes"));
+        assert_eq!(
+            validate_topic(&"x".repeat(256)),
+            Err("topic longer than 255 bytes")
+        );
         // 128 two-byte characters: 256 bytes although only 128 chars.
         assert!(validate_topic(&"é".repeat(128)).is_err());
-        for bad in ["a b", "a\tb", "a\nb", "a\u{0}b", "a\u{7f}b", "a\u{85}b", "a\u{3000}b"] {
+        for bad in [
+            "a b",
+            "a\tb",
+            "a\nb",
+            "a\u{0}b",
+            "a\u{7f}b",
+            "a\u{85}b",
+            "a\u{3000}b",
+        ] {
             assert!(validate_topic(bad).is_err(), "{bad:?}");
         }
     }
@@ -64,6 +81,9 @@ mod tests {
     fn key_limits() {
         assert_eq!(validate_key(b""), Err("key is empty"));
         assert_eq!(validate_key(&[0u8; MAX_KEY_LEN]), Ok(()));
-        assert_eq!(validate_key(&[0u8; MAX_KEY_LEN + 1]), Err("key longer than 1024 bytes"));
+        assert_eq!(
+            validate_key(&[0u8; MAX_KEY_LEN + 1]),
+            Err("key longer than 1024 bytes")
+        );
     }
 }

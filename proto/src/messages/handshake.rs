@@ -38,7 +38,11 @@ impl Hello {
 
 impl EncodeBody for Hello {
     fn body_len(&self) -> usize {
-        1 + 1 + 8 + str_len(&self.client_name) + 1 + self.auth_token.as_ref().map_or(0, |t| blob_len(t))
+        1 + 1
+            + 8
+            + str_len(&self.client_name)
+            + 1
+            + self.auth_token.as_ref().map_or(0, |t| blob_len(t))
     }
 
     fn encode_body(&self, dst: &mut BytesMut) {
@@ -132,7 +136,10 @@ mod tests {
     #[test]
     fn hello_layout_without_token() {
         let payload = round_trip(&Frame::Hello(hello(None)));
-        assert_eq!(payload, [1, 3, 0, 0, 0, 0, 0, 0, 0, 0x0f, 0, 3, b'c', b'l', b'i', 0]);
+        assert_eq!(
+            payload,
+            [1, 3, 0, 0, 0, 0, 0, 0, 0, 0x0f, 0, 3, b'c', b'l', b'i', 0]
+        );
     }
 
     #[test]
@@ -144,7 +151,10 @@ mod tests {
     #[test]
     fn hello_bad_option_tag() {
         let payload = [1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
-        assert_eq!(decode(FrameKind::Hello, &payload), malformed(FrameKind::Hello, "option tag is neither 0 nor 1"));
+        assert_eq!(
+            decode(FrameKind::Hello, &payload),
+            malformed(FrameKind::Hello, "option tag is neither 0 nor 1")
+        );
     }
 
     #[test]
@@ -171,13 +181,18 @@ mod tests {
         let payload = round_trip(&frame);
         assert_eq!(
             payload,
-            [1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 1, b's', 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9]
+            [
+                1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 1, b's', 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9
+            ]
         );
     }
 
     #[test]
     fn hello_ok_truncated() {
         let payload = [1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 1, b's', 0, 1, 0, 0];
-        assert_eq!(decode(FrameKind::HelloOk, &payload), malformed(FrameKind::HelloOk, "truncated integer field"));
+        assert_eq!(
+            decode(FrameKind::HelloOk, &payload),
+            malformed(FrameKind::HelloOk, "truncated integer field")
+        );
     }
 }

@@ -4,7 +4,9 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::error::DecodeError;
-use crate::wire::{DecodeBody, EncodeBody, Reader, blob_len, blobs_len, put_blob, put_blobs, put_str, str_len};
+use crate::wire::{
+    DecodeBody, EncodeBody, Reader, blob_len, blobs_len, put_blob, put_blobs, put_str, str_len,
+};
 
 /// Whether the publisher wants a [`PublishAck`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -117,7 +119,12 @@ impl DecodeBody for PublishBatch {
         for _ in 0..count {
             payloads.push(r.blob()?);
         }
-        Ok(PublishBatch { request_id, ack, topic, payloads })
+        Ok(PublishBatch {
+            request_id,
+            ack,
+            topic,
+            payloads,
+        })
     }
 }
 
@@ -146,7 +153,10 @@ impl EncodeBody for PublishAck {
 
 impl DecodeBody for PublishAck {
     fn decode_body(r: &mut Reader) -> Result<Self, DecodeError> {
-        Ok(PublishAck { request_id: r.u64()?, count: r.u32()? })
+        Ok(PublishAck {
+            request_id: r.u64()?,
+            count: r.u32()?,
+        })
     }
 }
 
@@ -166,23 +176,42 @@ mod tests {
             payload: Bytes::from_static(b"hi"),
         });
         let payload = round_trip(&frame);
-        assert_eq!(payload, [0, 0, 0, 0, 0, 0, 0, 5, 1, 0, 1, b't', 0, 0, 0, 2, b'h', b'i']);
+        assert_eq!(
+            payload,
+            [
+                0, 0, 0, 0, 0, 0, 0, 5, 1, 0, 1, b't', 0, 0, 0, 2, b'h', b'i'
+            ]
+        );
     }
 
     #[test]
     fn publish_rejects_bad_ack_and_topic() {
         let bad_ack = [0, 0, 0, 0, 0, 0, 0, 5, 2, 0, 1, b't', 0, 0, 0, 0];
-        assert_eq!(decode(FrameKind::Publish, &bad_ack), malformed(FrameKind::Publish, "ack mode is neither 0 nor 1"));
+        assert_eq!(
+            decode(FrameKind::Publish, &bad_ack),
+            malformed(FrameKind::Publish, "ack mode is neither 0 nor 1")
+        );
         let empty_topic = [0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0];
-        assert_eq!(decode(FrameKind::Publish, &empty_topic), malformed(FrameKind::Publish, "topic is empty"));
-        let spaced = [0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 3, b'a', b' ', b'b', 0, 0, 0, 0];
-        assert_eq!(decode(FrameKind::Publish, &spaced), malformed(FrameKind::Publish, "topic contains whitespace"));
+        assert_eq!(
+            decode(FrameKind::Publish, &empty_topic),
+            malformed(FrameKind::Publish, "topic is empty")
+        );
+        let spaced = [
+            0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 3, b'a', b' ', b'b', 0, 0, 0, 0,
+        ];
+        assert_eq!(
+            decode(FrameKind::Publish, &spaced),
+            malformed(FrameKind::Publish, "topic contains whitespace")
+        );
     }
 
     #[test]
     fn publish_rejects_trailing_bytes() {
         let payload = [0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 1, b't', 0, 0, 0, 0, 0xaa];
-        assert_eq!(decode(FrameKind::Publish, &payload), malformed(FrameKind::Publish, "trailing bytes after last field"));
+        assert_eq!(
+            decode(FrameKind::Publish, &payload),
+            malformed(FrameKind::Publish, "trailing bytes after last field")
+        );
     }
 
     #[test]
@@ -196,22 +225,32 @@ mod tests {
         let payload = round_trip(&frame);
         assert_eq!(
             payload,
-            [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't', 0, 0, 0, 2, 0, 0, 0, 1, b'a', 0, 0, 0, 0]
+            [
+                0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't', 0, 0, 0, 2, 0, 0, 0, 1, b'a', 0, 0, 0, 0
+            ]
         );
     }
 
     #[test]
     fn publish_batch_count_bounded_by_remaining_bytes() {
-        let payload = [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't', 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
+        let payload = [
+            0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't', 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0,
+        ];
         assert_eq!(
             decode(FrameKind::PublishBatch, &payload),
-            malformed(FrameKind::PublishBatch, "element count exceeds remaining bytes")
+            malformed(
+                FrameKind::PublishBatch,
+                "element count exceeds remaining bytes"
+            )
         );
     }
 
     #[test]
     fn publish_ack_layout() {
-        let payload = round_trip(&Frame::PublishAck(PublishAck { request_id: 2, count: 3 }));
+        let payload = round_trip(&Frame::PublishAck(PublishAck {
+            request_id: 2,
+            count: 3,
+        }));
         assert_eq!(payload, [0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 3]);
     }
 

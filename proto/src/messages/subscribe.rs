@@ -31,7 +31,10 @@ impl EncodeBody for Subscribe {
 
 impl DecodeBody for Subscribe {
     fn decode_body(r: &mut Reader) -> Result<Self, DecodeError> {
-        Ok(Subscribe { request_id: r.u64()?, topic: r.topic()? })
+        Ok(Subscribe {
+            request_id: r.u64()?,
+            topic: r.topic()?,
+        })
     }
 }
 
@@ -59,7 +62,10 @@ impl EncodeBody for SubscribeOk {
 
 impl DecodeBody for SubscribeOk {
     fn decode_body(r: &mut Reader) -> Result<Self, DecodeError> {
-        Ok(SubscribeOk { request_id: r.u64()?, subscription_id: r.u64()? })
+        Ok(SubscribeOk {
+            request_id: r.u64()?,
+            subscription_id: r.u64()?,
+        })
     }
 }
 
@@ -87,7 +93,10 @@ impl EncodeBody for Unsubscribe {
 
 impl DecodeBody for Unsubscribe {
     fn decode_body(r: &mut Reader) -> Result<Self, DecodeError> {
-        Ok(Unsubscribe { request_id: r.u64()?, subscription_id: r.u64()? })
+        Ok(Unsubscribe {
+            request_id: r.u64()?,
+            subscription_id: r.u64()?,
+        })
     }
 }
 
@@ -100,7 +109,10 @@ mod tests {
 
     #[test]
     fn subscribe_layout() {
-        let payload = round_trip(&Frame::Subscribe(Subscribe { request_id: 7, topic: "ab".into() }));
+        let payload = round_trip(&Frame::Subscribe(Subscribe {
+            request_id: 7,
+            topic: "ab".into(),
+        }));
         assert_eq!(payload, [0, 0, 0, 0, 0, 0, 0, 7, 0, 2, b'a', b'b']);
     }
 
@@ -109,18 +121,27 @@ mod tests {
         let mut payload = vec![0u8; 8];
         payload.extend_from_slice(&256u16.to_be_bytes());
         payload.extend(std::iter::repeat_n(b'x', 256));
-        assert_eq!(decode(FrameKind::Subscribe, &payload), malformed(FrameKind::Subscribe, "topic longer than 255 bytes"));
+        assert_eq!(
+            decode(FrameKind::Subscribe, &payload),
+            malformed(FrameKind::Subscribe, "topic longer than 255 bytes")
+        );
     }
 
     #[test]
     fn subscribe_ok_layout() {
-        let payload = round_trip(&Frame::SubscribeOk(SubscribeOk { request_id: 1, subscription_id: 0x0102 }));
+        let payload = round_trip(&Frame::SubscribeOk(SubscribeOk {
+            request_id: 1,
+            subscription_id: 0x0102,
+        }));
         assert_eq!(payload, [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 2]);
     }
 
     #[test]
     fn unsubscribe_layout_and_truncation() {
-        let payload = round_trip(&Frame::Unsubscribe(Unsubscribe { request_id: 3, subscription_id: 4 }));
+        let payload = round_trip(&Frame::Unsubscribe(Unsubscribe {
+            request_id: 3,
+            subscription_id: 4,
+        }));
         assert_eq!(payload, [0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4]);
         assert_eq!(
             decode(FrameKind::Unsubscribe, &payload[..15]),

@@ -13,7 +13,10 @@ pub(crate) fn round_trip(frame: &Frame) -> Vec<u8> {
     let bytes = frame.to_bytes();
     assert_eq!(bytes.len(), frame.encoded_len());
     let mut buf = BytesMut::from(&bytes[..]);
-    let decoded = FrameDecoder::new(u32::MAX).decode(&mut buf).unwrap().unwrap();
+    let decoded = FrameDecoder::new(u32::MAX)
+        .decode(&mut buf)
+        .unwrap()
+        .unwrap();
     assert!(buf.is_empty());
     assert_eq!(&decoded, frame);
     bytes[crate::HEADER_LEN..].to_vec()
@@ -26,5 +29,8 @@ pub(crate) fn decode(kind: FrameKind, payload: &[u8]) -> Result<Frame, DecodeErr
 
 /// The `Malformed` error expected for `kind` with `reason`.
 pub(crate) fn malformed(kind: FrameKind, reason: &'static str) -> Result<Frame, DecodeError> {
-    Err(DecodeError::Malformed { frame: kind.name(), reason })
+    Err(DecodeError::Malformed {
+        frame: kind.name(),
+        reason,
+    })
 }

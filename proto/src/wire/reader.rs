@@ -16,16 +16,25 @@ pub(crate) struct Reader {
 impl Reader {
     /// Wraps `payload`; `frame` names the frame kind in error messages.
     pub(crate) fn new(frame: &'static str, payload: Bytes) -> Reader {
-        Reader { buf: payload, frame }
+        Reader {
+            buf: payload,
+            frame,
+        }
     }
 
     /// A [`DecodeError::Malformed`] for the frame being read.
     pub(crate) fn malformed(&self, reason: &'static str) -> DecodeError {
-        DecodeError::Malformed { frame: self.frame, reason }
+        DecodeError::Malformed {
+            frame: self.frame,
+            reason,
+        }
     }
 
     fn array<const N: usize>(&mut self, reason: &'static str) -> Result<[u8; N], DecodeError> {
-        let bytes = *self.buf.first_chunk::<N>().ok_or_else(|| self.malformed(reason))?;
+        let bytes = *self
+            .buf
+            .first_chunk::<N>()
+            .ok_or_else(|| self.malformed(reason))?;
         self.buf.advance(N);
         Ok(bytes)
     }
@@ -110,7 +119,9 @@ impl Reader {
     pub(crate) fn count(&mut self, min_elem_len: usize) -> Result<usize, DecodeError> {
         let count = self.u32()?;
         let count = usize::try_from(count).map_err(|_| self.count_too_large())?;
-        let needed = count.checked_mul(min_elem_len).ok_or_else(|| self.count_too_large())?;
+        let needed = count
+            .checked_mul(min_elem_len)
+            .ok_or_else(|| self.count_too_large())?;
         if needed > self.buf.len() {
             return Err(self.count_too_large());
         }
@@ -161,7 +172,13 @@ mod tests {
     #[test]
     fn strings_must_be_utf8() {
         let err = reader(&[0, 2, 0xc3, 0x28]).string().unwrap_err();
-        assert_eq!(err, DecodeError::Malformed { frame: "test", reason: "string is not valid UTF-8" });
+        assert_eq!(
+            err,
+            DecodeError::Malformed {
+                frame: "test",
+                reason: "string is not valid UTF-8"
+            }
+        );
     }
 
     #[test]
@@ -175,8 +192,17 @@ mod tests {
 
     #[test]
     fn count_checks_remaining_bytes() {
-        assert_eq!(reader(&[0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0]).count(4).unwrap(), 2);
-        assert!(reader(&[0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0]).count(4).is_err());
+        assert_eq!(
+            reader(&[0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0])
+                .count(4)
+                .unwrap(),
+            2
+        );
+        assert!(
+            reader(&[0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0])
+                .count(4)
+                .is_err()
+        );
         assert!(reader(&[0xff, 0xff, 0xff, 0xff]).count(4).is_err());
         assert!(reader(&[0xff, 0xff, 0xff, 0xff]).count(usize::MAX).is_err());
     }

@@ -127,6 +127,9 @@ mod tests {
         let mut buf = BytesMut::new();
         put_blobs(&mut buf, &[Bytes::from_static(b"ab"), Bytes::new()]);
         assert_eq!(&buf[..], &[0, 0, 0, 2, 0, 0, 0, 2, b'a', b'b', 0, 0, 0, 0]);
-        assert_eq!(blobs_len(&[Bytes::from_static(b"ab"), Bytes::new()]), buf.len());
+        assert_eq!(
+            blobs_len(&[Bytes::from_static(b"ab"), Bytes::new()]),
+            buf.len()
+        );
     }
 }

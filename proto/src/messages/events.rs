@@ -1,0 +1,108 @@
+//! `EventBatch` (server → subscriber): consecutive events of one topic.
+//!
+//! The body codec is exposed as free functions over borrowed events so that
+//! [`encode_event_batch`](crate::encode_event_batch) can encode straight
+//! from the broker's buffers without building an `EventBatch` value.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::error::DecodeError;
+use crate::wire::{DecodeBody, EncodeBody, Reader, blobs_len, put_blobs};
+
+/// Events for one subscription. Event `i` has topic sequence number
+/// `first_seq + i`.
+///
+/// Layout: `first_seq u64 | count u32 | count × blob`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventBatch {
+    /// Sequence number of the first event in the batch.
+    pub first_seq: u64,
+    /// Event payloads, in sequence order.
+    pub events: Vec<Bytes>,
+}
+
+/// Payload length of an `EventBatch` carrying `events`.
+pub(crate) fn event_batch_body_len(events: &[Bytes]) -> usize {
+    8 + blobs_len(events)
+}
+
+/// Writes the payload of an `EventBatch` (no header).
+pub(crate) fn put_event_batch_body(first_seq: u64, events: &[Bytes], dst: &mut BytesMut) {
+    dst.put_u64(first_seq);
+    put_blobs(dst, events);
+}
+
+impl EncodeBody for EventBatch {
+    fn body_len(&self) -> usize {
+        event_batch_body_len(&self.events)
+    }
+
+    fn encode_body(&self, dst: &mut BytesMut) {
+        put_event_batch_body(self.first_seq, &self.events, dst);
+    }
+}
+
+impl DecodeBody for EventBatch {
+    fn decode_body(r: &mut Reader) -> Result<Self, DecodeError> {
+        let first_seq = r.u64()?;
+        let count = r.count(4)?;
+        let mut events = Vec::with_capacity(count);
+        for _ in 0..count {
+            events.push(r.blob()?);
+        }
+        Ok(EventBatch { first_seq, events })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::Frame;
+    use crate::kind::FrameKind;
+    use crate::messages::test_util::{decode, malformed, round_trip};
+
+    #[test]
+    fn layout() {
+        let frame = Frame::EventBatch(EventBatch {
+            first_seq: 10,
+            events: vec![Bytes::from_static(b"x"), Bytes::from_static(b"yz")],
+        });
+        let payload = round_trip(&frame);
+        assert_eq!(
+            payload,
+            [
+                0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 2, 0, 0, 0, 1, b'x', 0, 0, 0, 2, b'y', b'z'
+            ]
+        );
+    }
+
+    #[test]
+    fn empty_batch_round_trips() {
+        let payload = round_trip(&Frame::EventBatch(EventBatch {
+            first_seq: 0,
+            events: vec![],
+        }));
+        assert_eq!(payload, [0; 12]);
+    }
+
+    #[test]
+    fn event_overrunning_payload() {
+        let payload = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 9, 1, 2];
+        assert_eq!(
+            decode(FrameKind::EventBatch, &payload),
+            malformed(FrameKind::EventBatch, "byte blob overruns payload")
+        );
+    }
+
+    #[test]
+    fn huge_count() {
+        let payload = [0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff];
+        assert_eq!(
+            decode(FrameKind::EventBatch, &payload),
+            malformed(
+                FrameKind::EventBatch,
+                "element count exceeds remaining bytes"
+            )
+        );
+    }
+}

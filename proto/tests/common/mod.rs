@@ -1,0 +1,178 @@
+//! Helpers shared by the integration tests: hex vector parsing and
+//! proptest strategies producing arbitrary valid frames.
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use proptest::collection::vec;
+use proptest::prelude::*;
+use starling_proto::{
+    AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
+    ErrorCode, ErrorFrame, EventBatch, Frame, Hello, HelloOk, Member, Moved, Ping, Publish,
+    PublishAck, PublishBatch, Subscribe, SubscribeOk, Unsubscribe,
+};
+
+/// Parses hex text: whitespace ignored, `#` comments to end of line.
+pub fn parse_hex(text: &str) -> Vec<u8> {
+    let digits: String = text
+        .lines()
+        .map(|line| line.split('#').next().unwrap_or(""))
+        .flat_map(|line| line.chars().filter(|c| !c.is_whitespace()))
+        .collect();
+    assert!(digits.len().is_multiple_of(2), "odd number of hex digits");
+    (0..digits.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).expect("hex digit"))
+        .collect()
+}
+
+fn bytes(max: usize) -> impl Strategy<Value = Bytes> {
+    vec(any::<u8>(), 0..max).prop_map(Bytes::from)
+}
+
+fn key() -> impl Strategy<Value = Bytes> {
+    prop_oneof![
+        vec(any::<u8>(), 1..32).prop_map(Bytes::from),
+        vec(any::<u8>(), 1020..=1024).prop_map(Bytes::from),
+    ]
+}
+
+fn text() -> impl Strategy<Value = String> {
+    ".{0,24}"
+}
+
+/// Valid topics: 1..=255 bytes of printable, non-space characters.
+fn topic() -> impl Strategy<Value = String> {
+    prop_oneof!["[a-zA-Z0-9._/:-]{1,40}", "[a-z]{255}", "[à-ÿ]{1,60}",]
+}
+
+fn ack() -> impl Strategy<Value = AckMode> {
+    prop_oneof![Just(AckMode::None), Just(AckMode::Ack)]
+}
+
+fn error_code() -> impl Strategy<Value = ErrorCode> {
+    prop_oneof![
+        (1u16..=11).prop_map(ErrorCode::from_u16),
+        (12u16..).prop_map(ErrorCode::Other),
+        Just(ErrorCode::Other(0)),
+    ]
+}
+
+/// Any valid frame (one that must survive encode → decode unchanged).
+pub fn arb_frame() -> impl Strategy<Value = Frame> {
+    prop_oneof![
+        (
+            any::<u8>(),
+            any::<u8>(),
+            any::<u64>(),
+            text(),
+            proptest::option::of(bytes(64))
+        )
+            .prop_map(
+                |(min_version, max_version, features, client_name, auth_token)| Frame::Hello(
+                    Hello {
+                        min_version,
+                        max_version,
+                        features,
+                        client_name,
+                        auth_token,
+                    }
+                )
+            ),
+        (
+            any::<u8>(),
+            any::<u64>(),
+            text(),
+            any::<u32>(),
+            any::<u64>()
+        )
+            .prop_map(|(version, features, server_id, max_frame_bytes, epoch)| {
+                Frame::HelloOk(HelloOk {
+                    version,
+                    features,
+                    server_id,
+                    max_frame_bytes,
+                    epoch,
+                })
+            }),
+        (any::<u64>(), ack(), topic(), bytes(256)).prop_map(|(request_id, ack, topic, payload)| {
+            Frame::Publish(Publish {
+                request_id,
+                ack,
+                topic,
+                payload,
+            })
+        }),
+        (any::<u64>(), ack(), topic(), vec(bytes(64), 0..8)).prop_map(
+            |(request_id, ack, topic, payloads)| Frame::PublishBatch(PublishBatch {
+                request_id,
+                ack,
+                topic,
+                payloads,
+            })
+        ),
+        (any::<u64>(), any::<u32>())
+            .prop_map(|(request_id, count)| Frame::PublishAck(PublishAck { request_id, count })),
+        (any::<u64>(), topic())
+            .prop_map(|(request_id, topic)| Frame::Subscribe(Subscribe { request_id, topic })),
+        (any::<u64>(), any::<u64>()).prop_map(|(request_id, subscription_id)| {
+            Frame::SubscribeOk(SubscribeOk {
+                request_id,
+                subscription_id,
+            })
+        }),
+        (any::<u64>(), any::<u64>()).prop_map(|(request_id, subscription_id)| {
+            Frame::Unsubscribe(Unsubscribe {
+                request_id,
+                subscription_id,
+            })
+        }),
+        (any::<u64>(), vec(bytes(64), 0..8))
+            .prop_map(|(first_seq, events)| Frame::EventBatch(EventBatch { first_seq, events })),
+        (any::<u64>(), key(), bytes(128), any::<u64>()).prop_map(
+            |(request_id, key, value, ttl_ms)| Frame::CachePut(CachePut {
+                request_id,
+                key,
+                value,
+                ttl_ms,
+            })
+        ),
+        (any::<u64>(), key())
+            .prop_map(|(request_id, key)| Frame::CacheGet(CacheGet { request_id, key })),
+        (any::<u64>(), key())
+            .prop_map(|(request_id, key)| Frame::CacheDelete(CacheDelete { request_id, key })),
+        (any::<u64>(), proptest::option::of(bytes(128)))
+            .prop_map(|(request_id, value)| Frame::CacheValue(CacheValue { request_id, value })),
+        (any::<u64>(), any::<bool>()).prop_map(|(request_id, existed)| Frame::CacheOk(CacheOk {
+            request_id,
+            existed
+        })),
+        (any::<u64>(), error_code(), text()).prop_map(|(request_id, code, message)| {
+            Frame::Error(ErrorFrame {
+                request_id,
+                code,
+                message,
+            })
+        }),
+        (any::<u64>(), any::<u64>(), text()).prop_map(|(request_id, epoch, owner)| Frame::Moved(
+            Moved {
+                request_id,
+                epoch,
+                owner
+            }
+        )),
+        any::<u64>()
+            .prop_map(|request_id| Frame::ClusterInfoRequest(ClusterInfoRequest { request_id })),
+        (any::<u64>(), any::<u64>(), vec((text(), text()), 0..5)).prop_map(
+            |(request_id, epoch, members)| Frame::ClusterInfo(ClusterInfo {
+                request_id,
+                epoch,
+                members: members
+                    .into_iter()
+                    .map(|(id, addr)| Member { id, addr })
+                    .collect(),
+            })
+        ),
+        any::<u64>().prop_map(|nonce| Frame::Ping(Ping { nonce })),
+        any::<u64>().prop_map(|nonce| Frame::Pong(Ping { nonce })),
+    ]
+}

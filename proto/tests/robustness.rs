@@ -1,0 +1,182 @@
+//! Hostile input: arbitrary bytes, truncations and bogus lengths must give
+//! `Ok(None)` or an error, never a panic, and never an oversized reservation.
+
+mod common;
+
+use bytes::{BufMut, BytesMut};
+use proptest::collection::vec;
+use proptest::prelude::*;
+use starling_proto::{DecodeError, FrameDecoder, FrameKind, HEADER_LEN};
+
+const LIMIT: u32 = 64 * 1024;
+
+/// Decodes frames from `bytes` until it needs more input or fails.
+fn drain(dec: &FrameDecoder, bytes: &[u8]) {
+    let mut buf = BytesMut::from(bytes);
+    // Every successful decode consumes at least a header, so this ends.
+    for _ in 0..=bytes.len() / HEADER_LEN {
+        match dec.decode(&mut buf) {
+            Ok(Some(_)) => continue,
+            Ok(None) | Err(_) => return,
+        }
+    }
+}
+
+/// A frame with a valid header of `kind` around an arbitrary payload.
+fn framed(kind: FrameKind, flags: u16, payload: &[u8]) -> BytesMut {
+    let mut buf = BytesMut::new();
+    buf.put_u8(1);
+    buf.put_u8(kind.as_u8());
+    buf.put_u16(flags);
+    buf.put_u32(u32::try_from(payload.len()).unwrap());
+    buf.put_slice(payload);
+    buf
+}
+
+fn any_kind() -> impl Strategy<Value = FrameKind> {
+    proptest::sample::select(FrameKind::ALL.to_vec())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in vec(any::<u8>(), 0..512)) {
+        drain(&FrameDecoder::new(LIMIT), &bytes);
+        drain(&FrameDecoder::new(0), &bytes);
+    }
+
+    /// Arbitrary payloads behind a valid header reach every body decoder.
+    /// Whatever decodes must re-encode to the same bytes (flags aside):
+    /// the encoding is canonical.
+    #[test]
+    fn arbitrary_payloads_never_panic_and_decode_canonically(
+        kind in any_kind(),
+        flags in any::<u16>(),
+        payload in vec(any::<u8>(), 0..96),
+    ) {
+        let mut buf = framed(kind, flags, &payload);
+        if let Ok(Some(frame)) = FrameDecoder::new(LIMIT).decode(&mut buf) {
+            prop_assert!(buf.is_empty());
+            prop_assert_eq!(frame.kind(), kind);
+            prop_assert_eq!(&frame.to_bytes()[..], &framed(kind, 0, &payload)[..]);
+        }
+    }
+
+    #[test]
+    fn every_prefix_of_a_valid_frame_needs_more(frame in common::arb_frame()) {
+        let wire = frame.to_bytes();
+        let dec = FrameDecoder::new(u32::MAX);
+        for end in 0..wire.len() {
+            let mut buf = BytesMut::from(&wire[..end]);
+            prop_assert_eq!(dec.decode(&mut buf), Ok(None), "prefix of {} bytes", end);
+            prop_assert_eq!(buf.len(), end);
+        }
+    }
+
+    /// Cutting the payload short while fixing up `payload_len` is always a
+    /// malformed frame: every layout is self-delimiting.
+    #[test]
+    fn every_shortened_payload_is_malformed(frame in common::arb_frame()) {
+        let wire = frame.to_bytes();
+        let payload = &wire[HEADER_LEN..];
+        let dec = FrameDecoder::new(u32::MAX);
+        for end in 0..payload.len() {
+            let mut buf = framed(frame.kind(), 0, &payload[..end]);
+            let result = dec.decode(&mut buf);
+            prop_assert!(
+                matches!(result, Err(DecodeError::Malformed { .. })),
+                "payload cut at {}: {:?}", end, result
+            );
+        }
+    }
+
+    #[test]
+    fn appended_bytes_are_trailing_garbage(frame in common::arb_frame(), extra in vec(any::<u8>(), 1..8)) {
+        let wire = frame.to_bytes();
+        let mut payload = wire[HEADER_LEN..].to_vec();
+        payload.extend_from_slice(&extra);
+        let mut buf = framed(frame.kind(), 0, &payload);
+        prop_assert!(FrameDecoder::new(u32::MAX).decode(&mut buf).is_err());
+    }
+
+    #[test]
+    fn over_limit_is_rejected_before_reserving(
+        kind in any_kind(),
+        limit in 0u32..1_000_000,
+        excess in 1u32..,
+    ) {
+        let claimed = limit.saturating_add(excess);
+        prop_assume!(claimed > limit);
+        let mut buf = BytesMut::with_capacity(HEADER_LEN);
+        buf.put_u8(1);
+        buf.put_u8(kind.as_u8());
+        buf.put_u16(0);
+        buf.put_u32(claimed);
+        let before = buf.capacity();
+        let result = FrameDecoder::new(limit).decode(&mut buf);
+        prop_assert_eq!(result, Err(DecodeError::FrameTooLarge { len: claimed, max: limit }));
+        prop_assert_eq!(buf.capacity(), before);
+        prop_assert_eq!(buf.len(), HEADER_LEN);
+    }
+
+    #[test]
+    fn partial_frame_reserves_at_most_its_length(kind in any_kind(), len in 0u32..=LIMIT, have in 0usize..64) {
+        let mut buf = framed(kind, 0, &[]);
+        buf.truncate(4);
+        buf.put_u32(len);
+        buf.extend(std::iter::repeat_n(0u8, have.min(len as usize).saturating_sub(1)));
+        let mut tight = BytesMut::with_capacity(buf.len());
+        tight.extend_from_slice(&buf);
+        let result = FrameDecoder::new(LIMIT).decode(&mut tight);
+        if result == Ok(None) {
+            prop_assert!(tight.capacity() <= (HEADER_LEN + len as usize).max(buf.len()) * 2);
+        }
+    }
+}
+
+#[test]
+fn header_errors_leave_the_buffer_untouched() {
+    for bytes in [
+        &[2u8, 0x01, 0, 0, 0, 0, 0, 0][..],
+        &[1u8, 0x00, 0, 0, 0, 0, 0, 0][..],
+        &[1u8, 0xff, 0, 0, 0, 0, 0, 0][..],
+    ] {
+        let mut buf = BytesMut::from(bytes);
+        assert!(FrameDecoder::new(LIMIT).decode(&mut buf).is_err());
+        assert_eq!(&buf[..], bytes);
+    }
+}
+
+#[test]
+fn every_unassigned_type_number_is_rejected() {
+    for t in 0..=u8::MAX {
+        let mut buf = BytesMut::from(&[1u8, t, 0, 0, 0, 0, 0, 0][..]);
+        let result = FrameDecoder::new(LIMIT).decode(&mut buf);
+        match FrameKind::from_u8(t) {
+            None => assert_eq!(result, Err(DecodeError::UnknownFrameType(t))),
+            Some(_) => assert!(!matches!(result, Err(DecodeError::UnknownFrameType(_)))),
+        }
+    }
+}
+
+#[test]
+fn every_other_version_is_rejected() {
+    for v in (0..=u8::MAX).filter(|v| *v != 1) {
+        let mut buf = BytesMut::from(&[v, 0x60, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0][..]);
+        assert_eq!(
+            FrameDecoder::new(LIMIT).decode(&mut buf),
+            Err(DecodeError::UnsupportedVersion(v))
+        );
+    }
+}
+
+#[test]
+fn unknown_flag_bits_are_ignored() {
+    let mut buf = BytesMut::from(&[1u8, 0x60, 0xa5, 0x5a, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 9][..]);
+    let frame = FrameDecoder::new(LIMIT).decode(&mut buf).unwrap().unwrap();
+    assert_eq!(
+        frame,
+        starling_proto::Frame::Ping(starling_proto::Ping { nonce: 9 })
+    );
+}
