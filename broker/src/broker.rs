@@ -165,6 +165,7 @@ impl Broker {
             server_id: self.server_id,
             next_conn_id: AtomicU64::new(1),
             next_sub_id: AtomicU64::new(1),
+            subscribers: parking_lot::Mutex::new(Default::default()),
         });
         tasks.push(tokio::spawn(accept_loop(
             Arc::clone(&ctx),
@@ -241,13 +242,17 @@ impl RunningBroker {
                 "drain timeout: closing with deliveries still queued"
             );
         }
-        // Give lanes a moment to finish in-flight writes and the peers to read them.
-        let _ = tokio::time::timeout(Duration::from_millis(200), async {
-            while ctx.metrics.subscriber_queued_batches.get() > 0 {
-                tokio::time::sleep(Duration::from_millis(5)).await;
+        // Finish every subscription stream and wait (within the deadline) until the peers have
+        // acknowledged the data, so closing the connections cannot discard delivered batches.
+        let subs: Vec<_> = ctx.subscribers.lock().values().cloned().collect();
+        let finishing = subs.into_iter().map(|sub| async move {
+            let mut stream = sub.stream.lock().await;
+            if stream.finish().is_ok() {
+                let _ = stream.stopped().await;
             }
-        })
-        .await;
+        });
+        let _ =
+            tokio::time::timeout_at(deadline.into(), futures::future::join_all(finishing)).await;
         let _ = self.stop_tx.send(true);
         self.endpoint
             .close(conn::close_code::SHUTDOWN.into(), b"broker shutting down");

@@ -177,10 +177,22 @@ impl LaneWorker {
                 return;
             }
             let mut bufs: Vec<Bytes> = items.iter().map(|q| q.frame.clone()).collect();
+            tracing::trace!(
+                lane = self.lane,
+                sub = sub.id,
+                batches = items.len(),
+                "lane write"
+            );
             let outcome = {
                 let mut stream = sub.stream.lock().await;
                 write_without_waiting(&mut stream, &mut bufs)
             };
+            tracing::trace!(
+                lane = self.lane,
+                sub = sub.id,
+                blocked = matches!(outcome, WriteOutcome::Blocked),
+                "lane wrote"
+            );
             match outcome {
                 WriteOutcome::Done => record(&self.lanes.metrics, &items),
                 WriteOutcome::Failed => {

@@ -29,12 +29,10 @@ pub struct Queued {
     pub enqueued: Instant,
 }
 
-/// Result of offering a batch to a subscriber.
+/// What happened to a batch offered to a subscriber.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Offer {
-    /// Queued; the subscriber must be handed to its lane.
-    QueuedSchedule,
-    /// Queued; the subscriber is already with its lane.
+pub enum Outcome {
+    /// Queued.
     Queued,
     /// Queued after evicting the oldest batch (`drop_old`).
     QueuedDroppedOld,
@@ -44,18 +42,21 @@ pub enum Offer {
     Closed,
 }
 
-impl Offer {
-    /// Whether the batch is now in the queue.
-    pub fn accepted(self) -> bool {
-        matches!(
-            self,
-            Offer::QueuedSchedule | Offer::Queued | Offer::QueuedDroppedOld
-        )
-    }
+/// Result of offering a batch to a subscriber.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offer {
+    /// What happened to the batch.
+    pub outcome: Outcome,
+    /// Whether the caller must hand the subscriber to its lane (it was idle).
+    pub schedule: bool,
+}
 
-    /// Whether the caller must hand the subscriber to its lane.
-    pub fn needs_schedule(self) -> bool {
-        self == Offer::QueuedSchedule
+impl Offer {
+    fn just(outcome: Outcome) -> Self {
+        Offer {
+            outcome,
+            schedule: false,
+        }
     }
 }
 
@@ -117,17 +118,17 @@ impl Subscriber {
     /// Offers a batch without waiting. Under `block` a full queue returns the batch back.
     fn try_offer(&self, item: Queued) -> Result<Offer, Queued> {
         if self.is_closed() {
-            return Ok(Offer::Closed);
+            return Ok(Offer::just(Outcome::Closed));
         }
         let mut st = self.state.lock();
-        let mut offer = Offer::Queued;
+        let mut outcome = Outcome::Queued;
         if st.queue.len() >= self.capacity {
             match self.policy {
                 SlowSubscriberPolicy::Block => return Err(item),
                 SlowSubscriberPolicy::DropNew => {
                     self.metrics
                         .dropped(DropReason::QueueFullNew, item.events.into());
-                    return Ok(Offer::DroppedNew);
+                    return Ok(Offer::just(Outcome::DroppedNew));
                 }
                 SlowSubscriberPolicy::DropOld => {
                     if let Some(old) = st.queue.pop_front() {
@@ -135,19 +136,15 @@ impl Subscriber {
                             .dropped(DropReason::QueueFullOld, old.events.into());
                         self.metrics.subscriber_queued_batches.dec();
                     }
-                    offer = Offer::QueuedDroppedOld;
+                    outcome = Outcome::QueuedDroppedOld;
                 }
             }
         }
         st.queue.push_back(item);
         self.metrics.subscriber_queued_batches.inc();
-        if !st.scheduled {
-            st.scheduled = true;
-            if offer == Offer::Queued {
-                offer = Offer::QueuedSchedule;
-            }
-        }
-        Ok(offer)
+        let schedule = !st.scheduled;
+        st.scheduled = true;
+        Ok(Offer { outcome, schedule })
     }
 
     /// Offers a batch, waiting for room under the `block` policy.
@@ -161,7 +158,7 @@ impl Subscriber {
                 Err(back) => {
                     item = back;
                     if self.is_closed() {
-                        return Offer::Closed;
+                        return Offer::just(Outcome::Closed);
                     }
                     notified.await;
                 }

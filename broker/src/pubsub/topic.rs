@@ -20,7 +20,7 @@ use crate::metrics::Metrics;
 use crate::pubsub::ack::AckToken;
 use crate::pubsub::batcher::{Batch, Batcher, Limits};
 use crate::pubsub::lanes::Lanes;
-use crate::pubsub::subscriber::{Offer, Queued, Subscriber};
+use crate::pubsub::subscriber::{Outcome, Queued, Subscriber};
 use crate::timer;
 
 /// Messages published to a topic in one request.
@@ -312,13 +312,13 @@ impl TopicTask {
                 enqueued: now,
             };
             let offer = sub.offer(item).await;
-            if offer.needs_schedule() {
+            if offer.schedule {
                 self.shared.lanes.schedule(Arc::clone(sub)).await;
             }
-            match offer {
-                Offer::DroppedNew => refused += 1,
-                Offer::Closed => closed = true,
-                _ => {}
+            match offer.outcome {
+                Outcome::DroppedNew => refused += 1,
+                Outcome::Closed => closed = true,
+                Outcome::Queued | Outcome::QueuedDroppedOld => {}
             }
         }
         if closed {

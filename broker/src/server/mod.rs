@@ -13,6 +13,7 @@ pub mod publish;
 pub mod reply;
 pub mod subscribe;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
@@ -23,6 +24,7 @@ use crate::cache::Cache;
 use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::pubsub::lanes::Lanes;
+use crate::pubsub::subscriber::Subscriber;
 use crate::pubsub::topic::Topics;
 
 /// Everything a connection handler needs, shared by all connections.
@@ -47,4 +49,6 @@ pub struct Ctx {
     pub next_conn_id: AtomicU64,
     /// Subscription id source (unique for the broker's life).
     pub next_sub_id: AtomicU64,
+    /// Live subscriptions by id, so the drain can finish their streams cleanly.
+    pub subscribers: parking_lot::Mutex<HashMap<u64, Arc<Subscriber>>>,
 }

@@ -51,6 +51,7 @@ pub async fn serve(
         send,
         Arc::clone(&ctx.metrics),
     ));
+    ctx.subscribers.lock().insert(id, Arc::clone(&sub));
     ctx.topics.subscribe(Arc::clone(&sub));
     ctx.metrics.subscriptions.inc();
     tracing::debug!(id, topic = %req.topic, lane, "subscribed");
@@ -79,6 +80,7 @@ pub async fn serve(
             Ok(None) | Err(_) => break,
         }
     }
+    ctx.subscribers.lock().remove(&id);
     ctx.topics.unsubscribe(&sub);
     ctx.metrics.subscriptions.dec();
     let _ = sub.stream.lock().await.finish();

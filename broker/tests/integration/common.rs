@@ -1,0 +1,277 @@
+//! Shared harness: start a broker on ephemeral ports, connect SDK or raw QUIC clients, scrape
+//! HTTP endpoints.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use rustls::pki_types::CertificateDer;
+use starling_broker::{Broker, RunningBroker};
+use starling_client::{Client, ClientConfig, Subscription, Trust};
+use starling_config::{ConfigOverrides, Profile, compose};
+use starling_proto::{Frame, FrameDecoder, Hello, PROTOCOL_VERSION, read_frame, write_frame};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Generous upper bound for anything that should happen "soon" on a loaded 2-core machine.
+pub const SOON: Duration = Duration::from_secs(10);
+
+pub struct TestBroker {
+    pub running: RunningBroker,
+}
+
+/// Overrides every test starts from: loopback ephemeral ports, quiet logs.
+pub fn base_overrides() -> ConfigOverrides {
+    ConfigOverrides {
+        quic_listen: Some("127.0.0.1:0".parse().expect("addr")),
+        http_listen: Some("127.0.0.1:0".parse().expect("addr")),
+        drain_timeout_ms: Some(2_000),
+        ..ConfigOverrides::default()
+    }
+}
+
+pub async fn start(profile: Profile, overrides: ConfigOverrides) -> TestBroker {
+    if std::env::var_os("RUST_LOG").is_some() {
+        starling_broker::telemetry::init(starling_config::LogFormat::Text, "info");
+    }
+    let mut o = base_overrides();
+    o.merge(&overrides);
+    let cfg = compose(profile, None, &o);
+    let running = Broker::new(cfg)
+        .expect("valid config")
+        .start()
+        .await
+        .expect("broker starts");
+    TestBroker { running }
+}
+
+pub async fn start_default() -> TestBroker {
+    start(Profile::Balanced, ConfigOverrides::default()).await
+}
+
+impl TestBroker {
+    pub fn addr(&self) -> SocketAddr {
+        self.running.quic_addr
+    }
+
+    pub fn client_config(&self) -> ClientConfig {
+        let pem = pem_of(&self.running.certificate_der);
+        ClientConfig::new(self.addr().to_string(), Trust::CaPem(pem.into_bytes()))
+            .with_server_name("localhost")
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::connect(self.client_config())
+            .await
+            .expect("client connects")
+    }
+
+    pub async fn http_get(&self, path: &str) -> (u16, String) {
+        http_get(self.running.http_addr, path).await
+    }
+
+    pub async fn metrics(&self) -> Metrics {
+        let (status, body) = self.http_get("/metrics").await;
+        assert_eq!(status, 200);
+        Metrics::parse(&body)
+    }
+
+    /// Raw QUIC connection (ALPN `starling/1`) trusting the broker's certificate.
+    pub async fn raw(&self, stream_window: Option<u32>) -> quinn::Connection {
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from(self.running.certificate_der.clone()))
+            .expect("cert");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut crypto = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .expect("tls13")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        crypto.alpn_protocols = vec![b"starling/1".to_vec()];
+        let quic = quinn::crypto::rustls::QuicClientConfig::try_from(crypto).expect("quic tls");
+        let mut cfg = quinn::ClientConfig::new(Arc::new(quic));
+        if let Some(w) = stream_window {
+            let mut t = quinn::TransportConfig::default();
+            t.stream_receive_window(w.into());
+            t.receive_window((w * 4).into());
+            cfg.transport_config(Arc::new(t));
+        }
+        let mut ep =
+            quinn::Endpoint::client("127.0.0.1:0".parse().expect("addr")).expect("endpoint");
+        ep.set_default_client_config(cfg);
+        ep.connect(self.addr(), "localhost")
+            .expect("connect")
+            .await
+            .expect("handshake")
+    }
+
+    /// Raw connection that has completed the Starling handshake.
+    pub async fn raw_ready(&self, stream_window: Option<u32>) -> quinn::Connection {
+        let conn = self.raw(stream_window).await;
+        let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+        write_frame(&mut send, &hello(PROTOCOL_VERSION, PROTOCOL_VERSION))
+            .await
+            .expect("hello");
+        match read_one(&mut recv).await {
+            Some(Frame::HelloOk(_)) => {}
+            other => panic!("expected HelloOk, got {other:?}"),
+        }
+        conn
+    }
+}
+
+pub fn hello(min: u8, max: u8) -> Frame {
+    Frame::Hello(Hello {
+        min_version: min,
+        max_version: max,
+        features: 0,
+        client_name: "test".into(),
+        auth_token: None,
+    })
+}
+
+pub async fn read_one(recv: &mut quinn::RecvStream) -> Option<Frame> {
+    let mut buf = BytesMut::new();
+    let dec = FrameDecoder::new(64 << 20);
+    tokio::time::timeout(SOON, read_frame(recv, &mut buf, &dec, 4096))
+        .await
+        .ok()?
+        .ok()?
+}
+
+fn pem_of(der: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut b64 = String::new();
+    for chunk in der.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                b64.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                b64.push('=');
+            }
+        }
+    }
+    let body: Vec<String> = b64
+        .as_bytes()
+        .chunks(64)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        body.join("\n")
+    )
+}
+
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+        return (0, String::new());
+    };
+    let req = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("http write");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.expect("http read");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Parsed `/metrics`: samples keyed by `name{sorted labels}`.
+pub struct Metrics(pub HashMap<String, f64>);
+
+impl Metrics {
+    pub fn parse(body: &str) -> Metrics {
+        let lines = body.lines().map(|l| Ok(l.to_string()));
+        let scrape = prometheus_parse::Scrape::parse(lines).expect("valid Prometheus text format");
+        let mut out = HashMap::new();
+        for s in scrape.samples {
+            let mut labels: Vec<(String, String)> = s
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            labels.sort();
+            let key = if labels.is_empty() {
+                s.metric.clone()
+            } else {
+                let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("{}{{{}}}", s.metric, l.join(","))
+            };
+            let v = match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            };
+            out.insert(key, v);
+        }
+        Metrics(out)
+    }
+
+    pub fn get(&self, key: &str) -> f64 {
+        self.0.get(key).copied().unwrap_or(0.0)
+    }
+
+    /// Sum over every series of a metric whose key starts with `prefix`.
+    pub fn sum(&self, prefix: &str) -> f64 {
+        self.0
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(_, v)| v)
+            .sum()
+    }
+}
+
+/// Receives `n` events, failing the test on error or timeout.
+pub async fn recv_n(sub: &mut Subscription, n: usize) -> Vec<(u64, Bytes)> {
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        match tokio::time::timeout(SOON, sub.next_event()).await {
+            Ok(Some(Ok(ev))) => out.push((ev.seq, ev.payload)),
+            Ok(Some(Err(e))) => panic!("subscription error after {} events: {e}", out.len()),
+            Ok(None) => panic!("subscription ended after {} of {n} events", out.len()),
+            Err(_) => panic!("timed out after {} of {n} events", out.len()),
+        }
+    }
+    out
+}
+
+/// Polls `/metrics` until `pred` holds.
+pub async fn wait_metrics(b: &TestBroker, what: &str, pred: impl Fn(&Metrics) -> bool) -> Metrics {
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let m = b.metrics().await;
+        if pred(&m) {
+            return m;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("metrics never satisfied: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn payload(i: u32) -> Bytes {
+    Bytes::from(i.to_be_bytes().to_vec())
+}
+
+pub fn index(p: &Bytes) -> u32 {
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&p[..4]);
+    u32::from_be_bytes(b)
+}

@@ -1,0 +1,11 @@
+//! Broker integration tests: a real broker in-process on ephemeral loopback ports, real QUIC
+//! clients (the SDK, or raw quinn for malformed input), real HTTP scrapes.
+//!
+//! One test binary with a module per area keeps link time down on small machines.
+
+mod bad_input;
+mod cache;
+mod common;
+mod delivery;
+mod observability;
+mod slow_subscriber;
