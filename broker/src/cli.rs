@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use starling_config::{BrokerConfig, ConfigError, ConfigFile, Layer, Profile, Sources, Tier};
 
-/// Environment variables the broker reads that are not knobs.
-pub const NON_KNOB_ENV: &[&str] = &["STARLING_CONFIG"];
+/// `STARLING_*` variables that are not knobs: the config path, and the CLI's server address
+/// (so a shell set up for `starling` can also run the broker).
+pub const NON_KNOB_ENV: &[&str] = &["STARLING_CONFIG", "STARLING_SERVER"];
 
 /// Starling broker: QUIC pub/sub and cache.
 #[derive(Debug, Parser)]

@@ -292,6 +292,19 @@ impl Metrics {
             )?,
             registry: r,
         };
+        // Create every fixed label combination up front so each series exists (at 0) from the
+        // first scrape instead of appearing only after the first event.
+        for reason in [DropReason::QueueFullNew, DropReason::QueueFullOld, DropReason::SubscriberClosed] {
+            m.dropped_events.with_label_values(&[reason.label()]);
+        }
+        for trigger in ["events", "bytes", "delay", "drain"] {
+            m.batch_flushes.with_label_values(&[trigger]);
+        }
+        for (op, results) in [("put", &["ok", "refused"][..]), ("get", &["hit", "miss"]), ("delete", &["ok", "absent"])] {
+            for result in results {
+                m.cache_ops.with_label_values(&[op, result]);
+            }
+        }
         Ok(m)
     }
 
@@ -324,10 +337,53 @@ impl Metrics {
     }
 }
 
+/// Creates the per-lane series for lanes `0..lanes`.
+impl Metrics {
+    pub(crate) fn init_lanes(&self, lanes: usize) {
+        for lane in 0..lanes {
+            let l = lane.to_string();
+            self.lane_queue_depth.with_label_values(&[&l]);
+            self.lane_queue_high_water.with_label_values(&[&l]);
+            self.lane_enqueued.with_label_values(&[&l]);
+        }
+    }
+}
+
 /// Raises a counter to `total` (the source counter is monotonic).
 fn catch_up(c: &IntCounter, total: u64) {
     let cur = c.get();
     if total > cur {
         c.inc_by(total - cur);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn operations_doc_lists_exactly_the_exported_metrics() {
+        let m = Metrics::new().expect("metrics");
+        m.init_lanes(1);
+        m.protocol_errors.with_label_values(&["bad_frame"]);
+        let rendered: BTreeSet<String> = m
+            .render()
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|n| n.starts_with("starling_"))
+            .map(str::to_string)
+            .collect();
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/operations.md"))
+            .expect("docs/operations.md");
+        let documented: BTreeSet<String> = doc
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `starling_"))
+            .filter_map(|l| l.split('`').next())
+            .map(|n| format!("starling_{n}"))
+            .collect();
+        assert_eq!(rendered, documented, "docs/operations.md metric table and the registry differ");
     }
 }

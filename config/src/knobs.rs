@@ -152,7 +152,7 @@ knobs! {
     idle_timeout_ms: u64,
     /// Interval (ms) of QUIC keep-alive pings from the broker; 0 disables them.
     keep_alive_interval_ms: u64,
-    /// Largest frame (header + payload, bytes) the broker accepts or sends.
+    /// Largest frame payload (bytes, excluding the 8-byte header) the broker accepts or sends.
     max_frame_bytes: u32,
 
     ["Batching"]

@@ -74,6 +74,7 @@ impl Lanes {
         metrics: Arc<Metrics>,
     ) -> Arc<Lanes> {
         let count = count.max(1);
+        metrics.init_lanes(count);
         let mut senders = Vec::with_capacity(count);
         let mut receivers = Vec::with_capacity(count);
         for _ in 0..count {
