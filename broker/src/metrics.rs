@@ -294,13 +294,21 @@ impl Metrics {
         };
         // Create every fixed label combination up front so each series exists (at 0) from the
         // first scrape instead of appearing only after the first event.
-        for reason in [DropReason::QueueFullNew, DropReason::QueueFullOld, DropReason::SubscriberClosed] {
+        for reason in [
+            DropReason::QueueFullNew,
+            DropReason::QueueFullOld,
+            DropReason::SubscriberClosed,
+        ] {
             m.dropped_events.with_label_values(&[reason.label()]);
         }
         for trigger in ["events", "bytes", "delay", "drain"] {
             m.batch_flushes.with_label_values(&[trigger]);
         }
-        for (op, results) in [("put", &["ok", "refused"][..]), ("get", &["hit", "miss"]), ("delete", &["ok", "absent"])] {
+        for (op, results) in [
+            ("put", &["ok", "refused"][..]),
+            ("get", &["hit", "miss"]),
+            ("delete", &["ok", "absent"]),
+        ] {
             for result in results {
                 m.cache_ops.with_label_values(&[op, result]);
             }
@@ -376,14 +384,20 @@ mod tests {
             .filter(|n| n.starts_with("starling_"))
             .map(str::to_string)
             .collect();
-        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/operations.md"))
-            .expect("docs/operations.md");
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/operations.md"
+        ))
+        .expect("docs/operations.md");
         let documented: BTreeSet<String> = doc
             .lines()
             .filter_map(|l| l.strip_prefix("| `starling_"))
             .filter_map(|l| l.split('`').next())
             .map(|n| format!("starling_{n}"))
             .collect();
-        assert_eq!(rendered, documented, "docs/operations.md metric table and the registry differ");
+        assert_eq!(
+            rendered, documented,
+            "docs/operations.md metric table and the registry differ"
+        );
     }
 }

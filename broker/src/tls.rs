@@ -100,10 +100,11 @@ pub fn default_names() -> Vec<String> {
         "::1".to_string(),
     ];
     for var in ["HOSTNAME", "POD_NAME"] {
-        if let Ok(v) = std::env::var(var) {
-            if !v.is_empty() && !names.contains(&v) {
-                names.push(v);
-            }
+        if let Ok(v) = std::env::var(var)
+            && !v.is_empty()
+            && !names.contains(&v)
+        {
+            names.push(v);
         }
     }
     names

@@ -1,1 +1,81 @@
-//! placeholder
+//! `starling-client`: the Rust SDK for the Starling QUIC pub/sub and cache
+//! broker (the `starling` CLI is built on it).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), starling_client::ClientError> {
+//! use starling_client::{Client, ClientConfig, Trust};
+//! let client = Client::connect(ClientConfig::new("127.0.0.1:7400", Trust::Insecure)).await?;
+//! let mut sub = client.subscribe("orders").await?;
+//! client.publish_acked("orders", "hello").await?;
+//! if let Some(event) = sub.next_event().await {
+//!     let event = event?;
+//!     println!("#{} {}", event.seq, String::from_utf8_lossy(&event.payload));
+//! }
+//! client.cache_put("k", "v", None).await?;
+//! client.close().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # Pools and routing
+//! A [`Client`] keeps three pools sized by the profile's client knobs
+//! (`starling_config::ClientTuning`), all opened lazily and reopened on the
+//! next use after their connection died:
+//! - publish: `pub_conn_pool` connections × `pub_streams_per_conn` streams; a
+//!   topic always hashes (FNV-1a) to the same stream, so one client's
+//!   publishes to one topic stay in order. Acks are matched by request id.
+//! - events: `event_conn_pool` connections; each subscription is its own
+//!   stream, placed round-robin.
+//! - cache: `cache_conn_pool` connections × `cache_streams_per_conn` streams
+//!   (ALPN `starling-cache/1`), round-robin, pipelined per stream.
+//!
+//! # Module map
+//! | module | job |
+//! | --- | --- |
+//! | `client` | [`Client`], the public entry point |
+//! | `config` | [`ClientConfig`], [`Trust`], [`TransportTuning`] |
+//! | `error` | [`ClientError`], [`ProtocolError`] |
+//! | `subscription` | [`Subscription`], [`Event`] |
+//! | `handshake` | `Hello`/`HelloOk` and [`ServerInfo`] |
+//! | `addr` | `host:port` parsing, resolution, TLS server name |
+//! | `tls`, `verify`, `fingerprint` | rustls config per [`Trust`] |
+//! | `transport` | quinn endpoint and transport configs |
+//! | `connector` | one connection + handshake within the timeout |
+//! | `slot` | lazily (re)opened pool entries |
+//! | `routing` | topic → stream hashing, round-robin |
+//! | `rpc`, `pending` | request/response streams (publish, cache) |
+//! | `publisher`, `subscriber`, `pump`, `cache` | the three pools |
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::todo)
+)]
+
+mod addr;
+mod cache;
+mod client;
+mod config;
+mod connector;
+mod error;
+mod fingerprint;
+mod handshake;
+mod pending;
+mod publisher;
+mod pump;
+mod routing;
+mod rpc;
+mod slot;
+mod subscriber;
+mod subscription;
+mod tls;
+mod transport;
+mod verify;
+
+pub use client::Client;
+pub use config::{ClientConfig, DEFAULT_PORT, TransportTuning, Trust};
+pub use error::{ClientError, ProtocolError};
+pub use fingerprint::sha256 as certificate_fingerprint;
+pub use handshake::ServerInfo;
+pub use starling_config::{ClientTuning, Profile};
+pub use subscription::{Event, Subscription};
+pub use tls::{ALPN_CACHE, ALPN_PUBSUB};

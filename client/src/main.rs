@@ -1,1 +1,107 @@
-fn main() {}
+//! `starling`: the command-line client of the Starling broker. Parses the
+//! arguments, runs one subcommand and turns its outcome into an exit code;
+//! every error is a single line on stderr.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+
+use cli::args::Cli;
+use cli::error::Outcome;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(e),
+    };
+    init_tracing();
+    match run(cli) {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::NotFound) => {
+            eprintln!("not found");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("error: {}", one_line(&format!("{e:#}")));
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    Ok(runtime.block_on(cli::run(cli))?)
+}
+
+/// Help and version go to stdout as usual; usage errors become one line.
+fn clap_exit(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::from(2)
+        }
+        _ => {
+            eprintln!("{}", clap_one_line(&e.render().to_string()));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The message part of a clap error (before its usage and help hints), on one line.
+fn clap_one_line(text: &str) -> String {
+    let message = text
+        .split("\n\n")
+        .take_while(|part| !part.starts_with("Usage:") && !part.starts_with("For more"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let line = one_line(&message);
+    if line.is_empty() {
+        "error: invalid arguments".to_string()
+    } else {
+        line
+    }
+}
+
+/// Logs (warnings and up by default, `RUST_LOG` to change) go to stderr.
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .without_time()
+        .with_target(false)
+        .init();
+}
+
+/// Collapses any line breaks inside an error message.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_errors_become_one_line() {
+        let text = "error: the following required arguments were not provided:\n  <TOPIC>\n  <MSG>\n\nUsage: starling pub <TOPIC> <MSG>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            clap_one_line(text),
+            "error: the following required arguments were not provided: <TOPIC> <MSG>"
+        );
+        assert_eq!(clap_one_line(""), "error: invalid arguments");
+    }
+}

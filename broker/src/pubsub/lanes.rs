@@ -125,10 +125,10 @@ impl Lanes {
             .lane_enqueued
             .with_label_values(&[&label])
             .inc();
-        if let Some(tx) = self.senders.get(lane) {
-            if tx.send(sub).await.is_err() {
-                depth.dec();
-            }
+        if let Some(tx) = self.senders.get(lane)
+            && tx.send(sub).await.is_err()
+        {
+            depth.dec();
         }
     }
 

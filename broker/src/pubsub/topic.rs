@@ -178,9 +178,21 @@ impl Topics {
         self.len() == 0
     }
 
-    fn retire(&self, name: &str, task_data: &mpsc::Receiver<TopicMsg>) -> bool {
+    /// Removes an idle topic from the registry. Under the shard's write lock nobody can look
+    /// the topic up, so if the registry holds the only senders and both queues are empty, no
+    /// message or subscription can still reach the task.
+    fn retire(
+        &self,
+        name: &str,
+        data: &mpsc::Receiver<TopicMsg>,
+        control: &mpsc::UnboundedReceiver<Control>,
+    ) -> bool {
         let mut shard = self.shard(name).write();
-        if !task_data.is_empty() {
+        let idle = data.is_empty()
+            && control.is_empty()
+            && data.sender_strong_count() == 1
+            && control.sender_strong_count() == 1;
+        if !idle {
             return false;
         }
         shard.remove(name);
@@ -219,8 +231,10 @@ impl TopicTask {
                     Some(msg) => {
                         last_activity = Instant::now();
                         self.accept(msg, last_activity);
-                        // Take whatever else is already queued before flushing.
-                        while let Ok(more) = self.data.try_recv() {
+                        // Take whatever else is already queued before flushing, but let a
+                        // pending (un)subscribe go first: it was sent before later messages.
+                        while self.control.is_empty() {
+                            let Ok(more) = self.data.try_recv() else { break };
                             self.accept(more, last_activity);
                             if self.drain_ready_pending() { break; }
                         }
@@ -228,12 +242,10 @@ impl TopicTask {
                     None => break,
                 },
                 _ = maybe_sleep(idle_at) => {
-                    if self.control.is_empty() {
-                        if let Some(topics) = self.topics.upgrade() {
-                            if topics.retire(&self.name, &self.data) {
-                                break;
-                            }
-                        }
+                    if let Some(topics) = self.topics.upgrade()
+                        && topics.retire(&self.name, &self.data, &self.control)
+                    {
+                        break;
                     }
                     last_activity = Instant::now();
                 }

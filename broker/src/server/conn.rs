@@ -46,10 +46,8 @@ pub async fn serve(ctx: Arc<Ctx>, incoming: quinn::Incoming, mut stop: watch::Re
         .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
         .and_then(|d| d.protocol)
         .is_some_and(|p| p == ALPN_CACHE);
-    if is_cache {
-        if let Ok(w) = quinn::VarInt::from_u64(ctx.cfg.cache_conn_recv_window) {
-            conn.set_receive_window(w);
-        }
+    if is_cache && let Ok(w) = quinn::VarInt::from_u64(ctx.cfg.cache_conn_recv_window) {
+        conn.set_receive_window(w);
     }
     tracing::debug!(conn_id, %remote, is_cache, "connection open");
 

@@ -33,13 +33,6 @@ pub async fn serve(
         return;
     }
     let id = ctx.next_sub_id.fetch_add(1, Ordering::Relaxed);
-    let ok = Frame::SubscribeOk(SubscribeOk {
-        request_id: req.request_id,
-        subscription_id: id,
-    });
-    if write_frame(&mut send, &ok).await.is_err() {
-        return;
-    }
     let lane = ctx.lanes.picker.pick(id, conn_id);
     let sub = Arc::new(Subscriber::new(
         id,
@@ -51,9 +44,25 @@ pub async fn serve(
         send,
         Arc::clone(&ctx.metrics),
     ));
-    ctx.subscribers.lock().insert(id, Arc::clone(&sub));
-    ctx.topics.subscribe(Arc::clone(&sub));
-    ctx.metrics.subscriptions.inc();
+    {
+        // Register before answering, so every publish the client makes after `SubscribeOk`
+        // reaches it; hold the stream so no EventBatch can overtake `SubscribeOk`.
+        let mut stream = sub.stream.lock().await;
+        ctx.subscribers.lock().insert(id, Arc::clone(&sub));
+        ctx.topics.subscribe(Arc::clone(&sub));
+        ctx.metrics.subscriptions.inc();
+        let ok = Frame::SubscribeOk(SubscribeOk {
+            request_id: req.request_id,
+            subscription_id: id,
+        });
+        if write_frame(&mut *stream, &ok).await.is_err() {
+            drop(stream);
+            ctx.subscribers.lock().remove(&id);
+            ctx.topics.unsubscribe(&sub);
+            ctx.metrics.subscriptions.dec();
+            return;
+        }
+    }
     tracing::debug!(id, topic = %req.topic, lane, "subscribed");
 
     loop {

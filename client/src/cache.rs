@@ -1,0 +1,171 @@
+//! The cache pool: `cache_conn_pool` connections (ALPN `starling-cache/1`) ×
+//! `cache_streams_per_conn` request/response streams; operations are spread
+//! round-robin over the streams and pipelined on each.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use starling_proto::{CacheDelete, CacheGet, CachePut, Frame, validate_key};
+
+use crate::ClientError;
+use crate::connector::{Conn, Connector};
+use crate::error::ProtocolError;
+use crate::routing::{RoundRobin, StreamSlot};
+use crate::rpc::RpcStream;
+use crate::slot::{LazySlot, slots};
+use crate::transport::ConnKind;
+
+/// Cache connections and streams.
+pub(crate) struct CachePool {
+    conns: Vec<LazySlot<Conn>>,
+    streams: Vec<LazySlot<Arc<RpcStream>>>,
+    streams_per_conn: usize,
+    next: RoundRobin,
+}
+
+impl CachePool {
+    /// An empty pool of `conns × streams_per_conn` streams.
+    pub(crate) fn new(conns: u32, streams_per_conn: u32) -> Self {
+        let conns = usize::try_from(conns).unwrap_or(1).max(1);
+        let per = usize::try_from(streams_per_conn).unwrap_or(1).max(1);
+        CachePool {
+            conns: slots(conns),
+            streams: slots(conns * per),
+            streams_per_conn: per,
+            next: RoundRobin::default(),
+        }
+    }
+
+    /// Stores `value` under `key`, expiring after `ttl` when given.
+    pub(crate) async fn put(
+        &self,
+        connector: &Connector,
+        key: Bytes,
+        value: Bytes,
+        ttl: Option<Duration>,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        check_key(&key)?;
+        let ttl_ms = ttl_millis(ttl);
+        let stream = self.stream(connector).await?;
+        let build = |request_id| {
+            Frame::CachePut(CachePut {
+                request_id,
+                key,
+                value,
+                ttl_ms,
+            })
+        };
+        match stream.call(build, timeout).await? {
+            Frame::CacheOk(_) => Ok(()),
+            other => Err(unexpected("cache_ok", &other)),
+        }
+    }
+
+    /// The value under `key`, if any.
+    pub(crate) async fn get(
+        &self,
+        connector: &Connector,
+        key: Bytes,
+        timeout: Duration,
+    ) -> Result<Option<Bytes>, ClientError> {
+        check_key(&key)?;
+        let stream = self.stream(connector).await?;
+        let build = |request_id| Frame::CacheGet(CacheGet { request_id, key });
+        match stream.call(build, timeout).await? {
+            Frame::CacheValue(v) => Ok(v.value),
+            other => Err(unexpected("cache_value", &other)),
+        }
+    }
+
+    /// Deletes `key`; `true` when it existed.
+    pub(crate) async fn delete(
+        &self,
+        connector: &Connector,
+        key: Bytes,
+        timeout: Duration,
+    ) -> Result<bool, ClientError> {
+        check_key(&key)?;
+        let stream = self.stream(connector).await?;
+        let build = |request_id| Frame::CacheDelete(CacheDelete { request_id, key });
+        match stream.call(build, timeout).await? {
+            Frame::CacheOk(ok) => Ok(ok.existed),
+            other => Err(unexpected("cache_ok", &other)),
+        }
+    }
+
+    /// Closes every cache connection.
+    pub(crate) fn close(&self) {
+        for stream in self.streams.iter() {
+            stream.take();
+        }
+        for conn in self.conns.iter().filter_map(LazySlot::take) {
+            conn.quic.close(0u32.into(), b"client closed");
+        }
+    }
+
+    async fn stream(&self, connector: &Connector) -> Result<Arc<RpcStream>, ClientError> {
+        let index = self.next.next(self.streams.len());
+        let slot = StreamSlot::from_index(index, self.conns.len(), self.streams_per_conn);
+        let (Some(stream_slot), Some(conn_slot)) =
+            (self.streams.get(slot.stream), self.conns.get(slot.conn))
+        else {
+            return Err(ClientError::Config("empty cache pool".into()));
+        };
+        stream_slot
+            .get_or_open(|| async {
+                let conn = conn_slot
+                    .get_or_open(|| connector.connect(ConnKind::Cache))
+                    .await?;
+                connector.bounded(RpcStream::open(&conn)).await
+            })
+            .await
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<(), ClientError> {
+    validate_key(key).map_err(|why| ClientError::InvalidKey(why.to_string()))
+}
+
+/// The wire TTL: 0 means none, so a sub-millisecond TTL rounds up to 1 ms.
+fn ttl_millis(ttl: Option<Duration>) -> u64 {
+    match ttl {
+        None => 0,
+        Some(d) => u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1),
+    }
+}
+
+fn unexpected(expected: &'static str, got: &Frame) -> ClientError {
+    ProtocolError::UnexpectedFrame {
+        expected,
+        got: got.name(),
+    }
+    .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_encoding() {
+        assert_eq!(ttl_millis(None), 0);
+        assert_eq!(ttl_millis(Some(Duration::ZERO)), 1);
+        assert_eq!(ttl_millis(Some(Duration::from_micros(10))), 1);
+        assert_eq!(ttl_millis(Some(Duration::from_secs(30))), 30_000);
+        assert_eq!(ttl_millis(Some(Duration::MAX)), u64::MAX);
+    }
+
+    #[test]
+    fn keys_are_validated_locally() {
+        assert!(matches!(check_key(b""), Err(ClientError::InvalidKey(_))));
+        assert!(check_key(b"k").is_ok());
+    }
+
+    #[test]
+    fn pool_shape_follows_tuning() {
+        let p = CachePool::new(8, 4);
+        assert_eq!((p.conns.len(), p.streams.len()), (8, 32));
+    }
+}

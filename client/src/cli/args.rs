@@ -1,0 +1,169 @@
+//! Command-line arguments of `starling` (clap derive).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use starling_client::Profile;
+
+use super::duration::parse_duration;
+
+/// Publish, subscribe and use the cache of a Starling broker.
+#[derive(Debug, Parser)]
+#[command(name = "starling", version)]
+pub(crate) struct Cli {
+    /// Broker address (host:port).
+    #[arg(
+        long,
+        env = "STARLING_SERVER",
+        default_value = "127.0.0.1:7400",
+        global = true
+    )]
+    pub(crate) server: String,
+    /// Trust the CA certificates in this PEM file.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub(crate) ca: Option<PathBuf>,
+    /// Do not verify the server certificate (development only).
+    #[arg(long, global = true)]
+    pub(crate) insecure: bool,
+    /// Accept only a server certificate with this SHA-256 fingerprint (hex).
+    #[arg(long, value_name = "HEX", global = true)]
+    pub(crate) fingerprint: Option<String>,
+    /// Performance profile: balanced, latency or throughput.
+    #[arg(long, default_value = "balanced", global = true)]
+    pub(crate) profile: Profile,
+    /// TLS server name (default: the host of --server, or localhost for IPs).
+    #[arg(long, value_name = "NAME", global = true)]
+    pub(crate) server_name: Option<String>,
+    /// Connect and request timeout, e.g. 10s or 500ms.
+    #[arg(long, value_parser = parse_duration, default_value = "10s", global = true)]
+    pub(crate) timeout: Duration,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Publish a message (MSG `-` publishes each line of stdin).
+    Pub(PubArgs),
+    /// Print each message of a topic as a line.
+    Sub(SubArgs),
+    /// Cache operations.
+    #[command(subcommand)]
+    Cache(CacheCommand),
+}
+
+/// `starling pub`.
+#[derive(Debug, Args)]
+pub(crate) struct PubArgs {
+    /// Topic to publish to.
+    pub(crate) topic: String,
+    /// The message, or `-` to publish each line of stdin.
+    #[arg(value_name = "MSG")]
+    pub(crate) message: String,
+    /// Wait for the broker to acknowledge each message.
+    #[arg(long)]
+    pub(crate) ack: bool,
+    /// Publish each message this many times.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub(crate) count: u64,
+}
+
+/// `starling sub`.
+#[derive(Debug, Args)]
+pub(crate) struct SubArgs {
+    /// Topic to subscribe to.
+    pub(crate) topic: String,
+    /// Exit after this many messages.
+    #[arg(long, value_name = "N")]
+    pub(crate) count: Option<u64>,
+}
+
+/// `starling cache …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum CacheCommand {
+    /// Store a value.
+    Put {
+        /// Key.
+        key: String,
+        /// Value.
+        value: String,
+        /// Expire after this long, e.g. 30s or 500ms.
+        #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+        ttl: Option<Duration>,
+    },
+    /// Print a value (exit code 1 when absent).
+    Get {
+        /// Key.
+        key: String,
+    },
+    /// Delete a value.
+    Del {
+        /// Key.
+        key: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("starling").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_pub_with_stdin_and_flags() {
+        let cli = parse(&["--insecure", "pub", "t", "-", "--ack", "--count", "3"]);
+        let Ok(Cli {
+            command: Command::Pub(p),
+            insecure: true,
+            ..
+        }) = cli
+        else {
+            panic!("unexpected parse: {cli:?}");
+        };
+        assert_eq!(
+            (p.topic.as_str(), p.message.as_str(), p.ack, p.count),
+            ("t", "-", true, 3)
+        );
+    }
+
+    #[test]
+    fn parses_cache_put_with_ttl_and_profile() {
+        let cli = parse(&[
+            "cache",
+            "put",
+            "k",
+            "v",
+            "--ttl",
+            "500ms",
+            "--profile",
+            "latency",
+        ]);
+        let Ok(Cli {
+            command: Command::Cache(CacheCommand::Put { ttl, .. }),
+            profile,
+            ..
+        }) = cli
+        else {
+            panic!("unexpected parse: {cli:?}");
+        };
+        assert_eq!(ttl, Some(Duration::from_millis(500)));
+        assert_eq!(profile, Profile::Latency);
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        assert!(parse(&["cache", "put", "k", "v", "--ttl", "5 parsecs"]).is_err());
+        assert!(parse(&["--profile", "fast", "sub", "t"]).is_err());
+        assert!(parse(&["sub"]).is_err());
+    }
+}

@@ -1,0 +1,29 @@
+//! [`CliError`] and [`Outcome`]: how a subcommand ends.
+
+use starling_client::ClientError;
+
+/// A successful subcommand's result, mapped to the exit code by `main`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Exit 0.
+    Done,
+    /// `cache get` on a missing key: "not found", exit 1.
+    NotFound,
+}
+
+/// Why a subcommand failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CliError {
+    /// Bad combination of options.
+    #[error("{0}")]
+    Usage(String),
+    /// The SDK call failed.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// Reading stdin or writing stdout failed.
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The broker ended the subscription before `--count` messages arrived.
+    #[error("subscription ended by the server")]
+    SubscriptionEnded,
+}

@@ -1,0 +1,34 @@
+//! The `starling` command line: argument definitions, trust selection,
+//! duration parsing and one runner per subcommand.
+
+pub(crate) mod args;
+pub(crate) mod cache_cmd;
+pub(crate) mod duration;
+pub(crate) mod error;
+pub(crate) mod pub_cmd;
+pub(crate) mod sub_cmd;
+pub(crate) mod trust;
+
+use starling_client::{Client, ClientConfig};
+
+use self::args::{Cli, Command};
+use self::error::{CliError, Outcome};
+
+/// Connects with the global options and runs the chosen subcommand.
+pub(crate) async fn run(cli: Cli) -> Result<Outcome, CliError> {
+    let trust = trust::select(cli.ca.clone(), cli.insecure, cli.fingerprint.as_deref())?;
+    let mut cfg = ClientConfig::new(cli.server.clone(), trust)
+        .with_profile(cli.profile)
+        .with_client_name(format!("starling-cli/{}", env!("CARGO_PKG_VERSION")));
+    cfg.server_name = cli.server_name.clone();
+    cfg.request_timeout = cli.timeout;
+    cfg.connect_timeout = cli.timeout;
+    let client = Client::connect(cfg).await?;
+    let outcome = match cli.command {
+        Command::Pub(a) => pub_cmd::run(&client, a).await,
+        Command::Sub(a) => sub_cmd::run(&client, a).await,
+        Command::Cache(c) => cache_cmd::run(&client, c).await,
+    };
+    client.close().await;
+    outcome
+}

@@ -1,0 +1,32 @@
+//! `starling pub TOPIC MSG [--ack] [--count N]`; MSG `-` publishes each line of stdin.
+
+use starling_client::Client;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::args::PubArgs;
+use super::error::{CliError, Outcome};
+
+/// Publishes the message (or every stdin line) `count` times each.
+pub(crate) async fn run(client: &Client, args: PubArgs) -> Result<Outcome, CliError> {
+    if args.message == "-" {
+        let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        while let Some(line) = lines.next_line().await? {
+            publish(client, &args, line.into_bytes()).await?;
+        }
+    } else {
+        publish(client, &args, args.message.clone().into_bytes()).await?;
+    }
+    Ok(Outcome::Done)
+}
+
+async fn publish(client: &Client, args: &PubArgs, payload: Vec<u8>) -> Result<(), CliError> {
+    let payload = bytes::Bytes::from(payload);
+    for _ in 0..args.count {
+        if args.ack {
+            client.publish_acked(&args.topic, payload.clone()).await?;
+        } else {
+            client.publish(&args.topic, payload.clone()).await?;
+        }
+    }
+    Ok(())
+}

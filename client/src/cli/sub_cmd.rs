@@ -1,0 +1,39 @@
+//! `starling sub TOPIC [--count N]`: prints each payload as a line (lossy
+//! UTF-8), flushing per line.
+
+use std::io::Write;
+
+use starling_client::Client;
+
+use super::args::SubArgs;
+use super::error::{CliError, Outcome};
+
+/// Prints events until `count` were printed, the subscription ends or stdout closes.
+pub(crate) async fn run(client: &Client, args: SubArgs) -> Result<Outcome, CliError> {
+    let mut sub = client.subscribe(&args.topic).await?;
+    let mut printed = 0u64;
+    if args.count == Some(0) {
+        return Ok(Outcome::Done);
+    }
+    while let Some(event) = sub.next_event().await {
+        let event = event?;
+        match print_line(&event.payload) {
+            Ok(()) => {}
+            // The reader went away (e.g. `| head`): stop quietly.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(Outcome::Done),
+            Err(e) => return Err(e.into()),
+        }
+        printed += 1;
+        if args.count == Some(printed) {
+            sub.unsubscribe().await;
+            return Ok(Outcome::Done);
+        }
+    }
+    Err(CliError::SubscriptionEnded)
+}
+
+fn print_line(payload: &[u8]) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", String::from_utf8_lossy(payload))?;
+    out.flush()
+}

@@ -1,0 +1,200 @@
+//! [`ClientConfig`]: where to connect, whom to trust and how big the pools and
+//! QUIC windows are. Pool sizes and windows come from the same profile tables
+//! the broker uses (`starling-config`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use starling_config::{ClientTuning, Profile};
+
+/// Default port of the broker's QUIC listener.
+pub const DEFAULT_PORT: u16 = starling_config::DEFAULT_QUIC_PORT;
+
+/// How the client decides whether to trust the server's certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trust {
+    /// Accept any certificate. For development only: a warning is logged on connect.
+    Insecure,
+    /// Trust the CA certificates in this PEM file.
+    CaFile(PathBuf),
+    /// Trust the CA certificates in this PEM text.
+    CaPem(Vec<u8>),
+    /// Accept only a server whose leaf certificate's DER encoding has this SHA-256.
+    Fingerprint([u8; 32]),
+}
+
+impl Trust {
+    /// Parses a SHA-256 fingerprint given as 64 hex digits, optionally separated
+    /// by `:` (as in `AB:CD:…`), into [`Trust::Fingerprint`].
+    pub fn fingerprint_hex(text: &str) -> Result<Trust, crate::ClientError> {
+        crate::fingerprint::parse_hex(text).map(Trust::Fingerprint)
+    }
+}
+
+/// QUIC transport settings of the client's connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransportTuning {
+    /// Per-stream receive window on publish/subscribe connections (bytes).
+    pub event_stream_recv_window: u64,
+    /// Connection receive window on publish/subscribe connections (bytes).
+    pub event_conn_recv_window: u64,
+    /// Per-stream receive window on cache connections (bytes).
+    pub cache_stream_recv_window: u64,
+    /// Connection receive window on cache connections (bytes).
+    pub cache_conn_recv_window: u64,
+    /// Interval of QUIC keep-alive packets.
+    pub keep_alive_interval: Duration,
+    /// A connection silent for this long is considered dead.
+    pub idle_timeout: Duration,
+}
+
+impl TransportTuning {
+    /// The windows and timers of a profile.
+    pub fn for_profile(profile: Profile) -> Self {
+        let c = profile.config();
+        TransportTuning {
+            event_stream_recv_window: c.event_stream_recv_window,
+            event_conn_recv_window: c.event_conn_recv_window,
+            cache_stream_recv_window: c.cache_stream_recv_window,
+            cache_conn_recv_window: c.cache_conn_recv_window,
+            keep_alive_interval: Duration::from_millis(c.keep_alive_interval_ms),
+            idle_timeout: Duration::from_millis(c.idle_timeout_ms),
+        }
+    }
+}
+
+/// Everything [`Client::connect`](crate::Client::connect) needs.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// `host:port` of the broker; DNS names are resolved on every (re)connect.
+    /// A bare host gets the default port 7400.
+    pub server: String,
+    /// TLS server name (SNI and certificate name check). Default: the host part
+    /// of `server`, or `localhost` when that is an IP address.
+    pub server_name: Option<String>,
+    /// How the server certificate is checked.
+    pub trust: Trust,
+    /// Performance profile the pool sizes and windows came from.
+    pub profile: Profile,
+    /// Connection and stream pool sizes.
+    pub tuning: ClientTuning,
+    /// QUIC windows and timers.
+    pub transport: TransportTuning,
+    /// Name sent to the broker in the handshake (shows up in its logs).
+    pub client_name: String,
+    /// Limit on connecting plus handshaking one connection.
+    pub connect_timeout: Duration,
+    /// Limit on one request (an acked publish, a subscribe, a cache op).
+    pub request_timeout: Duration,
+}
+
+impl ClientConfig {
+    /// A config for `server` with the balanced profile.
+    pub fn new(server: impl Into<String>, trust: Trust) -> Self {
+        let profile = Profile::Balanced;
+        ClientConfig {
+            server: server.into(),
+            server_name: None,
+            trust,
+            profile,
+            tuning: ClientTuning::resolve(profile, None),
+            transport: TransportTuning::for_profile(profile),
+            client_name: format!("starling-client/{}", env!("CARGO_PKG_VERSION")),
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Switches to `profile`, re-resolving pool sizes and QUIC windows.
+    pub fn with_profile(mut self, profile: Profile) -> Self {
+        self.profile = profile;
+        self.tuning = ClientTuning::resolve(profile, None);
+        self.transport = TransportTuning::for_profile(profile);
+        self
+    }
+
+    /// Sets the TLS server name.
+    pub fn with_server_name(mut self, name: impl Into<String>) -> Self {
+        self.server_name = Some(name.into());
+        self
+    }
+
+    /// Sets the name sent in the handshake.
+    pub fn with_client_name(mut self, name: impl Into<String>) -> Self {
+        self.client_name = name.into();
+        self
+    }
+
+    /// Checks the pool sizes and timeouts.
+    pub(crate) fn validate(&self) -> Result<(), crate::ClientError> {
+        let t = &self.tuning;
+        let pools = [
+            ("pub_conn_pool", t.pub_conn_pool),
+            ("pub_streams_per_conn", t.pub_streams_per_conn),
+            ("event_conn_pool", t.event_conn_pool),
+            ("cache_conn_pool", t.cache_conn_pool),
+            ("cache_streams_per_conn", t.cache_streams_per_conn),
+        ];
+        for (name, value) in pools {
+            if value == 0 {
+                return Err(crate::ClientError::Config(format!(
+                    "{name} must be at least 1"
+                )));
+            }
+        }
+        if self.connect_timeout.is_zero() || self.request_timeout.is_zero() {
+            return Err(crate::ClientError::Config(
+                "timeouts must be greater than zero".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn with_profile_reresolves_pools_and_windows() {
+        let cfg = ClientConfig::new("h:1", Trust::Insecure).with_profile(Profile::Throughput);
+        assert_eq!(cfg.profile, Profile::Throughput);
+        assert_eq!(cfg.tuning, ClientTuning::resolve(Profile::Throughput, None));
+        let c = Profile::Throughput.config();
+        assert_eq!(
+            cfg.transport.event_stream_recv_window,
+            c.event_stream_recv_window
+        );
+        assert_eq!(
+            cfg.transport.cache_conn_recv_window,
+            c.cache_conn_recv_window
+        );
+        let back = cfg.with_profile(Profile::Latency);
+        assert_eq!(back.tuning.pub_conn_pool, 2);
+        assert_eq!(
+            back.transport.event_conn_recv_window,
+            Profile::Latency.config().event_conn_recv_window
+        );
+    }
+
+    #[test]
+    fn validate_rejects_empty_pools() {
+        let mut cfg = ClientConfig::new("h:1", Trust::Insecure);
+        assert!(cfg.validate().is_ok());
+        cfg.tuning.cache_streams_per_conn = 0;
+        let err = cfg.validate().map_err(|e| e.to_string());
+        assert_eq!(
+            err,
+            Err("invalid configuration: cache_streams_per_conn must be at least 1".into())
+        );
+    }
+
+    #[test]
+    fn fingerprint_hex_builds_trust() {
+        let hex = "ab".repeat(32);
+        assert_eq!(
+            Trust::fingerprint_hex(&hex).ok(),
+            Some(Trust::Fingerprint([0xab; 32]))
+        );
+    }
+}

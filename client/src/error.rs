@@ -1,0 +1,166 @@
+//! [`ClientError`]: every way an SDK call can fail, plus the mapping from
+//! quinn and wire-level errors onto it.
+
+use starling_proto::{DecodeError, ErrorCode, ReadError};
+
+/// The error type of every fallible SDK call.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The client configuration is unusable (bad address, unreadable CA file, bad fingerprint…).
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The server could not be reached or the QUIC connection could not be set up.
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    /// TLS could not be configured or the server's certificate was rejected.
+    #[error("tls: {0}")]
+    Tls(String),
+    /// An established connection failed or was closed by the server.
+    #[error("connection lost: {0}")]
+    Connection(quinn::ConnectionError),
+    /// A local I/O failure (socket, file).
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The server sent something that breaks the protocol.
+    #[error("protocol error: {0}")]
+    Protocol(#[from] ProtocolError),
+    /// The server answered the request with an `Error` frame.
+    #[error("server error {code}: {message}")]
+    Server {
+        /// Machine-readable reason.
+        code: ErrorCode,
+        /// Human-readable detail from the server.
+        message: String,
+    },
+    /// No answer within the configured timeout.
+    #[error("timed out")]
+    Timeout,
+    /// The client was closed, or the stream carrying the request ended.
+    #[error("closed")]
+    Closed,
+    /// The topic is not valid (empty, too long, whitespace or control characters).
+    #[error("invalid topic: {0}")]
+    InvalidTopic(String),
+    /// The cache key is not valid (empty or longer than the protocol allows).
+    #[error("invalid cache key: {0}")]
+    InvalidKey(String),
+    /// The request would exceed the server's `max_frame_bytes`.
+    #[error("request of {len} bytes exceeds the server's frame limit of {max} bytes")]
+    FrameTooLarge {
+        /// Payload size of the frame that would have been sent.
+        len: usize,
+        /// The limit announced by the server in its handshake.
+        max: u32,
+    },
+}
+
+/// A protocol violation by the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    /// Bytes that do not decode as a frame.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// The stream ended in the middle of a frame.
+    #[error("stream ended in the middle of a frame")]
+    TruncatedFrame,
+    /// A well-formed frame that has no business on this stream at this point.
+    #[error("unexpected {got} frame, expected {expected}")]
+    UnexpectedFrame {
+        /// What the client was waiting for.
+        expected: &'static str,
+        /// The frame type that arrived.
+        got: &'static str,
+    },
+    /// The stream ended before the expected answer arrived.
+    #[error("stream ended before {0}")]
+    EndedEarly(&'static str),
+    /// The server does not speak protocol version 1.
+    #[error("server chose unsupported protocol version {0}")]
+    Version(u8),
+}
+
+impl ClientError {
+    /// Builds a [`ClientError::Server`] from an `Error` frame.
+    pub(crate) fn server(frame: starling_proto::ErrorFrame) -> Self {
+        ClientError::Server {
+            code: frame.code,
+            message: frame.message,
+        }
+    }
+
+    /// Whether the error means the connection (not just one request) is gone.
+    pub fn is_connection_error(&self) -> bool {
+        matches!(self, ClientError::Connection(_) | ClientError::Closed)
+    }
+}
+
+impl From<quinn::ConnectionError> for ClientError {
+    fn from(e: quinn::ConnectionError) -> Self {
+        match e {
+            quinn::ConnectionError::LocallyClosed => ClientError::Closed,
+            other => ClientError::Connection(other),
+        }
+    }
+}
+
+impl From<quinn::WriteError> for ClientError {
+    fn from(e: quinn::WriteError) -> Self {
+        match e {
+            quinn::WriteError::ConnectionLost(c) => c.into(),
+            _ => ClientError::Closed,
+        }
+    }
+}
+
+impl From<quinn::ClosedStream> for ClientError {
+    fn from(_: quinn::ClosedStream) -> Self {
+        ClientError::Closed
+    }
+}
+
+impl From<ReadError> for ClientError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Io(io) => from_stream_io(io),
+            ReadError::Decode(d) => ClientError::Protocol(ProtocolError::Decode(d)),
+            ReadError::UnexpectedEof => ClientError::Protocol(ProtocolError::TruncatedFrame),
+        }
+    }
+}
+
+/// Recovers the quinn error hidden inside an `io::Error` from a stream read.
+fn from_stream_io(io: std::io::Error) -> ClientError {
+    let inner = io
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<quinn::ReadError>())
+        .cloned();
+    match inner {
+        Some(quinn::ReadError::ConnectionLost(c)) => c.into(),
+        Some(_) => ClientError::Closed,
+        None => ClientError::Io(io),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_errors_map_to_typed_variants() {
+        let lost = quinn::ReadError::ConnectionLost(quinn::ConnectionError::TimedOut);
+        let e: ClientError = ReadError::Io(std::io::Error::from(lost)).into();
+        assert!(matches!(
+            e,
+            ClientError::Connection(quinn::ConnectionError::TimedOut)
+        ));
+        let e: ClientError = ReadError::UnexpectedEof.into();
+        assert!(matches!(
+            e,
+            ClientError::Protocol(ProtocolError::TruncatedFrame)
+        ));
+        let e: ClientError = ReadError::Io(std::io::Error::other("x")).into();
+        assert!(matches!(e, ClientError::Io(_)));
+        let e: ClientError = quinn::ConnectionError::LocallyClosed.into();
+        assert!(matches!(e, ClientError::Closed));
+    }
+}

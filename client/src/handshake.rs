@@ -1,0 +1,164 @@
+//! The per-connection handshake: `Hello` up, `HelloOk` (or `Error`) down on the
+//! connection's first bidirectional stream, and [`ServerInfo`], what it tells us.
+
+use bytes::BytesMut;
+use starling_proto::{Frame, FrameDecoder, Hello, HelloOk, PROTOCOL_VERSION, features, read_frame};
+
+use crate::ClientError;
+use crate::error::ProtocolError;
+
+/// Largest handshake answer accepted before the server's own limit is known.
+const HANDSHAKE_MAX_FRAME: u32 = 64 * 1024;
+
+/// Features this client asks for.
+const WANTED_FEATURES: u64 = features::BATCH_PUBLISH | features::CACHE;
+
+/// What the server said about itself in `HelloOk`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// Negotiated protocol version (always 1 for now).
+    pub version: u8,
+    /// Feature bits granted (see `starling_proto::features`).
+    pub features: u64,
+    /// The broker instance's identifier.
+    pub server_id: String,
+    /// Largest frame payload the server accepts.
+    pub max_frame_bytes: u32,
+    /// The server's epoch (changes when the broker restarts).
+    pub epoch: u64,
+}
+
+impl ServerInfo {
+    /// Whether the server granted `feature` (a `starling_proto::features` bit).
+    pub fn has_feature(&self, feature: u64) -> bool {
+        self.features & feature == feature
+    }
+
+    /// A decoder for frames from this server. Frames from the server are never
+    /// larger than what it accepts itself, plus some slack for batch framing.
+    pub(crate) fn decoder(&self) -> FrameDecoder {
+        FrameDecoder::new(self.max_frame_bytes.saturating_add(64 * 1024))
+    }
+}
+
+impl From<HelloOk> for ServerInfo {
+    fn from(ok: HelloOk) -> Self {
+        ServerInfo {
+            version: ok.version,
+            features: ok.features,
+            server_id: ok.server_id,
+            max_frame_bytes: ok.max_frame_bytes,
+            epoch: ok.epoch,
+        }
+    }
+}
+
+/// The `Hello` frame this client sends.
+pub(crate) fn hello(client_name: &str) -> Frame {
+    Frame::Hello(Hello {
+        min_version: PROTOCOL_VERSION,
+        max_version: PROTOCOL_VERSION,
+        features: WANTED_FEATURES,
+        client_name: client_name.to_string(),
+        auth_token: None,
+    })
+}
+
+/// Interprets the server's answer to `Hello`.
+pub(crate) fn answer(frame: Option<Frame>) -> Result<ServerInfo, ClientError> {
+    match frame {
+        Some(Frame::HelloOk(ok)) if ok.version == PROTOCOL_VERSION => Ok(ok.into()),
+        Some(Frame::HelloOk(ok)) => Err(ProtocolError::Version(ok.version).into()),
+        Some(Frame::Error(e)) => Err(ClientError::server(e)),
+        Some(other) => Err(ProtocolError::UnexpectedFrame {
+            expected: "hello_ok",
+            got: other.name(),
+        }
+        .into()),
+        None => Err(ProtocolError::EndedEarly("hello_ok").into()),
+    }
+}
+
+/// Runs the handshake on a fresh connection.
+pub(crate) async fn handshake(
+    conn: &quinn::Connection,
+    client_name: &str,
+) -> Result<ServerInfo, ClientError> {
+    let (mut send, mut recv) = conn.open_bi().await?;
+    send.write_all(&hello(client_name).to_bytes()).await?;
+    let mut buf = BytesMut::new();
+    let frame = read_frame(
+        &mut recv,
+        &mut buf,
+        &FrameDecoder::new(HANDSHAKE_MAX_FRAME),
+        4096,
+    )
+    .await?;
+    // The handshake stream has done its job; failure to finish it is harmless.
+    let _ = send.finish();
+    answer(frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use starling_proto::{ErrorCode, ErrorFrame, Ping};
+
+    fn ok(version: u8) -> Frame {
+        Frame::HelloOk(HelloOk {
+            version,
+            features: features::CACHE,
+            server_id: "b-0".into(),
+            max_frame_bytes: 1024,
+            epoch: 7,
+        })
+    }
+
+    #[test]
+    fn hello_offers_version_one_and_features() {
+        let Frame::Hello(h) = hello("me") else {
+            panic!("not a hello");
+        };
+        assert_eq!((h.min_version, h.max_version), (1, 1));
+        assert_eq!(h.features, features::BATCH_PUBLISH | features::CACHE);
+        assert_eq!(h.client_name, "me");
+    }
+
+    #[test]
+    fn answers_are_interpreted() {
+        let info = answer(Some(ok(1))).ok();
+        assert_eq!(info.as_ref().map(|i| i.epoch), Some(7));
+        assert!(
+            info.as_ref()
+                .is_some_and(|i| i.has_feature(features::CACHE))
+        );
+        assert!(info.is_some_and(|i| !i.has_feature(features::BATCH_PUBLISH)));
+        assert!(matches!(
+            answer(Some(ok(2))),
+            Err(ClientError::Protocol(ProtocolError::Version(2)))
+        ));
+        let refused = Frame::Error(ErrorFrame {
+            request_id: 0,
+            code: ErrorCode::UnsupportedVersion,
+            message: "no".into(),
+        });
+        assert!(matches!(
+            answer(Some(refused)),
+            Err(ClientError::Server {
+                code: ErrorCode::UnsupportedVersion,
+                ..
+            })
+        ));
+        assert!(matches!(
+            answer(Some(Frame::Ping(Ping { nonce: 1 }))),
+            Err(ClientError::Protocol(ProtocolError::UnexpectedFrame {
+                got: "ping",
+                ..
+            }))
+        ));
+        assert!(matches!(
+            answer(None),
+            Err(ClientError::Protocol(ProtocolError::EndedEarly(_)))
+        ));
+    }
+}

@@ -1,0 +1,193 @@
+//! The publish pool: `pub_conn_pool` connections × `pub_streams_per_conn`
+//! publish streams. A topic always hashes to the same stream, so one client's
+//! publishes to one topic stay in order.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use starling_proto::{AckMode, Frame, Publish, PublishBatch, features};
+
+use crate::ClientError;
+use crate::connector::{Conn, Connector};
+use crate::error::ProtocolError;
+use crate::routing::topic_slot;
+use crate::rpc::RpcStream;
+use crate::slot::{Alive, LazySlot, slots};
+use crate::transport::ConnKind;
+
+impl Alive for Conn {
+    fn is_alive(&self) -> bool {
+        Conn::is_alive(self)
+    }
+}
+
+/// Publish connections and streams.
+pub(crate) struct Publisher {
+    conns: Vec<LazySlot<Conn>>,
+    streams: Vec<LazySlot<Arc<RpcStream>>>,
+    streams_per_conn: usize,
+}
+
+impl Publisher {
+    /// An empty pool of `conns × streams_per_conn` streams.
+    pub(crate) fn new(conns: u32, streams_per_conn: u32) -> Self {
+        let conns = usize::try_from(conns).unwrap_or(1).max(1);
+        let per = usize::try_from(streams_per_conn).unwrap_or(1).max(1);
+        Publisher {
+            conns: slots(conns),
+            streams: slots(conns * per),
+            streams_per_conn: per,
+        }
+    }
+
+    /// Seeds connection slot 0 with the connection opened by `Client::connect`.
+    pub(crate) fn seed(&self, conn: Conn) {
+        if let Some(slot) = self.conns.first() {
+            slot.set(conn);
+        }
+    }
+
+    /// Publishes one payload; with `acked`, waits for the server's ack.
+    pub(crate) async fn publish(
+        &self,
+        connector: &Connector,
+        topic: &str,
+        payload: Bytes,
+        acked: bool,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        let stream = self.stream_for(connector, topic).await?;
+        let build = |request_id| {
+            Frame::Publish(Publish {
+                request_id,
+                ack: ack_mode(acked),
+                topic: topic.to_string(),
+                payload,
+            })
+        };
+        if acked {
+            expect_ack(stream.call(build, timeout).await?)
+        } else {
+            stream.send(build, timeout).await
+        }
+    }
+
+    /// Publishes several payloads to one topic in one frame (or one frame each
+    /// when the server did not grant batch publishing).
+    pub(crate) async fn publish_batch(
+        &self,
+        connector: &Connector,
+        topic: &str,
+        payloads: Vec<Bytes>,
+        acked: bool,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        if payloads.is_empty() {
+            return Ok(());
+        }
+        let stream = self.stream_for(connector, topic).await?;
+        if !stream_has_batch(&stream) {
+            for payload in payloads {
+                self.publish(connector, topic, payload, acked, timeout)
+                    .await?;
+            }
+            return Ok(());
+        }
+        let build = |request_id| {
+            Frame::PublishBatch(PublishBatch {
+                request_id,
+                ack: ack_mode(acked),
+                topic: topic.to_string(),
+                payloads,
+            })
+        };
+        if acked {
+            expect_ack(stream.call(build, timeout).await?)
+        } else {
+            stream.send(build, timeout).await
+        }
+    }
+
+    /// Flushes and finishes every open publish stream, then closes the connections.
+    pub(crate) async fn close(&self, timeout: Duration) {
+        let open: Vec<Arc<RpcStream>> = self.streams.iter().filter_map(LazySlot::take).collect();
+        futures::future::join_all(open.iter().map(|s| s.finish(timeout))).await;
+        for conn in self.conns.iter().filter_map(LazySlot::take) {
+            conn.quic.close(0u32.into(), b"client closed");
+        }
+    }
+
+    async fn stream_for(
+        &self,
+        connector: &Connector,
+        topic: &str,
+    ) -> Result<Arc<RpcStream>, ClientError> {
+        let slot = topic_slot(topic, self.conns.len(), self.streams_per_conn);
+        let (Some(stream_slot), Some(conn_slot)) =
+            (self.streams.get(slot.stream), self.conns.get(slot.conn))
+        else {
+            return Err(ClientError::Config("empty publish pool".into()));
+        };
+        stream_slot
+            .get_or_open(|| async {
+                let conn = conn_slot
+                    .get_or_open(|| connector.connect(ConnKind::Publish))
+                    .await?;
+                connector.bounded(RpcStream::open(&conn)).await
+            })
+            .await
+    }
+}
+
+fn stream_has_batch(stream: &RpcStream) -> bool {
+    stream.info().has_feature(features::BATCH_PUBLISH)
+}
+
+fn ack_mode(acked: bool) -> AckMode {
+    if acked { AckMode::Ack } else { AckMode::None }
+}
+
+fn expect_ack(frame: Frame) -> Result<(), ClientError> {
+    match frame {
+        Frame::PublishAck(_) => Ok(()),
+        other => Err(ProtocolError::UnexpectedFrame {
+            expected: "publish_ack",
+            got: other.name(),
+        }
+        .into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use starling_proto::{CacheOk, PublishAck};
+
+    #[test]
+    fn pool_shape_follows_tuning() {
+        let p = Publisher::new(4, 2);
+        assert_eq!(
+            (p.conns.len(), p.streams.len(), p.streams_per_conn),
+            (4, 8, 2)
+        );
+        let empty = Publisher::new(0, 0);
+        assert_eq!((empty.conns.len(), empty.streams.len()), (1, 1));
+    }
+
+    #[test]
+    fn only_publish_acks_count_as_acks() {
+        let ack = Frame::PublishAck(PublishAck {
+            request_id: 1,
+            count: 1,
+        });
+        assert!(expect_ack(ack).is_ok());
+        let wrong = Frame::CacheOk(CacheOk {
+            request_id: 1,
+            existed: true,
+        });
+        assert!(expect_ack(wrong).is_err());
+        assert_eq!(ack_mode(true), AckMode::Ack);
+        assert_eq!(ack_mode(false), AckMode::None);
+    }
+}

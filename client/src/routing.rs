@@ -1,0 +1,108 @@
+//! Pure routing arithmetic: which pool slot a topic or request goes to.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// 64-bit FNV-1a: stable across processes and Rust versions, unlike `DefaultHasher`.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+/// Position of a stream in a pool of `conns × streams_per_conn` streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StreamSlot {
+    /// Index into the connection pool.
+    pub(crate) conn: usize,
+    /// Index into the flat stream pool (`conn * streams_per_conn + stream`).
+    pub(crate) stream: usize,
+}
+
+impl StreamSlot {
+    /// The slot for flat index `index` (taken modulo the pool size).
+    pub(crate) fn from_index(index: usize, conns: usize, streams_per_conn: usize) -> Self {
+        let per = streams_per_conn.max(1);
+        let total = conns.max(1) * per;
+        let stream = index % total;
+        StreamSlot {
+            conn: stream / per,
+            stream,
+        }
+    }
+}
+
+/// The publish stream a topic always uses, so one client's publishes to one
+/// topic stay in order.
+pub(crate) fn topic_slot(topic: &str, conns: usize, streams_per_conn: usize) -> StreamSlot {
+    // Truncation on 32-bit targets only drops high hash bits; still uniform.
+    let index = fnv1a(topic.as_bytes()) as usize;
+    StreamSlot::from_index(index, conns, streams_per_conn)
+}
+
+/// A wrapping round-robin counter.
+#[derive(Debug, Default)]
+pub(crate) struct RoundRobin(AtomicUsize);
+
+impl RoundRobin {
+    /// The next index in `0..n` (`n` of 0 is treated as 1).
+    pub(crate) fn next(&self, n: usize) -> usize {
+        self.0.fetch_add(1, Ordering::Relaxed) % n.max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn fnv_reference_values() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn a_topic_always_maps_to_the_same_slot() {
+        for topic in ["orders", "metrics.cpu", "x"] {
+            let a = topic_slot(topic, 4, 2);
+            assert_eq!(a, topic_slot(topic, 4, 2));
+            assert!(a.stream < 8);
+            assert_eq!(a.conn, a.stream / 2);
+        }
+    }
+
+    #[test]
+    fn topics_spread_over_every_slot() {
+        let used: HashSet<usize> = (0..1000)
+            .map(|i| topic_slot(&format!("topic-{i}"), 4, 2).stream)
+            .collect();
+        assert_eq!(used.len(), 8);
+    }
+
+    #[test]
+    fn slot_layout_is_conn_major() {
+        assert_eq!(
+            StreamSlot::from_index(5, 3, 2),
+            StreamSlot { conn: 2, stream: 5 }
+        );
+        assert_eq!(
+            StreamSlot::from_index(6, 3, 2),
+            StreamSlot { conn: 0, stream: 0 }
+        );
+        assert_eq!(
+            StreamSlot::from_index(7, 0, 0),
+            StreamSlot { conn: 0, stream: 0 }
+        );
+    }
+
+    #[test]
+    fn round_robin_cycles() {
+        let rr = RoundRobin::default();
+        let seen: Vec<usize> = (0..5).map(|_| rr.next(3)).collect();
+        assert_eq!(seen, vec![0, 1, 2, 0, 1]);
+        assert_eq!(rr.next(0), 0);
+    }
+}

@@ -1,0 +1,139 @@
+//! The subscription pool: `event_conn_pool` connections, each subscription
+//! on its own bidirectional stream, spread round-robin over the connections.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use starling_proto::{Frame, Subscribe, SubscribeOk, read_frame};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::ClientError;
+use crate::connector::{Conn, Connector};
+use crate::error::ProtocolError;
+use crate::pump::{BATCH_BUFFER, SubscriptionIo, pump};
+use crate::routing::RoundRobin;
+use crate::slot::{LazySlot, slots};
+use crate::subscription::Subscription;
+use crate::transport::ConnKind;
+
+/// Event connections.
+pub(crate) struct Subscriber {
+    conns: Vec<LazySlot<Conn>>,
+    next: RoundRobin,
+}
+
+impl Subscriber {
+    /// An empty pool of `conns` connections.
+    pub(crate) fn new(conns: u32) -> Self {
+        Subscriber {
+            conns: slots(usize::try_from(conns).unwrap_or(1)),
+            next: RoundRobin::default(),
+        }
+    }
+
+    /// Opens a subscription; returns once the server accepted it.
+    pub(crate) async fn subscribe(
+        &self,
+        connector: &Connector,
+        topic: &str,
+        timeout: Duration,
+    ) -> Result<Subscription, ClientError> {
+        let index = self.next.next(self.conns.len());
+        let slot = self
+            .conns
+            .get(index)
+            .ok_or_else(|| ClientError::Config("empty event pool".into()))?;
+        let conn = slot
+            .get_or_open(|| connector.connect(ConnKind::Events))
+            .await?;
+        tokio::time::timeout(timeout, open_subscription(&conn, topic, timeout))
+            .await
+            .map_err(|_| ClientError::Timeout)?
+    }
+
+    /// Closes every event connection (open subscriptions end).
+    pub(crate) fn close(&self) {
+        for conn in self.conns.iter().filter_map(LazySlot::take) {
+            conn.quic.close(0u32.into(), b"client closed");
+        }
+    }
+}
+
+async fn open_subscription(
+    conn: &Conn,
+    topic: &str,
+    request_timeout: Duration,
+) -> Result<Subscription, ClientError> {
+    let (mut send, mut recv) = conn.quic.open_bi().await?;
+    let request = Frame::Subscribe(Subscribe {
+        request_id: 1,
+        topic: topic.to_string(),
+    });
+    send.write_all(&request.to_bytes()).await?;
+    let mut buf = BytesMut::new();
+    let decoder = conn.info.decoder();
+    let first = read_frame(&mut recv, &mut buf, &decoder, 4096).await?;
+    let ok = accepted(first)?;
+    let (tx, rx) = mpsc::channel(BATCH_BUFFER);
+    let (stop_tx, stop_rx) = oneshot::channel();
+    let io = SubscriptionIo {
+        send,
+        recv,
+        buf,
+        decoder,
+        subscription_id: ok.subscription_id,
+        write_timeout: request_timeout,
+    };
+    tokio::spawn(pump(io, tx, stop_rx));
+    Ok(Subscription::new(
+        ok.subscription_id,
+        topic.to_string(),
+        rx,
+        stop_tx,
+        request_timeout,
+    ))
+}
+
+/// Interprets the server's answer to `Subscribe`.
+fn accepted(frame: Option<Frame>) -> Result<SubscribeOk, ClientError> {
+    match frame {
+        Some(Frame::SubscribeOk(ok)) => Ok(ok),
+        Some(Frame::Error(e)) => Err(ClientError::server(e)),
+        Some(other) => Err(ProtocolError::UnexpectedFrame {
+            expected: "subscribe_ok",
+            got: other.name(),
+        }
+        .into()),
+        None => Err(ProtocolError::EndedEarly("subscribe_ok").into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use starling_proto::{ErrorCode, ErrorFrame};
+
+    #[test]
+    fn subscribe_answers() {
+        let ok = Frame::SubscribeOk(SubscribeOk {
+            request_id: 1,
+            subscription_id: 42,
+        });
+        assert_eq!(accepted(Some(ok)).ok().map(|o| o.subscription_id), Some(42));
+        let refused = Frame::Error(ErrorFrame {
+            request_id: 1,
+            code: ErrorCode::InvalidRequest,
+            message: "bad topic".into(),
+        });
+        assert!(matches!(
+            accepted(Some(refused)),
+            Err(ClientError::Server { .. })
+        ));
+        assert!(matches!(
+            accepted(None),
+            Err(ClientError::Protocol(ProtocolError::EndedEarly(
+                "subscribe_ok"
+            )))
+        ));
+    }
+}

@@ -1,0 +1,121 @@
+//! QUIC plumbing: the client endpoint and the per-kind quinn client configs
+//! (ALPN plus transport windows and timers).
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+use quinn::{IdleTimeout, TransportConfig, VarInt};
+
+use crate::ClientError;
+use crate::config::{ClientConfig, TransportTuning};
+use crate::tls::{ALPN_CACHE, ALPN_PUBSUB, quic_crypto};
+
+/// What a connection is used for; decides ALPN and windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConnKind {
+    /// Publish connections (ALPN `starling/1`).
+    Publish,
+    /// Subscription connections (ALPN `starling/1`).
+    Events,
+    /// Cache connections (ALPN `starling-cache/1`).
+    Cache,
+}
+
+impl ConnKind {
+    /// Name for logs.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ConnKind::Publish => "publish",
+            ConnKind::Events => "events",
+            ConnKind::Cache => "cache",
+        }
+    }
+}
+
+/// The quinn client configs of the three connection kinds.
+#[derive(Clone)]
+pub(crate) struct QuicConfigs {
+    pubsub: quinn::ClientConfig,
+    cache: quinn::ClientConfig,
+}
+
+impl QuicConfigs {
+    /// Builds TLS and transport settings from the client config.
+    pub(crate) fn new(cfg: &ClientConfig) -> Result<Self, ClientError> {
+        let t = &cfg.transport;
+        let mut pubsub = quinn::ClientConfig::new(quic_crypto(&cfg.trust, ALPN_PUBSUB)?);
+        pubsub.transport_config(Arc::new(transport(
+            t,
+            t.event_stream_recv_window,
+            t.event_conn_recv_window,
+        )?));
+        let mut cache = quinn::ClientConfig::new(quic_crypto(&cfg.trust, ALPN_CACHE)?);
+        cache.transport_config(Arc::new(transport(
+            t,
+            t.cache_stream_recv_window,
+            t.cache_conn_recv_window,
+        )?));
+        Ok(QuicConfigs { pubsub, cache })
+    }
+
+    /// The config for connections of `kind`.
+    pub(crate) fn for_kind(&self, kind: ConnKind) -> quinn::ClientConfig {
+        match kind {
+            ConnKind::Publish | ConnKind::Events => self.pubsub.clone(),
+            ConnKind::Cache => self.cache.clone(),
+        }
+    }
+}
+
+/// Transport parameters: receive windows, keep-alive and idle timeout.
+pub(crate) fn transport(
+    t: &TransportTuning,
+    stream_window: u64,
+    conn_window: u64,
+) -> Result<TransportConfig, ClientError> {
+    let varint = |name: &str, v: u64| {
+        VarInt::from_u64(v).map_err(|_| ClientError::Config(format!("{name} {v} is too large")))
+    };
+    let idle = IdleTimeout::try_from(t.idle_timeout)
+        .map_err(|_| ClientError::Config("idle timeout is too large".into()))?;
+    let mut tc = TransportConfig::default();
+    tc.stream_receive_window(varint("stream receive window", stream_window)?)
+        .receive_window(varint("connection receive window", conn_window)?)
+        .keep_alive_interval(Some(t.keep_alive_interval))
+        .max_idle_timeout(Some(idle));
+    Ok(tc)
+}
+
+/// A client endpoint bound to an ephemeral port of the server address's family.
+pub(crate) fn endpoint_for(server: SocketAddr) -> Result<quinn::Endpoint, ClientError> {
+    let local: SocketAddr = if server.is_ipv6() {
+        (Ipv6Addr::UNSPECIFIED, 0).into()
+    } else {
+        (Ipv4Addr::UNSPECIFIED, 0).into()
+    };
+    quinn::Endpoint::client(local).map_err(ClientError::Io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Trust;
+    use starling_config::Profile;
+
+    #[test]
+    fn every_profile_builds_transport_configs() {
+        for p in Profile::ALL {
+            let cfg = ClientConfig::new("127.0.0.1:1", Trust::Insecure).with_profile(*p);
+            assert!(QuicConfigs::new(&cfg).is_ok(), "{p}");
+        }
+    }
+
+    #[test]
+    fn oversized_window_is_a_config_error() {
+        let t = TransportTuning::for_profile(Profile::Balanced);
+        assert!(matches!(
+            transport(&t, u64::MAX, 1),
+            Err(ClientError::Config(_))
+        ));
+    }
+}

@@ -1,0 +1,151 @@
+//! Smoke tests of the `starling` binary against an in-process broker:
+//! exit codes, one-line errors, pub/sub through stdin and stdout, and cache.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{SOON, start_broker};
+use starling_broker::RunningBroker;
+use starling_client::{Client, certificate_fingerprint};
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+fn starling(b: &RunningBroker) -> Command {
+    let fp: Vec<String> = certificate_fingerprint(&b.certificate_der)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_starling"));
+    cmd.env_remove("STARLING_SERVER")
+        .arg("--server")
+        .arg(b.quic_addr.to_string())
+        .arg("--fingerprint")
+        .arg(fp.concat())
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
+async fn run(mut cmd: Command) -> (i32, String, String) {
+    let out = tokio::time::timeout(SOON, cmd.output())
+        .await
+        .expect("command finishes")
+        .expect("command runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn trust_option_is_required_with_a_one_line_error() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_starling"));
+    cmd.args(["--server", "127.0.0.1:9", "cache", "get", "k"]);
+    let (code, _, err) = run(cmd).await;
+    assert_ne!(code, 0);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("exactly one of --ca FILE, --insecure or --fingerprint HEX"),
+        "{err}"
+    );
+
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_starling"));
+    cmd.args(["--insecure", "cache", "put", "k", "v", "--ttl", "soon"]);
+    let (code, _, err) = run(cmd).await;
+    assert_ne!(code, 0);
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_commands_and_exit_codes() {
+    let b = start_broker().await;
+    let mut put = starling(&b);
+    put.args(["cache", "put", "greeting", "hi there", "--ttl", "30s"]);
+    assert_eq!(run(put).await.0, 0);
+
+    let mut get = starling(&b);
+    get.args(["cache", "get", "greeting"]);
+    let (code, out, _) = run(get).await;
+    assert_eq!((code, out.as_str()), (0, "hi there\n"));
+
+    let mut del = starling(&b);
+    del.args(["cache", "del", "greeting"]);
+    assert_eq!(run(del).await.1, "deleted\n");
+
+    let mut miss = starling(&b);
+    miss.args(["cache", "get", "greeting"]);
+    let (code, out, err) = run(miss).await;
+    assert_eq!((code, out.as_str(), err.trim()), (1, "", "not found"));
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pub_from_stdin_reaches_a_subscriber() {
+    let b = start_broker().await;
+    let client = Client::connect(common::pinned_config(&b))
+        .await
+        .expect("connect");
+    let mut sub = client.subscribe("cli.lines").await.expect("subscribe");
+
+    let mut publish = starling(&b);
+    publish
+        .args(["pub", "cli.lines", "-"])
+        .stdin(Stdio::piped());
+    let mut child = publish.spawn().expect("spawn pub");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"one\ntwo\nthree\n")
+        .await
+        .expect("write stdin");
+    drop(stdin);
+    let status = tokio::time::timeout(SOON, child.wait())
+        .await
+        .expect("pub exits")
+        .expect("pub runs");
+    assert!(status.success());
+
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        let e = tokio::time::timeout(SOON, sub.next_event())
+            .await
+            .expect("event in time")
+            .expect("subscription open")
+            .expect("event");
+        got.push(String::from_utf8_lossy(&e.payload).into_owned());
+    }
+    assert_eq!(got, ["one", "two", "three"]);
+    client.close().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_prints_lines_and_exits_after_count() {
+    let b = start_broker().await;
+    let mut sub = starling(&b);
+    sub.args(["sub", "cli.sub", "--count", "2"])
+        .stdout(Stdio::piped());
+    let child = sub.spawn().expect("spawn sub");
+    let waiting = tokio::spawn(child.wait_with_output());
+
+    // Publish until the subscriber has seen two messages and exited.
+    let client = Client::connect(common::pinned_config(&b))
+        .await
+        .expect("connect");
+    let deadline = tokio::time::Instant::now() + SOON;
+    while !waiting.is_finished() {
+        assert!(tokio::time::Instant::now() < deadline, "sub never exited");
+        client
+            .publish_acked("cli.sub", "ping")
+            .await
+            .expect("publish");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let out = waiting.await.expect("join").expect("sub output");
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ping\nping\n");
+    client.close().await;
+    b.shutdown().await;
+}
