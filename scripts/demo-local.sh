@@ -41,7 +41,11 @@ CLI=("$BIN/starling" --server "$QUIC" --fingerprint "$FP")
 echo "==> terminal 1: starling sub demo --count 3"
 "${CLI[@]}" sub demo --count 3 >"$WORK/sub.out" &
 SUB_PID=$!
-sleep 0.5
+# Publish only once the subscription is registered (it would not see earlier messages).
+for _ in $(seq 1 100); do
+  curl -fsS "http://$HTTP/metrics" | grep -q '^starling_subscriptions 1' && break
+  sleep 0.1
+done
 echo "==> terminal 2: starling pub demo ... (3 messages, acked)"
 for msg in "hello from starling" "second message" "third and last"; do
   "${CLI[@]}" pub demo "$msg" --ack

@@ -52,15 +52,15 @@ pub async fn serve(ctx: Arc<Ctx>, incoming: quinn::Incoming, mut stop: watch::Re
     tracing::debug!(conn_id, %remote, is_cache, "connection open");
 
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&ctx, &conn)).await {
-        Ok(Ok(())) => {
-            let publisher = publish::Publisher::new(Arc::clone(&ctx), conn_id);
+        Ok(Ok(granted)) => {
+            let publisher = publish::Publisher::new(Arc::clone(&ctx), conn_id, granted);
             loop {
                 tokio::select! {
                     stream = conn.accept_bi() => match stream {
                         Ok((send, recv)) => {
                             let ctx = Arc::clone(&ctx);
                             let publisher = publisher.clone();
-                            tokio::spawn(route_stream(ctx, conn_id, publisher, send, recv));
+                            tokio::spawn(route_stream(ctx, conn_id, granted, publisher, send, recv));
                         }
                         Err(e) => {
                             tracing::debug!(conn_id, error = %e, "connection closed");
@@ -85,8 +85,9 @@ pub async fn serve(ctx: Arc<Ctx>, incoming: quinn::Incoming, mut stop: watch::Re
     ctx.metrics.connections.dec();
 }
 
-/// Reads `Hello` on the first stream and answers `HelloOk`, or an `Error` and the reason.
-async fn handshake(ctx: &Ctx, conn: &quinn::Connection) -> Result<(), String> {
+/// Reads `Hello` on the first stream and answers `HelloOk` (returning the granted features), or
+/// an `Error` and the reason.
+async fn handshake(ctx: &Ctx, conn: &quinn::Connection) -> Result<u64, String> {
     let (mut send, mut recv) = conn.accept_bi().await.map_err(|e| e.to_string())?;
     let mut buf = BytesMut::new();
     let frame = read_frame(&mut recv, &mut buf, &ctx.decoder, 4096).await;
@@ -123,9 +124,10 @@ async fn handshake(ctx: &Ctx, conn: &quinn::Connection) -> Result<(), String> {
         let _ = send.finish();
         return Err(msg);
     };
+    let granted = hello.features & OFFERED_FEATURES;
     let ok = Frame::HelloOk(HelloOk {
         version,
-        features: hello.features & OFFERED_FEATURES,
+        features: granted,
         server_id: ctx.server_id.clone(),
         max_frame_bytes: ctx.cfg.max_frame_bytes,
         epoch: 0,
@@ -134,14 +136,15 @@ async fn handshake(ctx: &Ctx, conn: &quinn::Connection) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     let _ = send.finish();
-    tracing::debug!(client = %hello.client_name, version, "handshake complete");
-    Ok(())
+    tracing::debug!(client = %hello.client_name, version, granted, "handshake complete");
+    Ok(granted)
 }
 
 /// Reads a stream's first frame and hands the stream to the matching handler.
 async fn route_stream(
     ctx: Arc<Ctx>,
     conn_id: u64,
+    granted: u64,
     publisher: publish::Publisher,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
@@ -166,6 +169,19 @@ async fn route_stream(
                 return publish::serve(ctx, publisher, frame, send, recv, buf).await;
             }
             Frame::Subscribe(s) => return subscribe::serve(ctx, conn_id, s, send, recv, buf).await,
+            Frame::CachePut(_) | Frame::CacheGet(_) | Frame::CacheDelete(_)
+                if granted & features::CACHE == 0 =>
+            {
+                let msg = "the CACHE feature was not requested in Hello";
+                reply::error(
+                    &mut send,
+                    &ctx.metrics,
+                    reply::request_id(&frame),
+                    ErrorCode::InvalidRequest,
+                    msg,
+                )
+                .await;
+            }
             Frame::CachePut(_) | Frame::CacheGet(_) | Frame::CacheDelete(_) => {
                 return cache::serve(ctx, frame, send, recv, buf).await;
             }

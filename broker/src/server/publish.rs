@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use starling_proto::{AckMode, ErrorCode, Frame, ReadError, read_frame};
+use starling_proto::{AckMode, ErrorCode, Frame, ReadError, features, read_frame};
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::health::Phase;
@@ -30,16 +30,18 @@ pub struct Publisher {
     ctx: Arc<Ctx>,
     hasher: ahash::RandomState,
     conn_id: u64,
+    granted: u64,
 }
 
 impl Publisher {
-    /// The pipeline of connection `conn_id`.
-    pub fn new(ctx: Arc<Ctx>, conn_id: u64) -> Self {
+    /// The pipeline of connection `conn_id`, which was granted the `granted` feature bits.
+    pub fn new(ctx: Arc<Ctx>, conn_id: u64, granted: u64) -> Self {
         Publisher {
             inner: Arc::new(tokio::sync::OnceCell::new()),
             ctx,
             hasher: ahash::RandomState::with_seeds(7, 11, 13, 17),
             conn_id,
+            granted,
         }
     }
 
@@ -105,6 +107,19 @@ pub async fn serve(
         };
         let (request_id, ack, topic, payloads) = match frame {
             Frame::Publish(p) => (p.request_id, p.ack, p.topic, vec![p.payload]),
+            Frame::PublishBatch(p) if publisher.granted & features::BATCH_PUBLISH == 0 => {
+                let msg = "the BATCH_PUBLISH feature was not requested in Hello";
+                send_error(
+                    &ctx,
+                    &ack_tx,
+                    &permits,
+                    p.request_id,
+                    ErrorCode::InvalidRequest,
+                    msg,
+                )
+                .await;
+                continue;
+            }
             Frame::PublishBatch(p) => (p.request_id, p.ack, p.topic, p.payloads),
             Frame::Ping(p) => {
                 if let Ok(permit) = Arc::clone(&permits).acquire_owned().await {
