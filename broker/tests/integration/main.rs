@@ -9,3 +9,4 @@ mod common;
 mod delivery;
 mod observability;
 mod slow_subscriber;
+mod tls_files;
