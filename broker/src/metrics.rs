@@ -345,18 +345,6 @@ impl Metrics {
     }
 }
 
-/// Creates the per-lane series for lanes `0..lanes`.
-impl Metrics {
-    pub(crate) fn init_lanes(&self, lanes: usize) {
-        for lane in 0..lanes {
-            let l = lane.to_string();
-            self.lane_queue_depth.with_label_values(&[&l]);
-            self.lane_queue_high_water.with_label_values(&[&l]);
-            self.lane_enqueued.with_label_values(&[&l]);
-        }
-    }
-}
-
 /// Raises a counter to `total` (the source counter is monotonic).
 fn catch_up(c: &IntCounter, total: u64) {
     let cur = c.get();
@@ -374,7 +362,10 @@ mod tests {
     #[test]
     fn operations_doc_lists_exactly_the_exported_metrics() {
         let m = Metrics::new().expect("metrics");
-        m.init_lanes(1);
+        for lane_series in [&m.lane_queue_depth, &m.lane_queue_high_water] {
+            lane_series.with_label_values(&["0"]);
+        }
+        m.lane_enqueued.with_label_values(&["0"]);
         m.protocol_errors.with_label_values(&["bad_frame"]);
         let rendered: BTreeSet<String> = m
             .render()

@@ -15,6 +15,8 @@ use futures::FutureExt;
 use starling_config::LaneShard;
 use tokio::sync::mpsc;
 
+use prometheus::{IntCounter, IntGauge};
+
 use crate::metrics::Metrics;
 use crate::pubsub::subscriber::{Queued, Subscriber};
 
@@ -56,9 +58,17 @@ impl LanePicker {
     }
 }
 
+/// One lane's metric handles, resolved once so the hot path does no label lookups.
+struct LaneMetrics {
+    depth: IntGauge,
+    high_water: IntGauge,
+    enqueued: IntCounter,
+}
+
 /// The lane pool.
 pub struct Lanes {
     senders: Vec<mpsc::Sender<Arc<Subscriber>>>,
+    lane_metrics: Vec<LaneMetrics>,
     /// Lane assignment.
     pub picker: LanePicker,
     metrics: Arc<Metrics>,
@@ -74,7 +84,16 @@ impl Lanes {
         metrics: Arc<Metrics>,
     ) -> Arc<Lanes> {
         let count = count.max(1);
-        metrics.init_lanes(count);
+        let lane_metrics = (0..count)
+            .map(|lane| {
+                let l = lane.to_string();
+                LaneMetrics {
+                    depth: metrics.lane_queue_depth.with_label_values(&[&l]),
+                    high_water: metrics.lane_queue_high_water.with_label_values(&[&l]),
+                    enqueued: metrics.lane_enqueued.with_label_values(&[&l]),
+                }
+            })
+            .collect();
         let mut senders = Vec::with_capacity(count);
         let mut receivers = Vec::with_capacity(count);
         for _ in 0..count {
@@ -84,6 +103,7 @@ impl Lanes {
         }
         let lanes = Arc::new(Lanes {
             senders,
+            lane_metrics,
             picker: LanePicker::new(count, shard),
             metrics,
         });
@@ -111,34 +131,26 @@ impl Lanes {
     /// Hands a subscriber with queued batches to its lane, waiting if the lane queue is full.
     pub async fn schedule(&self, sub: Arc<Subscriber>) {
         let lane = sub.lane % self.senders.len();
-        let label = lane.to_string();
-        let depth = self.metrics.lane_queue_depth.with_label_values(&[&label]);
-        depth.inc();
-        let hw = self
-            .metrics
-            .lane_queue_high_water
-            .with_label_values(&[&label]);
-        if depth.get() > hw.get() {
-            hw.set(depth.get());
+        let (Some(tx), Some(m)) = (self.senders.get(lane), self.lane_metrics.get(lane)) else {
+            return;
+        };
+        m.depth.inc();
+        if m.depth.get() > m.high_water.get() {
+            m.high_water.set(m.depth.get());
         }
-        self.metrics
-            .lane_enqueued
-            .with_label_values(&[&label])
-            .inc();
-        if let Some(tx) = self.senders.get(lane)
-            && tx.send(sub).await.is_err()
-        {
-            depth.dec();
+        m.enqueued.inc();
+        if tx.send(sub).await.is_err() {
+            m.depth.dec();
         }
     }
 
     fn try_requeue(&self, lane: usize, sub: Arc<Subscriber>) -> Result<(), ()> {
         let tx = self.senders.get(lane).ok_or(())?;
         tx.try_send(sub).map_err(|_| ())?;
-        self.metrics
-            .lane_queue_depth
-            .with_label_values(&[&lane.to_string()])
-            .inc();
+        if let Some(m) = self.lane_metrics.get(lane) {
+            m.depth.inc();
+            m.enqueued.inc();
+        }
         Ok(())
     }
 }
