@@ -33,6 +33,7 @@ unit:
 ## Generators (their outputs are committed; tests fail when they drift).
 docs:
 	UPDATE_DOCS=1 $(CARGO) test -p starling-config --test docs
+	$(CARGO) run -q -p starling-operator --bin crdgen -- --write-docs docs/operator.md
 
 crds:
 	$(CARGO) run -q -p starling-operator --bin crdgen > crds/brokercluster.yaml

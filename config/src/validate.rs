@@ -15,7 +15,98 @@ pub const MAX_BATCH_DELAY_US: u64 = 1_000_000;
 /// Largest accepted lane and worker counts.
 pub const MAX_LANES: u32 = 64;
 /// Bytes reserved in a frame for the EventBatch header and per-event prefixes of a full batch.
-const EVENT_BATCH_OVERHEAD: u64 = 64;
+pub const EVENT_BATCH_OVERHEAD: u64 = 64;
+
+/// Inclusive bounds of one numeric knob that hold whatever else is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KnobRange {
+    /// Knob name.
+    pub knob: &'static str,
+    /// Smallest accepted value.
+    pub min: Option<u64>,
+    /// Largest accepted value.
+    pub max: Option<u64>,
+}
+
+/// An order between two numeric knobs: `lhs ≤ rhs`, or `lhs < rhs` when `strict`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KnobPair {
+    /// The knob that must be the smaller one.
+    pub lhs: &'static str,
+    /// The knob that bounds it.
+    pub rhs: &'static str,
+    /// `lhs < rhs` instead of `lhs ≤ rhs`.
+    pub strict: bool,
+}
+
+const fn range(knob: &'static str, min: Option<u64>, max: Option<u64>) -> KnobRange {
+    KnobRange { knob, min, max }
+}
+
+const fn window(knob: &'static str) -> KnobRange {
+    range(knob, Some(MIN_WINDOW), Some(QUIC_VARINT_MAX))
+}
+
+const fn at_least_one(knob: &'static str) -> KnobRange {
+    range(knob, Some(1), None)
+}
+
+const fn le(lhs: &'static str, rhs: &'static str) -> KnobPair {
+    KnobPair {
+        lhs,
+        rhs,
+        strict: false,
+    }
+}
+
+/// Every single-knob range. `validate` enforces them, and the operator turns the same table into
+/// admission rules.
+pub const KNOB_RANGES: &[KnobRange] = &[
+    window("event_conn_recv_window"),
+    window("event_stream_recv_window"),
+    window("event_send_window"),
+    window("cache_conn_recv_window"),
+    window("cache_stream_recv_window"),
+    range("max_concurrent_streams", Some(4), Some(1 << 20)),
+    range("idle_timeout_ms", Some(1_000), None),
+    range(
+        "max_frame_bytes",
+        Some(FRAME_BYTES_RANGE.0 as u64),
+        Some(FRAME_BYTES_RANGE.1 as u64),
+    ),
+    at_least_one("event_batch_max_events"),
+    at_least_one("event_batch_max_bytes"),
+    range("event_batch_max_delay_us", None, Some(MAX_BATCH_DELAY_US)),
+    at_least_one("fanout_batch_size"),
+    range("publish_chunk_bytes", Some(1024), None),
+    at_least_one("pub_queue_depth"),
+    range("pub_workers_per_conn", Some(1), Some(MAX_LANES as u64)),
+    at_least_one("subscriber_queue_capacity"),
+    at_least_one("subscriber_lane_queue_depth"),
+    at_least_one("subscriber_writer_lanes"),
+    range(
+        "max_subscriber_writer_lanes",
+        Some(1),
+        Some(MAX_LANES as u64),
+    ),
+    range("cache_shards", Some(1), Some(4096)),
+    at_least_one("cache_max_value_bytes"),
+    range("drain_timeout_ms", None, Some(3_600_000)),
+];
+
+/// Every order between two knobs. `validate` enforces them, and the operator turns the same
+/// table into admission rules.
+pub const KNOB_PAIRS: &[KnobPair] = &[
+    le("event_stream_recv_window", "event_conn_recv_window"),
+    le("cache_stream_recv_window", "cache_conn_recv_window"),
+    KnobPair {
+        lhs: "keep_alive_interval_ms",
+        rhs: "idle_timeout_ms",
+        strict: true,
+    },
+    le("publish_chunk_bytes", "max_frame_bytes"),
+    le("subscriber_writer_lanes", "max_subscriber_writer_lanes"),
+];
 
 struct Checker(Vec<FieldError>);
 
@@ -28,96 +119,44 @@ impl Checker {
             });
         }
     }
-
-    fn at_least(&mut self, field: &'static str, value: u64, min: u64) {
-        self.check(value >= min, field, || {
-            format!("must be at least {min}, got {value}")
-        });
-    }
-
-    fn at_most(&mut self, field: &'static str, value: u64, max: u64) {
-        self.check(value <= max, field, || {
-            format!("must be at most {max}, got {value}")
-        });
-    }
-
-    fn range(&mut self, field: &'static str, value: u64, min: u64, max: u64) {
-        self.check((min..=max).contains(&value), field, || {
-            format!("must be between {min} and {max}, got {value}")
-        });
-    }
 }
 
 impl BrokerConfig {
     /// Checks every rule and returns all violations at once.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut c = Checker(Vec::new());
-        let c = &mut c;
+        let values = self.knob_values();
+        let num = |name: &str| {
+            values
+                .iter()
+                .find(|(n, _)| *n == name)
+                .and_then(|(_, v)| v.as_u64())
+        };
 
-        for (field, v) in [
-            ("event_conn_recv_window", self.event_conn_recv_window),
-            ("event_stream_recv_window", self.event_stream_recv_window),
-            ("event_send_window", self.event_send_window),
-            ("cache_conn_recv_window", self.cache_conn_recv_window),
-            ("cache_stream_recv_window", self.cache_stream_recv_window),
-        ] {
-            c.range(field, v, MIN_WINDOW, QUIC_VARINT_MAX);
+        for r in KNOB_RANGES {
+            let Some(v) = num(r.knob) else { continue };
+            let reason = || match (r.min, r.max) {
+                (Some(min), Some(max)) => format!("must be between {min} and {max}, got {v}"),
+                (Some(min), None) => format!("must be at least {min}, got {v}"),
+                (None, Some(max)) => format!("must be at most {max}, got {v}"),
+                (None, None) => String::new(),
+            };
+            let ok = r.min.is_none_or(|min| v >= min) && r.max.is_none_or(|max| v <= max);
+            c.check(ok, r.knob, reason);
         }
-        c.check(
-            self.event_stream_recv_window <= self.event_conn_recv_window,
-            "event_stream_recv_window",
-            || {
-                format!(
-                    "({}) must not exceed event_conn_recv_window ({})",
-                    self.event_stream_recv_window, self.event_conn_recv_window
-                )
-            },
-        );
-        c.check(
-            self.cache_stream_recv_window <= self.cache_conn_recv_window,
-            "cache_stream_recv_window",
-            || {
-                format!(
-                    "({}) must not exceed cache_conn_recv_window ({})",
-                    self.cache_stream_recv_window, self.cache_conn_recv_window
-                )
-            },
-        );
-        c.range(
-            "max_concurrent_streams",
-            self.max_concurrent_streams.into(),
-            4,
-            1 << 20,
-        );
-        c.at_least("idle_timeout_ms", self.idle_timeout_ms, 1_000);
-        c.check(
-            self.keep_alive_interval_ms < self.idle_timeout_ms,
-            "keep_alive_interval_ms",
-            || {
-                format!(
-                    "({}) must be shorter than idle_timeout_ms ({})",
-                    self.keep_alive_interval_ms, self.idle_timeout_ms
-                )
-            },
-        );
-        let (fmin, fmax) = FRAME_BYTES_RANGE;
-        c.range(
-            "max_frame_bytes",
-            self.max_frame_bytes.into(),
-            fmin.into(),
-            fmax.into(),
-        );
+        for p in KNOB_PAIRS {
+            let (Some(l), Some(r)) = (num(p.lhs), num(p.rhs)) else {
+                continue;
+            };
+            let ok = if p.strict { l < r } else { l <= r };
+            let words = if p.strict {
+                "be less than"
+            } else {
+                "not exceed"
+            };
+            c.check(ok, p.lhs, || format!("({l}) must {words} {} ({r})", p.rhs));
+        }
 
-        c.at_least(
-            "event_batch_max_events",
-            self.event_batch_max_events.into(),
-            1,
-        );
-        c.at_least(
-            "event_batch_max_bytes",
-            self.event_batch_max_bytes.into(),
-            1,
-        );
         c.check(
             u64::from(self.event_batch_max_bytes) + EVENT_BATCH_OVERHEAD <= u64::from(self.max_frame_bytes),
             "event_batch_max_bytes",
@@ -128,78 +167,14 @@ impl BrokerConfig {
                 )
             },
         );
-        c.at_most(
-            "event_batch_max_delay_us",
-            self.event_batch_max_delay_us,
-            MAX_BATCH_DELAY_US,
-        );
-        c.at_least("fanout_batch_size", self.fanout_batch_size.into(), 1);
-        c.range(
-            "publish_chunk_bytes",
-            self.publish_chunk_bytes.into(),
-            1024,
-            self.max_frame_bytes.into(),
-        );
-
-        c.at_least("pub_queue_depth", self.pub_queue_depth.into(), 1);
-        c.range(
-            "pub_workers_per_conn",
-            self.pub_workers_per_conn.into(),
-            1,
-            MAX_LANES.into(),
-        );
-        c.at_least(
-            "subscriber_queue_capacity",
-            self.subscriber_queue_capacity.into(),
-            1,
-        );
-        c.at_least(
-            "subscriber_lane_queue_depth",
-            self.subscriber_lane_queue_depth.into(),
-            1,
-        );
-
-        c.range(
-            "max_subscriber_writer_lanes",
-            self.max_subscriber_writer_lanes.into(),
-            1,
-            MAX_LANES.into(),
-        );
-        c.at_least(
-            "subscriber_writer_lanes",
-            self.subscriber_writer_lanes.into(),
-            1,
-        );
-        c.check(
-            self.subscriber_writer_lanes <= self.max_subscriber_writer_lanes,
-            "subscriber_writer_lanes",
-            || {
-                format!(
-                    "({}) must not exceed max_subscriber_writer_lanes ({})",
-                    self.subscriber_writer_lanes, self.max_subscriber_writer_lanes
-                )
-            },
-        );
-
-        c.range("cache_shards", self.cache_shards.into(), 1, 4096);
-        c.at_least(
-            "cache_max_value_bytes",
-            self.cache_max_value_bytes.into(),
-            1,
-        );
         let per_shard =
             self.cache_max_bytes / u64::from(self.cache_shards.max(1)).next_power_of_two();
-        c.check(
-            u64::from(self.cache_max_value_bytes) <= per_shard,
-            "cache_max_value_bytes",
-            || {
-                format!(
-                    "({}) must fit in one cache shard (cache_max_bytes / cache_shards = {per_shard})",
-                    self.cache_max_value_bytes
-                )
-            },
-        );
-
+        c.check(u64::from(self.cache_max_value_bytes) <= per_shard, "cache_max_value_bytes", || {
+            format!(
+                "({}) must fit in one cache shard (cache_max_bytes / cache_shards = {per_shard})",
+                self.cache_max_value_bytes
+            )
+        });
         c.check(
             self.tls_cert_file.is_some() == self.tls_key_file.is_some(),
             if self.tls_cert_file.is_some() {
@@ -212,7 +187,6 @@ impl BrokerConfig {
         c.check(!self.log_level.trim().is_empty(), "log_level", || {
             "must not be empty".to_string()
         });
-        c.at_most("drain_timeout_ms", self.drain_timeout_ms, 3_600_000);
 
         if c.0.is_empty() {
             Ok(())

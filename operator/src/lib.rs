@@ -1,1 +1,42 @@
-//! placeholder
+//! `starling-operator`: turns a `BrokerCluster` into a running, sized, profile-configured broker
+//! cluster and keeps it there.
+//!
+//! Control flows one way: BrokerCluster → validated cluster → rendered objects → apply →
+//! observed status.
+//!
+//! Module map:
+//! - [`crd`]: the `BrokerCluster` resource, its status and its CEL admission rules.
+//! - [`validate`]: raw spec → [`validate::ValidatedCluster`] (or a `Degraded` reason). Pure.
+//! - [`build`]: one pure renderer per child object (ConfigMap, StatefulSet and pod template,
+//!   Services, PodDisruptionBudget, ServiceAccount) and the config hash.
+//! - [`apply`]: server-side apply of the children and deletion of unwanted ones.
+//! - [`status`]: conditions and counters from the observed StatefulSet. Pure.
+//! - [`events`]: which Kubernetes Events a reconcile emits. Pure.
+//! - [`controller`]: the kube-runtime controller wiring the steps together.
+//! - [`leader`]: Lease-based leader election.
+//! - [`metrics`], [`http`], [`telemetry`]: the process's metrics, health endpoint and logs.
+//! - [`cli`]: flags and the process's main loop.
+//! - [`docs`]: generates the reference part of `docs/operator.md`.
+//! - [`names`], [`quantity`], [`error`]: shared names and labels, quantity parsing, errors.
+//! - `fake_api` (tests only): an in-process fake of the Kubernetes API for reconcile tests.
+//!
+//! The profile, tier and knob tables are `starling-config`'s; nothing here restates them.
+
+pub mod apply;
+pub mod build;
+pub mod cli;
+pub mod controller;
+pub mod crd;
+pub mod docs;
+pub mod error;
+pub mod events;
+#[cfg(test)]
+pub(crate) mod fake_api;
+pub mod http;
+pub mod leader;
+pub mod metrics;
+pub mod names;
+pub mod quantity;
+pub mod status;
+pub mod telemetry;
+pub mod validate;

@@ -1,0 +1,275 @@
+//! The broker pod template: container, probes, drain timing, hardened security context,
+//! volumes and scheduling.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
+    EnvVarSource, HTTPGetAction, KeyToPath, Lifecycle, LifecycleHandler, ObjectFieldSelector,
+    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
+    SecretVolumeSource, SecurityContext, SleepAction, TopologySpreadConstraint, Volume,
+    VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::names::{
+    CONFIG_DIR, CONFIG_HASH_ANNOTATION, DATA_DIR, HTTP_PORT_NAME, QUIC_PORT_NAME, TLS_DIR,
+};
+use crate::validate::{ValidatedCluster, config_path};
+
+/// The broker image's non-root user and group.
+pub const BROKER_UID: i64 = 65532;
+/// Seconds the pod waits in `preStop` before SIGTERM, so Service endpoints stop sending new
+/// connections before the broker starts draining.
+pub const PRESTOP_SLEEP_SECONDS: i64 = 5;
+/// Margin after the drain before the kubelet kills the broker.
+pub const TERMINATION_MARGIN_SECONDS: i64 = 10;
+/// Name of the broker container.
+pub const CONTAINER_NAME: &str = "broker";
+/// Name of the data volume claim template.
+pub const DATA_VOLUME: &str = "data";
+
+/// `terminationGracePeriodSeconds`: the preStop pause, the broker's whole drain
+/// (`drain_timeout_ms`, rounded up) and a margin.
+pub fn termination_grace_seconds(v: &ValidatedCluster) -> i64 {
+    let drain = v.config.drain_timeout_ms.div_ceil(1000);
+    PRESTOP_SLEEP_SECONDS
+        + i64::try_from(drain).unwrap_or(i64::MAX / 2)
+        + TERMINATION_MARGIN_SECONDS
+}
+
+/// The pod template.
+pub fn template(v: &ValidatedCluster) -> PodTemplateSpec {
+    let mut annotations: BTreeMap<String, String> = v.pod.annotations.clone().unwrap_or_default();
+    annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), v.config_hash.clone());
+    PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(v.names.labels()),
+            annotations: Some(annotations),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(PodSpec {
+            service_account_name: Some(v.names.service_account.clone()),
+            automount_service_account_token: Some(false),
+            enable_service_links: Some(false),
+            termination_grace_period_seconds: Some(termination_grace_seconds(v)),
+            security_context: Some(pod_security_context()),
+            containers: vec![container(v)],
+            volumes: Some(volumes(v)),
+            node_selector: v.pod.node_selector.clone(),
+            tolerations: v.pod.tolerations.clone(),
+            affinity: v.pod.affinity.clone(),
+            priority_class_name: v.pod.priority_class_name.clone(),
+            topology_spread_constraints: Some(
+                v.pod
+                    .topology_spread_constraints
+                    .clone()
+                    .unwrap_or_else(|| default_spread(v)),
+            ),
+            ..PodSpec::default()
+        }),
+    }
+}
+
+/// Brokers spread across nodes when possible.
+fn default_spread(v: &ValidatedCluster) -> Vec<TopologySpreadConstraint> {
+    vec![TopologySpreadConstraint {
+        max_skew: 1,
+        topology_key: "kubernetes.io/hostname".to_string(),
+        when_unsatisfiable: "ScheduleAnyway".to_string(),
+        label_selector: Some(LabelSelector {
+            match_labels: Some(v.names.selector_labels()),
+            ..LabelSelector::default()
+        }),
+        ..TopologySpreadConstraint::default()
+    }]
+}
+
+/// runAsNonRoot as the image's user, fsGroup so mounted secrets are readable, RuntimeDefault
+/// seccomp.
+pub fn pod_security_context() -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(BROKER_UID),
+        run_as_group: Some(BROKER_UID),
+        fs_group: Some(BROKER_UID),
+        seccomp_profile: Some(runtime_default()),
+        ..PodSecurityContext::default()
+    }
+}
+
+/// No privilege escalation, read-only root filesystem, every capability dropped.
+pub fn container_security_context() -> SecurityContext {
+    SecurityContext {
+        run_as_non_root: Some(true),
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        privileged: Some(false),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_string()]),
+            ..Capabilities::default()
+        }),
+        seccomp_profile: Some(runtime_default()),
+        ..SecurityContext::default()
+    }
+}
+
+fn runtime_default() -> SeccompProfile {
+    SeccompProfile {
+        type_: "RuntimeDefault".to_string(),
+        ..SeccompProfile::default()
+    }
+}
+
+fn http_probe(path: &str, period: i32, failures: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.to_string()),
+            port: IntOrString::String(HTTP_PORT_NAME.to_string()),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(period),
+        timeout_seconds: Some(2),
+        failure_threshold: Some(failures),
+        ..Probe::default()
+    }
+}
+
+fn field_env(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.to_string(),
+                ..ObjectFieldSelector::default()
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }
+}
+
+fn quantities(cpu: &str, memory: &str) -> BTreeMap<String, Quantity> {
+    BTreeMap::from([
+        ("cpu".to_string(), Quantity(cpu.to_string())),
+        ("memory".to_string(), Quantity(memory.to_string())),
+    ])
+}
+
+/// The broker container.
+pub fn container(v: &ValidatedCluster) -> Container {
+    let r = &v.resources;
+    let mut mounts = vec![
+        VolumeMount {
+            name: "config".to_string(),
+            mount_path: CONFIG_DIR.to_string(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        },
+        VolumeMount {
+            name: "tmp".to_string(),
+            mount_path: "/tmp".to_string(),
+            ..VolumeMount::default()
+        },
+    ];
+    if v.tls_secret.is_some() {
+        mounts.push(VolumeMount {
+            name: "tls".to_string(),
+            mount_path: TLS_DIR.to_string(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
+    }
+    if v.storage.is_some() {
+        mounts.push(VolumeMount {
+            name: DATA_VOLUME.to_string(),
+            mount_path: DATA_DIR.to_string(),
+            ..VolumeMount::default()
+        });
+    }
+    Container {
+        name: CONTAINER_NAME.to_string(),
+        image: Some(v.image.clone()),
+        args: Some(vec!["--config".to_string(), config_path()]),
+        ports: Some(vec![
+            ContainerPort {
+                name: Some(QUIC_PORT_NAME.to_string()),
+                container_port: starling_config::DEFAULT_QUIC_PORT.into(),
+                protocol: Some("UDP".to_string()),
+                ..ContainerPort::default()
+            },
+            ContainerPort {
+                name: Some(HTTP_PORT_NAME.to_string()),
+                container_port: starling_config::DEFAULT_HTTP_PORT.into(),
+                protocol: Some("TCP".to_string()),
+                ..ContainerPort::default()
+            },
+        ]),
+        env: Some(vec![
+            field_env("POD_NAME", "metadata.name"),
+            field_env("POD_NAMESPACE", "metadata.namespace"),
+        ]),
+        resources: Some(ResourceRequirements {
+            requests: Some(quantities(&r.requests.cpu, &r.requests.memory)),
+            limits: Some(quantities(&r.limits.cpu, &r.limits.memory)),
+            ..ResourceRequirements::default()
+        }),
+        startup_probe: Some(http_probe("/healthz", 2, 30)),
+        liveness_probe: Some(http_probe("/healthz", 10, 3)),
+        readiness_probe: Some(http_probe("/readyz", 5, 2)),
+        lifecycle: Some(Lifecycle {
+            pre_stop: Some(LifecycleHandler {
+                sleep: Some(SleepAction {
+                    seconds: PRESTOP_SLEEP_SECONDS,
+                }),
+                ..LifecycleHandler::default()
+            }),
+            ..Lifecycle::default()
+        }),
+        security_context: Some(container_security_context()),
+        volume_mounts: Some(mounts),
+        ..Container::default()
+    }
+}
+
+fn volumes(v: &ValidatedCluster) -> Vec<Volume> {
+    let mut out = vec![
+        Volume {
+            name: "config".to_string(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: v.names.config_map.clone(),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+        Volume {
+            name: "tmp".to_string(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        },
+    ];
+    if let Some(secret) = &v.tls_secret {
+        out.push(Volume {
+            name: "tls".to_string(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.clone()),
+                default_mode: Some(0o440),
+                items: Some(
+                    ["tls.crt", "tls.key"]
+                        .iter()
+                        .map(|k| KeyToPath {
+                            key: k.to_string(),
+                            path: k.to_string(),
+                            ..KeyToPath::default()
+                        })
+                        .collect(),
+                ),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
+    out
+}

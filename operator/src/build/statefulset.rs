@@ -1,0 +1,61 @@
+//! The broker StatefulSet: replicas from the validated cluster, parallel pod management (it is
+//! immutable, so chosen from day one), the pod template from [`super::pod`] and, when storage is
+//! requested, one volume claim per broker.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
+use k8s_openapi::api::core::v1::{
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+
+use super::{child_meta, pod};
+use crate::validate::ValidatedCluster;
+
+/// Renders the StatefulSet.
+pub fn build(v: &ValidatedCluster) -> StatefulSet {
+    StatefulSet {
+        metadata: child_meta(v, &v.names.statefulset),
+        spec: Some(StatefulSetSpec {
+            replicas: Some(v.replicas),
+            selector: LabelSelector {
+                match_labels: Some(v.names.selector_labels()),
+                ..LabelSelector::default()
+            },
+            service_name: Some(v.names.headless_service.clone()),
+            pod_management_policy: Some("Parallel".to_string()),
+            update_strategy: Some(StatefulSetUpdateStrategy {
+                type_: Some("RollingUpdate".to_string()),
+                ..StatefulSetUpdateStrategy::default()
+            }),
+            revision_history_limit: Some(5),
+            template: pod::template(v),
+            volume_claim_templates: v.storage.as_ref().map(|s| {
+                vec![PersistentVolumeClaim {
+                    metadata: ObjectMeta {
+                        name: Some(pod::DATA_VOLUME.to_string()),
+                        labels: Some(v.names.labels()),
+                        ..ObjectMeta::default()
+                    },
+                    spec: Some(PersistentVolumeClaimSpec {
+                        access_modes: Some(vec!["ReadWriteOnce".to_string()]),
+                        storage_class_name: s.storage_class_name.clone(),
+                        resources: Some(VolumeResourceRequirements {
+                            requests: Some(BTreeMap::from([(
+                                "storage".to_string(),
+                                Quantity(s.size.clone()),
+                            )])),
+                            ..VolumeResourceRequirements::default()
+                        }),
+                        ..PersistentVolumeClaimSpec::default()
+                    }),
+                    ..PersistentVolumeClaim::default()
+                }]
+            }),
+            ..StatefulSetSpec::default()
+        }),
+        ..StatefulSet::default()
+    }
+}

@@ -1,0 +1,581 @@
+//! Renderer tests: every tier × profile combination pinned (replicas, resources, config values
+//! in the ConfigMap, hash), plus the StatefulSet's pod template: security context, probes, drain
+//! timing, mounts, scheduling and storage.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, PodSpec, Toleration, TopologySpreadConstraint};
+use starling_config::{ConfigFile, ConfigOverrides, Profile, Tier, compose};
+
+use super::fixtures::{IMAGE, cluster, spec_cluster};
+use super::pod::{PRESTOP_SLEEP_SECONDS, TERMINATION_MARGIN_SECONDS};
+use super::*;
+use crate::crd::{BrokerClusterSpec, PodTemplateOverrides, StorageSpec, TlsSpec};
+use crate::names::{CONFIG_FILE, CONFIG_HASH_ANNOTATION};
+
+fn pod_spec(sts: &StatefulSet) -> PodSpec {
+    sts.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.clone())
+        .unwrap_or_default()
+}
+
+fn broker(sts: &StatefulSet) -> Container {
+    pod_spec(sts)
+        .containers
+        .into_iter()
+        .next()
+        .unwrap_or_default()
+}
+
+fn template_hash(sts: &StatefulSet) -> Option<String> {
+    sts.spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.annotations.as_ref())
+        .and_then(|a| a.get(CONFIG_HASH_ANNOTATION).cloned())
+}
+
+fn quantity(c: &Container, which: &str, resource: &str) -> String {
+    let r = c.resources.clone().unwrap_or_default();
+    let map = if which == "requests" {
+        r.requests
+    } else {
+        r.limits
+    };
+    map.and_then(|m| m.get(resource).map(|q| q.0.clone()))
+        .unwrap_or_default()
+}
+
+/// (profile, tier) → replicas, CPU request, memory limit, and the ConfigMap's
+/// event_batch_max_events, subscriber_writer_lanes, pub_queue_depth, ack_on_commit.
+type Pin = (
+    Profile,
+    Tier,
+    i32,
+    &'static str,
+    &'static str,
+    u32,
+    u32,
+    u32,
+    bool,
+);
+const PINS: [Pin; 9] = [
+    (
+        Profile::Balanced,
+        Tier::Small,
+        1,
+        "2",
+        "4Gi",
+        32,
+        2,
+        512,
+        false,
+    ),
+    (
+        Profile::Balanced,
+        Tier::Medium,
+        3,
+        "4",
+        "8Gi",
+        64,
+        4,
+        1024,
+        false,
+    ),
+    (
+        Profile::Balanced,
+        Tier::Large,
+        5,
+        "16",
+        "32Gi",
+        64,
+        8,
+        2048,
+        false,
+    ),
+    (
+        Profile::Latency,
+        Tier::Small,
+        1,
+        "2",
+        "4Gi",
+        8,
+        2,
+        512,
+        true,
+    ),
+    (
+        Profile::Latency,
+        Tier::Medium,
+        3,
+        "4",
+        "8Gi",
+        8,
+        4,
+        1024,
+        true,
+    ),
+    (
+        Profile::Latency,
+        Tier::Large,
+        5,
+        "16",
+        "32Gi",
+        8,
+        8,
+        2048,
+        true,
+    ),
+    (
+        Profile::Throughput,
+        Tier::Small,
+        1,
+        "2",
+        "4Gi",
+        32,
+        2,
+        512,
+        false,
+    ),
+    (
+        Profile::Throughput,
+        Tier::Medium,
+        3,
+        "4",
+        "8Gi",
+        64,
+        4,
+        1024,
+        false,
+    ),
+    (
+        Profile::Throughput,
+        Tier::Large,
+        5,
+        "16",
+        "32Gi",
+        128,
+        8,
+        2048,
+        false,
+    ),
+];
+
+#[test]
+fn every_tier_and_profile_combination_is_pinned() {
+    for (p, t, replicas, cpu, mem_limit, batch, lanes, queue, ack) in PINS {
+        let v = cluster(p, t, |_| {});
+        let c = render(&v);
+        let sts = &c.statefulset;
+        let tag = format!("{p}/{t}");
+        assert_eq!(
+            sts.spec.as_ref().and_then(|s| s.replicas),
+            Some(replicas),
+            "{tag}"
+        );
+        let b = broker(sts);
+        assert_eq!(quantity(&b, "requests", "cpu"), cpu, "{tag}");
+        assert_eq!(quantity(&b, "limits", "memory"), mem_limit, "{tag}");
+        let sizing = t.sizing().resources;
+        assert_eq!(quantity(&b, "limits", "cpu"), sizing.cpu_limit, "{tag}");
+        assert_eq!(
+            quantity(&b, "requests", "memory"),
+            sizing.memory_request,
+            "{tag}"
+        );
+
+        let text = c
+            .config_map
+            .data
+            .as_ref()
+            .and_then(|d| d.get(CONFIG_FILE))
+            .cloned()
+            .unwrap_or_default();
+        let file = ConfigFile::from_yaml(&text, "cm").unwrap_or_else(|e| panic!("{tag}: {e}"));
+        assert_eq!(file.event_batch_max_events, Some(batch), "{tag}");
+        assert_eq!(file.subscriber_writer_lanes, Some(lanes), "{tag}");
+        assert_eq!(file.pub_queue_depth, Some(queue), "{tag}");
+        assert_eq!(file.ack_on_commit, Some(ack), "{tag}");
+        assert_eq!(
+            file.quic_listen.map(|a| a.to_string()).as_deref(),
+            Some("0.0.0.0:7400")
+        );
+        assert_eq!(
+            file.http_listen.map(|a| a.to_string()).as_deref(),
+            Some("0.0.0.0:9400")
+        );
+        assert!(
+            file.tls_cert_file.flatten().is_none(),
+            "{tag}: self-signed without spec.tls"
+        );
+        // The ConfigMap is the shared crate's rendering, nothing else.
+        assert_eq!(text, compose(p, Some(t), &forced(false)).to_yaml(), "{tag}");
+        assert_eq!(template_hash(sts), Some(v.config_hash.clone()), "{tag}");
+    }
+}
+
+fn forced(tls: bool) -> ConfigOverrides {
+    let mut o = ConfigOverrides::default();
+    crate::validate::force_operator_knobs(&mut o, tls);
+    o
+}
+
+#[test]
+fn hash_changes_with_profile_tier_overrides_and_tls_but_not_replicas() {
+    let base = spec_cluster(BrokerClusterSpec::default());
+    let hash = |spec: BrokerClusterSpec| spec_cluster(spec).config_hash;
+    let different = [
+        BrokerClusterSpec {
+            profile: Profile::Latency,
+            ..BrokerClusterSpec::default()
+        },
+        BrokerClusterSpec {
+            tier: Tier::Medium,
+            replicas: Some(1),
+            ..BrokerClusterSpec::default()
+        },
+        BrokerClusterSpec {
+            config: Some(ConfigOverrides {
+                pub_queue_depth: Some(4000),
+                ..ConfigOverrides::default()
+            }),
+            ..BrokerClusterSpec::default()
+        },
+        BrokerClusterSpec {
+            tls: Some(TlsSpec {
+                secret_name: "events-tls".into(),
+            }),
+            ..BrokerClusterSpec::default()
+        },
+    ];
+    for spec in different {
+        assert_ne!(hash(spec.clone()), base.config_hash, "{spec:?}");
+    }
+    for replicas in [1, 2, 7] {
+        let scaled = spec_cluster(BrokerClusterSpec {
+            replicas: Some(replicas),
+            ..BrokerClusterSpec::default()
+        });
+        assert_eq!(scaled.config_hash, base.config_hash, "replicas {replicas}");
+        assert_eq!(
+            template_hash(&render(&scaled).statefulset),
+            Some(base.config_hash.clone())
+        );
+    }
+    let tls_a = hash(BrokerClusterSpec {
+        tls: Some(TlsSpec {
+            secret_name: "a".into(),
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    let tls_b = hash(BrokerClusterSpec {
+        tls: Some(TlsSpec {
+            secret_name: "b".into(),
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    assert_ne!(tls_a, tls_b, "renaming the TLS secret rolls the brokers");
+    assert_eq!(config_hash("x", None), config_hash("x", Some("")));
+    assert_eq!(base.config_hash.len(), 32);
+}
+
+#[test]
+fn pod_is_hardened() {
+    let sts = render(&cluster(Profile::Balanced, Tier::Small, |_| {})).statefulset;
+    let pod = pod_spec(&sts);
+    let psc = pod.security_context.clone().unwrap_or_default();
+    assert_eq!(psc.run_as_non_root, Some(true));
+    assert_eq!(psc.run_as_user, Some(65532));
+    assert_eq!(psc.fs_group, Some(65532));
+    assert_eq!(
+        psc.seccomp_profile.map(|s| s.type_).as_deref(),
+        Some("RuntimeDefault")
+    );
+    let csc = broker(&sts).security_context.unwrap_or_default();
+    assert_eq!(csc.run_as_non_root, Some(true));
+    assert_eq!(csc.read_only_root_filesystem, Some(true));
+    assert_eq!(csc.allow_privilege_escalation, Some(false));
+    assert_eq!(
+        csc.capabilities.and_then(|c| c.drop),
+        Some(vec!["ALL".to_string()])
+    );
+    assert_eq!(
+        csc.seccomp_profile.map(|s| s.type_).as_deref(),
+        Some("RuntimeDefault")
+    );
+    assert_eq!(
+        pod.enable_service_links,
+        Some(false),
+        "service env vars would break the broker"
+    );
+    assert_eq!(pod.automount_service_account_token, Some(false));
+    assert_eq!(pod.service_account_name.as_deref(), Some("events-broker"));
+}
+
+#[test]
+fn statefulset_shape_probes_and_drain_timing() {
+    let v = cluster(Profile::Throughput, Tier::Medium, |_| {});
+    let sts = render(&v).statefulset;
+    let spec = sts.spec.clone().unwrap_or_default();
+    assert_eq!(spec.pod_management_policy.as_deref(), Some("Parallel"));
+    assert_eq!(spec.service_name.as_deref(), Some("events-headless"));
+    assert_eq!(spec.selector.match_labels, Some(v.names.selector_labels()));
+    assert!(spec.volume_claim_templates.is_none());
+    let b = broker(&sts);
+    assert_eq!(b.image.as_deref(), Some(IMAGE));
+    assert_eq!(
+        b.args,
+        Some(vec![
+            "--config".to_string(),
+            "/etc/starling/broker.yaml".to_string()
+        ])
+    );
+    let ports: Vec<(i32, String)> = b
+        .ports
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| (p.container_port, p.protocol.unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        ports,
+        vec![(7400, "UDP".to_string()), (9400, "TCP".to_string())]
+    );
+    let path = |p: Option<k8s_openapi::api::core::v1::Probe>| {
+        p.and_then(|p| p.http_get)
+            .and_then(|h| h.path)
+            .unwrap_or_default()
+    };
+    assert_eq!(path(b.liveness_probe.clone()), "/healthz");
+    assert_eq!(path(b.readiness_probe.clone()), "/readyz");
+    let env: Vec<String> = b
+        .env
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(env, vec!["POD_NAME", "POD_NAMESPACE"]);
+    assert!(env.iter().all(|n| !n.starts_with("STARLING_")));
+    let pre_stop = b
+        .lifecycle
+        .and_then(|l| l.pre_stop)
+        .and_then(|h| h.sleep)
+        .map(|s| s.seconds);
+    assert_eq!(pre_stop, Some(PRESTOP_SLEEP_SECONDS));
+    let grace = pod_spec(&sts).termination_grace_period_seconds.unwrap_or(0);
+    let drain_secs = i64::try_from(v.config.drain_timeout_ms.div_ceil(1000)).unwrap_or(0);
+    assert_eq!(
+        grace,
+        PRESTOP_SLEEP_SECONDS + drain_secs + TERMINATION_MARGIN_SECONDS
+    );
+    assert!(
+        grace > drain_secs + PRESTOP_SLEEP_SECONDS,
+        "long enough for the whole drain"
+    );
+
+    let longer = spec_cluster(BrokerClusterSpec {
+        config: Some(ConfigOverrides {
+            drain_timeout_ms: Some(60_500),
+            ..ConfigOverrides::default()
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    let grace = pod_spec(&render(&longer).statefulset).termination_grace_period_seconds;
+    assert_eq!(
+        grace,
+        Some(PRESTOP_SLEEP_SECONDS + 61 + TERMINATION_MARGIN_SECONDS)
+    );
+}
+
+#[test]
+fn config_and_tls_are_mounted() {
+    let plain = render(&cluster(Profile::Balanced, Tier::Small, |_| {})).statefulset;
+    let mounts = |sts: &StatefulSet| -> Vec<(String, String)> {
+        broker(sts)
+            .volume_mounts
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| (m.name, m.mount_path))
+            .collect()
+    };
+    assert!(mounts(&plain).contains(&("config".into(), "/etc/starling".into())));
+    assert!(!mounts(&plain).iter().any(|(n, _)| n == "tls"));
+    let v = spec_cluster(BrokerClusterSpec {
+        tls: Some(TlsSpec {
+            secret_name: "events-tls".into(),
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    assert_eq!(
+        v.config
+            .tls_cert_file
+            .as_deref()
+            .map(|p| p.display().to_string())
+            .as_deref(),
+        Some("/etc/starling/tls/tls.crt")
+    );
+    assert_eq!(
+        v.config
+            .tls_key_file
+            .as_deref()
+            .map(|p| p.display().to_string())
+            .as_deref(),
+        Some("/etc/starling/tls/tls.key")
+    );
+    let sts = render(&v).statefulset;
+    assert!(mounts(&sts).contains(&("tls".into(), "/etc/starling/tls".into())));
+    let volumes = pod_spec(&sts).volumes.unwrap_or_default();
+    let tls = volumes
+        .iter()
+        .find(|v| v.name == "tls")
+        .and_then(|v| v.secret.clone());
+    assert_eq!(
+        tls.as_ref().and_then(|s| s.secret_name.as_deref()),
+        Some("events-tls")
+    );
+    let config = volumes
+        .iter()
+        .find(|v| v.name == "config")
+        .and_then(|v| v.config_map.clone());
+    assert_eq!(config.map(|c| c.name).as_deref(), Some("events-config"));
+}
+
+#[test]
+fn scheduling_overrides_and_default_spread() {
+    let default = pod_spec(&render(&cluster(Profile::Balanced, Tier::Large, |_| {})).statefulset);
+    let spread = default.topology_spread_constraints.unwrap_or_default();
+    assert_eq!(spread.len(), 1);
+    assert_eq!(spread[0].topology_key, "kubernetes.io/hostname");
+    assert_eq!(spread[0].max_skew, 1);
+    assert_eq!(spread[0].when_unsatisfiable, "ScheduleAnyway");
+
+    let v = spec_cluster(BrokerClusterSpec {
+        pod_template: Some(PodTemplateOverrides {
+            node_selector: Some(BTreeMap::from([("pool".into(), "brokers".into())])),
+            tolerations: Some(vec![Toleration {
+                key: Some("dedicated".into()),
+                operator: Some("Exists".into()),
+                ..Toleration::default()
+            }]),
+            topology_spread_constraints: Some(Vec::<TopologySpreadConstraint>::new()),
+            priority_class_name: Some("high".into()),
+            annotations: Some(BTreeMap::from([
+                ("team".into(), "messaging".into()),
+                (CONFIG_HASH_ANNOTATION.into(), "user-value".into()),
+            ])),
+            ..PodTemplateOverrides::default()
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    let sts = render(&v).statefulset;
+    let pod = pod_spec(&sts);
+    assert_eq!(
+        pod.node_selector
+            .and_then(|n| n.get("pool").cloned())
+            .as_deref(),
+        Some("brokers")
+    );
+    assert_eq!(pod.tolerations.map(|t| t.len()), Some(1));
+    assert_eq!(pod.priority_class_name.as_deref(), Some("high"));
+    assert_eq!(
+        pod.topology_spread_constraints,
+        Some(vec![]),
+        "an empty list disables spreading"
+    );
+    let annotations = sts
+        .spec
+        .and_then(|s| s.template.metadata)
+        .and_then(|m| m.annotations)
+        .unwrap_or_default();
+    assert_eq!(
+        annotations.get("team").map(String::as_str),
+        Some("messaging")
+    );
+    assert_eq!(
+        annotations.get(CONFIG_HASH_ANNOTATION),
+        Some(&v.config_hash),
+        "the operator's hash wins over a user annotation"
+    );
+}
+
+#[test]
+fn storage_adds_a_claim_template_and_mount() {
+    let v = spec_cluster(BrokerClusterSpec {
+        storage: Some(StorageSpec {
+            size: "10Gi".into(),
+            storage_class_name: Some("fast".into()),
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    let sts = render(&v).statefulset;
+    let claims = sts
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_claim_templates.clone())
+        .unwrap_or_default();
+    assert_eq!(claims.len(), 1);
+    let claim = claims[0].spec.clone().unwrap_or_default();
+    assert_eq!(claim.storage_class_name.as_deref(), Some("fast"));
+    let size = claim
+        .resources
+        .and_then(|r| r.requests)
+        .and_then(|r| r.get("storage").map(|q| q.0.clone()));
+    assert_eq!(size.as_deref(), Some("10Gi"));
+    let mounted = broker(&sts)
+        .volume_mounts
+        .unwrap_or_default()
+        .iter()
+        .any(|m| m.name == "data" && m.mount_path == "/var/lib/starling");
+    assert!(mounted);
+}
+
+#[test]
+fn every_child_is_owned_labelled_and_namespaced() {
+    let v = cluster(Profile::Balanced, Tier::Medium, |_| {});
+    let c = render(&v);
+    let metas = [
+        &c.config_map.metadata,
+        &c.service_account.metadata,
+        &c.headless_service.metadata,
+        &c.client_service.metadata,
+        &c.statefulset.metadata,
+    ];
+    let pdb_meta = c.pdb.as_ref().map(|p| &p.metadata);
+    for m in metas.into_iter().chain(pdb_meta) {
+        assert_eq!(m.namespace.as_deref(), Some("messaging"));
+        assert_eq!(m.owner_references.as_ref().map(Vec::len), Some(1));
+        let owner = &m
+            .owner_references
+            .as_ref()
+            .map(|o| o[0].clone())
+            .unwrap_or_default();
+        assert_eq!(owner.kind, "BrokerCluster");
+        assert_eq!(owner.uid, "0000-uid");
+        assert_eq!(owner.controller, Some(true));
+        assert_eq!(
+            m.labels
+                .as_ref()
+                .and_then(|l| l.get("app.kubernetes.io/managed-by"))
+                .map(String::as_str),
+            Some("starling-operator")
+        );
+    }
+}
+
+#[test]
+fn the_pdb_is_unwanted_after_scaling_to_one() {
+    let three = cluster(Profile::Balanced, Tier::Medium, |_| {});
+    assert!(unwanted(&three, &render(&three)).is_empty());
+    let one = spec_cluster(BrokerClusterSpec {
+        tier: Tier::Medium,
+        replicas: Some(1),
+        ..BrokerClusterSpec::default()
+    });
+    assert_eq!(
+        unwanted(&one, &render(&one)),
+        vec![Unwanted {
+            kind: OptionalKind::PodDisruptionBudget,
+            name: "events".into()
+        }]
+    );
+}

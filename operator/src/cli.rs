@@ -1,0 +1,240 @@
+//! The `starling-operator` process: flags (each also readable from an environment variable) and
+//! the main loop: logs, metrics endpoint, leader election, controllers, graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+use tokio::sync::watch;
+
+use crate::controller::{self, Context};
+use crate::http::{self, Health};
+use crate::leader::{LeaderElector, LeaseConfig};
+use crate::metrics::Metrics;
+use crate::names::FIELD_MANAGER;
+use crate::telemetry::{self, LogFormat};
+use crate::validate::OperatorDefaults;
+
+/// The error of the process's main loop.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Broker image used when neither `spec.image` nor `--broker-image` is given.
+pub const DEFAULT_BROKER_IMAGE: &str = concat!("starling/broker:", env!("CARGO_PKG_VERSION"));
+
+/// Flags of the operator.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "starling-operator",
+    version,
+    about = "Reconciles BrokerCluster resources into Starling broker clusters"
+)]
+pub struct Args {
+    /// Namespaces to watch, comma-separated. Empty: every namespace.
+    #[arg(
+        long = "watch-namespaces",
+        env = "STARLING_OPERATOR_WATCH_NAMESPACES",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    pub namespaces: Vec<String>,
+    /// Broker image for clusters that do not set `spec.image`.
+    #[arg(long, env = "STARLING_OPERATOR_BROKER_IMAGE", default_value = DEFAULT_BROKER_IMAGE)]
+    pub broker_image: String,
+    /// Address of `/metrics`, `/healthz` and `/readyz`.
+    #[arg(
+        long,
+        env = "STARLING_OPERATOR_METRICS_ADDR",
+        default_value = "0.0.0.0:8080"
+    )]
+    pub metrics_addr: SocketAddr,
+    /// Elect a leader through a Lease so several replicas can run (`--leader-election=false`
+    /// to disable).
+    #[arg(long, env = "STARLING_OPERATOR_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_election: bool,
+    /// Name of the leader Lease.
+    #[arg(
+        long,
+        env = "STARLING_OPERATOR_LEASE_NAME",
+        default_value = "starling-operator"
+    )]
+    pub lease_name: String,
+    /// Namespace of the leader Lease. Default: the operator's own namespace.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// This replica's identity in the Lease. Default: the pod name.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// Log format.
+    #[arg(
+        long,
+        env = "STARLING_OPERATOR_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+    /// Log filter directive (`RUST_LOG` wins when set).
+    #[arg(
+        long,
+        env = "STARLING_OPERATOR_LOG_LEVEL",
+        default_value = "info,kube=warn"
+    )]
+    pub log_level: String,
+}
+
+impl Args {
+    /// Watched namespaces without blanks.
+    pub fn watch_namespaces(&self) -> Vec<String> {
+        self.namespaces
+            .iter()
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
+            .collect()
+    }
+}
+
+fn identity(args: &Args) -> String {
+    args.identity
+        .clone()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| format!("starling-operator-{}", std::process::id()))
+}
+
+async fn signals(tx: watch::Sender<bool>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    tracing::info!("shutting down");
+    let _ = tx.send(true);
+}
+
+/// Runs the operator until SIGTERM/SIGINT, or until leadership is lost (an error).
+pub async fn run(args: Args) -> Result<(), BoxError> {
+    telemetry::init(args.log_format, &args.log_level)?;
+    let metrics = Metrics::new()?;
+    let health = Arc::new(Health::default());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(signals(stop_tx.clone()));
+    let server = {
+        let (metrics, health, stop) = (metrics.clone(), health.clone(), stop_rx.clone());
+        let addr = args.metrics_addr;
+        tokio::spawn(async move {
+            if let Err(e) = http::serve(addr, metrics, health, stop).await {
+                tracing::error!(%addr, error = %e, "the metrics and health endpoint stopped");
+            }
+        })
+    };
+
+    let client = Client::try_default().await?;
+    let me = identity(&args);
+    let reporter = Reporter {
+        controller: FIELD_MANAGER.to_string(),
+        instance: Some(me.clone()),
+    };
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        Recorder::new(client.clone(), reporter),
+        metrics.clone(),
+        OperatorDefaults {
+            broker_image: args.broker_image.clone(),
+        },
+    ));
+    let namespaces = args.watch_namespaces();
+    health.set_ready(true);
+    tracing::info!(
+        namespaces = ?namespaces,
+        broker_image = %args.broker_image,
+        leader_election = args.leader_election,
+        "starling-operator starting"
+    );
+
+    let outcome = if args.leader_election {
+        let elector = LeaderElector::new(
+            client.clone(),
+            LeaseConfig {
+                name: args.lease_name.clone(),
+                namespace: args
+                    .lease_namespace
+                    .clone()
+                    .unwrap_or_else(|| client.default_namespace().to_string()),
+                identity: me,
+                lease_duration: Duration::from_secs(15),
+                renew_deadline: Duration::from_secs(10),
+                retry_period: Duration::from_secs(2),
+            },
+        );
+        let mut rx = stop_rx.clone();
+        if elector.acquire(&mut rx).await? {
+            tracing::info!("became leader");
+            metrics.leader.set(1);
+            let controllers = tokio::spawn(controller::run(ctx, namespaces, stop_rx.clone()));
+            let held = elector.hold(&mut rx).await;
+            metrics.leader.set(0);
+            if held.is_err() {
+                let _ = stop_tx.send(true);
+            }
+            let _ = controllers.await;
+            if held.is_ok()
+                && let Err(e) = elector.release().await
+            {
+                tracing::warn!(error = %e, "could not release the lease");
+            }
+            held.map_err(Into::into)
+        } else {
+            Ok(())
+        }
+    } else {
+        controller::run(ctx, namespaces, stop_rx.clone()).await;
+        Ok(())
+    };
+    let _ = stop_tx.send(true);
+    let _ = server.await;
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_parse_with_defaults_and_lists() {
+        let a = Args::try_parse_from(["starling-operator"]).map_err(|e| e.to_string());
+        let a = a.unwrap_or_else(|e| panic!("{e}"));
+        assert!(a.watch_namespaces().is_empty());
+        assert!(a.leader_election);
+        assert_eq!(a.broker_image, DEFAULT_BROKER_IMAGE);
+        let b = Args::try_parse_from([
+            "starling-operator",
+            "--watch-namespaces",
+            "a, b",
+            "--leader-election=false",
+            "--log-format",
+            "json",
+            "--broker-image",
+            "reg/starling:1",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(b.watch_namespaces(), vec!["a".to_string(), "b".to_string()]);
+        assert!(!b.leader_election);
+        assert_eq!(b.log_format, LogFormat::Json);
+        assert_eq!(b.broker_image, "reg/starling:1");
+    }
+}

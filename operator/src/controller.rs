@@ -1,0 +1,297 @@
+//! The controller: watches BrokerClusters and their children and runs one reconcile per change.
+//!
+//! A reconcile is: read the observed StatefulSet → [`validate`] → [`render`] → [`apply_children`]
+//! (skipped when paused or refused) → [`status::compute`] → write status if it changed →
+//! publish events. The logic worth testing lives in those pure steps; this file only wires
+//! them to the API server.
+//!
+//! Reconciles triggered by the operator's own status writes are filtered out: the BrokerCluster
+//! watch passes only generation changes (status writes never bump `metadata.generation`), and an
+//! unchanged status is never written. Failed reconciles are retried with exponential backoff
+//! per object; a refused spec is not a failure (it is reported as `Degraded`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, predicates, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use crate::apply::apply_children;
+use crate::build::{render, unwanted};
+use crate::crd::{BrokerCluster, BrokerClusterStatus};
+use crate::error::{Error, Result};
+use crate::events::{self, Planned};
+use crate::metrics::Metrics;
+use crate::names::{MANAGED_BY_SELECTOR, Names};
+use crate::status::{self, ConditionType, StatusInput};
+use crate::validate::{ObjectIdentity, OperatorDefaults, validate};
+
+/// Requeue interval of a cluster that is ready or refused (nothing will change by itself).
+pub const STEADY_REQUEUE: Duration = Duration::from_secs(300);
+/// Requeue interval while a rollout is in flight (watches usually trigger sooner).
+pub const PROGRESS_REQUEUE: Duration = Duration::from_secs(15);
+
+/// Shared state of every reconcile.
+pub struct Context {
+    /// API client.
+    pub client: Client,
+    /// Event recorder.
+    pub recorder: Recorder,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Operator-wide defaults.
+    pub defaults: OperatorDefaults,
+    failures: Mutex<HashMap<(String, String), u32>>,
+}
+
+impl Context {
+    /// Creates a context.
+    pub fn new(
+        client: Client,
+        recorder: Recorder,
+        metrics: Metrics,
+        defaults: OperatorDefaults,
+    ) -> Self {
+        Context {
+            client,
+            recorder,
+            metrics,
+            defaults,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn key(bc: &BrokerCluster) -> (String, String) {
+        (bc.namespace().unwrap_or_default(), bc.name_any())
+    }
+
+    fn record_failure(&self, bc: &BrokerCluster) -> u32 {
+        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let n = map.entry(Self::key(bc)).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    }
+
+    fn reset_failures(&self, bc: &BrokerCluster) {
+        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        map.remove(&Self::key(bc));
+    }
+}
+
+/// Delay before retry number `failures` (1-based): 5 s doubling up to 5 min.
+pub fn backoff_delay(failures: u32) -> Duration {
+    let exp = failures.saturating_sub(1).min(6);
+    Duration::from_secs(5u64 << exp).min(Duration::from_secs(300))
+}
+
+/// When to look again at a cluster whose status is `status`.
+pub fn requeue_after(status: &BrokerClusterStatus) -> Duration {
+    let ready =
+        status::find(Some(status), ConditionType::Ready).is_some_and(|c| c.status == "True");
+    let degraded =
+        status::find(Some(status), ConditionType::Degraded).is_some_and(|c| c.status == "True");
+    if ready || degraded {
+        STEADY_REQUEUE
+    } else {
+        PROGRESS_REQUEUE
+    }
+}
+
+/// The reconcile entry point: times it, counts it and reports failures as Warning events.
+pub async fn reconcile(bc: Arc<BrokerCluster>, ctx: Arc<Context>) -> Result<Action> {
+    let timer = ctx.metrics.start();
+    let result = reconcile_cluster(&bc, &ctx).await;
+    match &result {
+        Ok(_) => {
+            ctx.reset_failures(&bc);
+            timer.finish(None);
+        }
+        Err(e) => {
+            timer.finish(Some(e.metric_label()));
+            tracing::warn!(cluster = %bc.name_any(), error = %e, "reconcile failed");
+            publish(&ctx, &bc, &events::for_error(e)).await;
+        }
+    }
+    result
+}
+
+/// Retries a failed reconcile with per-object exponential backoff.
+pub fn error_policy(bc: Arc<BrokerCluster>, _err: &Error, ctx: Arc<Context>) -> Action {
+    Action::requeue(backoff_delay(ctx.record_failure(&bc)))
+}
+
+async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> {
+    let id = ObjectIdentity::of(bc)?;
+    let names = Names::new(&id.name);
+    let namespace = id.namespace.clone();
+    let sts_api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &namespace);
+    let before = sts_api
+        .get_opt(&names.statefulset)
+        .await
+        .map_err(|e| Error::kube("get", "StatefulSet", &names.statefulset, e))?;
+
+    let validated = validate(bc, id, &ctx.defaults);
+    let mut planned: Vec<Planned> = Vec::new();
+    let mut observed = before.clone();
+    let mut apply_error = None;
+    match &validated {
+        Err(e) => {
+            ctx.metrics.spec_rejected(e.reason().as_str());
+            planned.extend(events::for_rejection(bc.status.as_ref(), e));
+        }
+        Ok(_) if bc.spec.paused => {}
+        Ok(v) => {
+            let children = render(v);
+            let stale = unwanted(v, &children);
+            match apply_children(&ctx.client, &children, &stale, &v.id.owner.uid).await {
+                Ok(applied) => {
+                    planned.extend(events::for_apply(before.as_ref(), v));
+                    observed = Some(applied);
+                }
+                Err(e) => apply_error = Some(e),
+            }
+        }
+    }
+
+    let new_status = status::compute(&StatusInput {
+        names: &names,
+        namespace: &namespace,
+        generation: bc.metadata.generation,
+        paused: bc.spec.paused,
+        desired: validated.as_ref(),
+        sts: observed.as_ref(),
+        previous: bc.status.as_ref(),
+        apply_error: apply_error.as_ref().map(ToString::to_string),
+        now: Time(Timestamp::now()),
+    });
+    if bc.status.as_ref() != Some(&new_status) {
+        write_status(ctx, &namespace, &names.cluster, &new_status).await?;
+    }
+    for p in &planned {
+        publish(ctx, bc, p).await;
+    }
+    match apply_error {
+        Some(e) => Err(e),
+        None => Ok(Action::requeue(requeue_after(&new_status))),
+    }
+}
+
+async fn write_status(
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+    status: &BrokerClusterStatus,
+) -> Result<()> {
+    let api: Api<BrokerCluster> = Api::namespaced(ctx.client.clone(), ns);
+    let body = serde_json::json!({ "status": status });
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .map(|_| ())
+        .map_err(|e| Error::kube("patch status", "BrokerCluster", name, e))
+}
+
+async fn publish(ctx: &Context, bc: &BrokerCluster, planned: &Planned) {
+    let reference = bc.object_ref(&());
+    if let Err(e) = ctx.recorder.publish(&planned.to_event(), &reference).await {
+        tracing::debug!(error = %e, reason = planned.reason, "could not publish event");
+    }
+}
+
+fn scoped<K>(client: &Client, ns: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// A controller for one watch scope (a namespace, or all namespaces) and its cache.
+pub fn controller_for(
+    client: &Client,
+    ns: Option<&str>,
+) -> (Controller<BrokerCluster>, Store<BrokerCluster>) {
+    let (reader, writer) = reflector::store();
+    let clusters = watcher(
+        scoped::<BrokerCluster>(client, ns),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(predicates::generation, PredicateConfig::default());
+    let children = watcher::Config::default().labels(MANAGED_BY_SELECTOR);
+    let controller = Controller::for_stream(clusters, reader.clone())
+        .owns(scoped::<StatefulSet>(client, ns), children.clone())
+        .owns(scoped::<ConfigMap>(client, ns), children.clone())
+        .owns(scoped::<Service>(client, ns), children.clone())
+        .owns(scoped::<ServiceAccount>(client, ns), children.clone())
+        .owns(scoped::<PodDisruptionBudget>(client, ns), children);
+    (controller, reader)
+}
+
+async fn stopped(mut shutdown: watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
+/// Runs one controller per watch scope (every namespace when `namespaces` is empty) until
+/// `shutdown` turns true, keeping the managed-clusters gauge current.
+pub async fn run(ctx: Arc<Context>, namespaces: Vec<String>, shutdown: watch::Receiver<bool>) {
+    let scopes: Vec<Option<String>> = if namespaces.is_empty() {
+        vec![None]
+    } else {
+        namespaces.into_iter().map(Some).collect()
+    };
+    let mut stores = Vec::new();
+    let mut runs = Vec::new();
+    for scope in scopes {
+        let (controller, store) = controller_for(&ctx.client, scope.as_deref());
+        stores.push(store);
+        let run = controller
+            .graceful_shutdown_on(stopped(shutdown.clone()))
+            .run(reconcile, error_policy, ctx.clone())
+            .for_each(|res| async move {
+                match res {
+                    Ok((obj, _)) => tracing::debug!(cluster = %obj.name, "reconciled"),
+                    Err(e) => tracing::debug!(error = %e, "reconcile stream error"),
+                }
+            });
+        runs.push(run);
+    }
+    let metrics = ctx.metrics.clone();
+    let mut gauge_stop = shutdown.clone();
+    let gauge = async move {
+        loop {
+            let count: usize = stores.iter().map(|s| s.state().len()).sum();
+            metrics
+                .managed_clusters
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(10)) => {}
+                _ = gauge_stop.wait_for(|stop| *stop) => return,
+            }
+        }
+    };
+    futures::join!(futures::future::join_all(runs), gauge);
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,251 @@
+//! Controller tests. With no API server on this machine, `reconcile` runs against the
+//! in-process fake of [`crate::fake_api`]. The real-apiserver test comes with the e2e
+//! environment.
+
+use std::sync::{Arc, Mutex};
+
+use kube::runtime::events::{Recorder, Reporter};
+use serde_json::{Value, json};
+use starling_config::Tier;
+
+use super::*;
+use crate::build::fixtures::{broker_cluster, defaults};
+use crate::crd::BrokerClusterSpec;
+use crate::fake_api::{Fake, NS, fake_client};
+
+struct Harness {
+    fake: Arc<Mutex<Fake>>,
+    ctx: Arc<Context>,
+}
+
+impl Harness {
+    fn new(bc: &BrokerCluster) -> Self {
+        let mut fake = Fake::default();
+        let path = format!("/apis/starling.dev/v1alpha1{NS}brokerclusters/events");
+        fake.objects
+            .insert(path, serde_json::to_value(bc).unwrap_or_default());
+        let fake = Arc::new(Mutex::new(fake));
+        let client = fake_client(fake.clone());
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "starling-operator".into(),
+                instance: Some("test".into()),
+            },
+        );
+        let metrics = Metrics::new().unwrap_or_else(|e| panic!("{e}"));
+        let ctx = Arc::new(Context::new(client, recorder, metrics, defaults()));
+        Harness { fake, ctx }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Fake) -> R) -> R {
+        f(&mut self.fake.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    async fn reconcile(&self, bc: &BrokerCluster) -> Result<Action> {
+        reconcile(Arc::new(bc.clone()), self.ctx.clone()).await
+    }
+}
+
+fn cluster(spec: BrokerClusterSpec) -> BrokerCluster {
+    broker_cluster(spec)
+}
+
+fn condition(status: &Value, t: &str) -> (String, String) {
+    status["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == t))
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or("").to_string(),
+                c["reason"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .unwrap_or_default()
+}
+
+fn pair(a: &str, b: &str) -> (String, String) {
+    (a.to_string(), b.to_string())
+}
+
+#[tokio::test]
+async fn first_reconcile_applies_every_child_then_writes_status_and_an_event() {
+    let bc = cluster(BrokerClusterSpec {
+        tier: Tier::Medium,
+        ..BrokerClusterSpec::default()
+    });
+    let h = Harness::new(&bc);
+    let action = h.reconcile(&bc).await;
+    assert!(action.is_ok(), "{action:?}");
+    h.with(|f| {
+        assert_eq!(
+            f.paths("PATCH"),
+            vec![
+                "configmaps/events-config",
+                "serviceaccounts/events-broker",
+                "services/events-headless",
+                "services/events",
+                "poddisruptionbudgets/events",
+                "statefulsets/events",
+                "brokerclusters/events/status",
+            ]
+        );
+        for c in f
+            .calls
+            .iter()
+            .filter(|c| c.method == "PATCH" && !c.path.ends_with("/status"))
+        {
+            assert!(
+                c.query.contains("fieldManager=starling-operator"),
+                "{}",
+                c.query
+            );
+            assert!(c.query.contains("force=true"), "{}", c.query);
+            assert_eq!(c.body["metadata"]["ownerReferences"][0]["uid"], "0000-uid");
+        }
+        assert_eq!(f.paths("GET"), vec!["statefulsets/events"]);
+        let status = f.status_writes().pop().unwrap_or_default();
+        assert_eq!(condition(&status, "Degraded"), pair("False", "AsExpected"));
+        assert_eq!(condition(&status, "Progressing"), pair("True", "Creating"));
+        assert_eq!(status["tier"], "medium");
+        assert_eq!(
+            status["selector"],
+            "app.kubernetes.io/instance=events,app.kubernetes.io/name=starling-broker"
+        );
+        assert_eq!(f.event_reasons(), vec!["Created"]);
+    });
+}
+
+#[tokio::test]
+async fn an_unchanged_cluster_writes_nothing_new() {
+    let bc = cluster(BrokerClusterSpec::default());
+    let h = Harness::new(&bc);
+    assert!(h.reconcile(&bc).await.is_ok());
+    let status = h.with(|f| f.status_writes().pop().unwrap_or_default());
+    let mut again = bc.clone();
+    again.status = serde_json::from_value(status).ok();
+    h.with(|f| f.calls.clear());
+    assert!(h.reconcile(&again).await.is_ok());
+    h.with(|f| {
+        assert!(
+            f.status_writes().is_empty(),
+            "an identical status is not written again"
+        );
+        assert!(
+            f.event_reasons().is_empty(),
+            "nothing changed, nothing to announce"
+        );
+    });
+}
+
+#[tokio::test]
+async fn scaling_to_one_deletes_the_owned_pdb() {
+    let bc = cluster(BrokerClusterSpec {
+        tier: Tier::Medium,
+        replicas: Some(1),
+        ..BrokerClusterSpec::default()
+    });
+    let h = Harness::new(&bc);
+    let pdb = format!("/apis/policy/v1{NS}poddisruptionbudgets/events");
+    h.with(|f| {
+        f.objects.insert(
+            pdb.clone(),
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                   "metadata": {"name": "events", "namespace": "messaging",
+                                "ownerReferences": [{"apiVersion": "starling.dev/v1alpha1",
+                                    "kind": "BrokerCluster", "name": "events", "uid": "0000-uid",
+                                    "controller": true}]}}),
+        );
+    });
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| {
+        assert!(
+            !f.paths("PATCH")
+                .contains(&"poddisruptionbudgets/events".to_string())
+        );
+        assert_eq!(f.paths("DELETE"), vec!["poddisruptionbudgets/events"]);
+        assert!(!f.objects.contains_key(&pdb));
+    });
+}
+
+#[tokio::test]
+async fn a_pdb_owned_by_someone_else_is_left_alone() {
+    let bc = cluster(BrokerClusterSpec::default());
+    let h = Harness::new(&bc);
+    h.with(|f| {
+        f.objects.insert(
+            format!("/apis/policy/v1{NS}poddisruptionbudgets/events"),
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                   "metadata": {"name": "events", "namespace": "messaging"}}),
+        );
+    });
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| assert!(f.paths("DELETE").is_empty()));
+}
+
+#[tokio::test]
+async fn paused_clusters_only_get_status() {
+    let bc = cluster(BrokerClusterSpec {
+        paused: true,
+        ..BrokerClusterSpec::default()
+    });
+    let h = Harness::new(&bc);
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| {
+        assert_eq!(f.paths("PATCH"), vec!["brokerclusters/events/status"]);
+        let status = f.status_writes().pop().unwrap_or_default();
+        assert_eq!(condition(&status, "Progressing"), pair("False", "Paused"));
+    });
+}
+
+#[tokio::test]
+async fn a_refused_spec_is_reported_not_retried() {
+    let bc = cluster(BrokerClusterSpec {
+        replicas: Some(0),
+        ..BrokerClusterSpec::default()
+    });
+    let h = Harness::new(&bc);
+    let action = h.reconcile(&bc).await;
+    assert_eq!(action.ok(), Some(Action::requeue(STEADY_REQUEUE)));
+    h.with(|f| {
+        assert_eq!(f.paths("PATCH"), vec!["brokerclusters/events/status"]);
+        let status = f.status_writes().pop().unwrap_or_default();
+        assert_eq!(condition(&status, "Degraded"), pair("True", "InvalidSpec"));
+        assert_eq!(f.event_reasons(), vec!["SpecRejected"]);
+    });
+    assert!(
+        h.ctx
+            .metrics
+            .render()
+            .contains("starling_operator_spec_rejected_total{reason=\"InvalidSpec\"} 1")
+    );
+}
+
+#[tokio::test]
+async fn an_apply_failure_is_degraded_counted_and_retried() {
+    let bc = cluster(BrokerClusterSpec::default());
+    let h = Harness::new(&bc);
+    h.with(|f| f.fail = Some(("PATCH", "statefulsets/events", 403)));
+    let result = h.reconcile(&bc).await;
+    let label = result.as_ref().err().map(Error::metric_label);
+    assert_eq!(label, Some("forbidden"));
+    h.with(|f| {
+        let status = f.status_writes().pop().unwrap_or_default();
+        assert_eq!(condition(&status, "Degraded"), pair("True", "ApplyFailed"));
+        assert_eq!(f.event_reasons(), vec!["ReconcileFailed"]);
+    });
+    let metrics = h.ctx.metrics.render();
+    assert!(metrics.contains("starling_operator_reconcile_errors_total{reason=\"forbidden\"} 1"));
+    let bc = Arc::new(bc);
+    let first = error_policy(bc.clone(), &Error::MissingObjectField("x"), h.ctx.clone());
+    let second = error_policy(bc, &Error::MissingObjectField("x"), h.ctx.clone());
+    assert_eq!(first, Action::requeue(backoff_delay(1)));
+    assert_eq!(second, Action::requeue(backoff_delay(2)));
+}
+
+#[test]
+fn backoff_doubles_to_a_cap() {
+    let secs: Vec<u64> = (1..=9).map(|n| backoff_delay(n).as_secs()).collect();
+    assert_eq!(secs, vec![5, 10, 20, 40, 80, 160, 300, 300, 300]);
+    assert_eq!(backoff_delay(0).as_secs(), 5);
+}

@@ -1,0 +1,238 @@
+//! The `BrokerCluster` custom resource (`starling.dev/v1alpha1`): spec types, the derived CRD and
+//! the admission rules attached to it.
+//!
+//! The tier, profile and broker knob types come from `starling-config`; this module only adds the
+//! Kubernetes-facing shape around them. Submodules:
+//! - [`status`]: the status block the operator writes;
+//! - [`rules`]: helpers that attach CEL `x-kubernetes-validations` to generated schemas;
+//! - [`config_rules`]: the schema and admission rules of `spec.config` (the broker knobs).
+
+pub mod config_rules;
+pub mod rules;
+pub mod status;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Affinity, Toleration, TopologySpreadConstraint};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{CustomResource, CustomResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use starling_config::{ConfigOverrides, Profile, Tier};
+
+pub use status::{BrokerClusterStatus, Endpoints};
+
+/// API group of the custom resource.
+pub const GROUP: &str = "starling.dev";
+/// Longest accepted BrokerCluster name: the StatefulSet's revision label (`<name>-<10 chars>`)
+/// must stay within the 63-character label limit.
+pub const MAX_NAME_LEN: usize = 52;
+
+/// Desired state of a Starling broker cluster.
+// clippy mistakes the repeated `type_ = ...` of the printcolumn arguments for duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "starling.dev",
+    version = "v1alpha1",
+    kind = "BrokerCluster",
+    namespaced,
+    shortname = "bc",
+    category = "starling",
+    status = "BrokerClusterStatus",
+    derive = "PartialEq",
+    doc = "A Starling QUIC message broker cluster, sized by a tier and tuned by a performance profile.",
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn(
+        name = "Tier",
+        type_ = "string",
+        json_path = ".status.tier",
+        description = "Tier currently deployed"
+    ),
+    printcolumn(
+        name = "Profile",
+        type_ = "string",
+        json_path = ".status.profile",
+        description = "Performance profile currently deployed"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.ready",
+        description = "Ready brokers out of desired"
+    ),
+    printcolumn(
+        name = "Status",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason",
+        description = "Reason of the Ready condition"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = rules::spec_rules)]
+pub struct BrokerClusterSpec {
+    /// Deployment tier: `small`, `medium` or `large`. Sets the default replica count, each
+    /// broker's CPU and memory, and the capacity-bound knobs (queues, lanes, cache size).
+    #[serde(default)]
+    pub tier: Tier,
+    /// Performance profile: `balanced`, `latency` or `throughput`. Sets batching, flow-control
+    /// windows and acknowledgement behaviour.
+    #[serde(default)]
+    pub profile: Profile,
+    /// Number of brokers. Unset: the tier's default. Scaling never restarts running brokers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = rules::replicas_rules)]
+    pub replicas: Option<i32>,
+    /// Explicit broker knob overrides, using the broker config file's knob names. Set knobs
+    /// replace the profile and tier values. `quic_listen`, `http_listen`, `tls_cert_file` and
+    /// `tls_key_file` are managed by the operator and refused here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "config_rules::config_schema")]
+    pub config: Option<ConfigOverrides>,
+    /// Per-broker CPU and memory requests and limits. Set values replace the tier's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceOverrides>,
+    /// A persistent volume per broker, mounted at `/var/lib/starling` (reserved for durable
+    /// topics). Cannot be added, changed or removed after creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageSpec>,
+    /// QUIC TLS. Unset: every broker generates a self-signed certificate at start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
+    /// Broker container image. Unset: the operator's default image (`--broker-image`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = rules::image_rules)]
+    pub image: Option<String>,
+    /// Scheduling and pod metadata overrides for the broker pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_template: Option<PodTemplateOverrides>,
+    /// Tier autoscaling bounds. Accepted and validated now; acted upon by the autoscaler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<AutoscalingSpec>,
+    /// When true the operator stops changing the cluster's objects but keeps reporting status.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+/// CPU and memory, each optional.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CpuMemory {
+    /// CPU quantity, e.g. `"2"` or `"500m"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = rules::quantity_rules)]
+    pub cpu: Option<String>,
+    /// Memory quantity, e.g. `"4Gi"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = rules::quantity_rules)]
+    pub memory: Option<String>,
+}
+
+/// Resource overrides of one broker container.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceOverrides {
+    /// Requests that replace the tier's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<CpuMemory>,
+    /// Limits that replace the tier's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<CpuMemory>,
+}
+
+/// A persistent volume claim template for every broker.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageSpec {
+    /// Volume size, e.g. `"10Gi"`.
+    #[schemars(transform = rules::quantity_rules)]
+    pub size: String,
+    /// StorageClass of the volumes. Unset: the cluster's default class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+/// TLS material for the QUIC listener.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsSpec {
+    /// Name of a Secret in the cluster's namespace holding `tls.crt` and `tls.key` (the layout
+    /// cert-manager writes). Changing it rolls the brokers.
+    #[schemars(transform = rules::secret_name_rules)]
+    pub secret_name: String,
+}
+
+/// Scheduling and metadata overrides applied to the broker pod template.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodTemplateOverrides {
+    /// Node labels a broker node must have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// Tolerations of the broker pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+    /// Affinity rules of the broker pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    /// Topology spread constraints. Unset: brokers spread across nodes
+    /// (`kubernetes.io/hostname`, maxSkew 1, ScheduleAnyway). An empty list disables spreading.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
+    /// PriorityClass of the broker pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+    /// Extra pod annotations. `starling.dev/config-hash` is reserved for the operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<BTreeMap<String, String>>,
+}
+
+/// Bounds for the tier autoscaler.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = rules::autoscaling_rules)]
+pub struct AutoscalingSpec {
+    /// Whether the autoscaler may change the cluster's tier.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Smallest tier the autoscaler may choose.
+    #[serde(default = "rules::smallest_tier")]
+    pub min_tier: Tier,
+    /// Largest tier the autoscaler may choose.
+    #[serde(default = "rules::largest_tier")]
+    pub max_tier: Tier,
+}
+
+/// The CRD as installed: the derived definition plus the rules on `metadata.name`, which the
+/// derive cannot attach to the root schema.
+pub fn crd() -> CustomResourceDefinition {
+    let mut crd = BrokerCluster::crd();
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            rules::add_root_rules(schema);
+        }
+    }
+    crd
+}
+
+/// The CRD as YAML, exactly what `crdgen` prints and `crds/brokercluster.yaml` holds.
+pub fn crd_yaml() -> String {
+    let body = serde_yaml::to_string(&crd()).unwrap_or_default();
+    format!("# Generated by `cargo run -p starling-operator --bin crdgen`; do not edit.\n{body}")
+}
+
+#[cfg(test)]
+mod tests;

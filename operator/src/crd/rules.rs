@@ -1,0 +1,147 @@
+//! CEL admission rules (`x-kubernetes-validations`) attached to the generated CRD schema.
+//!
+//! Each rule carries a message written for the person who typed the object. Rules that depend
+//! on the shared tables (tier order, profile and tier defaults) are generated from
+//! `starling-config`, never typed in by hand.
+
+use schemars::Schema;
+use serde_json::{Map, Value, json};
+use starling_config::Tier;
+
+use super::MAX_NAME_LEN;
+
+/// Appends one rule to a schema node.
+pub fn push_rule(schema: &mut Map<String, Value>, rule: &str, message: &str) {
+    let entry = json!({ "rule": rule, "message": message });
+    match schema.get_mut("x-kubernetes-validations") {
+        Some(Value::Array(list)) => list.push(entry),
+        _ => {
+            schema.insert("x-kubernetes-validations".into(), Value::Array(vec![entry]));
+        }
+    }
+}
+
+fn max_length(schema: &mut Schema, n: u64) {
+    if let Some(obj) = schema.as_object_mut() {
+        obj.insert("maxLength".into(), json!(n));
+    }
+}
+
+fn push(schema: &mut Schema, rule: &str, message: &str) {
+    if let Some(obj) = schema.as_object_mut() {
+        push_rule(obj, rule, message);
+    }
+}
+
+/// A CEL expression that reads an optional string field with its default.
+pub fn or_default(path: &str, field: &str, default: &str) -> String {
+    format!("(has({path}.{field}) ? {path}.{field} : '{default}')")
+}
+
+/// A CEL map literal from tier name to its rank in the tier ladder (generated from `Tier::ALL`).
+pub fn tier_rank_map() -> String {
+    let mut tiers: Vec<Tier> = Tier::ALL.to_vec();
+    tiers.sort();
+    let entries: Vec<String> = tiers
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("'{}': {i}", t.as_str()))
+        .collect();
+    format!("{{{}}}", entries.join(", "))
+}
+
+/// For an `Option<enum>` field: drops the enum type's own description so the field's doc
+/// comment survives kube's optional-enum rewrite (which would otherwise overwrite it).
+pub fn keep_field_description(schema: &mut Schema) {
+    if let Some(Value::Array(variants)) = schema.as_object_mut().and_then(|o| o.get_mut("anyOf")) {
+        for v in variants.iter_mut().filter_map(Value::as_object_mut) {
+            v.remove("description");
+        }
+    }
+}
+
+/// `spec.replicas`.
+pub fn replicas_rules(schema: &mut Schema) {
+    push(schema, "self >= 1", "replicas must be at least 1");
+}
+
+/// `spec.image`.
+pub fn image_rules(schema: &mut Schema) {
+    max_length(schema, 512);
+    push(schema, "size(self.trim()) > 0", "image must not be empty");
+}
+
+/// Every CPU, memory and volume size string.
+pub fn quantity_rules(schema: &mut Schema) {
+    max_length(schema, 64);
+    push(
+        schema,
+        "isQuantity(self)",
+        "must be a Kubernetes quantity such as 500m, 2, 512Mi or 4Gi",
+    );
+}
+
+/// `spec.tls.secretName`.
+pub fn secret_name_rules(schema: &mut Schema) {
+    max_length(schema, 253);
+    push(
+        schema,
+        "self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",
+        "secretName must be a Secret name: lowercase letters, digits, '-' and '.'",
+    );
+}
+
+/// `spec.autoscaling`: the tier bounds must be in order.
+pub fn autoscaling_rules(schema: &mut Schema) {
+    let ranks = tier_rank_map();
+    let lo = or_default("self", "minTier", smallest_tier().as_str());
+    let hi = or_default("self", "maxTier", largest_tier().as_str());
+    push(
+        schema,
+        &format!("{ranks}[{lo}] <= {ranks}[{hi}]"),
+        "autoscaling.minTier must not be a larger tier than autoscaling.maxTier",
+    );
+}
+
+/// Rules on the whole spec: storage immutability and the profile/tier-aware lane rule.
+pub fn spec_rules(schema: &mut Schema) {
+    push(
+        schema,
+        "has(self.storage) == has(oldSelf.storage) && (!has(self.storage) || self.storage == oldSelf.storage)",
+        "storage cannot be added, changed or removed after creation; create a new BrokerCluster instead",
+    );
+    let (rule, message) = super::config_rules::lanes_rule();
+    push(schema, &rule, &message);
+}
+
+/// Rules on the root object: the name must fit every object name derived from it.
+pub fn add_root_rules(
+    schema: &mut k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps,
+) {
+    let rule = format!(
+        "size(self.metadata.name) <= {MAX_NAME_LEN} && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')"
+    );
+    let message = format!(
+        "a BrokerCluster name must start with a letter, contain only lowercase letters, digits and '-', and be at most {MAX_NAME_LEN} characters"
+    );
+    let entry =
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::ValidationRule {
+            rule,
+            message: Some(message),
+            ..Default::default()
+        };
+    schema
+        .x_kubernetes_validations
+        .get_or_insert_with(Vec::new)
+        .push(entry);
+}
+
+/// The smallest tier of the ladder (the default of `autoscaling.minTier`).
+pub fn smallest_tier() -> Tier {
+    Tier::ALL.iter().copied().min().unwrap_or_default()
+}
+
+/// The largest tier of the ladder (the default of `autoscaling.maxTier`).
+pub fn largest_tier() -> Tier {
+    Tier::ALL.iter().copied().max().unwrap_or_default()
+}

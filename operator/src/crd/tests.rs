@@ -1,0 +1,561 @@
+//! CRD tests: the committed YAML matches the generated one, the schema is structural, and every
+//! CEL rule compiles and behaves as intended, evaluated offline with kube's CEL validator.
+//! Range and order rules are probed against `starling_config::resolve` at every bound.
+
+use kube::core::cel::{Validator, compile_schema};
+use serde_json::{Map, Value, json};
+use starling_config::{ConfigError, ConfigOverrides, KNOBS, Profile, Tier, compose, resolve};
+
+use super::config_rules::{
+    KnobRange, OPERATOR_MANAGED_KNOBS, knob_pairs, knob_ranges, pair_rule, range_rule,
+};
+use super::*;
+
+const REGENERATE: &str = "cargo run -p starling-operator --bin crdgen > crds/brokercluster.yaml";
+
+/// The CRD's schema exactly as installed.
+fn schema() -> Value {
+    let crd = serde_json::to_value(crd()).unwrap_or_default();
+    crd.pointer("/spec/versions/0/schema/openAPIV3Schema")
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Rewrites a rule for kube-cel 0.8, which escapes every `_` of a property name to `__`
+/// while the API server (`k8s.io/apiserver/pkg/cel/escaping.go`) escapes only `__`. The rules
+/// are written for the API server (`self.pub_queue_depth`); offline they must read
+/// `self.pub__queue__depth`. Only identifiers right after a `.` are property accesses.
+fn kube_cel_rule(rule: &str) -> String {
+    let mut out = String::with_capacity(rule.len() * 2);
+    let mut after_dot = false;
+    for c in rule.chars() {
+        if c == '_' && after_dot {
+            out.push_str("__");
+            continue;
+        }
+        after_dot = if c == '.' {
+            true
+        } else {
+            after_dot && (c.is_ascii_alphanumeric())
+        };
+        out.push(c);
+    }
+    out
+}
+
+fn kube_cel_compat(node: &mut Value) {
+    match node {
+        Value::Object(obj) => {
+            if let Some(Value::Array(rules)) = obj.get_mut("x-kubernetes-validations") {
+                for r in rules.iter_mut() {
+                    if let Some(Value::String(rule)) = r.get_mut("rule") {
+                        *rule = kube_cel_rule(rule);
+                    }
+                }
+            }
+            obj.values_mut().for_each(kube_cel_compat);
+        }
+        Value::Array(items) => items.iter_mut().for_each(kube_cel_compat),
+        _ => {}
+    }
+}
+
+/// The schema as kube-cel needs it to evaluate the rules like the API server does.
+fn cel_schema() -> Value {
+    let mut s = schema();
+    kube_cel_compat(&mut s);
+    s
+}
+
+fn object(name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "starling.dev/v1alpha1",
+        "kind": "BrokerCluster",
+        "metadata": { "name": name, "namespace": "messaging" },
+        "spec": spec,
+    })
+}
+
+/// Messages of every rule the object fails (empty: admitted).
+fn failures(obj: &Value, old: Option<&Value>) -> Vec<String> {
+    match Validator::new().validate(&cel_schema(), obj, old) {
+        Ok(()) => Vec::new(),
+        Err(errors) => errors.into_vec().into_iter().map(|e| e.message).collect(),
+    }
+}
+
+fn admit(spec: Value) -> Vec<String> {
+    failures(&object("events", spec), None)
+}
+
+#[test]
+fn committed_crd_matches_generated() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../crds/brokercluster.yaml");
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        committed == crd_yaml(),
+        "crds/brokercluster.yaml is out of date; regenerate it with `{REGENERATE}`"
+    );
+}
+
+#[test]
+fn names_columns_and_subresources() {
+    let c = crd();
+    assert_eq!(c.spec.group, GROUP);
+    assert_eq!(c.spec.names.kind, "BrokerCluster");
+    assert_eq!(c.spec.names.short_names, Some(vec!["bc".to_string()]));
+    assert_eq!(c.spec.scope, "Namespaced");
+    let v = &c.spec.versions[0];
+    assert_eq!(v.name, "v1alpha1");
+    let columns: Vec<&str> = v
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(columns, ["Tier", "Profile", "Ready", "Status", "Age"]);
+    let sub = v.subresources.as_ref();
+    assert!(sub.and_then(|s| s.status.as_ref()).is_some());
+    let scale = sub.and_then(|s| s.scale.as_ref());
+    assert_eq!(
+        scale.map(|s| s.spec_replicas_path.as_str()),
+        Some(".spec.replicas")
+    );
+    assert_eq!(
+        scale.map(|s| s.status_replicas_path.as_str()),
+        Some(".status.replicas")
+    );
+    assert_eq!(
+        scale.and_then(|s| s.label_selector_path.as_deref()),
+        Some(".status.selector")
+    );
+    let root = schema();
+    assert!(
+        root.pointer("/properties/status/properties/selector")
+            .is_some()
+    );
+    assert!(
+        root.pointer("/properties/status/properties/effectiveTier")
+            .is_some()
+    );
+    assert!(
+        root.pointer("/properties/status/properties/ready")
+            .is_some()
+    );
+}
+
+/// Structural-schema checks the API server applies, as far as they matter here.
+fn structural_problems(path: &str, node: &Value, out: &mut Vec<String>) {
+    let Some(obj) = node.as_object() else { return };
+    let int_or_string = obj.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
+    let preserve = obj.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+    if !obj.contains_key("type") && !int_or_string && !preserve {
+        out.push(format!("{path}: no type"));
+    }
+    if obj.contains_key("properties") && obj.contains_key("additionalProperties") {
+        out.push(format!(
+            "{path}: properties together with additionalProperties"
+        ));
+    }
+    for banned in [
+        "$ref",
+        "$schema",
+        "definitions",
+        "$defs",
+        "const",
+        "uniqueItems",
+    ] {
+        if obj.contains_key(banned) {
+            out.push(format!("{path}: {banned}"));
+        }
+    }
+    if let Some(Value::Array(types)) = obj.get("type") {
+        out.push(format!("{path}: type list {types:?}"));
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(items)) = obj.get(key) {
+            for (i, item) in items.iter().enumerate() {
+                if item.get("type").is_some() && !int_or_string {
+                    out.push(format!("{path}.{key}[{i}]: type inside {key}"));
+                }
+            }
+        }
+    }
+    if let Some(Value::Object(props)) = obj.get("properties") {
+        for (k, v) in props {
+            structural_problems(&format!("{path}.{k}"), v, out);
+        }
+    }
+    if let Some(items) = obj.get("items") {
+        structural_problems(&format!("{path}[]"), items, out);
+    }
+    if let Some(ap @ Value::Object(_)) = obj.get("additionalProperties") {
+        structural_problems(&format!("{path}{{}}"), ap, out);
+    }
+}
+
+#[test]
+fn schema_is_structural() {
+    let mut problems = Vec::new();
+    structural_problems("", &schema(), &mut problems);
+    assert!(problems.is_empty(), "{problems:#?}");
+    let config = schema()
+        .pointer("/properties/spec/properties/config")
+        .cloned()
+        .unwrap_or_default();
+    assert!(config.get("additionalProperties").is_none());
+    let knobs = config
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(Map::len)
+        .unwrap_or(0);
+    assert_eq!(knobs, KNOBS.len(), "every shared knob is in spec.config");
+}
+
+fn all_rules(node: &Value, out: &mut Vec<Value>) {
+    match node {
+        Value::Object(obj) => {
+            if let Some(Value::Array(rules)) = obj.get("x-kubernetes-validations") {
+                out.extend(rules.iter().cloned());
+            }
+            obj.values().for_each(|v| all_rules(v, out));
+        }
+        Value::Array(items) => items.iter().for_each(|v| all_rules(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_rule_compiles_and_has_a_message() {
+    let mut rules = Vec::new();
+    all_rules(&schema(), &mut rules);
+    assert!(
+        rules.len() > 25,
+        "expected many rules, found {}",
+        rules.len()
+    );
+    for r in &rules {
+        let message = r.get("message").and_then(Value::as_str).unwrap_or("");
+        assert!(message.len() > 10, "rule without a readable message: {r}");
+    }
+    fn walk(c: &kube::core::cel::CompiledSchema, errors: &mut Vec<String>) {
+        for v in &c.validations {
+            if let Err(e) = v {
+                errors.push(e.to_string());
+            }
+        }
+        c.properties.values().for_each(|p| walk(p, errors));
+        if let Some(items) = &c.items {
+            walk(items, errors);
+        }
+    }
+    let mut errors = Vec::new();
+    walk(&compile_schema(&schema()), &mut errors);
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+fn analyze(node: &Value, problems: &mut Vec<String>) {
+    use kube::core::cel::{ScopeContext, analyze_rule};
+    let Some(obj) = node.as_object() else { return };
+    if let Some(Value::Array(rules)) = obj.get("x-kubernetes-validations") {
+        let compiled = compile_schema(node);
+        for r in rules {
+            let rule = r.get("rule").and_then(Value::as_str).unwrap_or("");
+            for w in analyze_rule(rule, &compiled, ScopeContext::CrdValidation) {
+                problems.push(format!("{rule}: {}", w.message));
+            }
+        }
+    }
+    if let Some(Value::Object(props)) = obj.get("properties") {
+        props.values().for_each(|p| analyze(p, problems));
+    }
+}
+
+#[test]
+fn rules_stay_in_scope_and_within_the_cost_budget() {
+    let mut problems = Vec::new();
+    analyze(&schema(), &mut problems);
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn a_minimal_and_a_full_spec_are_admitted() {
+    assert_eq!(admit(json!({})), Vec::<String>::new());
+    let full = json!({
+        "tier": "medium",
+        "profile": "throughput",
+        "replicas": 4,
+        "config": { "pub_queue_depth": 2048, "ack_on_commit": true, "slow_subscriber_policy": "block",
+                    "subscriber_writer_lanes": 8, "event_stream_recv_window": 65536, "event_conn_recv_window": 131072 },
+        "resources": { "requests": { "cpu": "500m", "memory": "1Gi" }, "limits": { "cpu": "2", "memory": "2Gi" } },
+        "storage": { "size": "10Gi", "storageClassName": "fast" },
+        "tls": { "secretName": "events-tls" },
+        "image": "registry.example/starling-broker:1.0",
+        "podTemplate": { "nodeSelector": { "pool": "brokers" }, "priorityClassName": "high",
+                         "annotations": { "team": "messaging" } },
+        "autoscaling": { "enabled": true, "minTier": "small", "maxTier": "large" },
+        "paused": false
+    });
+    assert_eq!(admit(full), Vec::<String>::new());
+}
+
+fn assert_refused(spec: Value, expected: &str) {
+    let messages = admit(spec.clone());
+    assert!(
+        messages.iter().any(|m| m.contains(expected)),
+        "spec {spec} should be refused with `{expected}`, got {messages:?}"
+    );
+}
+
+#[test]
+fn admission_rules_refuse_with_readable_messages() {
+    assert_refused(json!({"replicas": 0}), "replicas must be at least 1");
+    assert_refused(
+        json!({"autoscaling": {"minTier": "large", "maxTier": "medium"}}),
+        "minTier must not be a larger tier than autoscaling.maxTier",
+    );
+    assert!(admit(json!({"autoscaling": {"minTier": "medium"}})).is_empty());
+    assert_refused(
+        json!({"config": {"quic_listen": "0.0.0.0:1"}}),
+        "set by the operator",
+    );
+    assert_refused(
+        json!({"config": {"tls_key_file": "/k"}}),
+        "use spec.tls.secretName",
+    );
+    assert_refused(
+        json!({"config": {"event_batch_max_delay_us": 5_000_000}}),
+        "config.event_batch_max_delay_us must be at most 1000000",
+    );
+    assert_refused(
+        json!({"config": {"keep_alive_interval_ms": 5000, "idle_timeout_ms": 5000}}),
+        "config.keep_alive_interval_ms must be less than config.idle_timeout_ms",
+    );
+    assert_refused(
+        json!({"resources": {"limits": {"memory": "lots"}}}),
+        "must be a Kubernetes quantity",
+    );
+    assert_refused(
+        json!({"tls": {"secretName": "Bad_Name"}}),
+        "secretName must be a Secret name",
+    );
+    assert_refused(json!({"image": " "}), "image must not be empty");
+    let bad_name = failures(&object("9lives", json!({})), None);
+    assert!(
+        bad_name
+            .iter()
+            .any(|m| m.contains("must start with a letter")),
+        "{bad_name:?}"
+    );
+    let long = "a".repeat(MAX_NAME_LEN + 1);
+    assert!(!failures(&object(&long, json!({})), None).is_empty());
+    assert!(failures(&object(&"a".repeat(MAX_NAME_LEN), json!({})), None).is_empty());
+}
+
+#[test]
+fn storage_is_immutable_after_creation() {
+    let with = object("events", json!({"storage": {"size": "10Gi"}}));
+    let bigger = object("events", json!({"storage": {"size": "20Gi"}}));
+    let without = object("events", json!({}));
+    let message = "storage cannot be added, changed or removed";
+    assert!(failures(&with, Some(&with)).is_empty());
+    for (new, old) in [(&bigger, &with), (&without, &with), (&with, &without)] {
+        let f = failures(new, Some(old));
+        assert!(f.iter().any(|m| m.contains(message)), "{f:?}");
+    }
+    assert!(
+        failures(&with, None).is_empty(),
+        "creation with storage is fine"
+    );
+}
+
+/// Field errors the shared validation reports for exactly `knob`.
+fn config_errors_on(knob: &str, overrides: &ConfigOverrides) -> Vec<String> {
+    match resolve(Profile::Balanced, None, overrides) {
+        Err(ConfigError::Invalid(errors)) => errors
+            .into_iter()
+            .filter(|e| e.field == knob)
+            .map(|e| e.to_string())
+            .collect(),
+        Err(other) => vec![other.to_string()],
+        Ok(_) => Vec::new(),
+    }
+}
+
+/// Overrides setting `knob = value`, with any paired knob set so the pair holds.
+fn probe_values(knob: &str, value: u64) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(knob.to_string(), json!(value));
+    for p in knob_pairs() {
+        if p.lhs == knob {
+            m.insert(
+                p.rhs.to_string(),
+                json!(if p.strict { value + 1 } else { value }),
+            );
+        } else if p.rhs == knob {
+            m.insert(
+                p.lhs.to_string(),
+                json!(if p.strict {
+                    value.saturating_sub(1)
+                } else {
+                    value
+                }),
+            );
+        }
+    }
+    m
+}
+
+fn probe(r: &KnobRange, value: u64) -> (Vec<String>, bool) {
+    let values = probe_values(r.knob, value);
+    let overrides: ConfigOverrides =
+        serde_json::from_value(Value::Object(values.clone())).unwrap_or_else(|e| panic!("{e}"));
+    let shared = config_errors_on(r.knob, &overrides);
+    let message = range_rule(r).map(|(_, m)| m).unwrap_or_default();
+    let cel = admit(json!({ "config": values })).contains(&message);
+    (shared, cel)
+}
+
+#[test]
+fn range_rules_match_the_shared_validation_at_every_bound() {
+    for r in knob_ranges() {
+        assert!(
+            KNOBS.iter().any(|k| k.name == r.knob),
+            "{} is not a knob",
+            r.knob
+        );
+        let mut probes = Vec::new();
+        if let Some(min) = r.min {
+            probes.push((min, true));
+            probes.push((min - 1, false));
+        }
+        if let Some(max) = r.max {
+            probes.push((max, true));
+            probes.push((max + 1, false));
+        }
+        for (value, ok) in probes {
+            let (shared, cel) = probe(&r, value);
+            assert_eq!(
+                shared.is_empty(),
+                ok,
+                "{} = {value}: shared validation says {shared:?}",
+                r.knob
+            );
+            assert_eq!(!cel, ok, "{} = {value}: admission disagrees", r.knob);
+        }
+    }
+}
+
+#[test]
+fn pair_rules_match_the_shared_validation() {
+    for p in knob_pairs() {
+        let rhs_value = compose(Profile::Balanced, None, &ConfigOverrides::default())
+            .knob_values()
+            .into_iter()
+            .find(|(n, _)| *n == p.rhs)
+            .and_then(|(_, v)| v.as_u64())
+            .unwrap_or(0);
+        let ok_lhs = if p.strict { rhs_value - 1 } else { rhs_value };
+        for (lhs, ok) in [(ok_lhs, true), (ok_lhs + 1, false)] {
+            let values = json!({ p.lhs: lhs, p.rhs: rhs_value });
+            let overrides: ConfigOverrides =
+                serde_json::from_value(values.clone()).unwrap_or_else(|e| panic!("{e}"));
+            let shared = config_errors_on(p.lhs, &overrides);
+            assert_eq!(shared.is_empty(), ok, "{values}: {shared:?}");
+            let message = pair_rule(&p).1;
+            let refused = admit(json!({ "config": values })).contains(&message);
+            assert_eq!(refused, !ok, "{values}: admission disagrees");
+        }
+    }
+}
+
+#[test]
+fn lane_rule_agrees_with_the_shared_validation_for_every_profile_and_tier() {
+    let validator = Validator::new();
+    let compiled = compile_schema(&cel_schema());
+    let options = [
+        None,
+        Some(1u32),
+        Some(2),
+        Some(4),
+        Some(8),
+        Some(9),
+        Some(16),
+        Some(64),
+    ];
+    for p in Profile::ALL {
+        for t in Tier::ALL {
+            for lanes in options {
+                for max in options {
+                    let mut config = Map::new();
+                    if let Some(l) = lanes {
+                        config.insert("subscriber_writer_lanes".into(), json!(l));
+                    }
+                    if let Some(m) = max {
+                        config.insert("max_subscriber_writer_lanes".into(), json!(m));
+                    }
+                    let overrides: ConfigOverrides =
+                        serde_json::from_value(Value::Object(config.clone())).unwrap_or_default();
+                    let shared_refuses = match resolve(*p, Some(*t), &overrides) {
+                        Err(ConfigError::Invalid(errs)) => errs.iter().any(|e| {
+                            e.field == "subscriber_writer_lanes"
+                                && e.reason.contains("max_subscriber_writer_lanes")
+                        }),
+                        _ => false,
+                    };
+                    let obj = object(
+                        "events",
+                        json!({ "profile": p.as_str(), "tier": t.as_str(), "config": config }),
+                    );
+                    let cel_refuses = match validator.validate_compiled(&compiled, &obj, None) {
+                        Ok(()) => false,
+                        Err(errs) => errs.into_vec().iter().any(|e| {
+                            e.message
+                                .contains("must not exceed config.max_subscriber_writer_lanes")
+                        }),
+                    };
+                    assert_eq!(
+                        cel_refuses, shared_refuses,
+                        "{p}/{t} lanes={lanes:?} max={max:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn operator_managed_knobs_are_shared_knobs() {
+    for k in OPERATOR_MANAGED_KNOBS {
+        assert!(KNOBS.iter().any(|d| d.name == *k), "{k}");
+    }
+}
+
+#[test]
+fn spec_round_trips_and_defaults_apply() {
+    let spec: BrokerClusterSpec =
+        serde_json::from_value(json!({})).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(spec.tier, Tier::default());
+    assert_eq!(spec.profile, Profile::default());
+    assert!(!spec.paused);
+    let a: AutoscalingSpec = serde_json::from_value(json!({"enabled": true})).unwrap_or_default();
+    assert_eq!((a.min_tier, a.max_tier), (Tier::Small, Tier::Large));
+    let text = serde_json::to_value(&spec).unwrap_or_default();
+    assert_eq!(
+        text,
+        json!({"tier": "small", "profile": "balanced", "paused": false})
+    );
+}
+
+#[test]
+fn kube_cel_rewrite_touches_only_property_names() {
+    assert_eq!(
+        kube_cel_rule("!has(self.pub_queue_depth) || self.pub_queue_depth >= 1"),
+        "!has(self.pub__queue__depth) || self.pub__queue__depth >= 1"
+    );
+    assert_eq!(
+        kube_cel_rule("{'a_b': 1}['a_b'] > 0"),
+        "{'a_b': 1}['a_b'] > 0"
+    );
+    assert_eq!(kube_cel_rule("self.metadata.name"), "self.metadata.name");
+}

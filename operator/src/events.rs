@@ -1,0 +1,161 @@
+//! Kubernetes Events: which ones a reconcile emits, decided by a pure function of what was
+//! observed before applying and what is about to be applied.
+//!
+//! - `Created` (Normal): the StatefulSet did not exist.
+//! - `ConfigRollout` (Normal): the config hash changes, so brokers are replaced one at a time.
+//! - `Scaled` (Normal): the desired broker count changes; no broker restarts.
+//! - `SpecRejected` (Warning): the spec was refused (emitted when the refusal changes).
+//! - `ReconcileFailed` (Warning): an API call failed; retried with backoff.
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use kube::runtime::events::{Event, EventType};
+
+use crate::crd::BrokerClusterStatus;
+use crate::names::CONFIG_HASH_ANNOTATION;
+use crate::status::{ConditionType, find};
+use crate::validate::{SpecError, ValidatedCluster};
+
+/// An event to publish on the BrokerCluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Planned {
+    /// Warning or Normal.
+    pub warning: bool,
+    /// CamelCase reason.
+    pub reason: &'static str,
+    /// What the operator did: `Create`, `Update`, `Scale`, `Validate`, `Reconcile`.
+    pub action: &'static str,
+    /// The human-readable note.
+    pub note: String,
+}
+
+impl Planned {
+    /// As a kube-runtime event.
+    pub fn to_event(&self) -> Event {
+        Event {
+            type_: if self.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: self.reason.to_string(),
+            note: Some(truncate(&self.note, MAX_NOTE_BYTES)),
+            action: self.action.to_string(),
+            secondary: None,
+        }
+    }
+}
+
+/// Every event reason with its type and meaning, for the docs.
+pub const EVENT_REASONS: &[(&str, &str, &str)] = &[
+    (
+        "Created",
+        "Normal",
+        "The StatefulSet did not exist and was created.",
+    ),
+    (
+        "ConfigRollout",
+        "Normal",
+        "The config hash changed (profile, tier, overrides or TLS secret); brokers are replaced one at a time.",
+    ),
+    (
+        "Scaled",
+        "Normal",
+        "The desired broker count changed; running brokers are not restarted.",
+    ),
+    (
+        "SpecRejected",
+        "Warning",
+        "The spec was refused; emitted when the refusal changes. The message names the field.",
+    ),
+    (
+        "ReconcileFailed",
+        "Warning",
+        "An API call failed; the operator retries with backoff (5 s doubling to 5 min).",
+    ),
+];
+
+/// The API server refuses event notes longer than this.
+pub const MAX_NOTE_BYTES: usize = 1024;
+
+/// Cuts `text` to at most `max` bytes on a character boundary.
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max.saturating_sub(3);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}
+
+/// Events for applying `v` over the StatefulSet observed before the apply.
+pub fn for_apply(before: Option<&StatefulSet>, v: &ValidatedCluster) -> Vec<Planned> {
+    let Some(sts) = before else {
+        return vec![Planned {
+            warning: false,
+            reason: "Created",
+            action: "Create",
+            note: format!(
+                "created StatefulSet {} with {} brokers ({} tier, {} profile)",
+                v.names.statefulset, v.replicas, v.tier, v.profile
+            ),
+        }];
+    };
+    let spec = sts.spec.as_ref();
+    let mut out = Vec::new();
+    let old_hash = spec
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.annotations.as_ref())
+        .and_then(|a| a.get(CONFIG_HASH_ANNOTATION));
+    if old_hash.is_some_and(|h| *h != v.config_hash) {
+        out.push(Planned {
+            warning: false,
+            reason: "ConfigRollout",
+            action: "Update",
+            note: format!(
+                "broker config changed ({} tier, {} profile); rolling brokers to config {}",
+                v.tier, v.profile, v.config_hash
+            ),
+        });
+    }
+    let old_replicas = spec.and_then(|s| s.replicas);
+    if let Some(old) = old_replicas
+        && old != v.replicas
+    {
+        out.push(Planned {
+            warning: false,
+            reason: "Scaled",
+            action: "Scale",
+            note: format!("scaled brokers from {old} to {}", v.replicas),
+        });
+    }
+    out
+}
+
+/// The warning for a refused spec, unless the stored status already reports the same refusal.
+pub fn for_rejection(previous: Option<&BrokerClusterStatus>, err: &SpecError) -> Option<Planned> {
+    let message = err.message();
+    let already = find(previous, ConditionType::Degraded).is_some_and(|c| {
+        c.status == "True" && c.reason == err.reason().as_str() && c.message == message
+    });
+    (!already).then_some(Planned {
+        warning: true,
+        reason: "SpecRejected",
+        action: "Validate",
+        note: message,
+    })
+}
+
+/// The warning for a failed reconcile.
+pub fn for_error(err: &crate::error::Error) -> Planned {
+    Planned {
+        warning: true,
+        reason: "ReconcileFailed",
+        action: "Reconcile",
+        note: err.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

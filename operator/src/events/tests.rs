@@ -1,0 +1,114 @@
+//! Event planning tests.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::StatefulSetSpec;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use starling_config::{Profile, Tier};
+
+use super::*;
+use crate::build::fixtures::{cluster, try_spec};
+use crate::crd::BrokerClusterSpec;
+
+fn observed(replicas: i32, hash: &str) -> StatefulSet {
+    StatefulSet {
+        spec: Some(StatefulSetSpec {
+            replicas: Some(replicas),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    annotations: Some(BTreeMap::from([(
+                        CONFIG_HASH_ANNOTATION.to_string(),
+                        hash.to_string(),
+                    )])),
+                    ..ObjectMeta::default()
+                }),
+                spec: None,
+            },
+            ..StatefulSetSpec::default()
+        }),
+        ..StatefulSet::default()
+    }
+}
+
+fn reasons(events: &[Planned]) -> Vec<&'static str> {
+    events.iter().map(|e| e.reason).collect()
+}
+
+#[test]
+fn create_rollout_and_scale() {
+    let v = cluster(Profile::Balanced, Tier::Medium, |_| {});
+    assert_eq!(reasons(&for_apply(None, &v)), vec!["Created"]);
+    assert!(for_apply(Some(&observed(3, &v.config_hash)), &v).is_empty());
+    assert_eq!(
+        reasons(&for_apply(Some(&observed(3, "old")), &v)),
+        vec!["ConfigRollout"]
+    );
+    let scaled = for_apply(Some(&observed(5, &v.config_hash)), &v);
+    assert_eq!(reasons(&scaled), vec!["Scaled"]);
+    assert_eq!(scaled[0].note, "scaled brokers from 5 to 3");
+    assert_eq!(
+        reasons(&for_apply(Some(&observed(1, "old")), &v)),
+        vec!["ConfigRollout", "Scaled"]
+    );
+    assert!(for_apply(None, &v).iter().all(|e| !e.warning));
+}
+
+#[test]
+fn a_rejection_is_announced_once() {
+    let err = match try_spec(BrokerClusterSpec {
+        replicas: Some(0),
+        ..BrokerClusterSpec::default()
+    }) {
+        Err(e) => e,
+        Ok(_) => panic!("must be refused"),
+    };
+    let first = for_rejection(None, &err);
+    assert_eq!(
+        first.as_ref().map(|e| (e.warning, e.reason)),
+        Some((true, "SpecRejected"))
+    );
+    let status = BrokerClusterStatus {
+        conditions: vec![Condition {
+            type_: "Degraded".into(),
+            status: "True".into(),
+            reason: err.reason().as_str().into(),
+            message: err.message(),
+            observed_generation: None,
+            last_transition_time: Time(Timestamp::UNIX_EPOCH),
+        }],
+        ..BrokerClusterStatus::default()
+    };
+    assert!(for_rejection(Some(&status), &err).is_none());
+}
+
+#[test]
+fn notes_are_cut_to_the_api_limit() {
+    let long = "é".repeat(2000);
+    let cut = truncate(&long, MAX_NOTE_BYTES);
+    assert!(cut.len() <= MAX_NOTE_BYTES && cut.ends_with("..."));
+    assert_eq!(truncate("short", MAX_NOTE_BYTES), "short");
+    let ev = Planned {
+        warning: true,
+        reason: "ReconcileFailed",
+        action: "Reconcile",
+        note: long,
+    }
+    .to_event();
+    assert!(ev.note.map(|n| n.len()).unwrap_or(0) <= MAX_NOTE_BYTES);
+    assert_eq!(ev.type_, EventType::Warning);
+}
+
+#[test]
+fn every_emitted_reason_is_documented() {
+    let documented: Vec<&str> = EVENT_REASONS.iter().map(|(r, _, _)| *r).collect();
+    let v = cluster(Profile::Balanced, Tier::Medium, |_| {});
+    let mut emitted = reasons(&for_apply(None, &v));
+    emitted.extend(reasons(&for_apply(Some(&observed(1, "old")), &v)));
+    emitted.push(for_error(&crate::error::Error::MissingObjectField("x")).reason);
+    for r in emitted {
+        assert!(documented.contains(&r), "{r}");
+    }
+    assert!(documented.contains(&"SpecRejected"));
+}

@@ -1,0 +1,148 @@
+//! A small in-process fake of the Kubernetes API for tests: it records every request, stores
+//! applied and created objects, and answers the calls the operator makes (GET, server-side apply
+//! PATCH, status PATCH, POST, PUT, DELETE) the way the API server would. Only compiled for tests.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use kube::Client;
+use kube::client::Body;
+use serde_json::{Value, json};
+
+/// The namespace part of every path in the tests.
+pub const NS: &str = "/namespaces/messaging/";
+
+/// One recorded request.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// HTTP method.
+    pub method: String,
+    /// URL path.
+    pub path: String,
+    /// URL query.
+    pub query: String,
+    /// JSON body (null when none).
+    pub body: Value,
+}
+
+/// The fake's state.
+#[derive(Default)]
+pub struct Fake {
+    /// Every request, in order.
+    pub calls: Vec<Call>,
+    /// Stored objects by path.
+    pub objects: HashMap<String, Value>,
+    /// (method, path suffix, HTTP code) to fail with.
+    pub fail: Option<(&'static str, &'static str, u16)>,
+}
+
+/// A `Status` error body.
+pub fn status_body(code: u16, reason: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": reason,
+           "reason": reason, "code": code})
+}
+
+impl Fake {
+    /// Records a request and answers it.
+    pub fn respond(&mut self, method: &str, path: &str, query: &str, body: Value) -> (u16, Value) {
+        self.calls.push(Call {
+            method: method.into(),
+            path: path.into(),
+            query: query.into(),
+            body: body.clone(),
+        });
+        if let Some((m, suffix, code)) = self.fail
+            && m == method
+            && path.ends_with(suffix)
+        {
+            return (code, status_body(code, "Forbidden"));
+        }
+        match method {
+            "GET" => match self.objects.get(path) {
+                Some(obj) => (200, obj.clone()),
+                None => (404, status_body(404, "NotFound")),
+            },
+            "PATCH" if path.ends_with("/status") => {
+                let owner = path.trim_end_matches("/status");
+                let mut obj = self.objects.get(owner).cloned().unwrap_or_default();
+                obj["status"] = body["status"].clone();
+                (200, obj)
+            }
+            "PATCH" => {
+                self.objects.insert(path.to_string(), body.clone());
+                (200, body)
+            }
+            "PUT" => {
+                self.objects.insert(path.to_string(), body.clone());
+                (200, body)
+            }
+            "POST" if !path.ends_with("/events") => {
+                let name = body["metadata"]["name"].as_str().unwrap_or("").to_string();
+                self.objects.insert(format!("{path}/{name}"), body.clone());
+                (201, body)
+            }
+            "DELETE" => {
+                self.objects.remove(path);
+                (200, status_body(200, "Success"))
+            }
+            _ => (201, body),
+        }
+    }
+
+    /// Paths (below the namespace) of the requests with `method`.
+    pub fn paths(&self, method: &str) -> Vec<String> {
+        self.calls
+            .iter()
+            .filter(|c| c.method == method)
+            .map(|c| c.path.rsplit(NS).next().unwrap_or("").to_string())
+            .collect()
+    }
+
+    /// Reasons of the Events created.
+    pub fn event_reasons(&self) -> Vec<String> {
+        self.calls
+            .iter()
+            .filter(|c| c.method == "POST" && c.path.ends_with("/events"))
+            .map(|c| c.body["reason"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    /// Bodies of the status patches.
+    pub fn status_writes(&self) -> Vec<Value> {
+        self.calls
+            .iter()
+            .filter(|c| c.method == "PATCH" && c.path.ends_with("/status"))
+            .map(|c| c.body["status"].clone())
+            .collect()
+    }
+}
+
+/// A kube client whose every request goes to `fake`.
+pub fn fake_client(fake: Arc<Mutex<Fake>>) -> Client {
+    let service = tower::service_fn(move |req: Request<Body>| {
+        let fake = fake.clone();
+        async move {
+            let (parts, body) = req.into_parts();
+            let bytes = body
+                .collect()
+                .await
+                .ok()
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let (code, out) = fake.lock().unwrap_or_else(|p| p.into_inner()).respond(
+                parts.method.as_str(),
+                parts.uri.path(),
+                parts.uri.query().unwrap_or(""),
+                json,
+            );
+            let mut resp = Response::new(Full::new(Bytes::from(out.to_string())));
+            *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
+    Client::new(service, "messaging")
+}

@@ -1,0 +1,137 @@
+//! Names, labels, annotations and paths shared by every rendered object.
+//!
+//! One BrokerCluster named `events` owns: StatefulSet `events`, client Service `events`,
+//! headless Service `events-headless`, ConfigMap `events-config`, ServiceAccount `events-broker`
+//! and (with more than one replica) PodDisruptionBudget `events`.
+
+use std::collections::BTreeMap;
+
+/// Server-side apply field manager, also the `app.kubernetes.io/managed-by` label value.
+pub const FIELD_MANAGER: &str = "starling-operator";
+/// Pod template annotation whose change rolls the brokers.
+pub const CONFIG_HASH_ANNOTATION: &str = "starling.dev/config-hash";
+/// Label holding the owning BrokerCluster's name.
+pub const CLUSTER_LABEL: &str = "starling.dev/cluster";
+/// `app.kubernetes.io/name` of every broker object.
+pub const APP_NAME: &str = "starling-broker";
+/// Label selecting the objects this operator manages (used to scope the child watches).
+pub const MANAGED_BY_SELECTOR: &str = "app.kubernetes.io/managed-by=starling-operator";
+
+/// Directory of the broker config inside the pod.
+pub const CONFIG_DIR: &str = "/etc/starling";
+/// File name of the broker config inside [`CONFIG_DIR`] and key in the ConfigMap.
+pub const CONFIG_FILE: &str = "broker.yaml";
+/// Directory of the TLS secret inside the pod.
+pub const TLS_DIR: &str = "/etc/starling/tls";
+/// Mount point of the optional data volume.
+pub const DATA_DIR: &str = "/var/lib/starling";
+/// Name of the QUIC port (UDP) on containers and Services.
+pub const QUIC_PORT_NAME: &str = "quic";
+/// Name of the HTTP port (TCP) on containers and Services.
+pub const HTTP_PORT_NAME: &str = "http";
+
+/// The names of every object one BrokerCluster owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    /// The BrokerCluster's own name.
+    pub cluster: String,
+    /// StatefulSet, client Service and PodDisruptionBudget.
+    pub statefulset: String,
+    /// Headless Service giving each broker a stable DNS name.
+    pub headless_service: String,
+    /// ClusterIP Service clients connect to.
+    pub client_service: String,
+    /// ConfigMap holding `broker.yaml`.
+    pub config_map: String,
+    /// ServiceAccount of the broker pods.
+    pub service_account: String,
+    /// PodDisruptionBudget.
+    pub pdb: String,
+}
+
+impl Names {
+    /// Names derived from a BrokerCluster name.
+    pub fn new(cluster: &str) -> Self {
+        Names {
+            cluster: cluster.to_string(),
+            statefulset: cluster.to_string(),
+            headless_service: format!("{cluster}-headless"),
+            client_service: cluster.to_string(),
+            config_map: format!("{cluster}-config"),
+            service_account: format!("{cluster}-broker"),
+            pdb: cluster.to_string(),
+        }
+    }
+
+    /// Labels that select the cluster's broker pods (immutable once the StatefulSet exists).
+    pub fn selector_labels(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("app.kubernetes.io/name".to_string(), APP_NAME.to_string()),
+            (
+                "app.kubernetes.io/instance".to_string(),
+                self.cluster.clone(),
+            ),
+        ])
+    }
+
+    /// The selector as a string, for the `/scale` subresource.
+    pub fn selector_string(&self) -> String {
+        self.selector_labels()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Labels on every owned object and on the broker pods.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        let mut labels = self.selector_labels();
+        labels.insert(
+            "app.kubernetes.io/managed-by".to_string(),
+            FIELD_MANAGER.to_string(),
+        );
+        labels.insert(
+            "app.kubernetes.io/component".to_string(),
+            "broker".to_string(),
+        );
+        labels.insert(
+            "app.kubernetes.io/part-of".to_string(),
+            "starling".to_string(),
+        );
+        labels.insert(CLUSTER_LABEL.to_string(), self.cluster.clone());
+        labels
+    }
+
+    /// DNS name of the client Service.
+    pub fn client_host(&self, namespace: &str) -> String {
+        format!("{}.{namespace}.svc", self.client_service)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_selector() {
+        let n = Names::new("events");
+        assert_eq!(n.headless_service, "events-headless");
+        assert_eq!(n.config_map, "events-config");
+        assert_eq!(
+            n.selector_string(),
+            "app.kubernetes.io/instance=events,app.kubernetes.io/name=starling-broker"
+        );
+        assert_eq!(n.client_host("msg"), "events.msg.svc");
+        let labels = n.labels();
+        assert!(MANAGED_BY_SELECTOR.starts_with("app.kubernetes.io/managed-by="));
+        assert_eq!(
+            labels
+                .get("app.kubernetes.io/managed-by")
+                .map(String::as_str),
+            Some(FIELD_MANAGER)
+        );
+        for (k, v) in n.selector_labels() {
+            assert_eq!(labels.get(&k), Some(&v));
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! Status: the conditions and counters written back to a BrokerCluster, computed from the
+//! validation outcome and the observed StatefulSet. Pure: the clock is passed in.
+//!
+//! `Ready` is true only when every desired broker is ready and running the current config hash.
+//! `Progressing` is true while brokers are being created, replaced or scaled. `Degraded` is true
+//! when the spec was refused or the children could not be applied.
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::crd::{BrokerClusterStatus, Endpoints};
+use crate::names::{CONFIG_HASH_ANNOTATION, Names};
+use crate::validate::{SpecError, ValidatedCluster};
+
+/// The three condition types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConditionType {
+    /// Every broker is ready with the current config.
+    Ready,
+    /// Brokers are being created, replaced or scaled.
+    Progressing,
+    /// Something needs a human: the spec was refused or the children could not be applied.
+    Degraded,
+}
+
+impl ConditionType {
+    /// Every type, in the order they are written.
+    pub const ALL: [ConditionType; 3] = [
+        ConditionType::Ready,
+        ConditionType::Progressing,
+        ConditionType::Degraded,
+    ];
+
+    /// The condition's `type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionType::Ready => "Ready",
+            ConditionType::Progressing => "Progressing",
+            ConditionType::Degraded => "Degraded",
+        }
+    }
+
+    /// What the condition means.
+    pub fn doc(self) -> &'static str {
+        match self {
+            ConditionType::Ready => {
+                "True when every desired broker is ready and running the current config hash."
+            }
+            ConditionType::Progressing => {
+                "True while brokers are being created, replaced with a new config or image, or scaled."
+            }
+            ConditionType::Degraded => {
+                "True when the spec was refused or the cluster's objects could not be applied; the reason says which."
+            }
+        }
+    }
+}
+
+macro_rules! reasons {
+    ($($variant:ident => $cond:ident, $status:literal, $doc:literal;)+) => {
+        /// Every condition reason the operator writes.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Reason { $(#[doc = $doc] $variant,)+ }
+
+        impl Reason {
+            /// Every reason, grouped by condition.
+            pub const ALL: &'static [Reason] = &[$(Reason::$variant),+];
+            /// The reason as written in the condition.
+            pub fn as_str(self) -> &'static str { match self { $(Reason::$variant => stringify!($variant)),+ } }
+            /// The condition this reason belongs to.
+            pub fn condition(self) -> ConditionType { match self { $(Reason::$variant => ConditionType::$cond),+ } }
+            /// The condition status that goes with this reason.
+            pub fn status(self) -> &'static str { match self { $(Reason::$variant => $status),+ } }
+            /// What the reason means.
+            pub fn doc(self) -> &'static str { match self { $(Reason::$variant => $doc),+ } }
+        }
+    };
+}
+
+reasons! {
+    AllReplicasReady => Ready, "True", "Every desired broker is ready with the current config hash.";
+    ReplicasNotReady => Ready, "False", "Brokers run the current config but some are not ready yet.";
+    RolloutInProgress => Ready, "False", "Some brokers still run an older config or image.";
+    NotCreated => Ready, "False", "The StatefulSet does not exist yet.";
+    SpecRejected => Ready, "False", "The spec was refused (see Degraded); running brokers keep their last applied config.";
+    Stable => Progressing, "False", "Nothing is changing.";
+    Creating => Progressing, "True", "The StatefulSet is being created or has not reported status yet.";
+    RollingOut => Progressing, "True", "Brokers are being replaced with a new config, image or pod template.";
+    Scaling => Progressing, "True", "The broker count is changing; running brokers are not restarted.";
+    Paused => Progressing, "False", "spec.paused is true: the operator does not change the cluster's objects.";
+    AsExpected => Degraded, "False", "The spec is valid and every object was applied.";
+    ManagedKnobSet => Degraded, "True", "spec.config sets a knob the operator owns (quic_listen, http_listen, tls_cert_file, tls_key_file).";
+    InvalidConfig => Degraded, "True", "The broker config resolved from profile, tier and spec.config was refused by the shared validation; the message names the knob.";
+    InvalidResources => Degraded, "True", "A CPU, memory or storage quantity does not parse, or a request exceeds its limit.";
+    InvalidName => Degraded, "True", "The BrokerCluster name cannot be used for the Services and StatefulSet derived from it.";
+    InvalidSpec => Degraded, "True", "Another spec field is out of range (replicas, autoscaling bounds, image).";
+    ApplyFailed => Degraded, "True", "The API server refused or failed to apply a child object; the operator retries with backoff.";
+}
+
+/// What the StatefulSet shows about the rollout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rollout {
+    /// No StatefulSet.
+    Missing,
+    /// The StatefulSet controller has not observed the latest spec yet.
+    Pending,
+    /// Some pods run an older template.
+    RollingOut,
+    /// The pod count differs from the desired count.
+    Scaling,
+    /// Every pod is current but not all are ready.
+    NotReady,
+    /// Every desired pod is ready and current.
+    Ready,
+}
+
+/// Reads the rollout state of `sts` against the desired replica count and config hash.
+pub fn rollout(sts: Option<&StatefulSet>, desired: i32, hash: Option<&str>) -> Rollout {
+    let Some(sts) = sts else {
+        return Rollout::Missing;
+    };
+    let Some(st) = sts.status.as_ref() else {
+        return Rollout::Pending;
+    };
+    if st.observed_generation.unwrap_or(0) < sts.metadata.generation.unwrap_or(0) {
+        return Rollout::Pending;
+    }
+    let template_hash = sts
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.annotations.as_ref())
+        .and_then(|a| a.get(CONFIG_HASH_ANNOTATION))
+        .map(String::as_str);
+    let revisions_differ = match (&st.current_revision, &st.update_revision) {
+        (Some(c), Some(u)) => c != u,
+        _ => false,
+    };
+    let updated = st.updated_replicas.unwrap_or(0);
+    if (hash.is_some() && template_hash != hash)
+        || revisions_differ
+        || updated < st.replicas.min(desired)
+    {
+        return Rollout::RollingOut;
+    }
+    if st.replicas != desired {
+        return Rollout::Scaling;
+    }
+    if st.ready_replicas.unwrap_or(0) < desired || updated < desired {
+        return Rollout::NotReady;
+    }
+    Rollout::Ready
+}
+
+/// Everything the status is computed from.
+#[derive(Debug, Clone)]
+pub struct StatusInput<'a> {
+    /// Child names.
+    pub names: &'a Names,
+    /// Namespace of the cluster.
+    pub namespace: &'a str,
+    /// `metadata.generation` of the BrokerCluster.
+    pub generation: Option<i64>,
+    /// `spec.paused`.
+    pub paused: bool,
+    /// The validation outcome.
+    pub desired: Result<&'a ValidatedCluster, &'a SpecError>,
+    /// The StatefulSet as last seen (after apply when applied).
+    pub sts: Option<&'a StatefulSet>,
+    /// The status currently stored, to keep transition times and values not re-derived here.
+    pub previous: Option<&'a BrokerClusterStatus>,
+    /// The apply error of this reconcile, if any.
+    pub apply_error: Option<String>,
+    /// The current time.
+    pub now: Time,
+}
+
+/// Computes the status to store.
+pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
+    let prev = input.previous.cloned().unwrap_or_default();
+    let st = input.sts.and_then(|s| s.status.as_ref());
+    let sts_replicas = input
+        .sts
+        .and_then(|s| s.spec.as_ref())
+        .and_then(|s| s.replicas);
+    let sts_hash = input
+        .sts
+        .and_then(|s| s.spec.as_ref())
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.annotations.as_ref())
+        .and_then(|a| a.get(CONFIG_HASH_ANNOTATION))
+        .cloned();
+
+    // Against what is the rollout judged? The validated cluster when it is applied; otherwise
+    // (paused or refused) the StatefulSet's own desired state.
+    let (desired_replicas, hash, applied) = match input.desired {
+        Ok(v) if !input.paused => (v.replicas, Some(v.config_hash.clone()), Some(v)),
+        _ => (sts_replicas.unwrap_or(0), sts_hash.clone(), None),
+    };
+    let state = rollout(input.sts, desired_replicas, hash.as_deref());
+    let ready_replicas = st.and_then(|s| s.ready_replicas).unwrap_or(0);
+
+    let (ready_reason, ready_msg) = match (input.desired, state) {
+        (Err(_), _) => (
+            Reason::SpecRejected,
+            "the spec was refused, see the Degraded condition".to_string(),
+        ),
+        (_, Rollout::Missing) => (
+            Reason::NotCreated,
+            "the StatefulSet does not exist".to_string(),
+        ),
+        (_, Rollout::Ready) => (
+            Reason::AllReplicasReady,
+            format!("{ready_replicas}/{desired_replicas} brokers ready"),
+        ),
+        (_, Rollout::RollingOut | Rollout::Pending) => (
+            Reason::RolloutInProgress,
+            format!("{ready_replicas}/{desired_replicas} brokers ready, rollout in progress"),
+        ),
+        (_, Rollout::Scaling | Rollout::NotReady) => (
+            Reason::ReplicasNotReady,
+            format!("{ready_replicas}/{desired_replicas} brokers ready"),
+        ),
+    };
+    let (prog_reason, prog_msg) = if input.paused {
+        let pending = matches!(input.desired, Ok(v) if sts_hash.as_deref() != Some(v.config_hash.as_str()) || sts_replicas != Some(v.replicas));
+        (
+            Reason::Paused,
+            if pending {
+                "paused; spec changes are applied when spec.paused is false".to_string()
+            } else {
+                "paused".to_string()
+            },
+        )
+    } else {
+        match state {
+            Rollout::Missing | Rollout::Pending if st.is_none() => {
+                (Reason::Creating, "creating the StatefulSet".to_string())
+            }
+            Rollout::RollingOut | Rollout::Pending => (
+                Reason::RollingOut,
+                format!(
+                    "{}/{desired_replicas} brokers updated",
+                    st.and_then(|s| s.updated_replicas).unwrap_or(0)
+                ),
+            ),
+            Rollout::Scaling => (
+                Reason::Scaling,
+                format!(
+                    "scaling from {} to {desired_replicas} brokers",
+                    st.map_or(0, |s| s.replicas)
+                ),
+            ),
+            Rollout::Missing | Rollout::NotReady | Rollout::Ready => {
+                (Reason::Stable, "no change in flight".to_string())
+            }
+        }
+    };
+    let (deg_reason, deg_msg) = match (input.desired, &input.apply_error) {
+        (Err(e), _) => (e.reason(), e.message()),
+        (Ok(_), Some(err)) => (Reason::ApplyFailed, err.clone()),
+        (Ok(_), None) => (Reason::AsExpected, "spec accepted and applied".to_string()),
+    };
+
+    let conditions = [
+        (ready_reason, ready_msg),
+        (prog_reason, prog_msg),
+        (deg_reason, deg_msg),
+    ]
+    .into_iter()
+    .map(|(reason, message)| condition(reason, message, input, &prev.conditions))
+    .collect();
+
+    BrokerClusterStatus {
+        observed_generation: input.generation,
+        conditions,
+        replicas: st.map_or(0, |s| s.replicas),
+        ready_replicas,
+        ready: Some(format!("{ready_replicas}/{desired_replicas}")),
+        tier: applied.map(|v| v.tier).or(prev.tier),
+        profile: applied.map(|v| v.profile).or(prev.profile),
+        effective_tier: prev.effective_tier,
+        config_hash: applied.map(|v| v.config_hash.clone()).or(sts_hash),
+        selector: Some(input.names.selector_string()),
+        endpoints: Some(Endpoints {
+            host: input.names.client_host(input.namespace),
+            quic_port: starling_config::DEFAULT_QUIC_PORT.into(),
+            http_port: starling_config::DEFAULT_HTTP_PORT.into(),
+        }),
+    }
+}
+
+/// Builds one condition, keeping the previous transition time when the status did not change.
+fn condition(
+    reason: Reason,
+    message: String,
+    input: &StatusInput<'_>,
+    previous: &[Condition],
+) -> Condition {
+    let type_ = reason.condition().as_str();
+    let status = reason.status();
+    let last_transition_time = previous
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map_or_else(|| input.now.clone(), |c| c.last_transition_time.clone());
+    Condition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: reason.as_str().to_string(),
+        message,
+        observed_generation: input.generation,
+        last_transition_time,
+    }
+}
+
+/// The condition of a type in a status, if present.
+pub fn find(status: Option<&BrokerClusterStatus>, t: ConditionType) -> Option<&Condition> {
+    status?.conditions.iter().find(|c| c.type_ == t.as_str())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,294 @@
+//! Status tests: conditions from observed StatefulSets in every rollout state.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{StatefulSetSpec, StatefulSetStatus};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use starling_config::{Profile, Tier};
+
+use super::*;
+use crate::build::fixtures::{cluster, try_spec};
+use crate::crd::BrokerClusterSpec;
+
+fn at(secs: i64) -> Time {
+    Time(Timestamp::from_second(1_700_000_000 + secs).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// A StatefulSet with `replicas` desired, `ready`/`updated` pods, the given template hash, and
+/// whether its controller has observed the latest generation.
+fn sts(
+    replicas: i32,
+    pods: i32,
+    ready: i32,
+    updated: i32,
+    hash: &str,
+    observed: bool,
+) -> StatefulSet {
+    StatefulSet {
+        metadata: ObjectMeta {
+            generation: Some(4),
+            ..ObjectMeta::default()
+        },
+        spec: Some(StatefulSetSpec {
+            replicas: Some(replicas),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    annotations: Some(BTreeMap::from([(
+                        CONFIG_HASH_ANNOTATION.to_string(),
+                        hash.to_string(),
+                    )])),
+                    ..ObjectMeta::default()
+                }),
+                spec: None,
+            },
+            ..StatefulSetSpec::default()
+        }),
+        status: Some(StatefulSetStatus {
+            observed_generation: Some(if observed { 4 } else { 3 }),
+            replicas: pods,
+            ready_replicas: Some(ready),
+            updated_replicas: Some(updated),
+            current_revision: Some("r1".into()),
+            update_revision: Some(if updated == pods { "r1" } else { "r2" }.into()),
+            ..StatefulSetStatus::default()
+        }),
+    }
+}
+
+fn compute_with(
+    v: &ValidatedCluster,
+    s: Option<&StatefulSet>,
+    paused: bool,
+    previous: Option<&BrokerClusterStatus>,
+    apply_error: Option<&str>,
+    now: Time,
+) -> BrokerClusterStatus {
+    compute(&StatusInput {
+        names: &v.names,
+        namespace: "messaging",
+        generation: Some(7),
+        paused,
+        desired: Ok(v),
+        sts: s,
+        previous,
+        apply_error: apply_error.map(str::to_string),
+        now,
+    })
+}
+
+fn reason(status: &BrokerClusterStatus, t: ConditionType) -> (String, String) {
+    find(Some(status), t)
+        .map(|c| (c.status.clone(), c.reason.clone()))
+        .unwrap_or_default()
+}
+
+fn r(status: &str, reason: Reason) -> (String, String) {
+    (status.to_string(), reason.as_str().to_string())
+}
+
+#[test]
+fn ready_only_when_every_replica_is_ready_with_the_current_hash() {
+    let v = cluster(Profile::Balanced, Tier::Medium, |_| {});
+    let h = v.config_hash.clone();
+    let cases = [
+        (
+            None,
+            r("False", Reason::NotCreated),
+            r("True", Reason::Creating),
+        ),
+        (
+            Some(sts(3, 3, 3, 3, &h, true)),
+            r("True", Reason::AllReplicasReady),
+            r("False", Reason::Stable),
+        ),
+        (
+            Some(sts(3, 3, 2, 3, &h, true)),
+            r("False", Reason::ReplicasNotReady),
+            r("False", Reason::Stable),
+        ),
+        (
+            Some(sts(3, 3, 3, 3, "old", true)),
+            r("False", Reason::RolloutInProgress),
+            r("True", Reason::RollingOut),
+        ),
+        (
+            Some(sts(3, 3, 3, 1, &h, true)),
+            r("False", Reason::RolloutInProgress),
+            r("True", Reason::RollingOut),
+        ),
+        (
+            Some(sts(3, 3, 3, 3, &h, false)),
+            r("False", Reason::RolloutInProgress),
+            r("True", Reason::RollingOut),
+        ),
+        (
+            Some(sts(3, 2, 2, 2, &h, true)),
+            r("False", Reason::ReplicasNotReady),
+            r("True", Reason::Scaling),
+        ),
+    ];
+    for (s, ready, progressing) in cases {
+        let status = compute_with(&v, s.as_ref(), false, None, None, at(0));
+        assert_eq!(reason(&status, ConditionType::Ready), ready, "{s:?}");
+        assert_eq!(
+            reason(&status, ConditionType::Progressing),
+            progressing,
+            "{s:?}"
+        );
+        assert_eq!(
+            reason(&status, ConditionType::Degraded),
+            r("False", Reason::AsExpected)
+        );
+    }
+}
+
+#[test]
+fn counters_selector_endpoints_and_rendered_values() {
+    let v = cluster(Profile::Latency, Tier::Medium, |_| {});
+    let s = sts(3, 3, 2, 3, &v.config_hash, true);
+    let status = compute_with(&v, Some(&s), false, None, None, at(0));
+    assert_eq!(status.replicas, 3);
+    assert_eq!(status.ready_replicas, 2);
+    assert_eq!(status.ready.as_deref(), Some("2/3"));
+    assert_eq!(status.observed_generation, Some(7));
+    assert_eq!(status.tier, Some(Tier::Medium));
+    assert_eq!(status.profile, Some(Profile::Latency));
+    assert_eq!(status.config_hash, Some(v.config_hash.clone()));
+    assert_eq!(status.selector, Some(v.names.selector_string()));
+    let ep = status.endpoints.unwrap_or_default();
+    assert_eq!(
+        (ep.host.as_str(), ep.quic_port, ep.http_port),
+        ("events.messaging.svc", 7400, 9400)
+    );
+    assert_eq!(status.conditions.len(), 3);
+    assert!(
+        status
+            .conditions
+            .iter()
+            .all(|c| c.observed_generation == Some(7))
+    );
+}
+
+#[test]
+fn paused_reports_status_without_judging_against_the_new_spec() {
+    let v = cluster(Profile::Balanced, Tier::Medium, |_| {});
+    let old = sts(3, 3, 3, 3, "old-hash", true);
+    let status = compute_with(&v, Some(&old), true, None, None, at(0));
+    assert_eq!(
+        reason(&status, ConditionType::Ready),
+        r("True", Reason::AllReplicasReady)
+    );
+    assert_eq!(
+        reason(&status, ConditionType::Progressing),
+        r("False", Reason::Paused)
+    );
+    let msg = find(Some(&status), ConditionType::Progressing).map(|c| c.message.clone());
+    assert!(
+        msg.unwrap_or_default()
+            .contains("applied when spec.paused is false")
+    );
+    assert_eq!(
+        status.config_hash.as_deref(),
+        Some("old-hash"),
+        "reports what runs"
+    );
+}
+
+#[test]
+fn refused_spec_is_degraded_and_keeps_the_last_rendered_values() {
+    let err = match try_spec(BrokerClusterSpec {
+        replicas: Some(0),
+        ..BrokerClusterSpec::default()
+    }) {
+        Err(e) => e,
+        Ok(_) => panic!("replicas 0 must be refused"),
+    };
+    let names = Names::new("events");
+    let previous = BrokerClusterStatus {
+        tier: Some(Tier::Small),
+        profile: Some(Profile::Balanced),
+        effective_tier: Some(Tier::Medium),
+        ..BrokerClusterStatus::default()
+    };
+    let s = sts(1, 1, 1, 1, "h1", true);
+    let status = compute(&StatusInput {
+        names: &names,
+        namespace: "messaging",
+        generation: Some(2),
+        paused: false,
+        desired: Err(&err),
+        sts: Some(&s),
+        previous: Some(&previous),
+        apply_error: None,
+        now: at(0),
+    });
+    assert_eq!(
+        reason(&status, ConditionType::Degraded),
+        r("True", Reason::InvalidSpec)
+    );
+    assert_eq!(
+        reason(&status, ConditionType::Ready),
+        r("False", Reason::SpecRejected)
+    );
+    let msg = find(Some(&status), ConditionType::Degraded).map(|c| c.message.clone());
+    assert!(
+        msg.unwrap_or_default()
+            .contains("replicas must be at least 1")
+    );
+    assert_eq!(status.tier, Some(Tier::Small));
+    assert_eq!(
+        status.effective_tier,
+        Some(Tier::Medium),
+        "owned by the autoscaler"
+    );
+    assert_eq!(status.config_hash.as_deref(), Some("h1"));
+}
+
+#[test]
+fn apply_failures_are_degraded() {
+    let v = cluster(Profile::Balanced, Tier::Small, |_| {});
+    let status = compute_with(
+        &v,
+        None,
+        false,
+        None,
+        Some("apply StatefulSet events: forbidden"),
+        at(0),
+    );
+    assert_eq!(
+        reason(&status, ConditionType::Degraded),
+        r("True", Reason::ApplyFailed)
+    );
+}
+
+#[test]
+fn transition_times_survive_unchanged_statuses() {
+    let v = cluster(Profile::Balanced, Tier::Small, |_| {});
+    let ready = sts(1, 1, 1, 1, &v.config_hash, true);
+    let first = compute_with(&v, Some(&ready), false, None, None, at(0));
+    let again = compute_with(&v, Some(&ready), false, Some(&first), None, at(60));
+    assert_eq!(
+        first, again,
+        "an unchanged status is equal, so it is not rewritten"
+    );
+    let not_ready = sts(1, 1, 0, 1, &v.config_hash, true);
+    let later = compute_with(&v, Some(&not_ready), false, Some(&again), None, at(120));
+    let t = |s: &BrokerClusterStatus, c| find(Some(s), c).map(|c| c.last_transition_time.clone());
+    assert_eq!(t(&later, ConditionType::Ready), Some(at(120)));
+    assert_eq!(t(&later, ConditionType::Degraded), Some(at(0)));
+}
+
+#[test]
+fn every_reason_belongs_to_one_condition_with_a_fixed_status() {
+    for c in ConditionType::ALL {
+        let reasons: Vec<&Reason> = Reason::ALL.iter().filter(|r| r.condition() == c).collect();
+        assert!(reasons.iter().any(|r| r.status() == "True"), "{c:?}");
+        assert!(reasons.iter().any(|r| r.status() == "False"), "{c:?}");
+    }
+    for r in Reason::ALL {
+        assert!(!r.doc().is_empty());
+        assert!(r.as_str().chars().all(|c| c.is_ascii_alphanumeric()));
+    }
+}

@@ -1,0 +1,348 @@
+//! Validate: a raw `BrokerCluster` becomes a [`ValidatedCluster`] or a [`SpecError`].
+//!
+//! This is the only place that reads the spec. Everything downstream (the builders, status,
+//! events) works from the validated value, in which the effective tier is chosen, the broker
+//! config is resolved by `starling-config` with the operator-owned knobs forced, and resources
+//! are the tier's with the overrides on top. Pure: no I/O.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::{Resource, ResourceExt};
+use starling_config::{BrokerConfig, ConfigOverrides, Profile, Tier, resolve};
+
+use crate::build::config_hash;
+use crate::crd::config_rules::OPERATOR_MANAGED_KNOBS;
+use crate::crd::{
+    BrokerCluster, BrokerClusterSpec, BrokerClusterStatus, MAX_NAME_LEN, PodTemplateOverrides,
+    StorageSpec,
+};
+use crate::error::Error;
+use crate::names::{CONFIG_DIR, CONFIG_FILE, Names, TLS_DIR};
+use crate::quantity::parse_nanos;
+use crate::status::Reason;
+
+/// Settings the operator process supplies to every cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorDefaults {
+    /// Broker image used when `spec.image` is unset.
+    pub broker_image: String,
+}
+
+/// Where an object lives and who owns its children: read from API-server metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectIdentity {
+    /// BrokerCluster name.
+    pub name: String,
+    /// BrokerCluster namespace.
+    pub namespace: String,
+    /// Controller owner reference placed on every child.
+    pub owner: OwnerReference,
+}
+
+impl ObjectIdentity {
+    /// Reads the identity of a BrokerCluster; fails when the API server left a field out.
+    pub fn of(bc: &BrokerCluster) -> Result<Self, Error> {
+        let namespace = bc
+            .namespace()
+            .ok_or(Error::MissingObjectField("metadata.namespace"))?;
+        let owner = bc
+            .controller_owner_ref(&())
+            .ok_or(Error::MissingObjectField("metadata.uid"))?;
+        Ok(ObjectIdentity {
+            name: bc.name_any(),
+            namespace,
+            owner,
+        })
+    }
+}
+
+/// CPU and memory quantities, all set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuMemory {
+    /// CPU quantity.
+    pub cpu: String,
+    /// Memory quantity.
+    pub memory: String,
+}
+
+/// Effective container resources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resources {
+    /// Requests.
+    pub requests: CpuMemory,
+    /// Limits.
+    pub limits: CpuMemory,
+}
+
+/// A BrokerCluster whose spec has been checked and resolved. Builders take only this.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidatedCluster {
+    /// Name, namespace and owner reference.
+    pub id: ObjectIdentity,
+    /// Names of the children.
+    pub names: Names,
+    /// The tier rendered (see [`effective_tier`]).
+    pub tier: Tier,
+    /// The profile rendered.
+    pub profile: Profile,
+    /// Desired broker count.
+    pub replicas: i32,
+    /// The resolved broker config.
+    pub config: BrokerConfig,
+    /// `config.to_yaml()`: the exact text of `broker.yaml`.
+    pub config_yaml: String,
+    /// Hash of the config text and TLS secret name; never of the replica count.
+    pub config_hash: String,
+    /// Container resources.
+    pub resources: Resources,
+    /// Broker image.
+    pub image: String,
+    /// TLS secret, when set.
+    pub tls_secret: Option<String>,
+    /// Data volume, when set.
+    pub storage: Option<StorageSpec>,
+    /// Scheduling and metadata overrides.
+    pub pod: PodTemplateOverrides,
+}
+
+/// One thing wrong with a spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The `Degraded` reason it maps to.
+    pub reason: Reason,
+    /// What is wrong, naming the field.
+    pub message: String,
+}
+
+/// Why a spec was refused: every problem found, in field order.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.message())]
+pub struct SpecError {
+    /// The problems; never empty.
+    pub problems: Vec<Problem>,
+}
+
+impl SpecError {
+    /// The `Degraded` reason: the first problem's.
+    pub fn reason(&self) -> Reason {
+        self.problems
+            .first()
+            .map_or(Reason::InvalidSpec, |p| p.reason)
+    }
+
+    /// All problems on one line.
+    pub fn message(&self) -> String {
+        self.problems
+            .iter()
+            .map(|p| p.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// The tier to render. The autoscaler will choose within `spec.autoscaling`'s bounds and record
+/// its choice in `status.effectiveTier`; until then this is `spec.tier`.
+pub fn effective_tier(spec: &BrokerClusterSpec, _status: Option<&BrokerClusterStatus>) -> Tier {
+    spec.tier
+}
+
+/// Checks and resolves a BrokerCluster.
+pub fn validate(
+    bc: &BrokerCluster,
+    id: ObjectIdentity,
+    defaults: &OperatorDefaults,
+) -> Result<ValidatedCluster, SpecError> {
+    let spec = &bc.spec;
+    let mut problems = Vec::new();
+    let mut problem = |reason, message: String| problems.push(Problem { reason, message });
+
+    if !valid_cluster_name(&id.name) {
+        problem(
+            Reason::InvalidName,
+            format!(
+                "name `{}` must start with a letter, contain only lowercase letters, digits and '-', and be at most {MAX_NAME_LEN} characters",
+                id.name
+            ),
+        );
+    }
+    let tier = effective_tier(spec, bc.status.as_ref());
+    let replicas = spec
+        .replicas
+        .unwrap_or_else(|| i32::try_from(tier.sizing().replicas).unwrap_or(i32::MAX));
+    if replicas < 1 {
+        problem(
+            Reason::InvalidSpec,
+            format!("replicas must be at least 1, got {replicas}"),
+        );
+    }
+    if let Some(a) = &spec.autoscaling
+        && a.min_tier > a.max_tier
+    {
+        problem(
+            Reason::InvalidSpec,
+            format!(
+                "autoscaling.minTier ({}) must not be a larger tier than autoscaling.maxTier ({})",
+                a.min_tier, a.max_tier
+            ),
+        );
+    }
+    let image = spec
+        .image
+        .clone()
+        .unwrap_or_else(|| defaults.broker_image.clone());
+    if image.trim().is_empty() {
+        problem(Reason::InvalidSpec, "image must not be empty".to_string());
+    }
+    let resources = match effective_resources(spec, tier) {
+        Ok(r) => Some(r),
+        Err(messages) => {
+            for m in messages {
+                problem(Reason::InvalidResources, m);
+            }
+            None
+        }
+    };
+    let tls_secret = spec.tls.as_ref().map(|t| t.secret_name.clone());
+    let config = match broker_config(spec, tier, tls_secret.is_some()) {
+        Ok(c) => Some(c),
+        Err(p) => {
+            problems.push(p);
+            None
+        }
+    };
+    match (config, resources) {
+        (Some(config), Some(resources)) if problems.is_empty() => {
+            let config_yaml = config.to_yaml();
+            let config_hash = config_hash(&config_yaml, tls_secret.as_deref());
+            Ok(ValidatedCluster {
+                names: Names::new(&id.name),
+                id,
+                tier,
+                profile: spec.profile,
+                replicas,
+                config,
+                config_yaml,
+                config_hash,
+                resources,
+                image,
+                tls_secret,
+                storage: spec.storage.clone(),
+                pod: spec.pod_template.clone().unwrap_or_default(),
+            })
+        }
+        _ => Err(SpecError { problems }),
+    }
+}
+
+/// Whether a BrokerCluster name fits every child name (a DNS-1035 label of at most
+/// [`MAX_NAME_LEN`] characters).
+pub fn valid_cluster_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= MAX_NAME_LEN
+        && b[0].is_ascii_lowercase()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.last() != Some(&b'-')
+}
+
+/// The broker config: profile ⊕ tier ⊕ `spec.config` ⊕ the knobs the operator owns.
+fn broker_config(spec: &BrokerClusterSpec, tier: Tier, tls: bool) -> Result<BrokerConfig, Problem> {
+    let mut overrides = spec.config.clone().unwrap_or_default();
+    let set = overrides.set_fields();
+    let managed: Vec<&str> = OPERATOR_MANAGED_KNOBS
+        .iter()
+        .copied()
+        .filter(|k| set.contains(k))
+        .collect();
+    if !managed.is_empty() {
+        return Err(Problem {
+            reason: Reason::ManagedKnobSet,
+            message: format!(
+                "config.{} {} set by the operator and cannot be overridden (use spec.tls for TLS)",
+                managed.join(", config."),
+                if managed.len() == 1 { "is" } else { "are" }
+            ),
+        });
+    }
+    force_operator_knobs(&mut overrides, tls);
+    resolve(spec.profile, Some(tier), &overrides).map_err(|e| Problem {
+        reason: Reason::InvalidConfig,
+        message: format!("config rejected: {e}"),
+    })
+}
+
+/// Sets the listeners to the container ports and, with TLS, the certificate paths.
+pub fn force_operator_knobs(overrides: &mut ConfigOverrides, tls: bool) {
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    let any = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+    overrides.quic_listen = Some(SocketAddr::new(any, starling_config::DEFAULT_QUIC_PORT));
+    overrides.http_listen = Some(SocketAddr::new(any, starling_config::DEFAULT_HTTP_PORT));
+    if tls {
+        overrides.tls_cert_file = Some(Some(format!("{TLS_DIR}/tls.crt").into()));
+        overrides.tls_key_file = Some(Some(format!("{TLS_DIR}/tls.key").into()));
+    } else {
+        overrides.tls_cert_file = Some(None);
+        overrides.tls_key_file = Some(None);
+    }
+}
+
+/// Path of the config file the broker is started with.
+pub fn config_path() -> String {
+    format!("{CONFIG_DIR}/{CONFIG_FILE}")
+}
+
+/// The tier's resources with `spec.resources` on top; every quantity parsed and each request
+/// at most its limit.
+fn effective_resources(spec: &BrokerClusterSpec, tier: Tier) -> Result<Resources, Vec<String>> {
+    let t = tier.sizing().resources;
+    let o = spec.resources.clone().unwrap_or_default();
+    let req = o.requests.unwrap_or_default();
+    let lim = o.limits.unwrap_or_default();
+    let r = Resources {
+        requests: CpuMemory {
+            cpu: req.cpu.unwrap_or(t.cpu_request),
+            memory: req.memory.unwrap_or(t.memory_request),
+        },
+        limits: CpuMemory {
+            cpu: lim.cpu.unwrap_or(t.cpu_limit),
+            memory: lim.memory.unwrap_or(t.memory_limit),
+        },
+    };
+    let mut errors = Vec::new();
+    for (what, request, limit) in [
+        ("cpu", &r.requests.cpu, &r.limits.cpu),
+        ("memory", &r.requests.memory, &r.limits.memory),
+    ] {
+        match (parse_nanos(request), parse_nanos(limit)) {
+            (Some(rq), Some(lm)) if rq > lm => errors.push(format!(
+                "resources.requests.{what} ({request}) must not exceed resources.limits.{what} ({limit})"
+            )),
+            (Some(rq), Some(_)) if rq <= 0 => errors.push(format!(
+                "resources.requests.{what} ({request}) must be positive"
+            )),
+            (None, _) => errors.push(format!(
+                "resources.requests.{what} `{request}` is not a quantity"
+            )),
+            (_, None) => errors.push(format!(
+                "resources.limits.{what} `{limit}` is not a quantity"
+            )),
+            _ => {}
+        }
+    }
+    if let Some(s) = &spec.storage
+        && parse_nanos(&s.size).is_none_or(|n| n <= 0)
+    {
+        errors.push(format!(
+            "storage.size `{}` is not a positive quantity",
+            s.size
+        ));
+    }
+    if errors.is_empty() {
+        Ok(r)
+    } else {
+        Err(errors)
+    }
+}
+
+#[cfg(test)]
+mod tests;

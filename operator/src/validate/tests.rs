@@ -1,0 +1,219 @@
+//! Validation tests: defaults, overrides, forced knobs and every refusal reason.
+
+use starling_config::{ConfigOverrides, Profile, Tier};
+
+use super::*;
+use crate::build::fixtures::{IMAGE, broker_cluster, try_spec};
+use crate::crd::{AutoscalingSpec, CpuMemory as CpuMemorySpec, ResourceOverrides, TlsSpec};
+
+fn refused(spec: BrokerClusterSpec) -> SpecError {
+    match try_spec(spec) {
+        Ok(v) => panic!("expected a refusal, got {v:?}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn defaults_come_from_the_tier_and_the_operator() {
+    let v = try_spec(BrokerClusterSpec::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v.tier, Tier::Small);
+    assert_eq!(v.profile, Profile::Balanced);
+    assert_eq!(v.replicas, 1);
+    assert_eq!(v.image, IMAGE);
+    assert_eq!(
+        v.resources.requests.cpu,
+        Tier::Small.sizing().resources.cpu_request
+    );
+    assert_eq!(v.config.tier, Some(Tier::Small));
+    assert_eq!(v.config_yaml, v.config.to_yaml());
+    assert_eq!(v.names.statefulset, "events");
+}
+
+#[test]
+fn overrides_replace_tier_values() {
+    let v = try_spec(BrokerClusterSpec {
+        tier: Tier::Large,
+        replicas: Some(2),
+        image: Some("custom:1".into()),
+        resources: Some(ResourceOverrides {
+            requests: Some(CpuMemorySpec {
+                cpu: Some("8".into()),
+                memory: None,
+            }),
+            limits: None,
+        }),
+        config: Some(ConfigOverrides {
+            pub_queue_depth: Some(3333),
+            ..ConfigOverrides::default()
+        }),
+        ..BrokerClusterSpec::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v.replicas, 2);
+    assert_eq!(v.image, "custom:1");
+    assert_eq!(v.resources.requests.cpu, "8");
+    assert_eq!(
+        v.resources.requests.memory,
+        Tier::Large.sizing().resources.memory_request
+    );
+    assert_eq!(v.config.pub_queue_depth, 3333);
+    assert_eq!(
+        v.config.subscriber_writer_lanes,
+        Tier::Large.sizing().subscriber_writer_lanes
+    );
+}
+
+#[test]
+fn operator_owned_knobs_are_refused() {
+    let e = refused(BrokerClusterSpec {
+        config: Some(ConfigOverrides {
+            quic_listen: Some("0.0.0.0:1".parse().unwrap_or_else(|e| panic!("{e}"))),
+            tls_cert_file: Some(Some("/x".into())),
+            ..ConfigOverrides::default()
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    assert_eq!(e.reason(), Reason::ManagedKnobSet);
+    assert!(
+        e.message()
+            .contains("config.quic_listen, config.tls_cert_file"),
+        "{e}"
+    );
+}
+
+#[test]
+fn invalid_config_names_the_knob() {
+    let e = refused(BrokerClusterSpec {
+        config: Some(ConfigOverrides {
+            subscriber_writer_lanes: Some(9),
+            ..ConfigOverrides::default()
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    assert_eq!(e.reason(), Reason::InvalidConfig);
+    assert!(e.message().contains("subscriber_writer_lanes"), "{e}");
+}
+
+#[test]
+fn resources_must_parse_and_requests_stay_under_limits() {
+    let e = refused(BrokerClusterSpec {
+        resources: Some(ResourceOverrides {
+            requests: Some(CpuMemorySpec {
+                cpu: Some("3".into()),
+                memory: Some("lots".into()),
+            }),
+            limits: None,
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    assert_eq!(e.reason(), Reason::InvalidResources);
+    assert!(
+        e.message()
+            .contains("resources.requests.cpu (3) must not exceed resources.limits.cpu (2)"),
+        "{e}"
+    );
+    assert!(e.message().contains("`lots` is not a quantity"), "{e}");
+    let ok = try_spec(BrokerClusterSpec {
+        resources: Some(ResourceOverrides {
+            requests: Some(CpuMemorySpec {
+                cpu: Some("2000m".into()),
+                memory: None,
+            }),
+            limits: None,
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    assert!(ok.is_ok(), "2000m equals the limit of 2");
+}
+
+#[test]
+fn several_problems_are_reported_together() {
+    let e = refused(BrokerClusterSpec {
+        replicas: Some(0),
+        image: Some(" ".into()),
+        autoscaling: Some(AutoscalingSpec {
+            enabled: true,
+            min_tier: Tier::Large,
+            max_tier: Tier::Small,
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    assert_eq!(e.reason(), Reason::InvalidSpec);
+    let m = e.message();
+    assert!(m.contains("replicas must be at least 1"), "{m}");
+    assert!(m.contains("image must not be empty"), "{m}");
+    assert!(m.contains("autoscaling.minTier (large)"), "{m}");
+    assert_eq!(e.problems.len(), 3);
+}
+
+#[test]
+fn names_that_cannot_name_services_are_refused() {
+    for (name, ok) in [
+        ("events", true),
+        ("a", true),
+        ("e-1", true),
+        ("1events", false),
+        ("ev.ents", false),
+        ("events-", false),
+        ("Events", false),
+        ("", false),
+    ] {
+        assert_eq!(valid_cluster_name(name), ok, "{name}");
+    }
+    assert!(valid_cluster_name(&"a".repeat(MAX_NAME_LEN)));
+    assert!(!valid_cluster_name(&"a".repeat(MAX_NAME_LEN + 1)));
+    let mut bc = broker_cluster(BrokerClusterSpec::default());
+    bc.metadata.name = Some("bad.name".into());
+    let id = ObjectIdentity::of(&bc).unwrap_or_else(|e| panic!("{e}"));
+    let e = validate(&bc, id, &crate::build::fixtures::defaults()).err();
+    assert_eq!(e.map(|e| e.reason()), Some(Reason::InvalidName));
+}
+
+#[test]
+fn identity_requires_namespace_and_uid() {
+    let mut bc = broker_cluster(BrokerClusterSpec::default());
+    bc.metadata.uid = None;
+    assert!(matches!(
+        ObjectIdentity::of(&bc),
+        Err(Error::MissingObjectField("metadata.uid"))
+    ));
+    let mut bc = broker_cluster(BrokerClusterSpec::default());
+    bc.metadata.namespace = None;
+    assert!(ObjectIdentity::of(&bc).is_err());
+}
+
+#[test]
+fn tls_paths_are_forced_with_a_secret() {
+    let v = try_spec(BrokerClusterSpec {
+        tls: Some(TlsSpec {
+            secret_name: "events-tls".into(),
+        }),
+        ..BrokerClusterSpec::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v.tls_secret.as_deref(), Some("events-tls"));
+    assert!(v.config.tls_cert_file.is_some() && v.config.tls_key_file.is_some());
+    assert_eq!(
+        v.config.quic_listen.port(),
+        starling_config::DEFAULT_QUIC_PORT
+    );
+}
+
+#[test]
+fn effective_tier_is_the_spec_tier_for_now() {
+    let spec = BrokerClusterSpec {
+        tier: Tier::Medium,
+        autoscaling: Some(AutoscalingSpec {
+            enabled: true,
+            min_tier: Tier::Small,
+            max_tier: Tier::Large,
+        }),
+        ..BrokerClusterSpec::default()
+    };
+    let status = BrokerClusterStatus {
+        effective_tier: Some(Tier::Large),
+        ..BrokerClusterStatus::default()
+    };
+    assert_eq!(effective_tier(&spec, Some(&status)), Tier::Medium);
+    assert_eq!(effective_tier(&spec, None), Tier::Medium);
+}
