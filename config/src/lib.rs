@@ -6,6 +6,8 @@
 //!   [`ConfigOverrides`] (every knob optional) and [`ConfigFile`] (the YAML file schema).
 //! - [`profile`]: the three performance profiles and the values each one sets.
 //! - [`tier`]: the three deployment tiers (replicas, resources, capacity, queue and lane sizing).
+//! - [`tier_overrides`]: an operator's admin overrides of the tier table (replicas, CPU, memory,
+//!   capacity).
 //! - [`client`]: the client-side pool sizing that SDKs take from the same tables.
 //! - [`resolve`]: `profile ⊕ tier ⊕ overrides`, plus loading from a file and `STARLING_*` variables.
 //! - [`validate`]: rejects impossible combinations with messages that name the field.
@@ -23,6 +25,7 @@ pub mod profile;
 pub mod reference;
 pub mod resolve;
 pub mod tier;
+pub mod tier_overrides;
 pub mod validate;
 
 pub use client::ClientTuning;
@@ -32,6 +35,7 @@ pub use knobs::{BrokerConfig, ConfigFile, ConfigOverrides, KNOBS, KnobDoc};
 pub use profile::Profile;
 pub use resolve::{ENV_PREFIX, Layer, Sources, compose, resolve};
 pub use tier::{Resources, Tier, TierSizing};
+pub use tier_overrides::{TierOverride, TierTable};
 
 /// Default UDP port of the QUIC listener.
 pub const DEFAULT_QUIC_PORT: u16 = 7400;

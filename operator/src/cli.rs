@@ -17,6 +17,7 @@ use crate::metrics::Metrics;
 use crate::names::FIELD_MANAGER;
 use crate::telemetry::{self, LogFormat};
 use crate::validate::OperatorDefaults;
+use starling_config::TierTable;
 
 /// The error of the process's main loop.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -43,6 +44,10 @@ pub struct Args {
     /// Broker image for clusters that do not set `spec.image`.
     #[arg(long, env = "STARLING_OPERATOR_BROKER_IMAGE", default_value = DEFAULT_BROKER_IMAGE)]
     pub broker_image: String,
+    /// YAML file overriding the tier table (replicas, CPU, memory, capacity per tier), e.g.
+    /// rendered from the Helm chart's `tiers` values. Unset: the built-in tiers.
+    #[arg(long, env = "STARLING_OPERATOR_TIER_OVERRIDES", value_name = "FILE")]
+    pub tier_overrides: Option<std::path::PathBuf>,
     /// Address of `/metrics`, `/healthz` and `/readyz`.
     #[arg(
         long,
@@ -93,6 +98,16 @@ impl Args {
             .filter(|n| !n.is_empty())
             .collect()
     }
+}
+
+/// Reads `--tier-overrides`; a missing or invalid file stops the operator with the reason.
+pub fn load_tier_overrides(path: Option<&std::path::Path>) -> Result<TierTable, BoxError> {
+    let Some(path) = path else {
+        return Ok(TierTable::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read tier overrides {}: {e}", path.display()))?;
+    Ok(TierTable::from_yaml(&text, &path.display().to_string())?)
 }
 
 fn identity(args: &Args) -> String {
@@ -155,6 +170,7 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
         metrics.clone(),
         OperatorDefaults {
             broker_image: args.broker_image.clone(),
+            tiers: load_tier_overrides(args.tier_overrides.as_deref())?,
         },
     ));
     let namespaces = args.watch_namespaces();

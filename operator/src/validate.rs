@@ -7,7 +7,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
-use starling_config::{BrokerConfig, ConfigOverrides, Profile, Tier, resolve};
+use starling_config::{BrokerConfig, ConfigOverrides, Profile, Tier, TierTable, resolve};
 
 use crate::build::config_hash;
 use crate::crd::config_rules::OPERATOR_MANAGED_KNOBS;
@@ -25,6 +25,8 @@ use crate::status::Reason;
 pub struct OperatorDefaults {
     /// Broker image used when `spec.image` is unset.
     pub broker_image: String,
+    /// The tier table with the admin's overrides (`--tier-overrides`).
+    pub tiers: TierTable,
 }
 
 /// Where an object lives and who owns its children: read from API-server metadata.
@@ -167,7 +169,7 @@ pub fn validate(
     let tier = effective_tier(spec, bc.status.as_ref());
     let replicas = spec
         .replicas
-        .unwrap_or_else(|| i32::try_from(tier.sizing().replicas).unwrap_or(i32::MAX));
+        .unwrap_or_else(|| i32::try_from(defaults.tiers.sizing(tier).replicas).unwrap_or(i32::MAX));
     if replicas < 1 {
         problem(
             Reason::InvalidSpec,
@@ -192,7 +194,7 @@ pub fn validate(
     if image.trim().is_empty() {
         problem(Reason::InvalidSpec, "image must not be empty".to_string());
     }
-    let resources = match effective_resources(spec, tier) {
+    let resources = match effective_resources(spec, tier, &defaults.tiers) {
         Ok(r) => Some(r),
         Err(messages) => {
             for m in messages {
@@ -293,8 +295,12 @@ pub fn config_path() -> String {
 
 /// The tier's resources with `spec.resources` on top; every quantity parsed and each request
 /// at most its limit.
-fn effective_resources(spec: &BrokerClusterSpec, tier: Tier) -> Result<Resources, Vec<String>> {
-    let t = tier.sizing().resources;
+fn effective_resources(
+    spec: &BrokerClusterSpec,
+    tier: Tier,
+    tiers: &TierTable,
+) -> Result<Resources, Vec<String>> {
+    let t = tiers.sizing(tier).resources;
     let o = spec.resources.clone().unwrap_or_default();
     let req = o.requests.unwrap_or_default();
     let lim = o.limits.unwrap_or_default();

@@ -28,6 +28,7 @@ pub fn broker_cluster(spec: BrokerClusterSpec) -> BrokerCluster {
 pub fn defaults() -> OperatorDefaults {
     OperatorDefaults {
         broker_image: IMAGE.to_string(),
+        tiers: starling_config::TierTable::default(),
     }
 }
 

@@ -217,3 +217,33 @@ fn effective_tier_is_the_spec_tier_for_now() {
     assert_eq!(effective_tier(&spec, Some(&status)), Tier::Medium);
     assert_eq!(effective_tier(&spec, None), Tier::Medium);
 }
+
+#[test]
+fn admin_tier_overrides_size_the_cluster_and_spec_still_wins() {
+    let tiers = starling_config::TierTable::from_yaml(
+        "small:\n  replicas: 2\n  cpuRequest: 100m\n  cpuLimit: 500m\n  memoryRequest: 64Mi\n  memoryLimit: 256Mi\n",
+        "test",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let defaults = OperatorDefaults {
+        broker_image: IMAGE.into(),
+        tiers,
+    };
+    let bc = broker_cluster(BrokerClusterSpec::default());
+    let id = ObjectIdentity::of(&bc).unwrap_or_else(|e| panic!("{e}"));
+    let v = validate(&bc, id.clone(), &defaults).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v.replicas, 2);
+    assert_eq!(
+        (
+            v.resources.requests.cpu.as_str(),
+            v.resources.limits.memory.as_str()
+        ),
+        ("100m", "256Mi")
+    );
+    let bc = broker_cluster(BrokerClusterSpec {
+        replicas: Some(1),
+        ..BrokerClusterSpec::default()
+    });
+    let v = validate(&bc, id, &defaults).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v.replicas, 1, "spec.replicas beats the tier table");
+}
