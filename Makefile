@@ -28,7 +28,7 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 unit:
-	$(CARGO) test --workspace
+	$(CARGO) test --workspace --exclude starling-e2e
 
 ## Generators (their outputs are committed; tests fail when they drift).
 docs:
@@ -37,3 +37,13 @@ docs:
 
 crds:
 	$(CARGO) run -q -p starling-operator --bin crdgen > crds/brokercluster.yaml
+
+## Benchmark smoke run (seconds, tiny counts): an embedded broker under the lossless `block`
+## policy, closed and open loop, plus the cache and raw-QUIC modes. Fails on any loss.
+.PHONY: bench-smoke
+STARLING_BENCH = $(CARGO) run -q -p starling-client --bin starling -- bench
+bench-smoke:
+	$(STARLING_BENCH) --embedded --policy block --no-progress --producers 2 --subscribers 2 --topics 2 --payload 128 --batch 4 --count 4000 --warmup 200ms
+	$(STARLING_BENCH) --embedded --policy block --no-progress --payload 256 --rate 5000 --count 2000 --warmup 100ms
+	$(STARLING_BENCH) cache --embedded --no-progress --concurrency 4 --keys 200 --duration 300ms --warmup 100ms
+	$(STARLING_BENCH) quic-limit --duration 300ms --rtt-count 200

@@ -1,0 +1,274 @@
+//! The cluster under test: a kube client, the images and operator namespace the suite expects,
+//! and a per-test namespace with BrokerCluster helpers.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use starling_client::{ClientConfig, Trust};
+use starling_config::{BrokerConfig, ConfigFile, Sources};
+use starling_operator::crd::{BrokerCluster, BrokerClusterSpec};
+
+use crate::{E2eError, READY_TIMEOUT, http, wait};
+
+/// The cluster and what the suite expects to find in it.
+#[derive(Clone)]
+pub struct Env {
+    /// Client for the cluster named by `KUBECONFIG`.
+    pub client: Client,
+    /// The broker image the operator was installed with (`STARLING_E2E_BROKER_IMAGE`).
+    pub broker_image: String,
+    /// Namespace of the operator release (`STARLING_E2E_OPERATOR_NAMESPACE`, default
+    /// `starling-system`).
+    pub operator_namespace: String,
+}
+
+impl Env {
+    /// Connects to the cluster in `KUBECONFIG`.
+    pub async fn new() -> Result<Env, E2eError> {
+        if std::env::var_os("KUBECONFIG").is_none() {
+            return Err(E2eError::Env(
+                "KUBECONFIG is not set: run the suite with `make e2e`, which starts a local cluster and installs the operator".into(),
+            ));
+        }
+        let broker_image = std::env::var("STARLING_E2E_BROKER_IMAGE").map_err(|_| {
+            E2eError::Env("STARLING_E2E_BROKER_IMAGE is not set (see e2e/run.sh)".into())
+        })?;
+        let operator_namespace = std::env::var("STARLING_E2E_OPERATOR_NAMESPACE")
+            .unwrap_or_else(|_| "starling-system".into());
+        let client = Client::try_default().await?;
+        Ok(Env {
+            client,
+            broker_image,
+            operator_namespace,
+        })
+    }
+
+    /// Creates a fresh namespace `e2e-<prefix>-<random>`.
+    pub async fn namespace(&self, prefix: &str) -> Result<TestNamespace, E2eError> {
+        let name = format!("e2e-{prefix}-{:04x}", rand::random::<u16>());
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        Api::<Namespace>::all(self.client.clone())
+            .create(&PostParams::default(), &ns)
+            .await?;
+        Ok(TestNamespace {
+            env: self.clone(),
+            name,
+        })
+    }
+}
+
+/// A namespace owned by one test.
+pub struct TestNamespace {
+    /// The environment.
+    pub env: Env,
+    /// Namespace name.
+    pub name: String,
+}
+
+/// A broker pod's identity at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodState {
+    /// Pod name.
+    pub name: String,
+    /// Pod UID: changes when the pod is replaced.
+    pub uid: String,
+    /// Sum of container restart counts.
+    pub restarts: i32,
+    /// Whether the pod is Ready.
+    pub ready: bool,
+    /// The `starling.dev/config-hash` annotation.
+    pub config_hash: String,
+    /// Pod IP, once assigned.
+    pub ip: Option<IpAddr>,
+    /// Image of the broker container.
+    pub image: String,
+}
+
+impl TestNamespace {
+    /// Typed API for BrokerClusters here.
+    pub fn clusters(&self) -> Api<BrokerCluster> {
+        Api::namespaced(self.env.client.clone(), &self.name)
+    }
+
+    /// Any namespaced API here.
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.env.client.clone(), &self.name)
+    }
+
+    /// Creates a BrokerCluster.
+    pub async fn create_cluster(
+        &self,
+        name: &str,
+        spec: BrokerClusterSpec,
+    ) -> Result<BrokerCluster, E2eError> {
+        let bc = BrokerCluster::new(name, spec);
+        Ok(self.clusters().create(&PostParams::default(), &bc).await?)
+    }
+
+    /// Merge-patches a BrokerCluster's spec.
+    pub async fn patch_spec(
+        &self,
+        name: &str,
+        spec: serde_json::Value,
+    ) -> Result<BrokerCluster, E2eError> {
+        let patch = serde_json::json!({ "spec": spec });
+        Ok(self
+            .clusters()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?)
+    }
+
+    /// Waits until the BrokerCluster has observed its latest generation and is Ready.
+    pub async fn wait_ready(&self, name: &str) -> Result<BrokerCluster, E2eError> {
+        let api = self.clusters();
+        wait::until(
+            &format!("BrokerCluster {}/{name} Ready", self.name),
+            READY_TIMEOUT,
+            || {
+                let api = api.clone();
+                async move {
+                    let bc = api.get(name).await.ok()?;
+                    let status = bc.status.as_ref()?;
+                    let current = status.observed_generation == bc.metadata.generation;
+                    let ready = status
+                        .conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True");
+                    (current && ready).then_some(bc)
+                }
+            },
+        )
+        .await
+    }
+
+    /// The broker pods of a BrokerCluster, sorted by name.
+    pub async fn broker_pods(&self, cluster: &str) -> Result<Vec<PodState>, E2eError> {
+        let selector =
+            format!("app.kubernetes.io/name=starling-broker,app.kubernetes.io/instance={cluster}");
+        let pods = self
+            .api::<Pod>()
+            .list(&ListParams::default().labels(&selector))
+            .await?;
+        let mut out: Vec<PodState> = pods.items.iter().map(pod_state).collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// The effective config a running broker reports at `GET /config`.
+    pub async fn broker_config(&self, pod: &PodState) -> Result<BrokerConfig, E2eError> {
+        let ip = pod
+            .ip
+            .ok_or_else(|| E2eError::Env(format!("pod {} has no IP", pod.name)))?;
+        let (status, body) = http::get(SocketAddr::new(ip, 9400), "/config").await?;
+        if status != 200 {
+            return Err(E2eError::Http(format!(
+                "{}/config answered {status}",
+                pod.name
+            )));
+        }
+        let file = ConfigFile::from_yaml(&body, &format!("{}/config", pod.name))
+            .map_err(|e| E2eError::Env(e.to_string()))?;
+        Sources {
+            file: file.into(),
+            ..Sources::default()
+        }
+        .resolve()
+        .map_err(|e| E2eError::Env(e.to_string()))
+    }
+
+    /// The config text the operator wrote into the cluster's ConfigMap.
+    pub async fn configmap_config(&self, cluster: &str) -> Result<BrokerConfig, E2eError> {
+        let cm = self
+            .api::<k8s_openapi::api::core::v1::ConfigMap>()
+            .get(&format!("{cluster}-config"))
+            .await?;
+        let data: BTreeMap<String, String> = cm.data.unwrap_or_default();
+        let text = data
+            .get("broker.yaml")
+            .ok_or_else(|| E2eError::Env("ConfigMap has no broker.yaml".into()))?;
+        let file =
+            ConfigFile::from_yaml(text, "ConfigMap").map_err(|e| E2eError::Env(e.to_string()))?;
+        Sources {
+            file: file.into(),
+            ..Sources::default()
+        }
+        .resolve()
+        .map_err(|e| E2eError::Env(e.to_string()))
+    }
+
+    /// An SDK client connected to the cluster's client Service (its ClusterIP, reached from
+    /// the node through kube-proxy). Brokers self-sign here, so TLS verification is skipped.
+    pub async fn client(&self, cluster: &str) -> Result<starling_client::Client, E2eError> {
+        let svc = self.api::<Service>().get(cluster).await?;
+        let ip = svc
+            .spec
+            .and_then(|s| s.cluster_ip)
+            .ok_or_else(|| E2eError::Env(format!("Service {cluster} has no ClusterIP")))?;
+        let cfg = ClientConfig::new(format!("{ip}:7400"), Trust::Insecure);
+        // The Service may take a moment to route after the pods turn Ready.
+        wait::until(
+            &format!("SDK connection to {cluster}"),
+            Duration::from_secs(60),
+            || {
+                let cfg = cfg.clone();
+                async move { starling_client::Client::connect(cfg).await.ok() }
+            },
+        )
+        .await
+    }
+
+    /// Deletes the namespace (and with it everything the test made).
+    pub async fn delete(self) {
+        let api = Api::<Namespace>::all(self.env.client.clone());
+        let _ = api.delete(&self.name, &DeleteParams::default()).await;
+    }
+}
+
+fn pod_state(p: &Pod) -> PodState {
+    let status = p.status.clone().unwrap_or_default();
+    let restarts = status
+        .container_statuses
+        .as_ref()
+        .map(|cs| cs.iter().map(|c| c.restart_count).sum())
+        .unwrap_or(0);
+    let ready = status
+        .conditions
+        .as_ref()
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let image = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default();
+    PodState {
+        name: p.name_any(),
+        uid: p.uid().unwrap_or_default(),
+        restarts,
+        ready,
+        config_hash: p
+            .annotations()
+            .get("starling.dev/config-hash")
+            .cloned()
+            .unwrap_or_default(),
+        ip: status.pod_ip.and_then(|ip| ip.parse().ok()),
+        image,
+    }
+}

@@ -1,0 +1,10 @@
+//! The end-to-end suite: the real operator and real broker images on a real Kubernetes
+//! cluster. Run it with `make e2e` (it starts a local single-node cluster on this machine,
+//! builds and imports the images, and helm-installs the operator). Each test works in its own
+//! namespace; tests run one at a time (`--test-threads=1`) because the node has two cores.
+
+mod bad_spec;
+mod lifecycle;
+mod operator;
+mod pubsub;
+mod rollout;

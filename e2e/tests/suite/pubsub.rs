@@ -1,0 +1,91 @@
+//! A small/balanced BrokerCluster becomes Ready, runs the real broker with the balanced config,
+//! and carries a pub/sub round trip and cache traffic from the node through its client Service.
+
+use std::time::Duration;
+
+use starling_config::{ConfigOverrides, Profile, Tier, resolve};
+use starling_e2e::Env;
+use starling_operator::crd::BrokerClusterSpec;
+
+#[tokio::test]
+async fn small_balanced_cluster_serves_pubsub_and_cache() {
+    let env = Env::new().await.expect("e2e environment");
+    let ns = env.namespace("pubsub").await.expect("namespace");
+    ns.create_cluster(
+        "events",
+        BrokerClusterSpec {
+            tier: Tier::Small,
+            profile: Profile::Balanced,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("create");
+    let bc = ns.wait_ready("events").await.expect("Ready");
+    let status = bc.status.expect("status");
+    assert_eq!(status.ready_replicas, status.replicas);
+    assert_eq!(status.profile, Some(Profile::Balanced));
+    assert_eq!(status.tier, Some(Tier::Small));
+    let degraded = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Degraded")
+        .map(|c| c.status.clone());
+    assert_eq!(degraded.as_deref(), Some("False"));
+    let endpoints = status.endpoints.expect("endpoints");
+    assert_eq!(endpoints.quic_port, 7400);
+    assert!(endpoints.host.starts_with("events."), "{}", endpoints.host);
+
+    // The ConfigMap and every running broker hold the balanced profile at the small tier.
+    let expected = resolve(
+        Profile::Balanced,
+        Some(Tier::Small),
+        &ConfigOverrides::default(),
+    )
+    .expect("valid");
+    let in_cm = ns
+        .configmap_config("events")
+        .await
+        .expect("ConfigMap config");
+    assert_eq!(in_cm, expected);
+    let pods = ns.broker_pods("events").await.expect("pods");
+    assert_eq!(pods.len(), 1);
+    for pod in &pods {
+        assert_eq!(
+            pod.image, env.broker_image,
+            "pods run the real broker image"
+        );
+        assert_eq!(
+            ns.broker_config(pod).await.expect("broker /config"),
+            expected
+        );
+    }
+
+    // Pub/sub and cache from the node through the client Service.
+    let client = ns.client("events").await.expect("client");
+    let mut sub = client.subscribe("e2e").await.expect("subscribe");
+    for i in 0..20u32 {
+        client
+            .publish_acked("e2e", i.to_be_bytes().to_vec())
+            .await
+            .expect("publish");
+    }
+    for i in 0..20u32 {
+        let ev = tokio::time::timeout(Duration::from_secs(10), sub.next_event())
+            .await
+            .expect("event in time")
+            .expect("stream open")
+            .expect("event");
+        assert_eq!(ev.payload.as_ref(), i.to_be_bytes());
+    }
+    client
+        .cache_put("k", "v", Some(Duration::from_secs(60)))
+        .await
+        .expect("put");
+    assert_eq!(
+        client.cache_get("k").await.expect("get").as_deref(),
+        Some(&b"v"[..])
+    );
+    client.close().await;
+    ns.delete().await;
+}
