@@ -6,5 +6,6 @@
 mod bad_spec;
 mod lifecycle;
 mod operator;
+mod prometheus;
 mod pubsub;
 mod rollout;

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# `make e2e`: set up the local cluster with the operator (e2e/setup.sh), run the Rust e2e suite
+# against it one test at a time, and tear the cluster down again (STARLING_E2E_KEEP=1 keeps it
+# for debugging; an existing cluster given with STARLING_USE_EXISTING_CLUSTER=1 is never torn
+# down).
+source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
+cd "$REPO_ROOT"
+
+teardown() {
+  local rc=$?
+  if [[ "${STARLING_USE_EXISTING_CLUSTER:-0}" != 1 && "${STARLING_E2E_KEEP:-0}" != 1 ]]; then
+    "$E2E_CLUSTER_DIR/down.sh" || true
+  fi
+  exit "$rc"
+}
+trap teardown EXIT
+
+"$E2E_DIR/setup.sh"
+# shellcheck disable=SC1091
+source "$STATE_DIR/e2e.env"
+cargo test -p starling-e2e -- --test-threads=1
