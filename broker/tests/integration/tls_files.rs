@@ -2,7 +2,7 @@
 //! verified by a client trusting only that CA; unreadable files are a clear start-up error.
 
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-use starling_broker::Broker;
+use starling_broker::{Broker, BrokerError, RunningBroker};
 use starling_client::{Client, ClientConfig, Trust};
 use starling_config::{ConfigOverrides, Profile, compose};
 
@@ -38,6 +38,24 @@ impl Pki {
     }
 }
 
+/// Starts a broker serving `cert` and `key` from `pki`'s directory.
+async fn start_with(pki: &Pki, cert: &str, key: &str) -> Result<RunningBroker, BrokerError> {
+    let mut o = base_overrides();
+    o.merge(&ConfigOverrides {
+        tls_cert_file: Some(Some(pki.path(cert))),
+        tls_key_file: Some(Some(pki.path(key))),
+        ..ConfigOverrides::default()
+    });
+    Broker::new(compose(Profile::Balanced, None, &o))?
+        .start()
+        .await
+}
+
+fn client_config(b: &RunningBroker, pki: &Pki, name: &str) -> ClientConfig {
+    ClientConfig::new(b.quic_addr.to_string(), Trust::CaFile(pki.path("ca.crt")))
+        .with_server_name(name)
+}
+
 impl Drop for Pki {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -47,22 +65,10 @@ impl Drop for Pki {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_a_ca_signed_certificate_from_files() {
     let pki = Pki::new("ok");
-    let mut o = base_overrides();
-    o.merge(&ConfigOverrides {
-        tls_cert_file: Some(Some(pki.path("tls.crt"))),
-        tls_key_file: Some(Some(pki.path("tls.key"))),
-        ..ConfigOverrides::default()
-    });
-    let running = Broker::new(compose(Profile::Balanced, None, &o))
-        .expect("valid")
-        .start()
+    let running = start_with(&pki, "tls.crt", "tls.key")
         .await
         .expect("starts");
-    let cfg = ClientConfig::new(
-        running.quic_addr.to_string(),
-        Trust::CaFile(pki.path("ca.crt")),
-    )
-    .with_server_name("broker.starling.test");
+    let cfg = client_config(&running, &pki, "broker.starling.test");
     let client = Client::connect(cfg).await.expect("CA-verified connection");
     let mut sub = client.subscribe("tls").await.expect("subscribe");
     client
@@ -73,11 +79,7 @@ async fn serves_a_ca_signed_certificate_from_files() {
     assert_eq!(index(&got[0].1), 5);
 
     // The wrong name is refused by the client's verification.
-    let wrong = ClientConfig::new(
-        running.quic_addr.to_string(),
-        Trust::CaFile(pki.path("ca.crt")),
-    )
-    .with_server_name("other.example");
+    let wrong = client_config(&running, &pki, "other.example");
     assert!(Client::connect(wrong).await.is_err());
     running.shutdown().await;
 }
@@ -85,27 +87,12 @@ async fn serves_a_ca_signed_certificate_from_files() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_or_bad_files_fail_start_with_the_path() {
     let pki = Pki::new("bad");
-    let mut o = base_overrides();
-    o.merge(&ConfigOverrides {
-        tls_cert_file: Some(Some(pki.path("absent.crt"))),
-        tls_key_file: Some(Some(pki.path("tls.key"))),
-        ..ConfigOverrides::default()
-    });
-    let err = Broker::new(compose(Profile::Balanced, None, &o))
-        .expect("valid")
-        .start()
-        .await
-        .err();
+    let err = start_with(&pki, "absent.crt", "tls.key").await.err();
     let msg = err.map(|e| e.to_string()).unwrap_or_default();
     assert!(msg.contains("absent.crt"), "{msg}");
 
     std::fs::write(pki.path("empty.crt"), "not a pem\n").expect("write");
-    o.tls_cert_file = Some(Some(pki.path("empty.crt")));
-    let err = Broker::new(compose(Profile::Balanced, None, &o))
-        .expect("valid")
-        .start()
-        .await
-        .err();
+    let err = start_with(&pki, "empty.crt", "tls.key").await.err();
     let msg = err.map(|e| e.to_string()).unwrap_or_default();
     assert!(
         msg.contains("empty.crt") && msg.contains("no CERTIFICATE"),
