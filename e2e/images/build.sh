@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Docker-less build of the Starling images, as the e2e suite and `make demo` use them.
+#
+#   e2e/images/build.sh [--no-import]
+#
+# 1. cargo build --release of starling-broker and starling-operator;
+# 2. for each binary, a rootfs with the binary, the glibc libraries `ldd` lists,
+#    /etc/passwd with uid 65532 `nonroot` and CA certificates;
+# 3. docker-archive tars under <cargo target dir>/images/, tagged
+#    starling/broker:<crate version>-<git short sha> and starling/operator:<same>;
+# 4. imports them into the local cluster's containerd when it is up (unless --no-import);
+# 5. writes the refs to $STARLING_E2E_DIR/images.env (and next to the tars) as
+#    BROKER_IMAGE=... / OPERATOR_IMAGE=... and prints them.
+#
+# While the operator crate does not build, the broker image is built alone and
+# OPERATOR_IMAGE is left empty; STARLING_REQUIRE_OPERATOR=1 makes that an error.
+# The images are the docker-less equivalent of broker/Dockerfile and operator/Dockerfile.
+source "$(dirname "${BASH_SOURCE[0]}")/../cluster/lib.sh"
+
+IMPORT=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-import) IMPORT=0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) die "unknown argument: $arg" ;;
+  esac
+done
+
+WRITER="$E2E_DIR/images/docker_archive.py"
+cd "$REPO_ROOT"
+command -v cargo >/dev/null || die "cargo not found"
+
+META=$(cargo metadata --no-deps --format-version 1) || die "cargo metadata failed"
+read -r VERSION TARGET_DIR < <(python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+v = next(p["version"] for p in m["packages"] if p["name"] == "starling-broker")
+print(v, m["target_directory"])' <<<"$META")
+SHA=$(git rev-parse --short HEAD 2>/dev/null) || die "not a git checkout: the image tag needs the commit"
+TAG="$VERSION-$SHA"
+OUT="$TARGET_DIR/images"
+mkdir -p "$OUT"
+
+log "cargo build --release -p starling-broker"
+cargo build --release -p starling-broker || die "building starling-broker failed"
+
+BUILD_OPERATOR=1
+if [[ "${STARLING_SKIP_OPERATOR:-0}" == 1 ]]; then
+  BUILD_OPERATOR=0
+  log "operator: skipped (STARLING_SKIP_OPERATOR=1)"
+else
+  log "cargo build --release -p starling-operator"
+  if ! cargo build --release -p starling-operator; then
+    if [[ "${STARLING_REQUIRE_OPERATOR:-0}" == 1 ]]; then
+      die "building starling-operator failed"
+    fi
+    log "WARNING: starling-operator does not build yet; building the broker image only"
+    BUILD_OPERATOR=0
+  fi
+fi
+
+# make_image NAME BINARY REF EXPOSE...
+make_image() {
+  local name=$1 binary=$2 ref=$3; shift 3
+  local root lib
+  [[ -x "$binary" ]] || die "$binary missing after the build"
+  root=$(mktemp -d)
+  mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs" "$root/tmp" "$root/home/nonroot"
+  chmod 1777 "$root/tmp"
+  install -m 0755 "$binary" "$root/usr/local/bin/$name"
+  # The dynamic loader and every library ldd resolves, at the same paths.
+  if ldd "$binary" >/dev/null 2>&1; then
+    while read -r lib; do
+      [[ -n "$lib" ]] || continue
+      mkdir -p "$root$(dirname "$lib")"
+      cp -L "$lib" "$root$lib"
+    done < <(ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u)
+  fi
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$root/etc/passwd"
+  printf 'root:x:0:\nnonroot:x:65532:\n' >"$root/etc/group"
+  printf 'hosts: files dns\n' >"$root/etc/nsswitch.conf"
+  if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then
+    cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+  else
+    log "warning: /etc/ssl/certs/ca-certificates.crt missing; image has no CA certificates"
+  fi
+  local expose=() p
+  for p in "$@"; do expose+=(--expose "$p"); done
+  python3 "$WRITER" build --rootfs "$root" --tag "$ref" --out "$OUT/$name.tar" \
+    --entrypoint "[\"/usr/local/bin/$name\"]" --user 65532:65532 --workdir /home/nonroot \
+    --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
+    --chown home/nonroot=65532:65532 \
+    --label "org.opencontainers.image.title=$name" \
+    --label "org.opencontainers.image.version=$VERSION" \
+    --label "org.opencontainers.image.revision=$(git rev-parse HEAD)" \
+    "${expose[@]}"
+  rm -rf "$root"
+}
+
+BROKER_IMAGE="starling/broker:$TAG"
+OPERATOR_IMAGE=""
+make_image starling-broker "$TARGET_DIR/release/starling-broker" "$BROKER_IMAGE" 7400/udp 9400/tcp
+TARS=("$OUT/starling-broker.tar")
+if [[ $BUILD_OPERATOR -eq 1 ]]; then
+  OPERATOR_IMAGE="starling/operator:$TAG"
+  make_image starling-operator "$TARGET_DIR/release/starling-operator" "$OPERATOR_IMAGE" 8080/tcp
+  TARS+=("$OUT/starling-operator.tar")
+else
+  rm -f "$OUT/starling-operator.tar"
+fi
+
+ENV_TEXT="BROKER_IMAGE=$BROKER_IMAGE
+OPERATOR_IMAGE=$OPERATOR_IMAGE"
+printf '%s\n' "$ENV_TEXT" >"$OUT/images.env"
+
+SOCK="$STATE_DIR/containerd/containerd.sock"
+if [[ $IMPORT -eq 1 ]]; then
+  if [[ -S "$SOCK" ]] && ctr -a "$SOCK" version >/dev/null 2>&1; then
+    python3 "$WRITER" import --address "$SOCK" "${TARS[@]}" || die "importing the images failed"
+    log "imported into the local cluster ($SOCK)"
+  else
+    log "local cluster not running ($SOCK): images not imported; run e2e/cluster/up.sh, then this script again"
+  fi
+fi
+mkdir -p "$STATE_DIR"
+printf '%s\n' "$ENV_TEXT" >"$STATE_DIR/images.env"
+
+log "images written to $OUT; refs in $STATE_DIR/images.env"
+printf '%s\n' "$ENV_TEXT"
