@@ -4,22 +4,26 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: demo demo-local test fmt-check lint unit docs crds help
+.PHONY: demo demo-local test fmt-check lint unit e2e manifests manifests-check chart-test docs crds help
 
 help:
-	@echo "make demo   - run Starling on its embedded default and do a pub/sub round trip"
-	@echo "make test   - the whole test suite (fmt, clippy, unit + integration tests)"
-	@echo "make docs   - regenerate the generated parts of docs/"
-	@echo "make crds   - regenerate crds/ from the Rust types"
+	@echo "make demo       - local Kubernetes + operator + a BrokerCluster, pub/sub through it"
+	@echo "make demo-local - a broker on this machine (no Kubernetes) and a pub/sub round trip"
+	@echo "make test       - the whole suite: fmt, clippy, unit/integration, manifests, e2e"
+	@echo "make e2e        - only the end-to-end suite (starts and stops a local cluster)"
+	@echo "make docs       - regenerate the generated parts of docs/"
+	@echo "make crds       - regenerate crds/, the chart CRD copy and manifests/install.yaml"
 
-## The demo: a local broker with no config, a subscriber, a publisher and a cache round trip.
-demo: demo-local
+## The demo: a local single-node Kubernetes with the operator and a BrokerCluster, and a
+## pub/sub round trip through its Service. `demo-local` is the same round trip without Kubernetes.
+demo:
+	./scripts/demo-k8s.sh
 
 demo-local:
 	./scripts/demo-local.sh
 
 ## The whole test suite. .ci/run calls exactly this.
-test: fmt-check lint unit
+test: fmt-check lint unit manifests-check e2e
 
 fmt-check:
 	$(CARGO) fmt --all --check
@@ -30,6 +34,16 @@ lint:
 unit:
 	$(CARGO) test --workspace --exclude starling-e2e
 
+## End-to-end: local cluster, images, chart checks, helm install, the Rust e2e suite, teardown.
+e2e:
+	./e2e/run.sh
+
+manifests-check:
+	./scripts/render-manifests.sh --check
+
+chart-test:
+	./charts/test.sh $(KUBECONFIG)
+
 ## Generators (their outputs are committed; tests fail when they drift).
 docs:
 	UPDATE_DOCS=1 $(CARGO) test -p starling-config --test docs
@@ -37,6 +51,10 @@ docs:
 
 crds:
 	$(CARGO) run -q -p starling-operator --bin crdgen > crds/brokercluster.yaml
+	./scripts/render-manifests.sh
+
+manifests:
+	./scripts/render-manifests.sh
 
 ## Benchmark smoke run (seconds, tiny counts): an embedded broker under the lossless `block`
 ## policy, closed and open loop, plus the cache and raw-QUIC modes. Fails on any loss.

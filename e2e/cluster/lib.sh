@@ -23,7 +23,7 @@ HELM_VERSION=v3.22.0
 PAUSE_VERSION=3.10-starling
 
 DEB_PACKAGES=(containerd runc containernetworking-plugins busybox-static iptables
-  conntrack socat openssl ethtool iproute2 procps curl prometheus gcc)
+  conntrack socat openssl ethtool iproute2 procps curl prometheus gcc python3-yaml)
 
 CACHE_DIR="${STARLING_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/starling}"
 # Stable links to every cached tool (kubectl, helm, ...): handy on PATH.

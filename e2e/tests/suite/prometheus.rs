@@ -1,18 +1,24 @@
 //! A real Prometheus (Debian's `prometheus` binary, run on the node) discovers the broker pods
-//! and the operator through `kubernetes_sd_configs` against the API server, scrapes them, and
-//! sees Starling's series move.
+//! and the operator from the API server, scrapes them, and sees Starling's series move.
+//!
+//! Debian builds Prometheus without its Kubernetes discovery (`kubernetes_sd_configs` is "not
+//! found in type config.ScrapeConfig" in 2.42.0+ds), and Prometheus does not build from the Go
+//! module proxy. So the test gives Prometheus an `http_sd_configs` endpoint that answers from
+//! the real API server with what `kubernetes_sd_configs` role `pod` would produce here: every
+//! container port named `http` or `metrics` of the pods in the watched namespaces, labelled
+//! with namespace and pod. Scraping, storage and queries are Prometheus's own.
 
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::ListParams;
 use starling_config::Tier;
 use starling_e2e::{Env, http, wait};
 use starling_operator::crd::BrokerClusterSpec;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn encode(q: &str) -> String {
     q.bytes()
@@ -37,86 +43,51 @@ async fn query(prom: SocketAddr, q: &str) -> Option<f64> {
     v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
 }
 
-/// A ServiceAccount allowed to list and watch pods, and a token for it.
-async fn discovery_token(env: &Env, ns: &str) -> String {
-    let name = format!("{ns}-prometheus");
-    let sa = ServiceAccount {
-        metadata: ObjectMeta {
-            name: Some("prometheus".into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<ServiceAccount>::namespaced(env.client.clone(), ns)
-        .create(&PostParams::default(), &sa)
-        .await
-        .expect("sa");
-    let role = ClusterRole {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            ..Default::default()
-        },
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec![String::new()]),
-            resources: Some(vec!["pods".into()]),
-            verbs: vec!["get".into(), "list".into(), "watch".into()],
-            ..Default::default()
-        }]),
-        ..Default::default()
-    };
-    Api::<ClusterRole>::all(env.client.clone())
-        .create(&PostParams::default(), &role)
-        .await
-        .expect("role");
-    let binding = ClusterRoleBinding {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: name.clone(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: "prometheus".into(),
-            namespace: Some(ns.into()),
-            ..Default::default()
-        }]),
-    };
-    Api::<ClusterRoleBinding>::all(env.client.clone())
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("binding");
-    request_token(env, ns).await
-}
-
-/// A bound token for the `prometheus` ServiceAccount (TokenRequest API).
-async fn request_token(env: &Env, ns: &str) -> String {
-    let body = serde_json::json!({
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenRequest",
-        "spec": { "expirationSeconds": 3600 }
-    });
-    let req = kube::core::Request::new(format!("/api/v1/namespaces/{ns}/serviceaccounts"));
-    let http_req = req
-        .create_subresource(
-            "token",
-            "prometheus",
-            &PostParams::default(),
-            serde_json::to_vec(&body).expect("json"),
-        )
-        .expect("request");
-    let resp: serde_json::Value = env.client.request(http_req).await.expect("token request");
-    resp["status"]["token"]
-        .as_str()
-        .expect("token in response")
-        .to_string()
+/// Kubernetes-backed HTTP service discovery: lists the pods of `namespaces` from the API
+/// server on every request and answers in Prometheus's `http_sd` format.
+async fn serve_discovery(env: Env, namespaces: Vec<String>, listener: tokio::net::TcpListener) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            return;
+        };
+        let mut groups = Vec::new();
+        for ns in &namespaces {
+            let pods: Api<Pod> = Api::namespaced(env.client.clone(), ns);
+            let Ok(list) = pods.list(&ListParams::default()).await else {
+                continue;
+            };
+            for pod in list.items {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.clone()) else {
+                    continue;
+                };
+                let ports = pod
+                    .spec
+                    .iter()
+                    .flat_map(|s| s.containers.iter())
+                    .flat_map(|c| c.ports.iter().flatten());
+                for port in ports.filter(|p| matches!(p.name.as_deref(), Some("http" | "metrics")))
+                {
+                    groups.push(serde_json::json!({
+                        "targets": [format!("{ip}:{}", port.container_port)],
+                        "labels": { "namespace": ns, "pod": name },
+                    }));
+                }
+            }
+        }
+        let body = serde_json::Value::Array(groups).to_string();
+        let resp = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let mut buf = [0u8; 4096];
+        let _ = stream.read(&mut buf).await;
+        let _ = stream.write_all(resp.as_bytes()).await;
+    }
 }
 
 #[tokio::test]
-async fn prometheus_scrapes_brokers_and_operator_via_kubernetes_sd() {
+async fn prometheus_discovers_and_scrapes_brokers_and_operator() {
     let env = Env::new().await.expect("e2e environment");
     let ns = env.namespace("prom").await.expect("namespace");
     ns.create_cluster(
@@ -130,37 +101,25 @@ async fn prometheus_scrapes_brokers_and_operator_via_kubernetes_sd() {
     .expect("create");
     ns.wait_ready("watched").await.expect("Ready");
 
-    let token = discovery_token(&env, &ns.name).await;
+    let sd = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("sd listener");
+    let sd_addr = sd.local_addr().expect("sd addr");
+    let sd_task = tokio::spawn(serve_discovery(
+        env.clone(),
+        vec![ns.name.clone(), env.operator_namespace.clone()],
+        sd,
+    ));
     let dir = std::env::temp_dir().join(format!("starling-prom-{}", ns.name));
     std::fs::create_dir_all(dir.join("data")).expect("dir");
-    std::fs::write(dir.join("token"), &token).expect("token file");
-    let server = kube::Config::infer()
-        .await
-        .expect("kubeconfig")
-        .cluster_url
-        .to_string();
     let cfg = format!(
         r#"global: {{scrape_interval: 2s, evaluation_interval: 2s}}
 scrape_configs:
   - job_name: starling
-    kubernetes_sd_configs:
-      - role: pod
-        api_server: {server}
-        bearer_token_file: {token}
-        tls_config: {{insecure_skip_verify: true}}
-        namespaces: {{names: [{ns}, {opns}]}}
-    relabel_configs:
-      - source_labels: [__meta_kubernetes_pod_container_port_name]
-        regex: http|metrics
-        action: keep
-      - source_labels: [__meta_kubernetes_namespace]
-        target_label: namespace
-      - source_labels: [__meta_kubernetes_pod_name]
-        target_label: pod
-"#,
-        token = dir.join("token").display(),
-        ns = ns.name,
-        opns = env.operator_namespace,
+    http_sd_configs:
+      - url: http://{sd_addr}/targets
+        refresh_interval: 2s
+"#
     );
     std::fs::write(dir.join("prometheus.yml"), cfg).expect("config");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -238,13 +197,7 @@ scrape_configs:
     .expect("the reconcile counter moves");
 
     let _ = prom.kill().await;
+    sd_task.abort();
     let _ = std::fs::remove_dir_all(&dir);
-    let name = format!("{}-prometheus", ns.name);
-    let _ = Api::<ClusterRoleBinding>::all(env.client.clone())
-        .delete(&name, &Default::default())
-        .await;
-    let _ = Api::<ClusterRole>::all(env.client.clone())
-        .delete(&name, &Default::default())
-        .await;
     ns.delete().await;
 }

@@ -1,0 +1,460 @@
+#!/usr/bin/env bash
+# Tests of the starling-operator chart and the files rendered from it.
+#
+#   charts/test.sh [KUBECONFIG]
+#
+# Always (no cluster needed):
+#   1. helm lint --strict, with the default values and with ci/full-values.yaml;
+#   2. values.schema.json and the chart's own checks refuse bad values with a clear message;
+#   3. the rendered objects: least-privilege RBAC (no wildcard, namespaced when watchNamespaces
+#      is set), the hardened operator pod, the tier overrides ConfigMap;
+#   4. scripts/render-manifests.sh --check (no drift of manifests/install.yaml or the CRD copy).
+# With a KUBECONFIG (argument, or the environment), against that cluster's API server:
+#   5. server-side dry runs (strict field validation) of the chart with default and with full
+#      values, of manifests/install.yaml, and of manifests/examples/*.yaml; the CRD's CEL rules
+#      refuse a bad spec;
+#   6. with a starling-operator binary (STARLING_OPERATOR_BIN, else target/release or
+#      target/debug): the chart installed by helm, and the operator run on this machine as the
+#      chart's ServiceAccount, does its whole job under exactly the chart's permissions.
+#
+# Steps 5 and 6 create short-lived namespaces (starling-chart-test-*) and delete them at the
+# end. When the BrokerCluster CRD, or prometheus-operator's ServiceMonitor/PodMonitor API, is
+# not served yet, they install it for the run (the latter from
+# charts/testdata/monitoring-crds.yaml) and remove it afterwards.
+# STARLING_REQUIRE_CLUSTER=1 makes a missing KUBECONFIG an error.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CHART=charts/starling-operator
+CACHE_BIN="${STARLING_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/starling}/bin"
+pick() { # pick NAME ENV_OVERRIDE -> the tool to use
+  if [[ -n "$2" ]]; then printf '%s\n' "$2"
+  elif [[ -x "$CACHE_BIN/$1" ]]; then printf '%s\n' "$CACHE_BIN/$1"
+  else command -v "$1" || true
+  fi
+}
+HELM=$(pick helm "${HELM:-}")
+KUBECTL=$(pick kubectl "${KUBECTL:-}")
+[[ -n "$HELM" ]] || { echo "charts/test.sh: helm not found; run e2e/cluster/install.sh or set HELM" >&2; exit 2; }
+export HELM
+
+if [[ $# -gt 0 ]]; then export KUBECONFIG="$1"; fi
+
+PASSED=0
+FAILED=0
+ok() { PASSED=$((PASSED + 1)); echo "ok   $*"; }
+bad() { FAILED=$((FAILED + 1)); echo "FAIL $*"; }
+WORK=$(mktemp -d)
+CLEANUP=()
+cleanup() {
+  local i
+  for ((i = ${#CLEANUP[@]} - 1; i >= 0; i--)); do
+    eval "${CLEANUP[$i]}" >/dev/null 2>&1 || true
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# ---- 1. lint ---------------------------------------------------------------------------------
+for values in "" "$CHART/ci/full-values.yaml"; do
+  args=(lint --strict "$CHART")
+  [[ -n "$values" ]] && args+=(-f "$values")
+  if out=$("$HELM" "${args[@]}" 2>&1); then
+    ok "helm lint --strict ${values:-(default values)}"
+  else
+    bad "helm lint --strict ${values:-(default values)}"; echo "$out"
+  fi
+done
+
+# ---- 2. refused values -------------------------------------------------------------------
+# refuse "WHAT" "EXPECTED MESSAGE PART" helm-args...
+refuse() {
+  local what=$1 want=$2; shift 2
+  local out
+  if out=$("$HELM" template t "$CHART" "$@" 2>&1 >/dev/null); then
+    bad "refuses $what: it was accepted"
+  elif [[ "$out" != *"$want"* ]]; then
+    bad "refuses $what: message lacks '$want':"; echo "$out"
+  else
+    ok "refuses $what: $(grep -F -m1 -- "$want" <<<"$out" | sed "s/^Error: //")"
+  fi
+}
+refuse "negative replicas" "at '/replicas': minimum: got -1" --set replicas=-1
+refuse "replicas of the wrong type" "at '/replicas': got string, want integer" --set replicas=two
+refuse "an unknown tier" "at '/tiers': additional properties 'huge' not allowed" --set tiers.huge.replicas=3
+refuse "a tier with zero replicas" "at '/tiers/small/replicas': minimum: got 0, want 1" --set tiers.small.replicas=0
+refuse "a tier memory that is no quantity" "at '/tiers/small/memory/request'" --set tiers.small.memory.request=lots
+refuse "an unknown tier field" "at '/tiers/medium': additional properties 'cores' not allowed" --set tiers.medium.cores=4
+refuse "a tier capacity of zero" "at '/tiers/large/capacityMsgsPerSec': minimum: got 0, want 1" --set tiers.large.capacityMsgsPerSec=0
+refuse "a misspelt value" "additional properties 'replica' not allowed" --set replica=2
+refuse "an unknown pull policy" "at '/image/pullPolicy': value must be one of" --set image.pullPolicy=Sometimes
+refuse "a namespace that is no DNS label" "at '/watchNamespaces/0'" --set 'watchNamespaces={Team_A}'
+refuse "an unknown log format" "at '/logging/format'" --set logging.format=xml
+refuse "a metrics port out of range" "at '/metrics/port': maximum" --set metrics.port=70000
+refuse "a scrape interval that is no duration" "at '/monitoring/podMonitor/interval'" --set monitoring.podMonitor.interval=often
+refuse "two replicas without leader election" "without a Lease every replica would reconcile" \
+  --set replicas=2 --set leaderElection.enabled=false
+refuse "a ServiceMonitor without the metrics Service" "the ServiceMonitor selects the metrics Service" \
+  --set monitoring.serviceMonitor.enabled=true --set metrics.service.enabled=false
+refuse "an existing ServiceAccount without a name" "serviceAccount.name must name an existing ServiceAccount" \
+  --set serviceAccount.create=false
+
+# ---- 3. rendered objects -------------------------------------------------------------------
+"$HELM" template t "$CHART" --namespace ops >"$WORK/default.yaml"
+"$HELM" template t "$CHART" --namespace ops -f "$CHART/ci/full-values.yaml" >"$WORK/full.yaml"
+if python3 - "$WORK/default.yaml" "$WORK/full.yaml" >"$WORK/objects.out" 2>&1 <<'PY'
+import sys
+import yaml
+
+def load(path):
+    return [d for d in yaml.safe_load_all(open(path)) if d]
+
+def kinds(docs, kind):
+    return [d for d in docs if d["kind"] == kind]
+
+failures = []
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+default, full = load(sys.argv[1]), load(sys.argv[2])
+WANT_RULES = {
+    ("starling.dev", "brokerclusters"): {"list", "watch"},
+    ("starling.dev", "brokerclusters/status"): {"patch"},
+    ("starling.dev", "brokerclusters/finalizers"): {"update"},
+    ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch"},
+    ("", "configmaps"): {"list", "watch", "create", "patch"},
+    ("", "services"): {"list", "watch", "create", "patch"},
+    ("", "serviceaccounts"): {"list", "watch", "create", "patch"},
+    ("policy", "poddisruptionbudgets"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+}
+def grants(role):
+    out = {}
+    for r in role["rules"]:
+        for g in r["apiGroups"]:
+            for res in r["resources"]:
+                out.setdefault((g, res), set()).update(r["verbs"])
+    return out
+
+for name, docs in (("default", default), ("full", full)):
+    for role in kinds(docs, "ClusterRole") + kinds(docs, "Role"):
+        flat = [x for r in role["rules"] for x in r["apiGroups"] + r["resources"] + r["verbs"]]
+        check("*" not in flat, f"{name}: {role['kind']} {role['metadata']['name']} has no wildcard")
+
+crs = kinds(default, "ClusterRole")
+check(len(crs) == 1 and grants(crs[0]) == WANT_RULES,
+      "default: one ClusterRole with exactly the operator's verbs")
+check(not kinds(full, "ClusterRole") and not kinds(full, "ClusterRoleBinding"),
+      "watchNamespaces: no cluster-wide RBAC")
+watch_roles = [r for r in kinds(full, "Role") if not r["metadata"]["name"].endswith("-leader-election")]
+check(sorted(r["metadata"]["namespace"] for r in watch_roles) == ["team-a", "team-b"]
+      and all(grants(r) == WANT_RULES for r in watch_roles),
+      "watchNamespaces: a Role with exactly the operator's verbs in each watched namespace")
+check(sorted(b["metadata"]["namespace"] for b in kinds(full, "RoleBinding")) == ["ops", "team-a", "team-b"],
+      "watchNamespaces: a RoleBinding per watched namespace, plus the Lease one")
+for name, docs, lease in (("default", default, "t-starling-operator"), ("full", full, "starling-operator-test")):
+    le = [r for r in kinds(docs, "Role") if r["metadata"]["name"].endswith("-leader-election")]
+    ok = len(le) == 1 and le[0]["metadata"]["namespace"] == "ops" and le[0]["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease], "verbs": ["get", "update"]},
+    ]
+    check(ok, f"{name}: Lease permissions only in the release namespace, get/update only on {lease}")
+
+def deployment(docs):
+    (d,) = kinds(docs, "Deployment")
+    return d
+for name, docs in (("default", default), ("full", full)):
+    d = deployment(docs)
+    pod = d["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    sc, psc = c["securityContext"], pod["securityContext"]
+    check(psc["runAsNonRoot"] and psc["runAsUser"] == 65532 and psc["seccompProfile"]["type"] == "RuntimeDefault"
+          and sc["readOnlyRootFilesystem"] and sc["allowPrivilegeEscalation"] is False
+          and sc["capabilities"]["drop"] == ["ALL"] and sc["runAsUser"] == 65532,
+          f"{name}: hardened securityContext")
+    check(c["livenessProbe"]["httpGet"]["path"] == "/healthz" and c["readinessProbe"]["httpGet"]["path"] == "/readyz",
+          f"{name}: probes on /healthz and /readyz")
+    env = {e["name"]: e for e in c["env"]}
+    check(env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+          and env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace",
+          f"{name}: POD_NAME and POD_NAMESPACE from the downward API")
+    check("requests" in c["resources"], f"{name}: resource requests")
+
+d = deployment(default)
+(c,) = d["spec"]["template"]["spec"]["containers"]
+check(c["image"] == "starling/operator:0.1.0" and c["imagePullPolicy"] == "IfNotPresent",
+      "default: image starling/operator:<appVersion>, IfNotPresent")
+check("--broker-image=starling/broker:0.1.0" in c["args"] and "--leader-election=true" in c["args"]
+      and d["spec"]["replicas"] == 1, "default: broker image starling/broker:<appVersion>, leader election, 1 replica")
+(cm,) = [x for x in kinds(default, "ConfigMap") if x["metadata"]["name"].endswith("-tiers")]
+check(yaml.safe_load(cm["data"]["tiers.yaml"]) == {}, "default: empty tier overrides")
+check(not [x for x in default if x["kind"] in ("ServiceMonitor", "PodMonitor", "NetworkPolicy")],
+      "default: no monitoring objects and no NetworkPolicy")
+
+d = deployment(full)
+(c,) = d["spec"]["template"]["spec"]["containers"]
+check("--watch-namespaces=team-a,team-b" in c["args"] and "--broker-image=registry.example/starling/broker:dev" in c["args"]
+      and d["spec"]["replicas"] == 2, "full: watched namespaces, broker image and 2 replicas reach the operator")
+(cm,) = [x for x in kinds(full, "ConfigMap") if x["metadata"]["name"].endswith("-tiers")]
+check(yaml.safe_load(cm["data"]["tiers.yaml"]) == {
+    "small": {"replicas": 1, "cpuRequest": "100m", "cpuLimit": "500m", "memoryRequest": "128Mi", "memoryLimit": "256Mi"},
+    "medium": {"replicas": 3, "cpuRequest": "250m", "cpuLimit": "1"},
+    "large": {"memoryRequest": "1Gi", "memoryLimit": "2Gi", "capacityMsgsPerSec": 250000},
+}, "full: tier overrides in the --tier-overrides format, only the set fields, quantities as strings")
+check({"name": "STARLING_OPERATOR_TIER_OVERRIDES", "value": "/etc/starling-operator/tiers.yaml"} in c["env"]
+      and c["volumeMounts"] == [{"name": "tiers", "mountPath": "/etc/starling-operator", "readOnly": True}],
+      "full: the overrides file is mounted and named in STARLING_OPERATOR_TIER_OVERRIDES")
+(pm,) = kinds(full, "PodMonitor")
+check(pm["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "starling-broker",
+                                                "app.kubernetes.io/managed-by": "starling-operator"}
+      and pm["spec"]["namespaceSelector"] == {"matchNames": ["team-a", "team-b"]}
+      and pm["spec"]["podMetricsEndpoints"][0]["port"] == "http",
+      "full: PodMonitor selects the broker pods' labels and http port in the watched namespaces")
+check(len(kinds(full, "ServiceMonitor")) == 1 and len(kinds(full, "NetworkPolicy")) == 1,
+      "full: ServiceMonitor and NetworkPolicy rendered")
+sys.exit(1 if failures else 0)
+PY
+then objects_rc=0; else objects_rc=$?; fi
+cat "$WORK/objects.out"
+PASSED=$((PASSED + $(grep -c '^ok ' "$WORK/objects.out" || true)))
+objects_failed=$(grep -c '^FAIL ' "$WORK/objects.out" || true)
+if [[ $objects_rc -ne 0 && $objects_failed -eq 0 ]]; then
+  objects_failed=1; echo "FAIL the rendered-object checks stopped with an error"
+fi
+FAILED=$((FAILED + objects_failed))
+
+# ---- 4. drift ------------------------------------------------------------------------------
+if out=$(scripts/render-manifests.sh --check 2>&1); then
+  ok "scripts/render-manifests.sh --check"
+else
+  bad "scripts/render-manifests.sh --check"; echo "$out"
+fi
+
+# ---- 5. server-side dry runs ---------------------------------------------------------------
+
+if [[ -z "${KUBECONFIG:-}" ]] || [[ -z "$KUBECTL" ]]; then
+  if [[ "${STARLING_REQUIRE_CLUSTER:-0}" == 1 ]]; then
+    bad "server-side dry run: no KUBECONFIG or no kubectl"
+  else
+    echo "skip server-side dry runs: no KUBECONFIG given"
+  fi
+else
+  K=("$KUBECTL" --request-timeout=30s)
+  DRY=(apply --server-side --dry-run=server --force-conflicts --field-manager=starling-chart-test)
+  dry() { # dry WHAT FILE [namespace]
+    local what=$1 file=$2 out
+    if out=$("${K[@]}" "${DRY[@]}" -f "$file" 2>&1); then
+      ok "server accepts $what ($(grep -c . <<<"$out") objects)"
+    else
+      bad "server accepts $what:"; echo "$out"
+    fi
+  }
+  if ! "${K[@]}" get --raw /readyz >/dev/null 2>&1; then
+    bad "API server at KUBECONFIG=$KUBECONFIG is not ready"
+  else
+    suffix=$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')
+    NS=starling-chart-test-$suffix
+    NS_A=$NS-a
+    NS_B=$NS-b
+    for ns in "$NS" "$NS_A" "$NS_B"; do
+      "${K[@]}" create namespace "$ns" >/dev/null
+      CLEANUP+=("${K[*]} delete namespace $ns --wait=false")
+    done
+
+    # kubectl wait fails at once on a CRD whose status has no conditions yet: poll instead.
+    established() {
+      local crd deadline=$((SECONDS + 30))
+      for crd in "$@"; do
+        until [[ "$("${K[@]}" get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" == True ]]; do
+          [[ $SECONDS -lt $deadline ]] || { echo "CRD $crd is not Established after 30 s" >&2; return 1; }
+          sleep 0.5
+        done
+      done
+    }
+    CRD=brokerclusters.starling.dev
+    # A CRD still being deleted (by an earlier run) refuses new objects: wait until it is gone.
+    not_terminating() {
+      local crd deadline=$((SECONDS + 60))
+      for crd in "$@"; do
+        while [[ -n "$("${K[@]}" get crd "$crd" -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null)" ]]; do
+          [[ $SECONDS -lt $deadline ]] || { echo "CRD $crd is still being deleted after 60 s" >&2; return 1; }
+          sleep 1
+        done
+      done
+    }
+    not_terminating "$CRD" servicemonitors.monitoring.coreos.com podmonitors.monitoring.coreos.com
+    if "${K[@]}" get crd "$CRD" >/dev/null 2>&1; then
+      dry "crds/brokercluster.yaml" crds/brokercluster.yaml
+      echo "note: $CRD already exists; the examples are checked against the served version"
+    else
+      CLEANUP+=("${K[*]} delete crd $CRD --ignore-not-found --wait=false")
+      "${K[@]}" apply --server-side --field-manager=starling-chart-test -f crds/brokercluster.yaml >/dev/null
+      established "$CRD"
+      ok "server accepts crds/brokercluster.yaml (installed for this run)"
+    fi
+    if ! "${K[@]}" api-resources --api-group=monitoring.coreos.com -o name 2>/dev/null | grep -q '^podmonitors'; then
+      CLEANUP+=("${K[*]} delete -f charts/testdata/monitoring-crds.yaml --ignore-not-found --wait=false")
+      "${K[@]}" apply --server-side --field-manager=starling-chart-test -f charts/testdata/monitoring-crds.yaml >/dev/null
+      established servicemonitors.monitoring.coreos.com podmonitors.monitoring.coreos.com
+      echo "note: monitoring.coreos.com is not served; using charts/testdata/monitoring-crds.yaml for this run"
+    fi
+
+    "$HELM" template starling-chart-test "$CHART" --namespace "$NS" >"$WORK/ssa-default.yaml"
+    dry "the chart with default values" "$WORK/ssa-default.yaml"
+    "$HELM" template starling-chart-test "$CHART" --namespace "$NS" -f "$CHART/ci/full-values.yaml" \
+      --set "watchNamespaces={$NS_A,$NS_B}" >"$WORK/ssa-full.yaml"
+    dry "the chart with ci/full-values.yaml" "$WORK/ssa-full.yaml"
+    # install.yaml exactly, moved to the test namespace (it creates starling-system otherwise).
+    python3 - "$NS" manifests/install.yaml >"$WORK/ssa-install.yaml" <<'PY'
+import sys, yaml
+ns = sys.argv[1]
+out = []
+for d in yaml.safe_load_all(open(sys.argv[2])):
+    if not d or d["kind"] in ("Namespace", "CustomResourceDefinition"):
+        continue
+    if d["metadata"].get("namespace") == "starling-system":
+        d["metadata"]["namespace"] = ns
+    for s in d.get("subjects", []):
+        if s.get("namespace") == "starling-system":
+            s["namespace"] = ns
+    out.append(d)
+yaml.safe_dump_all(out, sys.stdout, sort_keys=False)
+PY
+    dry "manifests/install.yaml (in namespace $NS)" "$WORK/ssa-install.yaml"
+    for f in manifests/examples/*.yaml; do
+      if out=$("${K[@]}" "${DRY[@]}" -n "$NS_A" -f "$f" 2>&1); then
+        ok "server accepts $f"
+      else
+        bad "server accepts $f:"; echo "$out"
+      fi
+    done
+    # And the CRD's rules still refuse a bad spec (a CEL rule, not the chart).
+    if out=$(printf '%s\n' 'apiVersion: starling.dev/v1alpha1' 'kind: BrokerCluster' \
+        'metadata: {name: inverted}' 'spec: {autoscaling: {enabled: true, minTier: large, maxTier: small}}' |
+        "${K[@]}" "${DRY[@]}" -n "$NS_A" -f - 2>&1); then
+      bad "server refuses minTier > maxTier: it was accepted"
+    elif [[ "$out" == *"autoscaling.minTier must not be a larger tier than autoscaling.maxTier"* ]]; then
+      ok "server refuses minTier > maxTier with the CEL message"
+    else
+      bad "server refuses minTier > maxTier: unexpected message:"; echo "$out"
+    fi
+  fi
+fi
+
+# ---- 6. the operator under the chart's RBAC -------------------------------------------------
+# The chart is installed for real (watchNamespaces mode, replicas 0: no operator pod), and a
+# starling-operator binary runs on this machine as the chart's ServiceAccount (kubeconfig
+# impersonation), reading the chart's tier overrides. Under exactly the chart's permissions it
+# must hold its Lease, create every child of two BrokerClusters sized by those overrides, write
+# their status and events, and delete the PDB when a cluster scales down to one broker. Broker
+# pods may stay Pending: this checks permissions and sizing, not brokers.
+find_operator() {
+  if [[ -n "${STARLING_OPERATOR_BIN:-}" ]]; then printf '%s\n' "$STARLING_OPERATOR_BIN"; return; fi
+  local t
+  for t in "${CARGO_TARGET_DIR:-target}/release" "${CARGO_TARGET_DIR:-target}/debug"; do
+    if [[ -x "$t/starling-operator" ]]; then printf '%s\n' "$t/starling-operator"; return; fi
+  done
+}
+OPERATOR_BIN=$(find_operator)
+OTHER_OPERATORS=""
+if [[ -n "${NS:-}" ]]; then
+  OTHER_OPERATORS=$("${K[@]}" get deployments -A -l app.kubernetes.io/name=starling-operator \
+    -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name} {end}' 2>/dev/null || true)
+fi
+if [[ -z "${NS:-}" ]]; then
+  :  # no cluster: step 5 said so
+elif [[ -z "$OPERATOR_BIN" ]]; then
+  echo "skip the RBAC run: no starling-operator binary (cargo build -p starling-operator, or set STARLING_OPERATOR_BIN)"
+elif [[ -n "$OTHER_OPERATORS" ]]; then
+  # Its reconciles of the test's clusters would mask missing permissions of the test's operator.
+  echo "skip the RBAC run: a starling-operator already runs in this cluster (${OTHER_OPERATORS% }); run charts/test.sh before installing one"
+else
+  OP_NS=$NS
+  APPS=$NS_B
+  REL=starling-rbac-test
+  SA=$REL-starling-operator
+  CLEANUP+=("$HELM uninstall $REL --namespace $OP_NS --wait=false")
+  if out=$("$HELM" install "$REL" "$CHART" --namespace "$OP_NS" --set replicas=0 \
+      --set "watchNamespaces={$APPS}" --set tiers.small.cpu.request=50m \
+      --set tiers.small.memory.request=64Mi --set tiers.small.memory.limit=192Mi \
+      --set tiers.medium.replicas=2 2>&1); then
+    ok "helm install (namespaced RBAC, no operator pod)"
+  else
+    bad "helm install:"; echo "$out"
+  fi
+  # The tier overrides exactly as the chart mounts them into the operator pod.
+  "${K[@]}" get configmap -n "$OP_NS" "$REL-starling-operator-tiers" -o jsonpath='{.data.tiers\.yaml}' \
+    >"$WORK/tiers.yaml"
+  python3 - "$KUBECONFIG" "system:serviceaccount:$OP_NS:$SA" >"$WORK/as-operator.kubeconfig" <<'PY'
+import sys, yaml
+config = yaml.safe_load(open(sys.argv[1]))
+for user in config["users"]:
+    user["user"]["as"] = sys.argv[2]
+yaml.safe_dump(config, sys.stdout)
+PY
+  KUBECONFIG="$WORK/as-operator.kubeconfig" POD_NAMESPACE="$OP_NS" POD_NAME=rbac-test \
+    STARLING_OPERATOR_TIER_OVERRIDES="$WORK/tiers.yaml" \
+    "$OPERATOR_BIN" --metrics-addr 127.0.0.1:0 --watch-namespaces "$APPS" --lease-name "$SA" \
+    --log-level info,kube=warn >"$WORK/operator.log" 2>&1 &
+  OPERATOR_PID=$!
+  # shellcheck disable=SC2016 # expanded when the cleanup runs
+  CLEANUP+=('[[ -z "${OPERATOR_PID:-}" ]] || kill -TERM "$OPERATOR_PID"')
+  "${K[@]}" apply -n "$APPS" -f manifests/examples/small-balanced.yaml -f manifests/examples/medium-latency.yaml >/dev/null
+  # until SECONDS COMMAND...: retries COMMAND once a second.
+  until_ok() {
+    local deadline=$((SECONDS + $1)); shift
+    until "$@" >/dev/null 2>&1; do
+      [[ $SECONDS -lt $deadline ]] || return 1
+      sleep 1
+    done
+  }
+  has_status() { [[ -n "$("${K[@]}" get bc -n "$APPS" "$1" -o jsonpath='{.status.observedGeneration}')" ]]; }
+  has_event() {
+    "${K[@]}" get events.events.k8s.io -n "$APPS" -o jsonpath='{range .items[*]}{.regarding.name}/{.reason}{"\n"}{end}' |
+      grep -qx "$1/Created"
+  }
+  holds_lease() {
+    [[ "$("${K[@]}" get lease -n "$OP_NS" "$SA" -o jsonpath='{.spec.holderIdentity}')" == rbac-test ]]
+  }
+  pdb_gone() { ! "${K[@]}" get pdb -n "$APPS" medium-latency >/dev/null 2>&1; }
+  if until_ok 30 holds_lease; then ok "operator holds its Lease"; else bad "operator holds its Lease"; fi
+  for bc in small-balanced medium-latency; do
+    objs=("statefulset/$bc" "service/$bc" "service/$bc-headless" "configmap/$bc-config" "serviceaccount/$bc-broker")
+    [[ $bc == medium-latency ]] && objs+=("poddisruptionbudget/$bc")
+    if until_ok 60 "${K[@]}" get -n "$APPS" "${objs[@]}"; then
+      ok "operator created every child of $bc"
+    else
+      bad "operator created every child of $bc"; "${K[@]}" get -n "$APPS" "${objs[@]}" 2>&1 | tail -n 5
+      "${K[@]}" get bc -n "$APPS" "$bc" -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}' 2>&1 || true
+    fi
+    if until_ok 30 has_status "$bc"; then ok "operator wrote the status of $bc"; else bad "operator wrote the status of $bc"; fi
+    if until_ok 30 has_event "$bc"; then ok "operator recorded a Created event for $bc"; else bad "operator recorded a Created event for $bc"; fi
+  done
+  # The operator understood the chart's tier overrides: the small tier's CPU request and
+  # memory limit, and the medium tier's replicas, come from them.
+  sized=$("${K[@]}" get statefulset -n "$APPS" small-balanced \
+    -o jsonpath='{.spec.template.spec.containers[0].resources.requests.cpu}/{.spec.template.spec.containers[0].resources.limits.memory}' 2>&1 || true)
+  replicas=$("${K[@]}" get statefulset -n "$APPS" medium-latency -o jsonpath='{.spec.replicas}' 2>&1 || true)
+  if [[ "$sized $replicas" == "50m/192Mi 2" ]]; then
+    ok "operator sizes tiers from the chart's tier overrides"
+  else
+    bad "operator sizes tiers from the chart's tier overrides: small $sized (want 50m/192Mi), medium replicas $replicas (want 2)"
+    tail -n 5 "$WORK/operator.log"
+  fi
+  "${K[@]}" patch bc -n "$APPS" medium-latency --type merge -p '{"spec":{"replicas":1}}' >/dev/null
+  if until_ok 60 pdb_gone; then ok "operator deleted the PDB on scale-down to one broker"; else bad "operator deleted the PDB on scale-down"; fi
+  if grep -qi 'forbidden' "$WORK/operator.log"; then
+    bad "operator log has no Forbidden:"; grep -i -m 5 'forbidden' "$WORK/operator.log" | cut -c1-400
+  else
+    ok "operator log has no Forbidden"
+  fi
+  kill -TERM "$OPERATOR_PID" 2>/dev/null || true
+  wait "$OPERATOR_PID" 2>/dev/null || true
+  OPERATOR_PID=""
+  "${K[@]}" delete bc -n "$APPS" --all --wait=false >/dev/null 2>&1 || true
+fi
+
+echo "charts: $PASSED passed, $FAILED failed"
+[[ $FAILED -eq 0 ]]
