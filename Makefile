@@ -23,7 +23,7 @@ demo-local:
 	./scripts/demo-local.sh
 
 ## The whole test suite. .ci/run calls exactly this.
-test: fmt-check lint unit manifests-check e2e
+test: fmt-check lint unit bench-smoke manifests-check e2e
 
 fmt-check:
 	$(CARGO) fmt --all --check

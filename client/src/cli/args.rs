@@ -52,6 +52,9 @@ pub(crate) enum Command {
     /// Cache operations.
     #[command(subcommand)]
     Cache(CacheCommand),
+    /// Benchmarks: pub/sub and cache workloads, the raw QUIC limit, reports.
+    #[cfg(feature = "bench")]
+    Bench(Box<super::bench::BenchArgs>),
 }
 
 /// `starling pub`.

@@ -26,4 +26,8 @@ pub(crate) enum CliError {
     /// The broker ended the subscription before `--count` messages arrived.
     #[error("subscription ended by the server")]
     SubscriptionEnded,
+    /// `starling bench` failed (including a lossless run that lost messages).
+    #[cfg(feature = "bench")]
+    #[error(transparent)]
+    Bench(#[from] super::bench::BenchError),
 }

@@ -2,6 +2,8 @@
 //! duration parsing and one runner per subcommand.
 
 pub(crate) mod args;
+#[cfg(feature = "bench")]
+pub(crate) mod bench;
 pub(crate) mod cache_cmd;
 pub(crate) mod duration;
 pub(crate) mod error;
@@ -16,6 +18,20 @@ use self::error::{CliError, Outcome};
 
 /// Connects with the global options and runs the chosen subcommand.
 pub(crate) async fn run(cli: Cli) -> Result<Outcome, CliError> {
+    #[cfg(feature = "bench")]
+    if let Command::Bench(args) = cli.command {
+        let globals = bench::Globals {
+            server: cli.server,
+            ca: cli.ca,
+            insecure: cli.insecure,
+            fingerprint: cli.fingerprint,
+            profile: cli.profile,
+            server_name: cli.server_name,
+            timeout: cli.timeout,
+        };
+        bench::run(globals, *args).await?;
+        return Ok(Outcome::Done);
+    }
     let trust = trust::select(cli.ca.clone(), cli.insecure, cli.fingerprint.as_deref())?;
     let mut cfg = ClientConfig::new(cli.server.clone(), trust)
         .with_profile(cli.profile)
@@ -28,6 +44,8 @@ pub(crate) async fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Pub(a) => pub_cmd::run(&client, a).await,
         Command::Sub(a) => sub_cmd::run(&client, a).await,
         Command::Cache(c) => cache_cmd::run(&client, c).await,
+        #[cfg(feature = "bench")]
+        Command::Bench(_) => Ok(Outcome::Done),
     };
     client.close().await;
     outcome

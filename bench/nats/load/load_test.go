@@ -1,0 +1,41 @@
+// Checks that the header and the bookkeeping follow the same rules as the
+// Rust harness (client/src/cli/bench/payload.rs and tracker.rs).
+package main
+
+import (
+	"math"
+	"testing"
+)
+
+func TestHeaderRoundTripsAndMatchesTheRustLayout(t *testing.T) {
+	h := header{producer: 7, seq: 1 << 40, sendNs: 123456789}
+	b := encode(h, newFiller(256))
+	if len(b) != 256 {
+		t.Fatalf("len %d", len(b))
+	}
+	if string(b[:4]) != "STB1" {
+		t.Fatalf("magic %q", b[:4])
+	}
+	if got, ok := decode(b); !ok || got != h {
+		t.Fatalf("decode %+v %v", got, ok)
+	}
+	if _, ok := decode([]byte("hello")); ok {
+		t.Fatal("foreign payload accepted")
+	}
+}
+
+func TestTrackerCountsLossReorderingAndTheWindow(t *testing.T) {
+	tr := newTracker(2, window{start: 1000, end: math.MaxUint64})
+	f := newFiller(32)
+	for _, m := range []header{{0, 0, 500}, {0, 2, 1000}, {0, 1, 1000}, {1, 0, 2000}, {1, 1, 2000}} {
+		tr.observe(encode(m, f), 3000)
+	}
+	tr.observe([]byte("x"), 3000)
+	if tr.reordered != 1 || tr.foreign != 1 || tr.measured != 4 || tr.inWindow != 5 {
+		t.Fatalf("%+v", tr)
+	}
+	exp, lost, dup := tr.account([]uint64{5, 1}, []int{0, 1})
+	if exp != 6 || lost != 2 || dup != 1 {
+		t.Fatalf("exp %d lost %d dup %d", exp, lost, dup)
+	}
+}

@@ -1,0 +1,119 @@
+// nats-load: the NATS side of Starling's benchmark. It runs the pub/sub
+// workload of `starling bench` against a nats-server with the same
+// methodology — 24-byte timestamp/sequence header, per-subscriber loss and
+// order checks, HDR latency histograms, open loop (--rate) measured from
+// the intended send time — and writes the same JSON schema.
+//
+// NATS core has no end-to-end flow control: a publisher faster than its
+// subscribers makes the server cut them off as slow consumers. In closed
+// loop each producer therefore keeps at most --max-inflight-bytes of its
+// topic's messages unreceived by the slowest subscriber (an in-process
+// credit window), which is what keeps the run lossless.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+)
+
+type options struct {
+	server, ca, system, name, jsonPath    string
+	producers, subscribers, topics, batch int
+	payload                               int
+	duration, warmup, drainTimeout        time.Duration
+	count                                 uint64
+	rate                                  float64
+	maxInflightBytes                      int
+	serverPid                             int
+}
+
+func parse() (options, error) {
+	var o options
+	flag.StringVar(&o.server, "server", "nats://127.0.0.1:4222", "NATS URL (tls://… for TLS)")
+	flag.StringVar(&o.ca, "ca", "", "PEM CA file to trust (enables TLS)")
+	flag.StringVar(&o.system, "system", "", "system label in the results (default nats or nats-tls)")
+	flag.StringVar(&o.name, "name", "", "workload name in the results")
+	flag.StringVar(&o.jsonPath, "json", "", "write the result as JSON to this file")
+	flag.IntVar(&o.producers, "producers", 1, "publishers; producer i publishes to topic i mod topics")
+	flag.IntVar(&o.subscribers, "subscribers", 1, "subscribers per topic")
+	flag.IntVar(&o.topics, "topics", 1, "topics (at most producers)")
+	flag.IntVar(&o.payload, "payload", 256, "payload bytes (at least 24)")
+	flag.IntVar(&o.batch, "batch", 1, "messages per publish round (NATS has no batch publish; recorded only)")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured duration")
+	flag.Uint64Var(&o.count, "count", 0, "measured messages in all instead of a duration")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "warm-up before measuring")
+	flag.Float64Var(&o.rate, "rate", 0, "offered msgs/s over all producers (open loop); 0 = closed loop")
+	flag.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "wait for the last deliveries")
+	flag.IntVar(&o.maxInflightBytes, "max-inflight-bytes", 8<<20, "closed loop: unreceived bytes per topic before a producer waits")
+	flag.IntVar(&o.serverPid, "server-pid", 0, "nats-server PID, to report its CPU time")
+	flag.Parse()
+	switch {
+	case o.producers < 1 || o.subscribers < 1 || o.topics < 1 || o.batch < 1:
+		return o, fmt.Errorf("--producers, --subscribers, --topics and --batch must be at least 1")
+	case o.topics > o.producers:
+		return o, fmt.Errorf("--topics must not exceed --producers")
+	case o.payload < headerLen:
+		return o, fmt.Errorf("--payload must be at least %d bytes", headerLen)
+	case o.rate < 0 || o.duration <= 0:
+		return o, fmt.Errorf("--rate must not be negative and --duration must be positive")
+	}
+	if o.system == "" {
+		o.system = "nats"
+		if o.ca != "" {
+			o.system = "nats-tls"
+		}
+	}
+	if o.name == "" {
+		o.name = fmt.Sprintf("p%d-s%d-t%d-%dB", o.producers, o.subscribers, o.topics, o.payload)
+		if o.rate > 0 {
+			o.name += fmt.Sprintf("@%.0f/s", o.rate)
+		}
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parse()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(2)
+	}
+	r, err := run(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(2)
+	}
+	fmt.Print(render(r))
+	if o.jsonPath != "" {
+		if err := r.writeJSON(o.jsonPath); err != nil {
+			fmt.Fprintln(os.Stderr, "error:", err)
+			os.Exit(2)
+		}
+	}
+	if r.Failure != nil {
+		fmt.Fprintf(os.Stderr, "error: %s: %s\n", r.Name, *r.Failure)
+		os.Exit(2)
+	}
+}
+
+func render(r *runResult) string {
+	l := r.LatencyUs
+	s := fmt.Sprintf("%s · %s · pubsub\n", r.System, r.Name)
+	s += fmt.Sprintf("  published    %12d msgs  %12.0f msgs/s\n", r.Published, r.PublishedMsgsPerS)
+	s += fmt.Sprintf("  delivered    %12d msgs  %12.0f msgs/s  %.2f MB/s\n", r.Delivered, r.DeliveredMsgsPerS, r.DeliveredMBPerS)
+	s += fmt.Sprintf("  latency µs   p50 %.1f · p90 %.1f · p99 %.1f · p99.9 %.1f · max %.1f\n", l.P50, l.P90, l.P99, l.P999, l.Max)
+	s += fmt.Sprintf("  integrity    %d lost of %d expected · %d reordered · %d duplicates\n", r.Lost, r.Expected, r.Reordered, r.Duplicates)
+	if r.BrokerCPUS != nil {
+		s += fmt.Sprintf("  broker CPU   %.2f s over %.2f s\n", *r.BrokerCPUS, r.ElapsedS)
+	}
+	if r.ClientCPUS != nil {
+		s += fmt.Sprintf("  client CPU   %.2f s (the load generator)\n", *r.ClientCPUS)
+	}
+	s += fmt.Sprintf("  machine      %d cores · load %s\n", r.Cores, r.LoadAvg)
+	if r.Failure != nil {
+		s += "  FAILED       " + *r.Failure + "\n"
+	}
+	return s
+}

@@ -1,0 +1,196 @@
+//! Arguments of `starling bench` and its subcommands (clap derive). The
+//! global options of `starling` (`--server`, `--ca`, `--insecure`,
+//! `--fingerprint`, `--profile`, `--server-name`, `--timeout`) apply too.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use starling_config::SlowSubscriberPolicy;
+
+use super::super::duration::parse_duration;
+
+/// `starling bench`: the pub/sub workload, or one of the subcommands.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct BenchArgs {
+    /// Another workload or tool (default: the pub/sub workload).
+    #[command(subcommand)]
+    pub(crate) command: Option<BenchCommand>,
+    /// The pub/sub workload's options.
+    #[command(flatten)]
+    pub(crate) pubsub: PubSubArgs,
+    /// Broker selection and output.
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
+}
+
+/// Subcommands of `starling bench`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum BenchCommand {
+    /// Cache workload: put, get-hit and get-miss phases.
+    Cache {
+        /// Workload options.
+        #[command(flatten)]
+        cache: CacheArgs,
+        /// Broker selection and output.
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Run the workloads of a spec file; write results JSON and SVG plots.
+    Matrix(MatrixArgs),
+    /// Raw quinn bulk throughput and round trip on loopback (the ceiling).
+    QuicLimit(QuicLimitArgs),
+    /// Medians over trials of result files: a markdown table and SVG plots.
+    Report(ReportArgs),
+}
+
+/// Where the broker is and where results go.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct TargetArgs {
+    /// Start a broker in this process on loopback ephemeral ports (with --profile).
+    #[arg(long)]
+    pub(crate) embedded: bool,
+    /// Slow-subscriber policy: drop_new, drop_old or block (lossless: any loss fails the run).
+    /// With --embedded it configures the broker; otherwise it is read from the broker's /config.
+    #[arg(long, value_name = "POLICY")]
+    pub(crate) policy: Option<SlowSubscriberPolicy>,
+    /// The external broker's HTTP address (default: host of --server, port 9400).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub(crate) metrics_addr: Option<String>,
+    /// PID of an external broker on this machine: its CPU time is read from
+    /// /proc (10 ms resolution) instead of /metrics (whole seconds).
+    #[arg(long, value_name = "PID")]
+    pub(crate) broker_pid: Option<u32>,
+    /// Write the result as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) json: Option<PathBuf>,
+    /// Workload name in the results (default: derived from the options).
+    #[arg(long)]
+    pub(crate) name: Option<String>,
+    /// Never show a progress bar.
+    #[arg(long)]
+    pub(crate) no_progress: bool,
+}
+
+/// The pub/sub workload.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct PubSubArgs {
+    /// Publishing tasks; producer i publishes to topic i mod --topics.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) producers: u32,
+    /// Subscribers per topic (fan-out).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) subscribers: u32,
+    /// Topics (at most --producers).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) topics: u32,
+    /// Payload bytes per message (at least 24: the timestamp/sequence header).
+    #[arg(long, default_value_t = 256)]
+    pub(crate) payload: usize,
+    /// Messages per publish call.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) batch: u32,
+    /// All producers share one client (its pool spreads their topics over
+    /// --pub-conns × --pub-streams-per-conn streams) instead of one client each.
+    #[arg(long)]
+    pub(crate) shared_pub_client: bool,
+    /// Publish connections per client (default: the profile's pool size).
+    #[arg(long)]
+    pub(crate) pub_conns: Option<u32>,
+    /// Publish streams per connection (default: the profile's).
+    #[arg(long)]
+    pub(crate) pub_streams_per_conn: Option<u32>,
+    /// Measured duration, e.g. 10s (default 5s unless --count is given).
+    #[arg(long, value_parser = parse_duration, conflicts_with = "count")]
+    pub(crate) duration: Option<Duration>,
+    /// Measured messages in all (split over the producers) instead of a duration.
+    #[arg(long)]
+    pub(crate) count: Option<u64>,
+    /// Warm-up before measuring; its messages are checked but not measured.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub(crate) warmup: Duration,
+    /// Offered load in messages/s over all producers (open loop). Without it
+    /// producers publish as fast as the broker accepts (closed loop).
+    #[arg(long, value_name = "MSGS_PER_S")]
+    pub(crate) rate: Option<f64>,
+    /// All subscribers share one client (one QUIC endpoint, the profile's
+    /// event connection pool) instead of one client each.
+    #[arg(long)]
+    pub(crate) shared_sub_client: bool,
+    /// After the producers stop, how long to wait for the last deliveries.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub(crate) drain_timeout: Duration,
+}
+
+/// The cache workload.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct CacheArgs {
+    /// Operations in flight at once.
+    #[arg(long, default_value_t = 16)]
+    pub(crate) concurrency: u32,
+    /// Value bytes.
+    #[arg(long, default_value_t = 256)]
+    pub(crate) value_size: usize,
+    /// Distinct keys written by the put phase and read by the get-hit phase.
+    #[arg(long, default_value_t = 10_000)]
+    pub(crate) keys: u32,
+    /// Measured duration of each of the three phases.
+    #[arg(long, value_parser = parse_duration, default_value = "3s")]
+    pub(crate) duration: Duration,
+    /// Warm-up of each phase (not measured).
+    #[arg(long, value_parser = parse_duration, default_value = "500ms")]
+    pub(crate) warmup: Duration,
+}
+
+/// `starling bench matrix`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct MatrixArgs {
+    /// Spec file (JSON): `{"workloads": [...]}`; see docs/benchmarks.md.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) spec: PathBuf,
+    /// Directory for results.json and the plots.
+    #[arg(long, value_name = "DIR", default_value = "bench-results")]
+    pub(crate) out: PathBuf,
+    /// Broker selection (--json and --name are ignored here).
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
+}
+
+/// `starling bench quic-limit`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct QuicLimitArgs {
+    /// Bytes per write of the bulk transfer.
+    #[arg(long, default_value_t = 16_384)]
+    pub(crate) payload: usize,
+    /// Length of the bulk transfer.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub(crate) duration: Duration,
+    /// Echo round trips measured.
+    #[arg(long, default_value_t = 5_000)]
+    pub(crate) rtt_count: u32,
+    /// Bytes per echo message.
+    #[arg(long, default_value_t = 256)]
+    pub(crate) rtt_payload: usize,
+    /// UDP socket send and receive buffer size for both endpoints (default:
+    /// the OS default, as the broker and SDK use today).
+    #[arg(long, value_name = "BYTES")]
+    pub(crate) socket_buffer: Option<usize>,
+    /// Write the result as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) json: Option<PathBuf>,
+    /// Workload name in the results.
+    #[arg(long, default_value = "quic-limit")]
+    pub(crate) name: String,
+}
+
+/// `starling bench report`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ReportArgs {
+    /// Directory of result JSON files (one run each, any system).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) input: PathBuf,
+    /// Directory for comparison.md, summary.json and the plots.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: PathBuf,
+}

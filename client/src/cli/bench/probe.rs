@@ -1,0 +1,133 @@
+//! Reading the broker's state from outside: `/metrics` (process CPU time),
+//! `/config` (the slow-subscriber policy) over plain HTTP/1.1 on its HTTP
+//! port, and per-thread CPU time of this process from `/proc`.
+
+use std::time::Duration;
+
+use starling_config::SlowSubscriberPolicy;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Limit on one HTTP request to the broker.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(3);
+/// Largest HTTP response read.
+const MAX_RESPONSE: u64 = 8 << 20;
+
+/// The body of `GET path` on `addr` (`host:port`) when it answers 200.
+pub(crate) async fn http_get(addr: &str, path: &str) -> Option<String> {
+    let fetch = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut raw = Vec::new();
+        stream.take(MAX_RESPONSE).read_to_end(&mut raw).await.ok()?;
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        let status = head.split_whitespace().nth(1)?;
+        (status == "200").then(|| body.to_string())
+    };
+    tokio::time::timeout(HTTP_TIMEOUT, fetch).await.ok()?
+}
+
+/// `process_cpu_seconds_total` from a Prometheus text exposition.
+pub(crate) fn parse_cpu(metrics: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| {
+        let rest = line.strip_prefix("process_cpu_seconds_total")?;
+        let value = rest.split_whitespace().next()?;
+        value.parse().ok()
+    })
+}
+
+/// `slow_subscriber_policy` from the broker's `/config` YAML.
+pub(crate) fn parse_policy(config_yaml: &str) -> Option<SlowSubscriberPolicy> {
+    config_yaml.lines().find_map(|line| {
+        let value = line.trim().strip_prefix("slow_subscriber_policy:")?;
+        value.trim().trim_matches(['"', '\'']).parse().ok()
+    })
+}
+
+/// USER_HZ: the unit of the times in `/proc/PID/stat` (100 on Linux).
+const CLOCK_TICKS: f64 = 100.0;
+
+/// User plus system CPU seconds of process `pid` from `/proc/PID/stat`.
+pub(crate) fn process_cpu_s(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_cpu(&stat)
+}
+
+/// utime + stime (fields 14 and 15) of a `/proc/PID/stat` line, in seconds.
+fn parse_stat_cpu(stat: &str) -> Option<f64> {
+    // The command name may contain spaces and parentheses: split after the last ')'.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / CLOCK_TICKS)
+}
+
+/// CPU seconds used so far by this process's threads whose name starts with
+/// one of `prefixes` (from `/proc/self/task/*/schedstat`, in nanoseconds;
+/// `None` where `/proc` is unavailable).
+pub(crate) fn threads_cpu_s(prefixes: &[&str]) -> Option<f64> {
+    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+    let mut total_ns = 0u128;
+    for task in tasks.flatten() {
+        let dir = task.path();
+        let Ok(comm) = std::fs::read_to_string(dir.join("comm")) else {
+            continue;
+        };
+        if !prefixes.iter().any(|p| comm.trim_end().starts_with(p)) {
+            continue;
+        }
+        let run_ns = std::fs::read_to_string(dir.join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u128>().ok());
+        total_ns += run_ns?;
+    }
+    Some(total_ns as f64 / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_process_cpu_in_metrics() {
+        let text = "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n\
+                    # TYPE process_cpu_seconds_total counter\n\
+                    process_cpu_seconds_total 12.34\n\
+                    process_max_fds 1024\n";
+        assert_eq!(parse_cpu(text), Some(12.34));
+        assert_eq!(parse_cpu("other 1\n"), None);
+    }
+
+    #[test]
+    fn finds_the_policy_in_config() {
+        let yaml = "profile: balanced\nslow_subscriber_policy: block\nack_on_commit: false\n";
+        assert_eq!(parse_policy(yaml), Some(SlowSubscriberPolicy::Block));
+        assert_eq!(
+            parse_policy("slow_subscriber_policy: drop_old"),
+            Some(SlowSubscriberPolicy::DropOld)
+        );
+        assert_eq!(parse_policy("nothing: here"), None);
+    }
+
+    #[test]
+    fn reads_process_cpu_from_proc_stat() {
+        let line =
+            "42 (my (odd) name) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 4 0 100 0 0";
+        assert_eq!(parse_stat_cpu(line), Some(3.0));
+        assert_eq!(parse_stat_cpu("garbage"), None);
+        if std::path::Path::new("/proc/self/stat").exists() {
+            assert!(process_cpu_s(std::process::id()).is_some());
+        }
+    }
+
+    #[test]
+    fn measures_named_threads_of_this_process() {
+        let cpu = threads_cpu_s(&[""]);
+        if std::path::Path::new("/proc/self/task").exists() {
+            assert!(cpu.is_some_and(|s| s > 0.0), "{cpu:?}");
+        }
+        assert_eq!(threads_cpu_s(&["no-such-thread-name"]).unwrap_or(0.0), 0.0);
+    }
+}

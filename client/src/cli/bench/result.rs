@@ -1,0 +1,295 @@
+//! The results schema (`starling-bench/1`) shared by `starling bench`, the Go
+//! load program for NATS and `bench compare`'s report. One run is one
+//! [`RunResult`]; fields that do not apply to a kind of run are left out.
+
+use std::path::Path;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::error::BenchError;
+
+/// Value of [`RunResult::schema`].
+pub(crate) const SCHEMA: &str = "starling-bench/1";
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Latency {
+    /// Number of samples.
+    pub(crate) count: u64,
+    /// Mean.
+    pub(crate) mean: f64,
+    /// Median.
+    pub(crate) p50: f64,
+    /// 90th percentile.
+    pub(crate) p90: f64,
+    /// 99th percentile.
+    pub(crate) p99: f64,
+    /// 99.9th percentile.
+    pub(crate) p999: f64,
+    /// Largest sample.
+    pub(crate) max: f64,
+}
+
+impl Latency {
+    /// Summarises a histogram of nanoseconds.
+    pub(crate) fn from_ns(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return Latency::default();
+        }
+        let us = |ns: u64| ns as f64 / 1_000.0;
+        Latency {
+            count: h.len(),
+            mean: h.mean() / 1_000.0,
+            p50: us(h.value_at_quantile(0.50)),
+            p90: us(h.value_at_quantile(0.90)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+        }
+    }
+}
+
+/// A histogram of nanoseconds from 1 ns to 100 s at 3 significant digits.
+pub(crate) fn new_histogram() -> Histogram<u64> {
+    #[allow(clippy::expect_used)]
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("constant histogram bounds are valid")
+}
+
+/// What was run: the union of every kind's parameters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RunConfig {
+    /// Producers (pubsub).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) producers: Option<u32>,
+    /// Subscribers per topic (pubsub).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) subscribers: Option<u32>,
+    /// Topics (pubsub).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) topics: Option<u32>,
+    /// Payload or value bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) payload: Option<usize>,
+    /// Messages per publish call (pubsub).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) batch: Option<u32>,
+    /// Publish connections (pubsub).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pub_conns: Option<u32>,
+    /// Publish streams per connection (pubsub).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pub_streams_per_conn: Option<u32>,
+    /// Concurrent operations (cache).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) concurrency: Option<u32>,
+    /// Measured duration in seconds (duration mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) duration_s: Option<f64>,
+    /// Measured messages (count mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) count: Option<u64>,
+    /// Warm-up seconds before measuring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) warmup_s: Option<f64>,
+    /// Offered rate in messages/s (open loop); absent means closed loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) rate: Option<f64>,
+    /// Starling profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) profile: Option<String>,
+    /// Slow-subscriber policy in force (`block` means lossless).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) policy: Option<String>,
+}
+
+/// One operation kind of the cache workload.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct OpStats {
+    /// Operations completed in the measured phase.
+    pub(crate) ops: u64,
+    /// Operations per second.
+    pub(crate) ops_per_s: f64,
+    /// Operations that failed or answered wrongly (a miss on get-hit, a hit on get-miss).
+    pub(crate) errors: u64,
+    /// Per-operation latency.
+    pub(crate) latency_us: Latency,
+}
+
+/// The cache workload's three phases.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct CacheStats {
+    /// Puts.
+    pub(crate) put: OpStats,
+    /// Gets of present keys.
+    pub(crate) get_hit: OpStats,
+    /// Gets of absent keys.
+    pub(crate) get_miss: OpStats,
+}
+
+/// The raw QUIC ceiling.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct QuicStats {
+    /// Bytes moved by the bulk transfer.
+    pub(crate) bulk_bytes: u64,
+    /// Bulk throughput in MB/s (10^6 bytes).
+    pub(crate) bulk_mb_per_s: f64,
+    /// Write size of the bulk transfer.
+    pub(crate) write_bytes: usize,
+    /// Echo round trips of `rtt_payload` bytes.
+    pub(crate) rtt_us: Latency,
+    /// Size of one echo message.
+    pub(crate) rtt_payload: usize,
+    /// UDP socket buffer size set on both endpoints (`None`: the OS default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) socket_buffer: Option<usize>,
+}
+
+/// One benchmark run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RunResult {
+    /// Always [`SCHEMA`].
+    pub(crate) schema: String,
+    /// `starling`, `nats`, `nats-tls` or `quic-limit`.
+    pub(crate) system: String,
+    /// Whether the traffic was encrypted.
+    pub(crate) tls: bool,
+    /// Workload name; runs with the same name and system are trials of one cell.
+    pub(crate) name: String,
+    /// `pubsub`, `cache` or `quic-limit`.
+    pub(crate) kind: String,
+    /// Parameters.
+    pub(crate) config: RunConfig,
+    /// Wall time of the measured phase (publish start to last delivery), seconds.
+    pub(crate) elapsed_s: f64,
+    /// Messages published in the measured phase.
+    #[serde(default)]
+    pub(crate) published: u64,
+    /// Messages delivered in the measured phase (summed over subscribers).
+    #[serde(default)]
+    pub(crate) delivered: u64,
+    /// Deliveries expected over the whole run (warm-up included).
+    #[serde(default)]
+    pub(crate) expected: u64,
+    /// Deliveries that never arrived (whole run).
+    #[serde(default)]
+    pub(crate) lost: u64,
+    /// Messages that arrived after a later one of the same producer.
+    #[serde(default)]
+    pub(crate) reordered: u64,
+    /// Deliveries beyond what was published.
+    #[serde(default)]
+    pub(crate) duplicates: u64,
+    /// Events the broker reported dropping (sequence gaps) for slow subscribers.
+    #[serde(default)]
+    pub(crate) dropped: u64,
+    /// Published messages per second.
+    #[serde(default)]
+    pub(crate) published_msgs_per_s: f64,
+    /// Delivered messages per second (all subscribers).
+    #[serde(default)]
+    pub(crate) delivered_msgs_per_s: f64,
+    /// Delivered payload MB/s (10^6 bytes, all subscribers).
+    #[serde(default)]
+    pub(crate) delivered_mb_per_s: f64,
+    /// Publish-to-receive latency of measured messages.
+    #[serde(default)]
+    pub(crate) latency_us: Latency,
+    /// Cache workload figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cache: Option<CacheStats>,
+    /// Raw QUIC figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) quic: Option<QuicStats>,
+    /// CPU seconds the broker process used over the measured phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) broker_cpu_s: Option<f64>,
+    /// Where `broker_cpu_s` came from: `metrics`, `threads` or `proc`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) broker_cpu_source: Option<String>,
+    /// CPU seconds the load generator used over the same window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) client_cpu_s: Option<f64>,
+    /// `/proc/loadavg` when the run started.
+    #[serde(default)]
+    pub(crate) load_avg: String,
+    /// Online CPUs.
+    #[serde(default)]
+    pub(crate) cores: usize,
+    /// Unix time the run started.
+    #[serde(default)]
+    pub(crate) started_unix: u64,
+    /// Why the run is not valid, if it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) failure: Option<String>,
+}
+
+impl RunResult {
+    /// An empty result stamped with the machine's state.
+    pub(crate) fn new(system: &str, tls: bool, name: &str, kind: &str, config: RunConfig) -> Self {
+        RunResult {
+            schema: SCHEMA.to_string(),
+            system: system.to_string(),
+            tls,
+            name: name.to_string(),
+            kind: kind.to_string(),
+            config,
+            load_avg: load_avg(),
+            cores: std::thread::available_parallelism().map_or(1, usize::from),
+            started_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            ..RunResult::default()
+        }
+    }
+
+    /// Writes `self` as pretty JSON.
+    pub(crate) fn write_json(&self, path: &Path) -> Result<(), BenchError> {
+        write_json(path, self)
+    }
+}
+
+/// Writes any serialisable value as pretty JSON, creating parent directories.
+pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), BenchError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| BenchError::file(dir, e))?;
+    }
+    let text = serde_json::to_string_pretty(value).map_err(|e| BenchError::json(path, e))?;
+    std::fs::write(path, text + "\n").map_err(|e| BenchError::file(path, e))
+}
+
+/// The first three fields of `/proc/loadavg` (empty where unavailable).
+pub(crate) fn load_avg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_summary_is_in_microseconds() {
+        let mut h = new_histogram();
+        for ns in [1_000u64, 2_000, 3_000, 1_000_000] {
+            h.record(ns).ok();
+        }
+        let l = Latency::from_ns(&h);
+        assert_eq!(l.count, 4);
+        assert!((l.p50 - 2.0).abs() < 0.01, "{l:?}");
+        assert!((l.max - 1_000.0).abs() < 1.0, "{l:?}");
+        assert_eq!(Latency::from_ns(&new_histogram()), Latency::default());
+    }
+
+    #[test]
+    fn results_round_trip_and_skip_absent_fields() {
+        let mut r = RunResult::new("starling", true, "w", "pubsub", RunConfig::default());
+        r.config.payload = Some(256);
+        let text = serde_json::to_string(&r).unwrap_or_default();
+        assert!(!text.contains("cache"), "{text}");
+        assert!(!text.contains("rate"), "{text}");
+        let back: RunResult = serde_json::from_str(&text).unwrap_or_default();
+        assert_eq!(back, r);
+    }
+}

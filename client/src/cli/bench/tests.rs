@@ -1,0 +1,101 @@
+//! End-to-end checks of the harness against an embedded broker: a lossless
+//! pub/sub run in closed and open loop, and a short cache run.
+
+use std::time::Duration;
+
+use starling_client::Profile;
+use starling_config::SlowSubscriberPolicy;
+
+use super::args::{CacheArgs, PubSubArgs, TargetArgs};
+use super::pubsub::{self, PubSubPlan};
+use super::target::Target;
+use super::{Globals, cache};
+
+fn globals() -> Globals {
+    Globals {
+        server: "127.0.0.1:7400".into(),
+        ca: None,
+        insecure: false,
+        fingerprint: None,
+        profile: Profile::Balanced,
+        server_name: None,
+        timeout: Duration::from_secs(10),
+    }
+}
+
+fn embedded(policy: SlowSubscriberPolicy) -> TargetArgs {
+    TargetArgs {
+        embedded: true,
+        policy: Some(policy),
+        metrics_addr: None,
+        broker_pid: None,
+        json: None,
+        name: None,
+        no_progress: true,
+    }
+}
+
+fn small(rate: Option<f64>) -> PubSubArgs {
+    PubSubArgs {
+        producers: 2,
+        subscribers: 2,
+        topics: 2,
+        payload: 64,
+        batch: 4,
+        pub_conns: Some(1),
+        pub_streams_per_conn: Some(2),
+        duration: None,
+        count: Some(400),
+        warmup: Duration::from_millis(50),
+        rate,
+        shared_sub_client: rate.is_some(),
+        shared_pub_client: rate.is_none(),
+        drain_timeout: Duration::from_secs(30),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lossless_pubsub_runs_deliver_everything() {
+    let target = Target::open(&globals(), &embedded(SlowSubscriberPolicy::Block))
+        .await
+        .expect("embedded broker");
+    for rate in [None, Some(4_000.0)] {
+        let plan = PubSubPlan::new(small(rate)).expect("valid plan");
+        let r = pubsub::run(&target, &plan, "smoke", false)
+            .await
+            .expect("run");
+        assert_eq!(r.failure, None, "{r:?}");
+        assert_eq!((r.lost, r.reordered, r.duplicates), (0, 0, 0));
+        // 400 measured messages, each delivered to 2 subscribers (the
+        // delivered count may include warm-up messages received later).
+        assert_eq!(r.published, 400);
+        assert!(r.delivered >= 800 && r.expected >= r.delivered, "{r:?}");
+        assert_eq!(r.latency_us.count, 800);
+        assert!(r.delivered_msgs_per_s > 0.0 && r.latency_us.p50 > 0.0);
+        assert_eq!(r.broker_cpu_source.as_deref(), Some("threads"));
+        assert_eq!(r.config.policy.as_deref(), Some("block"));
+    }
+    target.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_run_reports_three_phases() {
+    let target = Target::open(&globals(), &embedded(SlowSubscriberPolicy::DropOld))
+        .await
+        .expect("embedded broker");
+    let a = CacheArgs {
+        concurrency: 4,
+        value_size: 32,
+        keys: 50,
+        duration: Duration::from_millis(200),
+        warmup: Duration::from_millis(20),
+    };
+    let r = cache::run(&target, &a, "cache", false).await.expect("run");
+    target.close().await;
+    let c = r.cache.expect("cache stats");
+    assert_eq!(r.failure, None);
+    for s in [&c.put, &c.get_hit, &c.get_miss] {
+        assert!(s.ops > 0 && s.errors == 0, "{s:?}");
+        assert!(s.latency_us.p99 > 0.0);
+    }
+}
