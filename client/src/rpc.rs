@@ -24,6 +24,8 @@ use crate::slot::Alive;
 const QUEUE_DEPTH: usize = 1024;
 /// The writer coalesces queued frames into writes of up to this many bytes.
 const COALESCE_BYTES: usize = 256 * 1024;
+/// Coalesced frames averaging less than this are copied into one buffer before writing.
+const JOIN_BELOW_AVG_FRAME: usize = 4096;
 /// Bytes asked for per read.
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -197,6 +199,17 @@ async fn write_loop(
                 Ok(Command::Finish(done)) => finish = Some(done),
                 Err(_) => break,
             }
+        }
+        if chunks.len() > 1 && size / chunks.len() < JOIN_BELOW_AVG_FRAME {
+            // Small frames go out as one contiguous buffer: quinn locates a packet's data in its
+            // send buffer by scanning the chunks it was given, so many small frames cost more in
+            // that scan than the copy does (measured in docs/benchmarks.md). Large frames are
+            // passed as they are, where the copy would cost more than it saves.
+            let mut joined = BytesMut::with_capacity(size);
+            for c in chunks.drain(..) {
+                joined.extend_from_slice(&c);
+            }
+            chunks.push(joined.freeze());
         }
         if !chunks.is_empty() {
             if let Err(e) = send.write_all_chunks(&mut chunks).await {
