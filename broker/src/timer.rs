@@ -129,24 +129,40 @@ mod tests {
 
     #[tokio::test]
     async fn short_sleeps_are_sub_millisecond_and_never_early() {
-        let mut worst = Duration::ZERO;
-        for _ in 0..20 {
-            let start = Instant::now();
-            let deadline = start + Duration::from_micros(150);
+        let mut overshoots = Vec::new();
+        for _ in 0..21 {
+            let deadline = Instant::now() + Duration::from_micros(150);
             sleep_until(deadline).await;
             let now = Instant::now();
-            assert!(now >= deadline);
-            worst = worst.max(now - deadline);
+            assert!(now >= deadline, "woke early");
+            overshoots.push(now - deadline);
         }
-        // Generous bound for a loaded 2-core CI machine; tokio's timer alone overshoots ~1 ms.
-        assert!(worst < Duration::from_millis(20), "overshoot {worst:?}");
+        overshoots.sort();
+        // The median is robust to the odd preemption on a loaded 2-core machine; tokio's own
+        // timer would put it near a whole millisecond.
+        let median = overshoots[overshoots.len() / 2];
+        assert!(
+            median < Duration::from_millis(1),
+            "median overshoot {median:?}"
+        );
     }
 
     #[tokio::test]
     async fn dropped_sleeps_unregister() {
-        let fut = sleep_until(Instant::now() + Duration::from_millis(1));
-        let _ = tokio::time::timeout(Duration::from_micros(10), fut).await;
-        sleep_until(Instant::now() + Duration::from_micros(200)).await;
-        assert!(inner().state.lock().wakers.is_empty());
+        // Other tests share the timer thread, so look only at this sleep's own registration.
+        let mut sleep = Box::pin(HiResSleep {
+            deadline: Instant::now() + Duration::from_secs(1),
+            id: None,
+        });
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(sleep.as_mut().poll(&mut cx).is_pending());
+        let id = sleep.id.expect("registered on first poll");
+        assert!(inner().state.lock().wakers.contains_key(&id));
+        drop(sleep);
+        assert!(
+            !inner().state.lock().wakers.contains_key(&id),
+            "a dropped sleep leaves no waker behind"
+        );
     }
 }

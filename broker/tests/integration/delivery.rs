@@ -171,7 +171,7 @@ async fn delay_trigger_flushes_a_partial_batch_after_max_delay() {
 async fn ack_on_commit_acks_only_after_the_batch_is_enqueued() {
     let slow_batch = ConfigOverrides {
         event_batch_max_events: Some(1000),
-        event_batch_max_delay_us: Some(300_000),
+        event_batch_max_delay_us: Some(1_000_000),
         ..ConfigOverrides::default()
     };
     // ack_on_commit = false: the ack means "accepted" and does not wait for the batch.
@@ -194,7 +194,7 @@ async fn ack_on_commit_acks_only_after_the_batch_is_enqueued() {
     );
     b.running.shutdown().await;
 
-    // ack_on_commit = true: the ack waits for the 300 ms batch delay, i.e. for the enqueue.
+    // ack_on_commit = true: the ack waits for the 1 s batch delay, i.e. for the enqueue.
     let b = start(
         Profile::Balanced,
         ConfigOverrides {
