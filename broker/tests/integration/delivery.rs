@@ -188,7 +188,7 @@ async fn ack_on_commit_acks_only_after_the_batch_is_enqueued() {
     let t0 = Instant::now();
     c.publish_acked("acks", payload(1)).await.expect("ack");
     assert!(
-        t0.elapsed() < Duration::from_millis(250),
+        t0.elapsed() < Duration::from_millis(700),
         "receipt ack took {:?}",
         t0.elapsed()
     );
@@ -208,7 +208,7 @@ async fn ack_on_commit_acks_only_after_the_batch_is_enqueued() {
     let t0 = Instant::now();
     c.publish_acked("acks", payload(2)).await.expect("ack");
     assert!(
-        t0.elapsed() >= Duration::from_millis(300),
+        t0.elapsed() >= Duration::from_millis(1000),
         "commit ack came after {:?}",
         t0.elapsed()
     );
