@@ -65,18 +65,7 @@ impl Client {
     /// Publishes one message without waiting for the broker's ack. Returns once
     /// the message is queued on its stream (waits while the stream is backed up).
     pub async fn publish(&self, topic: &str, payload: impl Into<Bytes>) -> Result<(), ClientError> {
-        let inner = self.open()?;
-        check_topic(topic)?;
-        inner
-            .publisher
-            .publish(
-                &inner.connector,
-                topic,
-                payload.into(),
-                false,
-                inner.request_timeout,
-            )
-            .await
+        self.publish_one(topic, payload.into(), false).await
     }
 
     /// Publishes one message and waits for the broker's ack.
@@ -85,6 +74,16 @@ impl Client {
         topic: &str,
         payload: impl Into<Bytes>,
     ) -> Result<(), ClientError> {
+        self.publish_one(topic, payload.into(), true).await
+    }
+
+    /// One `Publish` frame, acked or fire-and-forget.
+    async fn publish_one(
+        &self,
+        topic: &str,
+        payload: Bytes,
+        acked: bool,
+    ) -> Result<(), ClientError> {
         let inner = self.open()?;
         check_topic(topic)?;
         inner
@@ -92,8 +91,8 @@ impl Client {
             .publish(
                 &inner.connector,
                 topic,
-                payload.into(),
-                true,
+                payload,
+                acked,
                 inner.request_timeout,
             )
             .await
