@@ -207,4 +207,23 @@ knobs! {
     /// On SIGTERM, how long (ms) the broker keeps flushing queued deliveries before it closes
     /// connections.
     drain_timeout_ms: u64,
+
+    ["Cluster"]
+    /// File listing the cluster's members, one `<id> <host:port>` line each (`#` starts a
+    /// comment), re-read every `cluster_poll_interval_ms`. The member whose id equals this
+    /// broker's id (`POD_NAME`, else `HOSTNAME`) is this broker. Unset, together with
+    /// `cluster_members_configmap`: a single-node broker.
+    cluster_members_file: Option<PathBuf>,
+    /// Name of a ConfigMap in the pod's namespace (`POD_NAMESPACE`) whose `members` key has the
+    /// same format as `cluster_members_file`, read through the Kubernetes API with the pod's
+    /// service account. The operator sets it and keeps the ConfigMap current.
+    cluster_members_configmap: Option<String>,
+    /// How often (ms) the member list is re-read.
+    cluster_poll_interval_ms: u64,
+    /// Limit (ms) on connecting to a peer broker; a peer that fails is reported `Unavailable`
+    /// without a new attempt for the same time.
+    cluster_peer_timeout_ms: u64,
+    /// After a membership change, for this long (ms) a cache miss at a key's new owner asks the
+    /// key's previous owner before answering "absent".
+    cluster_handoff_window_ms: u64,
 }

@@ -77,6 +77,11 @@ impl Profile {
             cache_shards: 64,
             cache_max_value_bytes: MIB as u32,
             drain_timeout_ms: 10_000,
+            cluster_members_file: None,
+            cluster_members_configmap: None,
+            cluster_poll_interval_ms: 1_000,
+            cluster_peer_timeout_ms: 1_000,
+            cluster_handoff_window_ms: 30_000,
         };
         match self {
             Profile::Balanced => balanced,

@@ -92,6 +92,9 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("cache_shards", Some(1), Some(4096)),
     at_least_one("cache_max_value_bytes"),
     range("drain_timeout_ms", None, Some(3_600_000)),
+    range("cluster_poll_interval_ms", Some(50), Some(60_000)),
+    range("cluster_peer_timeout_ms", Some(50), Some(60_000)),
+    range("cluster_handoff_window_ms", None, Some(3_600_000)),
 ];
 
 /// Every order between two knobs. `validate` enforces them, and the operator turns the same
@@ -183,6 +186,11 @@ impl BrokerConfig {
                 "tls_cert_file"
             },
             || "tls_cert_file and tls_key_file must be set together".to_string(),
+        );
+        c.check(
+            self.cluster_members_file.is_none() || self.cluster_members_configmap.is_none(),
+            "cluster_members_configmap",
+            || "cluster_members_file and cluster_members_configmap are exclusive".to_string(),
         );
         c.check(!self.log_level.trim().is_empty(), "log_level", || {
             "must not be empty".to_string()
