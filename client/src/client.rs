@@ -1,65 +1,74 @@
-//! [`Client`]: the SDK entry point. A cheap-to-clone handle over the three
-//! pools (publish, events, cache) that share one QUIC endpoint.
+//! [`Client`]: the SDK entry point. A cheap-to-clone handle that sends each request to the
+//! right broker: the bootstrap broker (`ClientConfig::server`) for a single node, or, in a
+//! cluster, the member owning the topic or cache key (see `cluster`), falling back to the
+//! bootstrap broker, which forwards, when a member cannot be reached from here.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
-use starling_proto::validate_topic;
+use starling_placement::Kind;
+use starling_proto::{ClusterInfo, validate_topic};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
-use crate::cache::CachePool;
+use crate::cluster::{Router, Target, is_moved};
 use crate::config::ClientConfig;
-use crate::connector::Connector;
-use crate::handshake::ServerInfo;
-use crate::publisher::Publisher;
-use crate::subscriber::Subscriber;
+use crate::handshake::{Role, ServerInfo};
+use crate::node::Node;
+use crate::pump::BATCH_BUFFER;
 use crate::subscription::Subscription;
-use crate::transport::ConnKind;
 
-/// How long [`Client::close`] waits for close frames to go out.
-const CLOSE_LINGER: Duration = Duration::from_secs(1);
+/// Attempts of one request when members answer `Moved` (the membership is re-read between).
+const MOVED_ATTEMPTS: usize = 3;
 
-/// A connection to one Starling broker. Clones share the same pools.
+/// A connection to a Starling broker or cluster. Clones share the same pools.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
 }
 
-struct Inner {
-    connector: Connector,
-    info: ServerInfo,
-    publisher: Publisher,
-    subscriber: Subscriber,
-    cache: CachePool,
+pub(crate) struct Inner {
+    bootstrap: Arc<Node>,
+    router: Option<Router>,
     request_timeout: Duration,
     closed: AtomicBool,
 }
 
 impl Client {
-    /// Connects and handshakes one publish connection right away, so a bad
-    /// address, certificate or protocol version fails here; every other
-    /// connection and stream is opened on first use.
+    /// Connects and handshakes one connection right away, so a bad address, certificate or
+    /// protocol version fails here. With `cluster_routing` (the default) it then asks the
+    /// broker for the cluster's membership and keeps it fresh; every other connection and
+    /// stream is opened on first use.
     pub async fn connect(cfg: ClientConfig) -> Result<Client, ClientError> {
         cfg.validate()?;
-        let connector = Connector::new(&cfg).await?;
-        let first = connector.connect(ConnKind::Publish).await?;
-        let info = ServerInfo::clone(&first.info);
-        let t = cfg.tuning;
-        let publisher = Publisher::new(t.pub_conn_pool, t.pub_streams_per_conn);
-        publisher.seed(first);
-        Ok(Client {
-            inner: Arc::new(Inner {
-                connector,
-                info,
-                publisher,
-                subscriber: Subscriber::new(t.event_conn_pool),
-                cache: CachePool::new(t.cache_conn_pool, t.cache_streams_per_conn),
-                request_timeout: cfg.request_timeout,
-                closed: AtomicBool::new(false),
-            }),
-        })
+        let role = match &cfg.peer_token {
+            Some(token) => Role::Peer(token.clone()),
+            None => Role::Plain,
+        };
+        let bootstrap = Arc::new(Node::connect(&cfg, role).await?);
+        let router = if cfg.cluster_routing {
+            match bootstrap.cluster_info().await {
+                Ok(info) => Some(Router::new(&cfg, info)),
+                Err(e) => {
+                    tracing::debug!(error = %e, "no cluster information; not routing");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let inner = Arc::new(Inner {
+            bootstrap,
+            router,
+            request_timeout: cfg.request_timeout,
+            closed: AtomicBool::new(false),
+        });
+        if inner.router.is_some() {
+            tokio::spawn(refresh_loop(Arc::downgrade(&inner), cfg.cluster_refresh));
+        }
+        Ok(Client { inner })
     }
 
     /// Publishes one message without waiting for the broker's ack. Returns once
@@ -87,14 +96,10 @@ impl Client {
         let inner = self.open()?;
         check_topic(topic)?;
         inner
-            .publisher
-            .publish(
-                &inner.connector,
-                topic,
-                payload,
-                acked,
-                inner.request_timeout,
-            )
+            .routed(Kind::Topic, topic.as_bytes(), |node: Arc<Node>| {
+                let payload = payload.clone();
+                async move { node.publish(topic, payload, acked).await }
+            })
             .await
     }
 
@@ -109,25 +114,59 @@ impl Client {
         let inner = self.open()?;
         check_topic(topic)?;
         inner
-            .publisher
-            .publish_batch(
-                &inner.connector,
-                topic,
-                payloads,
-                acked,
-                inner.request_timeout,
-            )
+            .routed(Kind::Topic, topic.as_bytes(), |node: Arc<Node>| {
+                let payloads = payloads.clone();
+                async move { node.publish_batch(topic, payloads, acked).await }
+            })
             .await
     }
 
-    /// Subscribes to `topic`; returns once the broker accepted the subscription.
-    pub async fn subscribe(&self, topic: &str) -> Result<Subscription, ClientError> {
+    /// Queues an acked batch now and returns a future for its ack, so a caller can keep many
+    /// acked batches in flight while their order on the wire stays the call order. Not routed:
+    /// it always goes to the bootstrap broker (broker-to-broker forwarding uses it).
+    pub async fn publish_batch_pipelined(
+        &self,
+        topic: &str,
+        payloads: Vec<Bytes>,
+    ) -> Result<impl Future<Output = Result<(), ClientError>> + Send + 'static, ClientError> {
         let inner = self.open()?;
         check_topic(topic)?;
         inner
-            .subscriber
-            .subscribe(&inner.connector, topic, inner.request_timeout)
+            .bootstrap
+            .publish_batch_deferred(topic, payloads)
             .await
+    }
+
+    /// Subscribes to `topic`; returns once the broker accepted the subscription. In a cluster
+    /// the subscription follows the topic when its owner changes (it resubscribes at the new
+    /// owner; see docs/architecture.md for the at-most-once window), and `Event::seq` is then
+    /// this subscription's own continuous sequence.
+    pub async fn subscribe(&self, topic: &str) -> Result<Subscription, ClientError> {
+        let inner = self.open()?;
+        check_topic(topic)?;
+        let first = inner.subscribe_routed(topic).await?;
+        if inner.router.is_none() {
+            return Ok(first);
+        }
+        let (tx, rx) = mpsc::channel(BATCH_BUFFER);
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let id = first.id();
+        let give_up = inner.request_timeout.saturating_mul(3);
+        tokio::spawn(crate::relay::relay(
+            Arc::downgrade(&self.inner),
+            topic.to_string(),
+            first,
+            tx,
+            stop_rx,
+            give_up,
+        ));
+        Ok(Subscription::new(
+            id,
+            topic.to_string(),
+            rx,
+            stop_tx,
+            inner.request_timeout,
+        ))
     }
 
     /// Stores `value` under `key`, expiring after `ttl` when given.
@@ -138,53 +177,66 @@ impl Client {
         ttl: Option<Duration>,
     ) -> Result<(), ClientError> {
         let inner = self.open()?;
+        let (key, value) = (key.into(), value.into());
         inner
-            .cache
-            .put(
-                &inner.connector,
-                key.into(),
-                value.into(),
-                ttl,
-                inner.request_timeout,
-            )
+            .routed(Kind::CacheKey, &key, |node: Arc<Node>| {
+                let (key, value) = (key.clone(), value.clone());
+                async move { node.cache_put(key, value, ttl).await }
+            })
             .await
     }
 
     /// The value under `key`, or `None` when absent or expired.
     pub async fn cache_get(&self, key: impl Into<Bytes>) -> Result<Option<Bytes>, ClientError> {
         let inner = self.open()?;
+        let key = key.into();
         inner
-            .cache
-            .get(&inner.connector, key.into(), inner.request_timeout)
+            .routed(Kind::CacheKey, &key, |node: Arc<Node>| {
+                let key = key.clone();
+                async move { node.cache_get(key).await }
+            })
             .await
     }
 
     /// Deletes `key`; `true` when it existed.
     pub async fn cache_delete(&self, key: impl Into<Bytes>) -> Result<bool, ClientError> {
         let inner = self.open()?;
+        let key = key.into();
         inner
-            .cache
-            .delete(&inner.connector, key.into(), inner.request_timeout)
+            .routed(Kind::CacheKey, &key, |node: Arc<Node>| {
+                let key = key.clone();
+                async move { node.cache_delete(key).await }
+            })
             .await
     }
 
-    /// What the broker said about itself in the first handshake.
+    /// The cluster's membership as the bootstrap broker sees it now.
+    pub async fn cluster_info(&self) -> Result<ClusterInfo, ClientError> {
+        self.open()?.bootstrap.cluster_info().await
+    }
+
+    /// The membership epoch this client routes on (`None`: not routing).
+    pub fn routing_epoch(&self) -> Option<u64> {
+        self.inner.router.as_ref().map(Router::epoch)
+    }
+
+    /// What the bootstrap broker said about itself in the first handshake.
     pub fn server_info(&self) -> &ServerInfo {
-        &self.inner.info
+        self.inner.bootstrap.info()
     }
 
     /// Flushes queued publishes (waiting up to the request timeout for the
-    /// broker to read them), then closes every connection. Later calls on any
+    /// brokers to read them), then closes every connection. Later calls on any
     /// clone fail with [`ClientError::Closed`]; open subscriptions end.
     pub async fn close(&self) {
         let inner = &self.inner;
         if inner.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        inner.publisher.close(inner.request_timeout).await;
-        inner.subscriber.close();
-        inner.cache.close();
-        let _ = tokio::time::timeout(CLOSE_LINGER, inner.connector.endpoint().wait_idle()).await;
+        if let Some(router) = &inner.router {
+            router.close().await;
+        }
+        inner.bootstrap.close().await;
     }
 
     fn open(&self) -> Result<&Inner, ClientError> {
@@ -195,10 +247,81 @@ impl Client {
     }
 }
 
+impl Inner {
+    /// Runs `op` on the node owning `key`, re-reading the membership and trying again when
+    /// the member answers `Moved`.
+    async fn routed<T, F, Fut>(&self, kind: Kind, key: &[u8], mut op: F) -> Result<T, ClientError>
+    where
+        F: FnMut(Arc<Node>) -> Fut,
+        Fut: Future<Output = Result<T, ClientError>>,
+    {
+        let mut attempt = 1;
+        loop {
+            let node = self.node_for(kind, key).await;
+            match op(node).await {
+                Err(e) if is_moved(&e) && attempt < MOVED_ATTEMPTS => {
+                    attempt += 1;
+                    self.refresh().await;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// A subscription at the topic's owner (or through the bootstrap broker).
+    pub(crate) async fn subscribe_routed(&self, topic: &str) -> Result<Subscription, ClientError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(ClientError::Closed);
+        }
+        self.routed(
+            Kind::Topic,
+            topic.as_bytes(),
+            |node: Arc<Node>| async move { node.subscribe(topic).await },
+        )
+        .await
+    }
+
+    async fn node_for(&self, kind: Kind, key: &[u8]) -> Arc<Node> {
+        match &self.router {
+            Some(router) => match router.target(kind, key).await {
+                Target::Member(node) => node,
+                Target::Bootstrap => Arc::clone(&self.bootstrap),
+            },
+            None => Arc::clone(&self.bootstrap),
+        }
+    }
+
+    /// Re-reads the membership from the bootstrap broker.
+    async fn refresh(&self) {
+        let Some(router) = &self.router else {
+            return;
+        };
+        match self.bootstrap.cluster_info().await {
+            Ok(info) => router.update(info),
+            Err(e) => tracing::debug!(error = %e, "cluster membership refresh failed"),
+        }
+    }
+}
+
+/// Re-reads the membership every `every` while the client lives.
+async fn refresh_loop(inner: Weak<Inner>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        if inner.closed.load(Ordering::Acquire) {
+            return;
+        }
+        inner.refresh().await;
+    }
+}
+
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("server_id", &self.inner.info.server_id)
+            .field("server_id", &self.inner.bootstrap.info().server_id)
+            .field("routing_epoch", &self.routing_epoch())
             .field("closed", &self.inner.closed.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }

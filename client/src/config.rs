@@ -86,6 +86,14 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Limit on one request (an acked publish, a subscribe, a cache op).
     pub request_timeout: Duration,
+    /// Route each topic and cache key straight to the cluster member that owns it (learned
+    /// with `ClusterInfo` from the first server). Off: every request goes to `server`, which
+    /// forwards what it does not own.
+    pub cluster_routing: bool,
+    /// How often a routing client re-reads the cluster's membership.
+    pub cluster_refresh: Duration,
+    /// Broker-to-broker links only: the cluster peer token sent in `Hello`.
+    pub peer_token: Option<Vec<u8>>,
 }
 
 impl ClientConfig {
@@ -102,7 +110,24 @@ impl ClientConfig {
             client_name: format!("starling-client/{}", env!("CARGO_PKG_VERSION")),
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(10),
+            cluster_routing: true,
+            cluster_refresh: Duration::from_secs(5),
+            peer_token: None,
         }
+    }
+
+    /// Sends every request to `server` only, which forwards what it does not own.
+    pub fn without_cluster_routing(mut self) -> Self {
+        self.cluster_routing = false;
+        self
+    }
+
+    /// Makes this a broker-to-broker link authenticated with `token` (no routing: the peer
+    /// serves every request itself).
+    pub fn with_peer_token(mut self, token: Vec<u8>) -> Self {
+        self.peer_token = Some(token);
+        self.cluster_routing = false;
+        self
     }
 
     /// Switches to `profile`, re-resolving pool sizes and QUIC windows.
@@ -142,7 +167,10 @@ impl ClientConfig {
                 )));
             }
         }
-        if self.connect_timeout.is_zero() || self.request_timeout.is_zero() {
+        if self.connect_timeout.is_zero()
+            || self.request_timeout.is_zero()
+            || self.cluster_refresh.is_zero()
+        {
             return Err(crate::ClientError::Config(
                 "timeouts must be greater than zero".into(),
             ));

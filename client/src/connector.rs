@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::ClientError;
 use crate::addr::{resolve, server_name, split_host_port};
 use crate::config::ClientConfig;
-use crate::handshake::{ServerInfo, handshake};
+use crate::handshake::{Role, ServerInfo, handshake};
 use crate::transport::{ConnKind, QuicConfigs, endpoint_for};
 
 /// An open, handshaken connection.
@@ -35,11 +35,12 @@ pub(crate) struct Connector {
     server_name: String,
     client_name: String,
     connect_timeout: Duration,
+    role: Role,
 }
 
 impl Connector {
     /// Validates the address, builds TLS configs and binds the local endpoint.
-    pub(crate) async fn new(cfg: &ClientConfig) -> Result<Self, ClientError> {
+    pub(crate) async fn new(cfg: &ClientConfig, role: Role) -> Result<Self, ClientError> {
         let (host, port) = split_host_port(&cfg.server)?;
         let configs = QuicConfigs::new(cfg)?;
         if cfg.trust == crate::Trust::Insecure {
@@ -56,6 +57,7 @@ impl Connector {
             port,
             client_name: cfg.client_name.clone(),
             connect_timeout: cfg.connect_timeout,
+            role,
         })
     }
 
@@ -95,7 +97,7 @@ impl Connector {
             .connect_with(self.configs.for_kind(kind), addr, &self.server_name)
             .map_err(|e| ClientError::Connect(format!("{addr}: {e}")))?;
         let quic = connecting.await.map_err(setup_error)?;
-        let info = match handshake(&quic, &self.client_name).await {
+        let info = match handshake(&quic, &self.client_name, &self.role).await {
             Ok(info) => info,
             Err(e) => {
                 quic.close(0u32.into(), b"handshake failed");

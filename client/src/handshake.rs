@@ -10,8 +10,38 @@ use crate::error::ProtocolError;
 /// Largest handshake answer accepted before the server's own limit is known.
 const HANDSHAKE_MAX_FRAME: u32 = 64 * 1024;
 
-/// Features this client asks for.
-const WANTED_FEATURES: u64 = features::BATCH_PUBLISH | features::CACHE;
+/// Features every connection asks for.
+const BASE_FEATURES: u64 = features::BATCH_PUBLISH | features::CACHE;
+
+/// What a connection announces about itself in `Hello`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// An ordinary client: the server forwards requests it does not own.
+    #[default]
+    Plain,
+    /// A routing client talking to the member it believes owns the request: the server
+    /// answers `Moved` when it does not own a subscription or cache key.
+    Routed,
+    /// Another broker of the cluster, authenticated with the cluster token.
+    Peer(Vec<u8>),
+}
+
+impl Role {
+    fn features(&self) -> u64 {
+        match self {
+            Role::Plain => BASE_FEATURES,
+            Role::Routed => BASE_FEATURES | features::CLUSTER,
+            Role::Peer(_) => BASE_FEATURES | features::AUTH_TOKEN,
+        }
+    }
+
+    fn token(&self) -> Option<bytes::Bytes> {
+        match self {
+            Role::Peer(t) => Some(bytes::Bytes::copy_from_slice(t)),
+            _ => None,
+        }
+    }
+}
 
 /// What the server said about itself in `HelloOk`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,13 +84,13 @@ impl From<HelloOk> for ServerInfo {
 }
 
 /// The `Hello` frame this client sends.
-pub(crate) fn hello(client_name: &str) -> Frame {
+pub(crate) fn hello(client_name: &str, role: &Role) -> Frame {
     Frame::Hello(Hello {
         min_version: PROTOCOL_VERSION,
         max_version: PROTOCOL_VERSION,
-        features: WANTED_FEATURES,
+        features: role.features(),
         client_name: client_name.to_string(),
-        auth_token: None,
+        auth_token: role.token(),
     })
 }
 
@@ -83,9 +113,10 @@ pub(crate) fn answer(frame: Option<Frame>) -> Result<ServerInfo, ClientError> {
 pub(crate) async fn handshake(
     conn: &quinn::Connection,
     client_name: &str,
+    role: &Role,
 ) -> Result<ServerInfo, ClientError> {
     let (mut send, mut recv) = conn.open_bi().await?;
-    send.write_all(&hello(client_name).to_bytes()).await?;
+    send.write_all(&hello(client_name, role).to_bytes()).await?;
     let mut buf = BytesMut::new();
     let frame = read_frame(
         &mut recv,
@@ -116,12 +147,23 @@ mod tests {
 
     #[test]
     fn hello_offers_version_one_and_features() {
-        let Frame::Hello(h) = hello("me") else {
+        let Frame::Hello(h) = hello("me", &Role::Plain) else {
             panic!("not a hello");
         };
         assert_eq!((h.min_version, h.max_version), (1, 1));
         assert_eq!(h.features, features::BATCH_PUBLISH | features::CACHE);
         assert_eq!(h.client_name, "me");
+        assert_eq!(h.auth_token, None);
+        let Frame::Hello(routed) = hello("me", &Role::Routed) else {
+            panic!("not a hello");
+        };
+        assert!(routed.features & features::CLUSTER != 0);
+        let Frame::Hello(peer) = hello("me", &Role::Peer(vec![1, 2])) else {
+            panic!("not a hello");
+        };
+        assert!(peer.features & features::AUTH_TOKEN != 0);
+        assert!(peer.features & features::CLUSTER == 0);
+        assert_eq!(peer.auth_token.as_deref(), Some(&[1u8, 2][..]));
     }
 
     #[test]

@@ -44,6 +44,9 @@
 //! | `routing` | topic → stream hashing, round-robin |
 //! | `rpc`, `pending` | request/response streams (publish, cache) |
 //! | `publisher`, `subscriber`, `pump`, `cache` | the three pools |
+//! | `node` | the three pools to one broker, and `ClusterInfo` |
+//! | `cluster` | membership, owner of each topic/key, member nodes |
+//! | `relay` | routed subscriptions that follow their topic's owner |
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(
@@ -54,14 +57,17 @@
 mod addr;
 mod cache;
 mod client;
+mod cluster;
 mod config;
 mod connector;
 mod error;
 mod fingerprint;
 mod handshake;
+mod node;
 mod pending;
 mod publisher;
 mod pump;
+mod relay;
 mod routing;
 mod rpc;
 mod slot;

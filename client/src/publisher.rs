@@ -109,6 +109,49 @@ impl Publisher {
         }
     }
 
+    /// Queues one acked batch on the topic's stream (in call order) and returns a future for
+    /// the server's ack.
+    pub(crate) async fn publish_batch_deferred(
+        &self,
+        connector: &Connector,
+        topic: &str,
+        payloads: Vec<Bytes>,
+        timeout: Duration,
+    ) -> Result<impl Future<Output = Result<(), ClientError>> + Send + 'static, ClientError> {
+        let stream = self.stream_for(connector, topic).await?;
+        let mut acks: Vec<futures::future::BoxFuture<'static, Result<Frame, ClientError>>> =
+            Vec::new();
+        if stream_has_batch(&stream) {
+            let build = |request_id| {
+                Frame::PublishBatch(PublishBatch {
+                    request_id,
+                    ack: AckMode::Ack,
+                    topic: topic.to_string(),
+                    payloads,
+                })
+            };
+            acks.push(Box::pin(stream.call_deferred(build, timeout).await?));
+        } else {
+            for payload in payloads {
+                let build = |request_id| {
+                    Frame::Publish(Publish {
+                        request_id,
+                        ack: AckMode::Ack,
+                        topic: topic.to_string(),
+                        payload,
+                    })
+                };
+                acks.push(Box::pin(stream.call_deferred(build, timeout).await?));
+            }
+        }
+        Ok(async move {
+            for ack in acks {
+                expect_ack(ack.await?)?;
+            }
+            Ok(())
+        })
+    }
+
     /// Flushes and finishes every open publish stream, then closes the connections.
     pub(crate) async fn close(&self, timeout: Duration) {
         let open: Vec<Arc<RpcStream>> = self.streams.iter().filter_map(LazySlot::take).collect();

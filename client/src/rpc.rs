@@ -118,6 +118,33 @@ impl RpcStream {
         result
     }
 
+    /// Queues the frame built for a fresh request id and returns a future for its answer, so a
+    /// caller can issue requests in order without waiting for each answer in turn.
+    pub(crate) async fn call_deferred(
+        &self,
+        build: impl FnOnce(u64) -> Frame,
+        timeout: Duration,
+    ) -> Result<impl Future<Output = Result<Frame, ClientError>> + Send + 'static, ClientError>
+    {
+        let id = self.next_id();
+        let bytes = self.encode(build(id))?;
+        let answer = self.pending.register(id)?;
+        let forget = OwnedForget {
+            pending: Arc::clone(&self.pending),
+            id,
+        };
+        tokio::time::timeout(timeout, self.enqueue(bytes))
+            .await
+            .map_err(|_| ClientError::Timeout)??;
+        Ok(async move {
+            let _forget = forget;
+            tokio::time::timeout(timeout, answer)
+                .await
+                .map_err(|_| ClientError::Timeout)?
+                .map_err(|_| ClientError::Closed)?
+        })
+    }
+
     /// Writes everything queued, finishes the stream and waits (up to
     /// `timeout`) until the server has read it all and ended its side.
     pub(crate) async fn finish(&self, timeout: Duration) {
@@ -168,6 +195,18 @@ struct ForgetOnDrop<'a> {
 }
 
 impl Drop for ForgetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.pending.remove(self.id);
+    }
+}
+
+/// [`ForgetOnDrop`] for a future that outlives the borrow of its stream.
+struct OwnedForget {
+    pending: Arc<Pending>,
+    id: u64,
+}
+
+impl Drop for OwnedForget {
     fn drop(&mut self) {
         self.pending.remove(self.id);
     }

@@ -75,6 +75,11 @@ impl Subscription {
         self.gaps.dropped
     }
 
+    /// The next raw batch (for the resubscribing relay, which never reads events).
+    pub(crate) async fn next_batch(&mut self) -> Option<BatchItem> {
+        self.batches.recv().await
+    }
+
     /// The next event; `None` once the subscription has ended.
     pub async fn next_event(&mut self) -> Option<Result<Event, ClientError>> {
         self.next().await

@@ -1,0 +1,177 @@
+//! [`Node`]: the three pools (publish, events, cache) to ONE broker, sharing one QUIC endpoint,
+//! plus the `ClusterInfo` query. [`Client`](crate::Client) routes over one node per cluster
+//! member.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use starling_proto::{ClusterInfo, ClusterInfoRequest, Frame, read_frame};
+
+use crate::ClientError;
+use crate::cache::CachePool;
+use crate::config::ClientConfig;
+use crate::connector::{Conn, Connector};
+use crate::error::ProtocolError;
+use crate::handshake::{Role, ServerInfo};
+use crate::publisher::Publisher;
+use crate::slot::LazySlot;
+use crate::subscriber::Subscriber;
+use crate::subscription::Subscription;
+use crate::transport::ConnKind;
+
+/// How long [`Node::close`] waits for close frames to go out.
+const CLOSE_LINGER: Duration = Duration::from_secs(1);
+
+/// Pools to one broker.
+pub(crate) struct Node {
+    connector: Connector,
+    info: ServerInfo,
+    control: LazySlot<Conn>,
+    publisher: Publisher,
+    subscriber: Subscriber,
+    cache: CachePool,
+    request_timeout: Duration,
+}
+
+impl Node {
+    /// Connects and handshakes one publish connection right away, so a bad address,
+    /// certificate or protocol version fails here; everything else opens on first use.
+    pub(crate) async fn connect(cfg: &ClientConfig, role: Role) -> Result<Node, ClientError> {
+        let connector = Connector::new(cfg, role).await?;
+        let first = connector.connect(ConnKind::Publish).await?;
+        let info = ServerInfo::clone(&first.info);
+        let t = cfg.tuning;
+        let publisher = Publisher::new(t.pub_conn_pool, t.pub_streams_per_conn);
+        let control = LazySlot::default();
+        control.set(first.clone());
+        publisher.seed(first);
+        Ok(Node {
+            connector,
+            info,
+            control,
+            publisher,
+            subscriber: Subscriber::new(t.event_conn_pool),
+            cache: CachePool::new(t.cache_conn_pool, t.cache_streams_per_conn),
+            request_timeout: cfg.request_timeout,
+        })
+    }
+
+    /// What the broker said in the first handshake.
+    pub(crate) fn info(&self) -> &ServerInfo {
+        &self.info
+    }
+
+    /// One message, acked or fire-and-forget.
+    pub(crate) async fn publish(
+        &self,
+        topic: &str,
+        payload: Bytes,
+        acked: bool,
+    ) -> Result<(), ClientError> {
+        self.publisher
+            .publish(&self.connector, topic, payload, acked, self.request_timeout)
+            .await
+    }
+
+    /// Several messages to one topic in one frame.
+    pub(crate) async fn publish_batch(
+        &self,
+        topic: &str,
+        payloads: Vec<Bytes>,
+        acked: bool,
+    ) -> Result<(), ClientError> {
+        self.publisher
+            .publish_batch(
+                &self.connector,
+                topic,
+                payloads,
+                acked,
+                self.request_timeout,
+            )
+            .await
+    }
+
+    /// An acked batch queued now, its ack awaited later.
+    pub(crate) async fn publish_batch_deferred(
+        &self,
+        topic: &str,
+        payloads: Vec<Bytes>,
+    ) -> Result<impl Future<Output = Result<(), ClientError>> + Send + 'static, ClientError> {
+        self.publisher
+            .publish_batch_deferred(&self.connector, topic, payloads, self.request_timeout)
+            .await
+    }
+
+    /// A subscription on this broker.
+    pub(crate) async fn subscribe(&self, topic: &str) -> Result<Subscription, ClientError> {
+        self.subscriber
+            .subscribe(&self.connector, topic, self.request_timeout)
+            .await
+    }
+
+    /// Cache put.
+    pub(crate) async fn cache_put(
+        &self,
+        key: Bytes,
+        value: Bytes,
+        ttl: Option<Duration>,
+    ) -> Result<(), ClientError> {
+        self.cache
+            .put(&self.connector, key, value, ttl, self.request_timeout)
+            .await
+    }
+
+    /// Cache get.
+    pub(crate) async fn cache_get(&self, key: Bytes) -> Result<Option<Bytes>, ClientError> {
+        self.cache
+            .get(&self.connector, key, self.request_timeout)
+            .await
+    }
+
+    /// Cache delete.
+    pub(crate) async fn cache_delete(&self, key: Bytes) -> Result<bool, ClientError> {
+        self.cache
+            .delete(&self.connector, key, self.request_timeout)
+            .await
+    }
+
+    /// Asks the broker for the cluster's membership on a short-lived stream.
+    pub(crate) async fn cluster_info(&self) -> Result<ClusterInfo, ClientError> {
+        let conn = self
+            .control
+            .get_or_open(|| self.connector.connect(ConnKind::Publish))
+            .await?;
+        let query = async {
+            let (mut send, mut recv) = conn.quic.open_bi().await?;
+            let request = Frame::ClusterInfoRequest(ClusterInfoRequest { request_id: 1 });
+            send.write_all(&request.to_bytes()).await?;
+            let mut buf = BytesMut::new();
+            let answer = read_frame(&mut recv, &mut buf, &conn.info.decoder(), 4096).await?;
+            let _ = send.finish();
+            match answer {
+                Some(Frame::ClusterInfo(info)) => Ok(info),
+                Some(Frame::Error(e)) => Err(ClientError::server(e)),
+                Some(other) => Err(ProtocolError::UnexpectedFrame {
+                    expected: "cluster_info",
+                    got: other.name(),
+                }
+                .into()),
+                None => Err(ProtocolError::EndedEarly("cluster_info").into()),
+            }
+        };
+        tokio::time::timeout(self.request_timeout, query)
+            .await
+            .map_err(|_| ClientError::Timeout)?
+    }
+
+    /// Flushes queued publishes, then closes every connection.
+    pub(crate) async fn close(&self) {
+        self.publisher.close(self.request_timeout).await;
+        self.subscriber.close();
+        self.cache.close();
+        if let Some(conn) = self.control.take() {
+            conn.quic.close(0u32.into(), b"client closed");
+        }
+        let _ = tokio::time::timeout(CLOSE_LINGER, self.connector.endpoint().wait_idle()).await;
+    }
+}
