@@ -13,7 +13,7 @@ source e2e/cluster/lib.sh
 e2e/setup.sh
 # shellcheck disable=SC1091
 source "$STATE_DIR/e2e.env"
-cargo build --release -q -p starling-client
+cargo build --release -q -p starling-cli
 CLI=target/release/starling
 
 NS=starling-demo

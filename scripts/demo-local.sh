@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 CARGO=${CARGO:-cargo}
 echo "==> building starling-broker and starling (release)"
-$CARGO build --release -q -p starling-broker -p starling-client
+$CARGO build --release -q -p starling-broker -p starling-cli
 BIN=target/release
 WORK=$(mktemp -d)
 BROKER_PID=""

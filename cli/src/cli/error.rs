@@ -27,7 +27,6 @@ pub(crate) enum CliError {
     #[error("subscription ended by the server")]
     SubscriptionEnded,
     /// `starling bench` failed (including a lossless run that lost messages).
-    #[cfg(feature = "bench")]
     #[error(transparent)]
     Bench(#[from] super::bench::BenchError),
 }

@@ -2,7 +2,6 @@
 //! duration parsing and one runner per subcommand.
 
 pub(crate) mod args;
-#[cfg(feature = "bench")]
 pub(crate) mod bench;
 pub(crate) mod cache_cmd;
 pub(crate) mod duration;
@@ -18,7 +17,6 @@ use self::error::{CliError, Outcome};
 
 /// Connects with the global options and runs the chosen subcommand.
 pub(crate) async fn run(cli: Cli) -> Result<Outcome, CliError> {
-    #[cfg(feature = "bench")]
     if let Command::Bench(args) = cli.command {
         let globals = bench::Globals {
             server: cli.server,
@@ -44,7 +42,6 @@ pub(crate) async fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Pub(a) => pub_cmd::run(&client, a).await,
         Command::Sub(a) => sub_cmd::run(&client, a).await,
         Command::Cache(c) => cache_cmd::run(&client, c).await,
-        #[cfg(feature = "bench")]
         Command::Bench(_) => Ok(Outcome::Done),
     };
     client.close().await;

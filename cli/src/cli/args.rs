@@ -53,7 +53,6 @@ pub(crate) enum Command {
     #[command(subcommand)]
     Cache(CacheCommand),
     /// Benchmarks: pub/sub and cache workloads, the raw QUIC limit, reports.
-    #[cfg(feature = "bench")]
     Bench(Box<super::bench::BenchArgs>),
 }
 

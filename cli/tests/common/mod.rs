@@ -1,0 +1,35 @@
+//! Shared by the smoke tests: an in-process broker on loopback ephemeral
+//! ports and client configs that trust it.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use starling_broker::{Broker, RunningBroker};
+use starling_client::{ClientConfig, Trust, certificate_fingerprint};
+use starling_config::{ConfigOverrides, Profile, compose};
+
+/// Upper bound for anything that should happen "soon" on a loaded machine.
+pub const SOON: Duration = Duration::from_secs(10);
+
+/// Starts a broker with the balanced profile on 127.0.0.1 ephemeral ports.
+pub async fn start_broker() -> RunningBroker {
+    let overrides = ConfigOverrides {
+        quic_listen: Some("127.0.0.1:0".parse().expect("addr")),
+        http_listen: Some("127.0.0.1:0".parse().expect("addr")),
+        drain_timeout_ms: Some(1_000),
+        ..ConfigOverrides::default()
+    };
+    let cfg = compose(Profile::Balanced, None, &overrides);
+    Broker::new(cfg)
+        .expect("valid config")
+        .start()
+        .await
+        .expect("broker starts")
+}
+
+/// A client config pinning the broker's certificate fingerprint.
+pub fn pinned_config(b: &RunningBroker) -> ClientConfig {
+    let fp = certificate_fingerprint(&b.certificate_der);
+    ClientConfig::new(b.quic_addr.to_string(), Trust::Fingerprint(fp))
+}
