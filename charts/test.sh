@@ -124,7 +124,10 @@ WANT_RULES = {
     ("starling.dev", "brokerclusters/status"): {"patch"},
     ("starling.dev", "brokerclusters/finalizers"): {"update"},
     ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch"},
-    ("", "configmaps"): {"list", "watch", "create", "patch"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
+    ("", "secrets"): {"get", "create"},
+    ("rbac.authorization.k8s.io", "roles"): {"list", "watch", "create", "patch"},
+    ("rbac.authorization.k8s.io", "rolebindings"): {"list", "watch", "create", "patch"},
     ("", "services"): {"list", "watch", "create", "patch"},
     ("", "serviceaccounts"): {"list", "watch", "create", "patch"},
     ("policy", "poddisruptionbudgets"): {"get", "list", "watch", "create", "patch", "delete"},
@@ -146,6 +149,8 @@ for name, docs in (("default", default), ("full", full)):
 crs = kinds(default, "ClusterRole")
 check(len(crs) == 1 and grants(crs[0]) == WANT_RULES,
       "default: one ClusterRole with exactly the operator's verbs")
+check(len(crs) == 1 and grants(crs[0]).get(("", "configmaps"), set()) >= {"get", "list", "watch"},
+      "default: the operator holds get/list/watch on configmaps, which the brokers' Role grants (RBAC escalation check)")
 check(not kinds(full, "ClusterRole") and not kinds(full, "ClusterRoleBinding"),
       "watchNamespaces: no cluster-wide RBAC")
 watch_roles = [r for r in kinds(full, "Role") if not r["metadata"]["name"].endswith("-leader-election")]
@@ -186,6 +191,8 @@ d = deployment(default)
 (c,) = d["spec"]["template"]["spec"]["containers"]
 check(c["image"] == "starling/operator:0.1.0" and c["imagePullPolicy"] == "IfNotPresent",
       "default: image starling/operator:<appVersion>, IfNotPresent")
+check("--cluster-domain=cluster.local" in c["args"] and "--handoff-grace-seconds=15" in c["args"],
+      "default: cluster domain cluster.local, hand-off grace 15 s")
 check("--broker-image=starling/broker:0.1.0" in c["args"] and "--leader-election=true" in c["args"]
       and d["spec"]["replicas"] == 1, "default: broker image starling/broker:<appVersion>, leader election, 1 replica")
 (cm,) = [x for x in kinds(default, "ConfigMap") if x["metadata"]["name"].endswith("-tiers")]
@@ -195,6 +202,8 @@ check(not [x for x in default if x["kind"] in ("ServiceMonitor", "PodMonitor", "
 
 d = deployment(full)
 (c,) = d["spec"]["template"]["spec"]["containers"]
+check("--cluster-domain=corp.example" in c["args"] and "--handoff-grace-seconds=30" in c["args"],
+      "full: cluster domain and hand-off grace reach the operator")
 check("--watch-namespaces=team-a,team-b" in c["args"] and "--broker-image=registry.example/starling/broker:dev" in c["args"]
       and d["spec"]["replicas"] == 2, "full: watched namespaces, broker image and 2 replicas reach the operator")
 (cm,) = [x for x in kinds(full, "ConfigMap") if x["metadata"]["name"].endswith("-tiers")]
@@ -421,7 +430,8 @@ PY
   pdb_gone() { ! "${K[@]}" get pdb -n "$APPS" medium-latency >/dev/null 2>&1; }
   if until_ok 30 holds_lease; then ok "operator holds its Lease"; else bad "operator holds its Lease"; fi
   for bc in small-balanced medium-latency; do
-    objs=("statefulset/$bc" "service/$bc" "service/$bc-headless" "configmap/$bc-config" "serviceaccount/$bc-broker")
+    objs=("statefulset/$bc" "service/$bc" "service/$bc-headless" "configmap/$bc-config" "serviceaccount/$bc-broker"
+          "configmap/$bc-members" "role/$bc-broker" "rolebinding/$bc-broker" "secret/$bc-tls")
     [[ $bc == medium-latency ]] && objs+=("poddisruptionbudget/$bc")
     if until_ok 60 "${K[@]}" get -n "$APPS" "${objs[@]}"; then
       ok "operator created every child of $bc"
@@ -444,6 +454,12 @@ PY
     tail -n 5 "$WORK/operator.log"
   fi
   "${K[@]}" patch bc -n "$APPS" medium-latency --type merge -p '{"spec":{"replicas":1}}' >/dev/null
+  # Members drop to one at once; the StatefulSet (and with it the PDB) follows after the
+  # hand-off grace (15 s by default).
+  members_one() {
+    [[ "$("${K[@]}" get configmap -n "$APPS" medium-latency-members -o jsonpath='{.data.members}' | grep -c .)" == 1 ]]
+  }
+  if until_ok 30 members_one; then ok "operator lowered the members first on scale-down"; else bad "operator lowered the members first on scale-down"; fi
   if until_ok 60 pdb_gone; then ok "operator deleted the PDB on scale-down to one broker"; else bad "operator deleted the PDB on scale-down"; fi
   if grep -qi 'forbidden' "$WORK/operator.log"; then
     bad "operator log has no Forbidden:"; grep -i -m 5 'forbidden' "$WORK/operator.log" | cut -c1-400

@@ -1,13 +1,15 @@
 //! Apply: writes rendered children with server-side apply (field manager `starling-operator`,
 //! forced, so the operator owns every field it renders) and deletes optional children that are
-//! no longer wanted, but only when this BrokerCluster owns them.
+//! no longer wanted, but only when this BrokerCluster owns them. The generated TLS Secret is the
+//! exception: it is created once when absent ([`ensure_tls_secret`]) and never rewritten.
 
 use std::fmt::Debug;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -15,6 +17,8 @@ use serde::de::DeserializeOwned;
 use crate::build::{Children, OptionalKind, Unwanted};
 use crate::error::{Error, Result};
 use crate::names::FIELD_MANAGER;
+use crate::tls;
+use crate::validate::ValidatedCluster;
 
 /// Server-side applies one namespaced object and returns what the API server stored.
 pub async fn apply<K>(client: &Client, obj: &K) -> Result<K>
@@ -92,7 +96,10 @@ pub async fn apply_children(
     owner_uid: &str,
 ) -> Result<StatefulSet> {
     apply(client, &children.config_map).await?;
+    apply(client, &children.members_config_map).await?;
     apply(client, &children.service_account).await?;
+    apply(client, &children.role).await?;
+    apply(client, &children.role_binding).await?;
     apply(client, &children.headless_service).await?;
     apply(client, &children.client_service).await?;
     if let Some(pdb) = &children.pdb {
@@ -113,6 +120,32 @@ pub async fn apply_children(
         }
     }
     Ok(sts)
+}
+
+/// Creates the generated TLS Secret when the cluster uses one and it does not exist yet.
+/// An existing Secret is never replaced (a new certificate would have to roll every broker).
+/// Returns whether a Secret was created.
+pub async fn ensure_tls_secret(client: &Client, v: &ValidatedCluster) -> Result<bool> {
+    if !v.tls_generated {
+        return Ok(false);
+    }
+    let name = &v.tls_secret;
+    let api: Api<Secret> = Api::namespaced(client.clone(), &v.id.namespace);
+    match api.get_metadata(name).await {
+        Ok(_) => return Ok(false),
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => return Err(Error::kube("get", "Secret", name, e)),
+    }
+    let pem = tls::generate(&v.names, &v.id.namespace, &v.cluster_domain)?;
+    match api
+        .create(&PostParams::default(), &tls::secret(v, &pem))
+        .await
+    {
+        Ok(_) => Ok(true),
+        // Created in between (another reconcile or replica): keep that one.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(Error::kube("create", "Secret", name, e)),
+    }
 }
 
 #[cfg(test)]
@@ -136,6 +169,9 @@ mod tests {
         let c = render(&v);
         let bodies = [
             serde_json::to_value(&c.config_map),
+            serde_json::to_value(&c.members_config_map),
+            serde_json::to_value(&c.role),
+            serde_json::to_value(&c.role_binding),
             serde_json::to_value(&c.statefulset),
             serde_json::to_value(&c.client_service),
             serde_json::to_value(&c.service_account),

@@ -48,6 +48,18 @@ pub struct Args {
     /// rendered from the Helm chart's `tiers` values. Unset: the built-in tiers.
     #[arg(long, env = "STARLING_OPERATOR_TIER_OVERRIDES", value_name = "FILE")]
     pub tier_overrides: Option<std::path::PathBuf>,
+    /// DNS domain of the Kubernetes cluster, used in the brokers' member addresses
+    /// (`<pod>.<cluster>-headless.<namespace>.svc.<domain>`) and the generated certificates.
+    #[arg(
+        long,
+        env = "STARLING_OPERATOR_CLUSTER_DOMAIN",
+        default_value = crate::names::DEFAULT_CLUSTER_DOMAIN
+    )]
+    pub cluster_domain: String,
+    /// Seconds between removing brokers from the member list and stopping them when a cluster
+    /// scales down, so they hand their cache keys and subscriptions to the remaining brokers.
+    #[arg(long, env = "STARLING_OPERATOR_HANDOFF_GRACE_SECONDS", default_value_t = crate::members::DEFAULT_HANDOFF_GRACE.as_secs())]
+    pub handoff_grace_seconds: u64,
     /// Address of `/metrics`, `/healthz` and `/readyz`.
     #[arg(
         long,
@@ -171,6 +183,8 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
         OperatorDefaults {
             broker_image: args.broker_image.clone(),
             tiers: load_tier_overrides(args.tier_overrides.as_deref())?,
+            cluster_domain: args.cluster_domain.trim().trim_end_matches('.').to_string(),
+            handoff_grace: Duration::from_secs(args.handoff_grace_seconds),
         },
     ));
     let namespaces = args.watch_namespaces();
@@ -237,6 +251,8 @@ mod tests {
         assert!(a.watch_namespaces().is_empty());
         assert!(a.leader_election);
         assert_eq!(a.broker_image, DEFAULT_BROKER_IMAGE);
+        assert_eq!(a.cluster_domain, "cluster.local");
+        assert_eq!(a.handoff_grace_seconds, 15);
         let b = Args::try_parse_from([
             "starling-operator",
             "--watch-namespaces",
@@ -246,11 +262,17 @@ mod tests {
             "json",
             "--broker-image",
             "reg/starling:1",
+            "--cluster-domain",
+            "corp.example",
+            "--handoff-grace-seconds",
+            "30",
         ])
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(b.watch_namespaces(), vec!["a".to_string(), "b".to_string()]);
         assert!(!b.leader_election);
         assert_eq!(b.log_format, LogFormat::Json);
         assert_eq!(b.broker_image, "reg/starling:1");
+        assert_eq!(b.cluster_domain, "corp.example");
+        assert_eq!(b.handoff_grace_seconds, 30);
     }
 }

@@ -1,9 +1,13 @@
 //! The controller: watches BrokerClusters and their children and runs one reconcile per change.
 //!
-//! A reconcile is: read the observed StatefulSet → [`validate`] → [`render`] → [`apply_children`]
-//! (skipped when paused or refused) → [`status::compute`] → write status if it changed →
-//! publish events. The logic worth testing lives in those pure steps; this file only wires
-//! them to the API server.
+//! A reconcile is: read the observed StatefulSet → [`validate`] → [`plan_members`] (the next
+//! step of a scale change) → create the generated TLS Secret if absent ([`ensure_tls_secret`])
+//! → [`render_sized`] → [`apply_children`] (skipped when paused or refused) →
+//! [`status::compute`] → write status if it changed → publish events. The logic worth testing
+//! lives in those pure steps; this file only wires them to the API server.
+//!
+//! While a membership step waits (new brokers getting ready, or the hand-off grace of a scale
+//! down), the reconcile asks to be run again when the wait is over.
 //!
 //! Reconciles triggered by the operator's own status writes are filtered out: the BrokerCluster
 //! watch passes only generation changes (status writes never bump `metadata.generation`), and an
@@ -19,6 +23,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
@@ -30,11 +35,12 @@ use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use crate::apply::apply_children;
-use crate::build::{render, unwanted};
+use crate::apply::{apply_children, ensure_tls_secret};
+use crate::build::{Sizes, render_sized, unwanted};
 use crate::crd::{BrokerCluster, BrokerClusterStatus};
 use crate::error::{Error, Result};
 use crate::events::{self, Planned};
+use crate::members::{MembersPlan, Observed, plan_members};
 use crate::metrics::Metrics;
 use crate::names::{MANAGED_BY_SELECTOR, Names};
 use crate::status::{self, ConditionType, StatusInput};
@@ -145,9 +151,11 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         .map_err(|e| Error::kube("get", "StatefulSet", &names.statefulset, e))?;
 
     let validated = validate(bc, id, &ctx.defaults);
+    let now = Timestamp::now();
     let mut planned: Vec<Planned> = Vec::new();
     let mut observed = before.clone();
     let mut apply_error = None;
+    let mut members: Option<MembersPlan> = None;
     match &validated {
         Err(e) => {
             ctx.metrics.spec_rejected(e.reason().as_str());
@@ -155,12 +163,16 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         }
         Ok(_) if bc.spec.paused => {}
         Ok(v) => {
-            let children = render(v);
-            let stale = unwanted(v, &children);
-            match apply_children(&ctx.client, &children, &stale, &v.id.owner.uid).await {
+            let plan = plan_members(
+                v.replicas,
+                &observe(before.as_ref(), bc.status.as_ref(), now),
+                ctx.defaults.handoff_grace,
+            );
+            match apply_cluster(ctx, v, plan).await {
                 Ok(applied) => {
                     planned.extend(events::for_apply(before.as_ref(), v));
                     observed = Some(applied);
+                    members = Some(plan);
                 }
                 Err(e) => apply_error = Some(e),
             }
@@ -176,7 +188,8 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         sts: observed.as_ref(),
         previous: bc.status.as_ref(),
         apply_error: apply_error.as_ref().map(ToString::to_string),
-        now: Time(Timestamp::now()),
+        members: members.as_ref(),
+        now: Time(now),
     });
     if bc.status.as_ref() != Some(&new_status) {
         write_status(ctx, &namespace, &names.cluster, &new_status).await?;
@@ -186,8 +199,52 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
     }
     match apply_error {
         Some(e) => Err(e),
-        None => Ok(Action::requeue(requeue_after(&new_status))),
+        None => {
+            let after = requeue_after(&new_status);
+            let after = members.and_then(|m| m.wait).map_or(after, |w| w.min(after));
+            Ok(Action::requeue(after))
+        }
     }
+}
+
+/// What [`plan_members`] needs, from the StatefulSet and the stored status.
+fn observe(
+    sts: Option<&StatefulSet>,
+    status: Option<&BrokerClusterStatus>,
+    now: Timestamp,
+) -> Observed {
+    Observed {
+        statefulset_replicas: sts.and_then(|s| s.spec.as_ref()).and_then(|s| s.replicas),
+        ready_replicas: sts
+            .and_then(|s| s.status.as_ref())
+            .and_then(|s| s.ready_replicas)
+            .unwrap_or(0),
+        members: status.and_then(|s| s.members),
+        members_changed_at: status
+            .and_then(|s| s.members_changed_at.as_ref())
+            .map(|t| t.0),
+        now,
+    }
+}
+
+/// Creates the generated TLS Secret if needed, then applies every child at the planned sizes.
+async fn apply_cluster(
+    ctx: &Context,
+    v: &crate::validate::ValidatedCluster,
+    plan: MembersPlan,
+) -> Result<StatefulSet> {
+    if ensure_tls_secret(&ctx.client, v).await? {
+        tracing::info!(cluster = %v.id.name, secret = %v.tls_secret, "created the cluster's TLS secret");
+    }
+    let children = render_sized(
+        v,
+        Sizes {
+            statefulset_replicas: plan.statefulset_replicas,
+            members: plan.members,
+        },
+    );
+    let stale = unwanted(v, &children);
+    apply_children(&ctx.client, &children, &stale, &v.id.owner.uid).await
 }
 
 async fn write_status(
@@ -244,6 +301,8 @@ pub fn controller_for(
         .owns(scoped::<ConfigMap>(client, ns), children.clone())
         .owns(scoped::<Service>(client, ns), children.clone())
         .owns(scoped::<ServiceAccount>(client, ns), children.clone())
+        .owns(scoped::<Role>(client, ns), children.clone())
+        .owns(scoped::<RoleBinding>(client, ns), children.clone())
         .owns(scoped::<PodDisruptionBudget>(client, ns), children);
     (controller, reader)
 }

@@ -36,6 +36,9 @@ pub enum Error {
     /// Leader election failed or leadership was lost.
     #[error("leader election: {0}")]
     Leadership(String),
+    /// The generated TLS certificate could not be made.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 impl Error {
@@ -63,6 +66,7 @@ impl Error {
             Error::MissingObjectField(_) => "missing_field",
             Error::Serialize { .. } => "serialize",
             Error::Leadership(_) => "leadership",
+            Error::Tls(_) => "certificate",
         }
     }
 
@@ -77,6 +81,7 @@ impl Error {
         "missing_field",
         "serialize",
         "leadership",
+        "certificate",
     ];
 }
 

@@ -7,8 +7,10 @@
 //! Module map:
 //! - [`crd`]: the `BrokerCluster` resource, its status and its CEL admission rules.
 //! - [`validate`]: raw spec → [`validate::ValidatedCluster`] (or a `Degraded` reason). Pure.
-//! - [`build`]: one pure renderer per child object (ConfigMap, StatefulSet and pod template,
-//!   Services, PodDisruptionBudget, ServiceAccount) and the config hash.
+//! - [`build`]: one pure renderer per child object (ConfigMaps, StatefulSet and pod template,
+//!   Services, PodDisruptionBudget, ServiceAccount, Role and RoleBinding) and the config hash.
+//! - [`members`]: the member list and the sequencing of scale changes. Pure.
+//! - [`tls`]: the self-signed certificate generated when `spec.tls` is unset.
 //! - [`apply`]: server-side apply of the children and deletion of unwanted ones.
 //! - [`status`]: conditions and counters from the observed StatefulSet. Pure.
 //! - [`events`]: which Kubernetes Events a reconcile emits. Pure.
@@ -34,9 +36,11 @@ pub mod events;
 pub(crate) mod fake_api;
 pub mod http;
 pub mod leader;
+pub mod members;
 pub mod metrics;
 pub mod names;
 pub mod quantity;
 pub mod status;
 pub mod telemetry;
+pub mod tls;
 pub mod validate;

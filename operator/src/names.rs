@@ -1,8 +1,9 @@
 //! Names, labels, annotations and paths shared by every rendered object.
 //!
 //! One BrokerCluster named `events` owns: StatefulSet `events`, client Service `events`,
-//! headless Service `events-headless`, ConfigMap `events-config`, ServiceAccount `events-broker`
-//! and (with more than one replica) PodDisruptionBudget `events`.
+//! headless Service `events-headless`, ConfigMaps `events-config` and `events-members`,
+//! ServiceAccount, Role and RoleBinding `events-broker`, (without `spec.tls`) the generated
+//! Secret `events-tls` and (with more than one replica) PodDisruptionBudget `events`.
 
 use std::collections::BTreeMap;
 
@@ -25,6 +26,10 @@ pub const CONFIG_FILE: &str = "broker.yaml";
 pub const TLS_DIR: &str = "/etc/starling/tls";
 /// Mount point of the optional data volume.
 pub const DATA_DIR: &str = "/var/lib/starling";
+/// Key of the member list in the members ConfigMap.
+pub const MEMBERS_KEY: &str = "members";
+/// Cluster DNS domain used when the operator is not told otherwise (`--cluster-domain`).
+pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
 /// Name of the QUIC port (UDP) on containers and Services.
 pub const QUIC_PORT_NAME: &str = "quic";
 /// Name of the HTTP port (TCP) on containers and Services.
@@ -47,6 +52,14 @@ pub struct Names {
     pub service_account: String,
     /// PodDisruptionBudget.
     pub pdb: String,
+    /// ConfigMap holding the member list the brokers poll (not part of the config hash).
+    pub members_config_map: String,
+    /// Role letting the brokers read the members ConfigMap.
+    pub role: String,
+    /// RoleBinding of [`Names::role`] to [`Names::service_account`].
+    pub role_binding: String,
+    /// Secret the operator generates (once) when `spec.tls` is unset.
+    pub generated_tls_secret: String,
 }
 
 impl Names {
@@ -60,6 +73,10 @@ impl Names {
             config_map: format!("{cluster}-config"),
             service_account: format!("{cluster}-broker"),
             pdb: cluster.to_string(),
+            members_config_map: format!("{cluster}-members"),
+            role: format!("{cluster}-broker"),
+            role_binding: format!("{cluster}-broker"),
+            generated_tls_secret: format!("{cluster}-tls"),
         }
     }
 
@@ -106,6 +123,20 @@ impl Names {
     pub fn client_host(&self, namespace: &str) -> String {
         format!("{}.{namespace}.svc", self.client_service)
     }
+
+    /// Name of the broker pod with `ordinal`.
+    pub fn pod(&self, ordinal: i32) -> String {
+        format!("{}-{ordinal}", self.statefulset)
+    }
+
+    /// Fully qualified DNS name of the broker pod with `ordinal`, through the headless Service.
+    pub fn pod_host(&self, ordinal: i32, namespace: &str, cluster_domain: &str) -> String {
+        format!(
+            "{}.{}.{namespace}.svc.{cluster_domain}",
+            self.pod(ordinal),
+            self.headless_service
+        )
+    }
 }
 
 #[cfg(test)]
@@ -122,6 +153,16 @@ mod tests {
             "app.kubernetes.io/instance=events,app.kubernetes.io/name=starling-broker"
         );
         assert_eq!(n.client_host("msg"), "events.msg.svc");
+        assert_eq!(n.members_config_map, "events-members");
+        assert_eq!(
+            (n.role.as_str(), n.role_binding.as_str()),
+            ("events-broker", "events-broker")
+        );
+        assert_eq!(n.generated_tls_secret, "events-tls");
+        assert_eq!(
+            n.pod_host(2, "msg", "cluster.local"),
+            "events-2.events-headless.msg.svc.cluster.local"
+        );
         let labels = n.labels();
         assert!(MANAGED_BY_SELECTOR.starts_with("app.kubernetes.io/managed-by="));
         assert_eq!(

@@ -9,6 +9,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::crd::{BrokerClusterStatus, Endpoints};
+use crate::members::MembersPlan;
 use crate::names::{CONFIG_HASH_ANNOTATION, Names};
 use crate::validate::{SpecError, ValidatedCluster};
 
@@ -89,7 +90,7 @@ reasons! {
     Scaling => Progressing, "True", "The broker count is changing; running brokers are not restarted.";
     Paused => Progressing, "False", "spec.paused is true: the operator does not change the cluster's objects.";
     AsExpected => Degraded, "False", "The spec is valid and every object was applied.";
-    ManagedKnobSet => Degraded, "True", "spec.config sets a knob the operator owns (quic_listen, http_listen, tls_cert_file, tls_key_file).";
+    ManagedKnobSet => Degraded, "True", "spec.config sets a knob the operator owns (quic_listen, http_listen, tls_cert_file, tls_key_file, cluster_members_file, cluster_members_configmap).";
     InvalidConfig => Degraded, "True", "The broker config resolved from profile, tier and spec.config was refused by the shared validation; the message names the knob.";
     InvalidResources => Degraded, "True", "A CPU, memory or storage quantity does not parse, or a request exceeds its limit.";
     InvalidName => Degraded, "True", "The BrokerCluster name cannot be used for the Services and StatefulSet derived from it.";
@@ -171,6 +172,9 @@ pub struct StatusInput<'a> {
     pub previous: Option<&'a BrokerClusterStatus>,
     /// The apply error of this reconcile, if any.
     pub apply_error: Option<String>,
+    /// The membership step applied by this reconcile (`None` when nothing was applied: the
+    /// previous `members` and `membersChangedAt` are kept).
+    pub members: Option<&'a MembersPlan>,
     /// The current time.
     pub now: Time,
 }
@@ -197,7 +201,14 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
         Ok(v) if !input.paused => (v.replicas, Some(v.config_hash.clone()), Some(v)),
         _ => (sts_replicas.unwrap_or(0), sts_hash.clone(), None),
     };
-    let state = rollout(input.sts, desired_replicas, hash.as_deref());
+    let state = match (
+        rollout(input.sts, desired_replicas, hash.as_deref()),
+        input.members,
+    ) {
+        // Every pod is up but the new brokers are not members yet.
+        (Rollout::Ready, Some(m)) if m.members != desired_replicas => Rollout::Scaling,
+        (state, _) => state,
+    };
     let ready_replicas = st.and_then(|s| s.ready_replicas).unwrap_or(0);
 
     let (ready_reason, ready_msg) = match (input.desired, state) {
@@ -287,6 +298,11 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
             quic_port: starling_config::DEFAULT_QUIC_PORT.into(),
             http_port: starling_config::DEFAULT_HTTP_PORT.into(),
         }),
+        members: input.members.map(|m| m.members).or(prev.members),
+        members_changed_at: input
+            .members
+            .map(|m| Time(m.members_changed_at))
+            .or(prev.members_changed_at),
     }
 }
 

@@ -27,6 +27,12 @@ pub struct OperatorDefaults {
     pub broker_image: String,
     /// The tier table with the admin's overrides (`--tier-overrides`).
     pub tiers: TierTable,
+    /// The cluster's DNS domain (`--cluster-domain`), used in member addresses and the
+    /// generated certificate's names.
+    pub cluster_domain: String,
+    /// Time between lowering the members and stopping the leaving brokers
+    /// (`--handoff-grace-seconds`).
+    pub handoff_grace: std::time::Duration,
 }
 
 /// Where an object lives and who owns its children: read from API-server metadata.
@@ -98,8 +104,13 @@ pub struct ValidatedCluster {
     pub resources: Resources,
     /// Broker image.
     pub image: String,
-    /// TLS secret, when set.
-    pub tls_secret: Option<String>,
+    /// The TLS secret every broker mounts: `spec.tls.secretName`, else the generated one.
+    pub tls_secret: String,
+    /// Whether [`ValidatedCluster::tls_secret`] is the operator-generated secret (created once
+    /// when absent) rather than the user's.
+    pub tls_generated: bool,
+    /// The cluster's DNS domain, for member addresses.
+    pub cluster_domain: String,
     /// Data volume, when set.
     pub storage: Option<StorageSpec>,
     /// Scheduling and metadata overrides.
@@ -203,8 +214,11 @@ pub fn validate(
             None
         }
     };
-    let tls_secret = spec.tls.as_ref().map(|t| t.secret_name.clone());
-    let config = match broker_config(spec, tier, tls_secret.is_some()) {
+    let names = Names::new(&id.name);
+    let user_tls = spec.tls.as_ref().map(|t| t.secret_name.clone());
+    let tls_generated = user_tls.is_none();
+    let tls_secret = user_tls.unwrap_or_else(|| names.generated_tls_secret.clone());
+    let config = match broker_config(spec, tier, &names) {
         Ok(c) => Some(c),
         Err(p) => {
             problems.push(p);
@@ -214,9 +228,9 @@ pub fn validate(
     match (config, resources) {
         (Some(config), Some(resources)) if problems.is_empty() => {
             let config_yaml = config.to_yaml();
-            let config_hash = config_hash(&config_yaml, tls_secret.as_deref());
+            let config_hash = config_hash(&config_yaml, Some(&tls_secret));
             Ok(ValidatedCluster {
-                names: Names::new(&id.name),
+                names,
                 id,
                 tier,
                 profile: spec.profile,
@@ -227,6 +241,8 @@ pub fn validate(
                 resources,
                 image,
                 tls_secret,
+                tls_generated,
+                cluster_domain: defaults.cluster_domain.clone(),
                 storage: spec.storage.clone(),
                 pod: spec.pod_template.clone().unwrap_or_default(),
             })
@@ -248,7 +264,11 @@ pub fn valid_cluster_name(name: &str) -> bool {
 }
 
 /// The broker config: profile ⊕ tier ⊕ `spec.config` ⊕ the knobs the operator owns.
-fn broker_config(spec: &BrokerClusterSpec, tier: Tier, tls: bool) -> Result<BrokerConfig, Problem> {
+fn broker_config(
+    spec: &BrokerClusterSpec,
+    tier: Tier,
+    names: &Names,
+) -> Result<BrokerConfig, Problem> {
     let mut overrides = spec.config.clone().unwrap_or_default();
     let set = overrides.set_fields();
     let managed: Vec<&str> = OPERATOR_MANAGED_KNOBS
@@ -260,32 +280,31 @@ fn broker_config(spec: &BrokerClusterSpec, tier: Tier, tls: bool) -> Result<Brok
         return Err(Problem {
             reason: Reason::ManagedKnobSet,
             message: format!(
-                "config.{} {} set by the operator and cannot be overridden (use spec.tls for TLS)",
+                "config.{} {} set by the operator and cannot be overridden (use spec.tls for TLS; cluster membership is managed by the operator)",
                 managed.join(", config."),
                 if managed.len() == 1 { "is" } else { "are" }
             ),
         });
     }
-    force_operator_knobs(&mut overrides, tls);
+    force_operator_knobs(&mut overrides, names);
     resolve(spec.profile, Some(tier), &overrides).map_err(|e| Problem {
         reason: Reason::InvalidConfig,
         message: format!("config rejected: {e}"),
     })
 }
 
-/// Sets the listeners to the container ports and, with TLS, the certificate paths.
-pub fn force_operator_knobs(overrides: &mut ConfigOverrides, tls: bool) {
+/// Sets the knobs the operator owns: the listeners on the container ports, the certificate
+/// paths of the mounted TLS secret (the user's or the generated one, so every broker has the
+/// same certificate and peers can authenticate each other), and the members ConfigMap.
+pub fn force_operator_knobs(overrides: &mut ConfigOverrides, names: &Names) {
     use std::net::{IpAddr, Ipv4Addr, SocketAddr};
     let any = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
     overrides.quic_listen = Some(SocketAddr::new(any, starling_config::DEFAULT_QUIC_PORT));
     overrides.http_listen = Some(SocketAddr::new(any, starling_config::DEFAULT_HTTP_PORT));
-    if tls {
-        overrides.tls_cert_file = Some(Some(format!("{TLS_DIR}/tls.crt").into()));
-        overrides.tls_key_file = Some(Some(format!("{TLS_DIR}/tls.key").into()));
-    } else {
-        overrides.tls_cert_file = Some(None);
-        overrides.tls_key_file = Some(None);
-    }
+    overrides.tls_cert_file = Some(Some(format!("{TLS_DIR}/tls.crt").into()));
+    overrides.tls_key_file = Some(Some(format!("{TLS_DIR}/tls.key").into()));
+    overrides.cluster_members_file = Some(None);
+    overrides.cluster_members_configmap = Some(Some(names.members_config_map.clone()));
 }
 
 /// Path of the config file the broker is started with.

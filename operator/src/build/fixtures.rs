@@ -29,6 +29,8 @@ pub fn defaults() -> OperatorDefaults {
     OperatorDefaults {
         broker_image: IMAGE.to_string(),
         tiers: starling_config::TierTable::default(),
+        cluster_domain: crate::names::DEFAULT_CLUSTER_DOMAIN.to_string(),
+        handoff_grace: crate::members::DEFAULT_HANDOFF_GRACE,
     }
 }
 

@@ -1,12 +1,18 @@
 //! Build: every child object as a pure function of a [`ValidatedCluster`].
 //!
-//! One file per object kind. [`render`] collects them into [`Children`], which also knows which
-//! optional objects must be absent (for example the PodDisruptionBudget of a single broker), so
-//! the apply step can delete them.
+//! One file per object kind. [`render_sized`] collects them into [`Children`], which also knows
+//! which optional objects must be absent (for example the PodDisruptionBudget of a single
+//! broker), so the apply step can delete them. The StatefulSet size and the member count are
+//! inputs ([`Sizes`]), planned by [`crate::members::plan_members`]; [`render`] is the steady
+//! state where both equal the desired replicas.
+//!
+//! The generated TLS Secret is not here: it is created once, not applied (see [`crate::tls`]).
 
 pub mod config_map;
+pub mod members;
 pub mod pdb;
 pub mod pod;
+pub mod rbac;
 pub mod service;
 pub mod service_account;
 pub mod statefulset;
@@ -14,6 +20,7 @@ pub mod statefulset;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sha2::{Digest, Sha256};
 
@@ -24,8 +31,14 @@ use crate::validate::ValidatedCluster;
 pub struct Children {
     /// The broker config.
     pub config_map: ConfigMap,
+    /// The member list the brokers poll.
+    pub members_config_map: ConfigMap,
     /// The brokers' identity.
     pub service_account: ServiceAccount,
+    /// What the brokers may read: their member list.
+    pub role: Role,
+    /// Binds [`Children::role`] to [`Children::service_account`].
+    pub role_binding: RoleBinding,
     /// Stable per-broker DNS.
     pub headless_service: Service,
     /// The address clients use.
@@ -52,15 +65,42 @@ pub struct Unwanted {
     pub name: String,
 }
 
-/// Renders every child of a validated cluster.
+/// The StatefulSet size and member count to render.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizes {
+    /// `spec.replicas` of the StatefulSet.
+    pub statefulset_replicas: i32,
+    /// Brokers listed in the members ConfigMap.
+    pub members: i32,
+}
+
+impl Sizes {
+    /// Both at the cluster's desired replicas: no membership change in flight.
+    pub fn steady(v: &ValidatedCluster) -> Self {
+        Sizes {
+            statefulset_replicas: v.replicas,
+            members: v.replicas,
+        }
+    }
+}
+
+/// Renders every child of a validated cluster in the steady state ([`Sizes::steady`]).
 pub fn render(v: &ValidatedCluster) -> Children {
+    render_sized(v, Sizes::steady(v))
+}
+
+/// Renders every child of a validated cluster at the given sizes.
+pub fn render_sized(v: &ValidatedCluster, sizes: Sizes) -> Children {
     Children {
         config_map: config_map::build(v),
+        members_config_map: members::build(v, sizes.members),
         service_account: service_account::build(v),
+        role: rbac::role(v),
+        role_binding: rbac::role_binding(v),
         headless_service: service::headless(v),
         client_service: service::client(v),
-        statefulset: statefulset::build(v),
-        pdb: pdb::build(v),
+        statefulset: statefulset::build(v, sizes.statefulset_replicas),
+        pdb: pdb::build(v, sizes.statefulset_replicas),
     }
 }
 
@@ -88,7 +128,7 @@ pub fn child_meta(v: &ValidatedCluster, name: &str) -> ObjectMeta {
 }
 
 /// The restart hash: SHA-256 over the broker config text and the TLS secret name. The replica
-/// count is deliberately not an input, so scaling never restarts brokers.
+/// count and the member list are deliberately not inputs, so scaling never restarts brokers.
 pub fn config_hash(config_yaml: &str, tls_secret: Option<&str>) -> String {
     let mut h = Sha256::new();
     h.update(b"config\0");

@@ -9,8 +9,9 @@ use crate::validate::ValidatedCluster;
 
 /// Renders the PodDisruptionBudget, or `None` for a single broker (a budget of one unavailable
 /// pod out of one would not protect anything and would block node drains needlessly).
-pub fn build(v: &ValidatedCluster) -> Option<PodDisruptionBudget> {
-    (v.replicas > 1).then(|| PodDisruptionBudget {
+/// `replicas` is the StatefulSet's size.
+pub fn build(v: &ValidatedCluster, replicas: i32) -> Option<PodDisruptionBudget> {
+    (replicas > 1).then(|| PodDisruptionBudget {
         metadata: child_meta(v, &v.names.pdb),
         spec: Some(PodDisruptionBudgetSpec {
             max_unavailable: Some(IntOrString::Int(1)),
@@ -32,11 +33,11 @@ mod tests {
 
     #[test]
     fn only_with_more_than_one_broker() {
-        assert!(build(&cluster(Profile::Balanced, Tier::Small, |_| {})).is_none());
-        let pdb = build(&cluster(Profile::Balanced, Tier::Medium, |_| {}));
+        let v = cluster(Profile::Balanced, Tier::Medium, |_| {});
+        assert!(build(&v, 1).is_none());
+        let pdb = build(&v, 3);
         let spec = pdb.and_then(|p| p.spec).unwrap_or_default();
         assert_eq!(spec.max_unavailable, Some(IntOrString::Int(1)));
-        let one = build(&cluster(Profile::Balanced, Tier::Large, |v| v.replicas = 1));
-        assert!(one.is_none());
+        assert!(build(&v, 2).is_some());
     }
 }

@@ -1,5 +1,9 @@
 //! The broker pod template: container, probes, drain timing, hardened security context,
 //! volumes and scheduling.
+//!
+//! The pod mounts its ServiceAccount token: brokers read their member list (the
+//! `<cluster>-members` ConfigMap) through the Kubernetes API. Every pod mounts the same TLS
+//! secret (the user's or the generated one) at [`TLS_DIR`].
 
 use std::collections::BTreeMap;
 
@@ -52,7 +56,7 @@ pub fn template(v: &ValidatedCluster) -> PodTemplateSpec {
         }),
         spec: Some(PodSpec {
             service_account_name: Some(v.names.service_account.clone()),
-            automount_service_account_token: Some(false),
+            automount_service_account_token: Some(true),
             enable_service_links: Some(false),
             termination_grace_period_seconds: Some(termination_grace_seconds(v)),
             security_context: Some(pod_security_context()),
@@ -174,14 +178,12 @@ pub fn container(v: &ValidatedCluster) -> Container {
             ..VolumeMount::default()
         },
     ];
-    if v.tls_secret.is_some() {
-        mounts.push(VolumeMount {
-            name: "tls".to_string(),
-            mount_path: TLS_DIR.to_string(),
-            read_only: Some(true),
-            ..VolumeMount::default()
-        });
-    }
+    mounts.push(VolumeMount {
+        name: "tls".to_string(),
+        mount_path: TLS_DIR.to_string(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    });
     if v.storage.is_some() {
         mounts.push(VolumeMount {
             name: DATA_VOLUME.to_string(),
@@ -250,26 +252,24 @@ fn volumes(v: &ValidatedCluster) -> Vec<Volume> {
             ..Volume::default()
         },
     ];
-    if let Some(secret) = &v.tls_secret {
-        out.push(Volume {
-            name: "tls".to_string(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(secret.clone()),
-                default_mode: Some(0o440),
-                items: Some(
-                    ["tls.crt", "tls.key"]
-                        .iter()
-                        .map(|k| KeyToPath {
-                            key: k.to_string(),
-                            path: k.to_string(),
-                            ..KeyToPath::default()
-                        })
-                        .collect(),
-                ),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
-    }
+    out.push(Volume {
+        name: "tls".to_string(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(v.tls_secret.clone()),
+            default_mode: Some(0o440),
+            items: Some(
+                ["tls.crt", "tls.key"]
+                    .iter()
+                    .map(|k| KeyToPath {
+                        key: k.to_string(),
+                        path: k.to_string(),
+                        ..KeyToPath::default()
+                    })
+                    .collect(),
+            ),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    });
     out
 }

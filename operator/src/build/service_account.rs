@@ -1,4 +1,6 @@
-//! The brokers' ServiceAccount. Brokers never call the Kubernetes API, so no token is mounted.
+//! The brokers' ServiceAccount. The account itself does not automount a token; the broker pod
+//! template opts in (`automountServiceAccountToken: true` on the pod), because brokers read
+//! their member list through the Kubernetes API (see [`super::rbac`]).
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 

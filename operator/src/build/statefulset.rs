@@ -1,4 +1,4 @@
-//! The broker StatefulSet: replicas from the validated cluster, parallel pod management (it is
+//! The broker StatefulSet: replicas as planned (see [`crate::members`]), parallel pod management (it is
 //! immutable, so chosen from day one), the pod template from [`super::pod`] and, when storage is
 //! requested, one volume claim per broker.
 
@@ -14,12 +14,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use super::{child_meta, pod};
 use crate::validate::ValidatedCluster;
 
-/// Renders the StatefulSet.
-pub fn build(v: &ValidatedCluster) -> StatefulSet {
+/// Renders the StatefulSet with `replicas` brokers.
+pub fn build(v: &ValidatedCluster, replicas: i32) -> StatefulSet {
     StatefulSet {
         metadata: child_meta(v, &v.names.statefulset),
         spec: Some(StatefulSetSpec {
-            replicas: Some(v.replicas),
+            replicas: Some(replicas),
             selector: LabelSelector {
                 match_labels: Some(v.names.selector_labels()),
                 ..LabelSelector::default()

@@ -205,19 +205,25 @@ fn every_tier_and_profile_combination_is_pinned() {
             file.http_listen.map(|a| a.to_string()).as_deref(),
             Some("0.0.0.0:9400")
         );
-        assert!(
-            file.tls_cert_file.flatten().is_none(),
-            "{tag}: self-signed without spec.tls"
+        assert_eq!(
+            file.tls_cert_file.flatten().as_deref(),
+            Some(std::path::Path::new("/etc/starling/tls/tls.crt")),
+            "{tag}: the generated secret without spec.tls"
+        );
+        assert_eq!(
+            file.cluster_members_configmap.flatten().as_deref(),
+            Some("events-members"),
+            "{tag}"
         );
         // The ConfigMap is the shared crate's rendering, nothing else.
-        assert_eq!(text, compose(p, Some(t), &forced(false)).to_yaml(), "{tag}");
+        assert_eq!(text, compose(p, Some(t), &forced()).to_yaml(), "{tag}");
         assert_eq!(template_hash(sts), Some(v.config_hash.clone()), "{tag}");
     }
 }
 
-fn forced(tls: bool) -> ConfigOverrides {
+fn forced() -> ConfigOverrides {
     let mut o = ConfigOverrides::default();
-    crate::validate::force_operator_knobs(&mut o, tls);
+    crate::validate::force_operator_knobs(&mut o, &crate::names::Names::new("events"));
     o
 }
 
@@ -244,7 +250,7 @@ fn hash_changes_with_profile_tier_overrides_and_tls_but_not_replicas() {
         },
         BrokerClusterSpec {
             tls: Some(TlsSpec {
-                secret_name: "events-tls".into(),
+                secret_name: "user-tls".into(),
             }),
             ..BrokerClusterSpec::default()
         },
@@ -261,6 +267,24 @@ fn hash_changes_with_profile_tier_overrides_and_tls_but_not_replicas() {
         assert_eq!(
             template_hash(&render(&scaled).statefulset),
             Some(base.config_hash.clone())
+        );
+    }
+    // Neither the StatefulSet size nor the member count of a scale step changes the template.
+    for (statefulset_replicas, members) in [(5, 3), (3, 5), (1, 1)] {
+        let c = render_sized(
+            &base,
+            Sizes {
+                statefulset_replicas,
+                members,
+            },
+        );
+        assert_eq!(
+            template_hash(&c.statefulset),
+            Some(base.config_hash.clone())
+        );
+        assert_eq!(
+            c.statefulset.spec.as_ref().map(|s| &s.template),
+            render(&base).statefulset.spec.as_ref().map(|s| &s.template),
         );
     }
     let tls_a = hash(BrokerClusterSpec {
@@ -309,7 +333,11 @@ fn pod_is_hardened() {
         Some(false),
         "service env vars would break the broker"
     );
-    assert_eq!(pod.automount_service_account_token, Some(false));
+    assert_eq!(
+        pod.automount_service_account_token,
+        Some(true),
+        "brokers read their member list with the pod's token"
+    );
     assert_eq!(pod.service_account_name.as_deref(), Some("events-broker"));
 }
 
@@ -399,10 +427,19 @@ fn config_and_tls_are_mounted() {
             .collect()
     };
     assert!(mounts(&plain).contains(&("config".into(), "/etc/starling".into())));
-    assert!(!mounts(&plain).iter().any(|(n, _)| n == "tls"));
+    // Without spec.tls, the generated secret is mounted exactly like a user's.
+    assert!(mounts(&plain).contains(&("tls".into(), "/etc/starling/tls".into())));
+    let generated = pod_spec(&plain)
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .find(|v| v.name == "tls")
+        .and_then(|v| v.secret)
+        .and_then(|s| s.secret_name);
+    assert_eq!(generated.as_deref(), Some("events-tls"));
     let v = spec_cluster(BrokerClusterSpec {
         tls: Some(TlsSpec {
-            secret_name: "events-tls".into(),
+            secret_name: "user-tls".into(),
         }),
         ..BrokerClusterSpec::default()
     });
@@ -431,7 +468,7 @@ fn config_and_tls_are_mounted() {
         .and_then(|v| v.secret.clone());
     assert_eq!(
         tls.as_ref().and_then(|s| s.secret_name.as_deref()),
-        Some("events-tls")
+        Some("user-tls")
     );
     let config = volumes
         .iter()
@@ -535,7 +572,10 @@ fn every_child_is_owned_labelled_and_namespaced() {
     let c = render(&v);
     let metas = [
         &c.config_map.metadata,
+        &c.members_config_map.metadata,
         &c.service_account.metadata,
+        &c.role.metadata,
+        &c.role_binding.metadata,
         &c.headless_service.metadata,
         &c.client_service.metadata,
         &c.statefulset.metadata,
@@ -578,4 +618,44 @@ fn the_pdb_is_unwanted_after_scaling_to_one() {
             name: "events".into()
         }]
     );
+}
+
+#[test]
+fn planned_sizes_reach_the_statefulset_members_and_pdb() {
+    let v = cluster(Profile::Balanced, Tier::Medium, |_| {});
+    let c = render_sized(
+        &v,
+        Sizes {
+            statefulset_replicas: 5,
+            members: 3,
+        },
+    );
+    assert_eq!(
+        c.statefulset.spec.as_ref().and_then(|s| s.replicas),
+        Some(5)
+    );
+    let members = c
+        .members_config_map
+        .data
+        .as_ref()
+        .and_then(|d| d.get(crate::names::MEMBERS_KEY))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(members.lines().count(), 3);
+    assert!(c.pdb.is_some());
+    // Scaling down to one: the PDB goes only once the StatefulSet itself is down to one.
+    let one = spec_cluster(BrokerClusterSpec {
+        tier: Tier::Medium,
+        replicas: Some(1),
+        ..BrokerClusterSpec::default()
+    });
+    let waiting = render_sized(
+        &one,
+        Sizes {
+            statefulset_replicas: 3,
+            members: 1,
+        },
+    );
+    assert!(waiting.pdb.is_some());
+    assert!(unwanted(&one, &waiting).is_empty());
 }

@@ -82,7 +82,10 @@ async fn first_reconcile_applies_every_child_then_writes_status_and_an_event() {
             f.paths("PATCH"),
             vec![
                 "configmaps/events-config",
+                "configmaps/events-members",
                 "serviceaccounts/events-broker",
+                "roles/events-broker",
+                "rolebindings/events-broker",
                 "services/events-headless",
                 "services/events",
                 "poddisruptionbudgets/events",
@@ -103,11 +106,33 @@ async fn first_reconcile_applies_every_child_then_writes_status_and_an_event() {
             assert!(c.query.contains("force=true"), "{}", c.query);
             assert_eq!(c.body["metadata"]["ownerReferences"][0]["uid"], "0000-uid");
         }
-        assert_eq!(f.paths("GET"), vec!["statefulsets/events"]);
+        assert_eq!(
+            f.paths("GET"),
+            vec!["statefulsets/events", "secrets/events-tls"]
+        );
+        assert_eq!(f.paths("POST").first().map(String::as_str), Some("secrets"));
+        let secret = f
+            .objects
+            .get(&format!("/api/v1{NS}secrets/events-tls"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(secret["type"], "kubernetes.io/tls");
+        assert_eq!(secret["metadata"]["ownerReferences"][0]["uid"], "0000-uid");
         let status = f.status_writes().pop().unwrap_or_default();
         assert_eq!(condition(&status, "Degraded"), pair("False", "AsExpected"));
         assert_eq!(condition(&status, "Progressing"), pair("True", "Creating"));
         assert_eq!(status["tier"], "medium");
+        assert_eq!(status["members"], 3);
+        let members = f
+            .objects
+            .get(&format!("/api/v1{NS}configmaps/events-members"))
+            .map(|cm| cm["data"]["members"].clone())
+            .unwrap_or_default();
+        assert_eq!(
+            members.as_str().map(|m| m.lines().count()),
+            Some(3),
+            "{members}"
+        );
         assert_eq!(
             status["selector"],
             "app.kubernetes.io/instance=events,app.kubernetes.io/name=starling-broker"
@@ -248,4 +273,157 @@ fn backoff_doubles_to_a_cap() {
     let secs: Vec<u64> = (1..=9).map(|n| backoff_delay(n).as_secs()).collect();
     assert_eq!(secs, vec![5, 10, 20, 40, 80, 160, 300, 300, 300]);
     assert_eq!(backoff_delay(0).as_secs(), 5);
+}
+
+fn stored_sts_replicas(f: &Fake) -> Option<i64> {
+    f.objects
+        .get(&format!("/apis/apps/v1{NS}statefulsets/events"))
+        .and_then(|s| s["spec"]["replicas"].as_i64())
+}
+
+fn stored_members(f: &Fake) -> usize {
+    f.objects
+        .get(&format!("/api/v1{NS}configmaps/events-members"))
+        .and_then(|cm| cm["data"]["members"].as_str().map(|m| m.lines().count()))
+        .unwrap_or(usize::MAX)
+}
+
+/// A cluster whose StatefulSet runs `replicas` ready brokers, all of them members since
+/// `changed_secs_ago`.
+fn running(h: &Harness, bc: &mut BrokerCluster, replicas: i32, changed_secs_ago: i64) {
+    h.with(|f| {
+        f.objects.insert(
+            format!("/apis/apps/v1{NS}statefulsets/events"),
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+                   "metadata": {"name": "events", "namespace": "messaging", "generation": 1},
+                   "spec": {"replicas": replicas, "serviceName": "events-headless",
+                            "selector": {}, "template": {}},
+                   "status": {"replicas": replicas, "readyReplicas": replicas,
+                              "observedGeneration": 1}}),
+        );
+    });
+    let changed = Timestamp::now()
+        .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(
+            changed_secs_ago,
+        ))
+        .unwrap_or(Timestamp::UNIX_EPOCH);
+    bc.status = Some(BrokerClusterStatus {
+        members: Some(replicas),
+        members_changed_at: Some(Time(changed)),
+        ..BrokerClusterStatus::default()
+    });
+}
+
+#[tokio::test]
+async fn scaling_down_lowers_members_first_and_the_statefulset_after_the_grace() {
+    let mut bc = cluster(BrokerClusterSpec {
+        tier: Tier::Medium,
+        replicas: Some(1),
+        ..BrokerClusterSpec::default()
+    });
+    let h = Harness::new(&bc);
+    running(&h, &mut bc, 3, 600);
+    let action = h.reconcile(&bc).await;
+    assert_eq!(
+        action.ok(),
+        Some(Action::requeue(crate::members::DEFAULT_HANDOFF_GRACE))
+    );
+    let status: BrokerClusterStatus = h.with(|f| {
+        assert_eq!(stored_members(f), 1, "members drop at once");
+        assert_eq!(
+            stored_sts_replicas(f),
+            Some(3),
+            "the brokers stay for the hand-off"
+        );
+        assert!(
+            f.paths("DELETE").is_empty(),
+            "the PDB stays while 3 pods run"
+        );
+        serde_json::from_value(f.status_writes().pop().unwrap_or_default()).unwrap_or_default()
+    });
+    assert_eq!(status.members, Some(1));
+
+    // Within the grace nothing more happens.
+    let mut within = bc.clone();
+    within.status = Some(status.clone());
+    h.with(|f| f.calls.clear());
+    assert!(h.reconcile(&within).await.is_ok());
+    h.with(|f| assert_eq!(stored_sts_replicas(f), Some(3)));
+
+    // After the grace the StatefulSet follows.
+    let mut after = bc.clone();
+    after.status = Some(BrokerClusterStatus {
+        members_changed_at: Some(Time(
+            Timestamp::now()
+                .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(16))
+                .unwrap_or(Timestamp::UNIX_EPOCH),
+        )),
+        ..status
+    });
+    assert!(h.reconcile(&after).await.is_ok());
+    h.with(|f| {
+        assert_eq!(stored_sts_replicas(f), Some(1));
+        assert_eq!(stored_members(f), 1);
+        assert_eq!(f.paths("DELETE"), vec!["poddisruptionbudgets/events"]);
+    });
+}
+
+#[tokio::test]
+async fn scaling_up_adds_pods_first_and_members_once_they_are_ready() {
+    let mut bc = cluster(BrokerClusterSpec {
+        tier: Tier::Medium,
+        replicas: Some(5),
+        ..BrokerClusterSpec::default()
+    });
+    let h = Harness::new(&bc);
+    running(&h, &mut bc, 3, 600);
+    let action = h.reconcile(&bc).await;
+    assert_eq!(
+        action.ok(),
+        Some(Action::requeue(crate::members::SCALE_UP_POLL))
+    );
+    h.with(|f| {
+        assert_eq!(stored_sts_replicas(f), Some(5));
+        assert_eq!(stored_members(f), 3, "new brokers join once ready");
+    });
+    // The StatefulSet reports 5 ready: members follow.
+    running(&h, &mut bc, 5, 600);
+    bc.status = bc.status.map(|s| BrokerClusterStatus {
+        members: Some(3),
+        ..s
+    });
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| assert_eq!(stored_members(f), 5));
+}
+
+#[tokio::test]
+async fn an_existing_tls_secret_is_never_replaced() {
+    let bc = cluster(BrokerClusterSpec::default());
+    let h = Harness::new(&bc);
+    let path = format!("/api/v1{NS}secrets/events-tls");
+    let existing = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                          "metadata": {"name": "events-tls", "namespace": "messaging"},
+                          "data": {"tls.crt": "Q0VSVA==", "tls.key": "S0VZ"}});
+    h.with(|f| f.objects.insert(path.clone(), existing.clone()));
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| {
+        assert!(!f.paths("POST").contains(&"secrets".to_string()));
+        assert_eq!(f.objects.get(&path), Some(&existing));
+    });
+}
+
+#[tokio::test]
+async fn a_user_tls_secret_means_no_generated_one() {
+    let bc = cluster(BrokerClusterSpec {
+        tls: Some(crate::crd::TlsSpec {
+            secret_name: "mine".into(),
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    let h = Harness::new(&bc);
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| {
+        assert!(!f.paths("GET").iter().any(|p| p.starts_with("secrets")));
+        assert!(!f.paths("POST").iter().any(|p| p.starts_with("secrets")));
+    });
 }

@@ -23,6 +23,8 @@ pub const OPERATOR_MANAGED_KNOBS: &[&str] = &[
     "http_listen",
     "tls_cert_file",
     "tls_key_file",
+    "cluster_members_file",
+    "cluster_members_configmap",
 ];
 
 pub use starling_config::validate::{KNOB_PAIRS, KNOB_RANGES, KnobPair, KnobRange};
@@ -137,10 +139,12 @@ fn decorate(obj: &mut Map<String, Value>) {
         let (rule, message) = pair_rule(&p);
         push_rule(obj, &rule, &message);
     }
-    let (tls, listen): (Vec<&str>, Vec<&str>) = OPERATOR_MANAGED_KNOBS
+    let (tls, rest): (Vec<&str>, Vec<&str>) = OPERATOR_MANAGED_KNOBS
         .iter()
         .copied()
         .partition(|k| k.starts_with("tls_"));
+    let (cluster, listen): (Vec<&str>, Vec<&str>) =
+        rest.into_iter().partition(|k| k.starts_with("cluster_"));
     let none_set = |knobs: &[&str]| {
         knobs
             .iter()
@@ -164,6 +168,14 @@ fn decorate(obj: &mut Map<String, Value>) {
         &format!(
             "config.{} are set by the operator; use spec.tls.secretName",
             tls.join(" and config.")
+        ),
+    );
+    push_rule(
+        obj,
+        &none_set(&cluster),
+        &format!(
+            "config.{} are set by the operator, which keeps the cluster's member list",
+            cluster.join(" and config.")
         ),
     );
 }

@@ -93,8 +93,9 @@ pub struct BrokerClusterSpec {
     #[schemars(transform = rules::replicas_rules)]
     pub replicas: Option<i32>,
     /// Explicit broker knob overrides, using the broker config file's knob names. Set knobs
-    /// replace the profile and tier values. `quic_listen`, `http_listen`, `tls_cert_file` and
-    /// `tls_key_file` are managed by the operator and refused here.
+    /// replace the profile and tier values. `quic_listen`, `http_listen`, `tls_cert_file`,
+    /// `tls_key_file`, `cluster_members_file` and `cluster_members_configmap` are managed by the
+    /// operator and refused here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "config_rules::config_schema")]
     pub config: Option<ConfigOverrides>,
@@ -105,7 +106,9 @@ pub struct BrokerClusterSpec {
     /// topics). Cannot be added, changed or removed after creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<StorageSpec>,
-    /// QUIC TLS. Unset: every broker generates a self-signed certificate at start.
+    /// QUIC TLS, for clients and between brokers (every broker mounts the same certificate).
+    /// Unset: the operator generates a self-signed certificate once, into the Secret
+    /// `<name>-tls`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
     /// Broker container image. Unset: the operator's default image (`--broker-image`).

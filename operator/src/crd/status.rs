@@ -2,7 +2,7 @@
 //!
 //! The condition types and reasons that fill `conditions` are defined in [`crate::status`].
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use starling_config::{Profile, Tier};
@@ -49,6 +49,14 @@ pub struct BrokerClusterStatus {
     /// Where clients connect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoints: Option<Endpoints>,
+    /// Brokers in the member list (the `<name>-members` ConfigMap the brokers read). It rises
+    /// to a new size once the added brokers are ready, and drops before brokers are removed,
+    /// which happens a hand-off grace later (`--handoff-grace-seconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<i32>,
+    /// When `members` last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members_changed_at: Option<Time>,
 }
 
 /// The client Service's address.

@@ -324,6 +324,15 @@ fn admission_rules_refuse_with_readable_messages() {
         "use spec.tls.secretName",
     );
     assert_refused(
+        json!({"config": {"cluster_members_configmap": "other"}}),
+        "config.cluster_members_file and config.cluster_members_configmap are set by the operator",
+    );
+    assert_refused(
+        json!({"config": {"cluster_members_file": "/m"}}),
+        "keeps the cluster's member list",
+    );
+    assert!(admit(json!({"config": {"cluster_poll_interval_ms": 2000}})).is_empty());
+    assert_refused(
         json!({"config": {"event_batch_max_delay_us": 5_000_000}}),
         "config.event_batch_max_delay_us must be at most 1000000",
     );

@@ -74,6 +74,7 @@ fn compute_with(
         sts: s,
         previous,
         apply_error: apply_error.map(str::to_string),
+        members: None,
         now,
     })
 }
@@ -222,6 +223,7 @@ fn refused_spec_is_degraded_and_keeps_the_last_rendered_values() {
         sts: Some(&s),
         previous: Some(&previous),
         apply_error: None,
+        members: None,
         now: at(0),
     });
     assert_eq!(
@@ -291,4 +293,56 @@ fn every_reason_belongs_to_one_condition_with_a_fixed_status() {
         assert!(!r.doc().is_empty());
         assert!(r.as_str().chars().all(|c| c.is_ascii_alphanumeric()));
     }
+}
+
+#[test]
+fn members_are_recorded_and_a_lagging_member_list_is_scaling() {
+    use crate::members::MembersPlan;
+    let v = cluster(Profile::Balanced, Tier::Medium, |_| {});
+    // Every pod is ready at 3 but the members are still 2: not Ready yet, Scaling.
+    let ready = sts(3, 3, 3, 3, &v.config_hash, true);
+    let plan = MembersPlan {
+        statefulset_replicas: 3,
+        members: 2,
+        members_changed_at: at(10).0,
+        wait: Some(std::time::Duration::from_secs(5)),
+    };
+    let input = |members, previous| StatusInput {
+        names: &v.names,
+        namespace: "messaging",
+        generation: Some(7),
+        paused: false,
+        desired: Ok(&v),
+        sts: Some(&ready),
+        previous,
+        apply_error: None,
+        members,
+        now: at(20),
+    };
+    let status = compute(&input(Some(&plan), None));
+    assert_eq!(status.members, Some(2));
+    assert_eq!(status.members_changed_at, Some(at(10)));
+    assert_eq!(
+        reason(&status, ConditionType::Progressing),
+        r("True", Reason::Scaling)
+    );
+    assert_eq!(
+        reason(&status, ConditionType::Ready),
+        r("False", Reason::ReplicasNotReady)
+    );
+    // Nothing applied (no plan): the previous values are kept.
+    let kept = compute(&input(None, Some(&status)));
+    assert_eq!(kept.members, Some(2));
+    assert_eq!(kept.members_changed_at, Some(at(10)));
+    // Members caught up: Ready.
+    let done = MembersPlan {
+        members: 3,
+        wait: None,
+        ..plan
+    };
+    let status = compute(&input(Some(&done), Some(&status)));
+    assert_eq!(
+        reason(&status, ConditionType::Ready),
+        r("True", Reason::AllReplicasReady)
+    );
 }

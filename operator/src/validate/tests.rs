@@ -186,12 +186,13 @@ fn identity_requires_namespace_and_uid() {
 fn tls_paths_are_forced_with_a_secret() {
     let v = try_spec(BrokerClusterSpec {
         tls: Some(TlsSpec {
-            secret_name: "events-tls".into(),
+            secret_name: "my-cert".into(),
         }),
         ..BrokerClusterSpec::default()
     })
     .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(v.tls_secret.as_deref(), Some("events-tls"));
+    assert_eq!(v.tls_secret, "my-cert");
+    assert!(!v.tls_generated);
     assert!(v.config.tls_cert_file.is_some() && v.config.tls_key_file.is_some());
     assert_eq!(
         v.config.quic_listen.port(),
@@ -226,8 +227,8 @@ fn admin_tier_overrides_size_the_cluster_and_spec_still_wins() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let defaults = OperatorDefaults {
-        broker_image: IMAGE.into(),
         tiers,
+        ..crate::build::fixtures::defaults()
     };
     let bc = broker_cluster(BrokerClusterSpec::default());
     let id = ObjectIdentity::of(&bc).unwrap_or_else(|e| panic!("{e}"));
@@ -246,4 +247,57 @@ fn admin_tier_overrides_size_the_cluster_and_spec_still_wins() {
     });
     let v = validate(&bc, id, &defaults).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(v.replicas, 1, "spec.replicas beats the tier table");
+}
+
+#[test]
+fn without_spec_tls_the_generated_secret_is_mounted_at_the_same_paths() {
+    let v = try_spec(BrokerClusterSpec::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v.tls_secret, "events-tls");
+    assert!(v.tls_generated);
+    assert_eq!(
+        v.config.tls_cert_file.as_deref(),
+        Some(std::path::Path::new("/etc/starling/tls/tls.crt"))
+    );
+    assert_eq!(
+        v.config.tls_key_file.as_deref(),
+        Some(std::path::Path::new("/etc/starling/tls/tls.key"))
+    );
+    assert_eq!(v.cluster_domain, "cluster.local");
+}
+
+#[test]
+fn the_members_configmap_knob_is_forced() {
+    let v = try_spec(BrokerClusterSpec::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        v.config.cluster_members_configmap.as_deref(),
+        Some("events-members")
+    );
+    assert_eq!(v.config.cluster_members_file, None);
+    assert!(
+        v.config_yaml
+            .contains("cluster_members_configmap: events-members"),
+        "{}",
+        v.config_yaml
+    );
+}
+
+#[test]
+fn cluster_membership_knobs_are_refused_in_spec_config() {
+    for knob in ["cluster_members_configmap", "cluster_members_file"] {
+        let config: starling_config::ConfigOverrides =
+            serde_json::from_value(serde_json::json!({ knob: "x" }))
+                .unwrap_or_else(|e| panic!("{knob}: {e}"));
+        let err = try_spec(BrokerClusterSpec {
+            config: Some(config),
+            ..BrokerClusterSpec::default()
+        })
+        .err()
+        .unwrap_or_else(|| panic!("{knob} must be refused"));
+        assert_eq!(err.reason(), Reason::ManagedKnobSet);
+        assert!(
+            err.message().contains(&format!("config.{knob}")),
+            "{}",
+            err.message()
+        );
+    }
 }

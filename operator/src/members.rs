@@ -1,0 +1,312 @@
+//! Cluster membership: which brokers are members (the list in the `<cluster>-members`
+//! ConfigMap the brokers poll), and how a replica change is sequenced so that no broker
+//! receives SIGTERM while it still owns cache keys or subscriptions, and no broker becomes a
+//! member before it can serve. Pure: the clock is passed in.
+//!
+//! Membership and the StatefulSet size move in a fixed order (see [`plan_members`]):
+//! - creation: both at the desired count;
+//! - scale up: the StatefulSet first; members follow once the new pods are ready;
+//! - scale down: members first; the StatefulSet follows after the hand-off grace, so leaving
+//!   brokers hand their keys and subscriptions to the remaining ones before they are stopped.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::names::Names;
+
+/// Default hand-off grace between lowering the members and lowering the StatefulSet.
+pub const DEFAULT_HANDOFF_GRACE: Duration = Duration::from_secs(15);
+
+/// How often a waiting scale-up is looked at again (StatefulSet status changes usually
+/// trigger a reconcile sooner).
+pub const SCALE_UP_POLL: Duration = Duration::from_secs(5);
+
+/// What the operator observes about the cluster's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Observed {
+    /// `spec.replicas` of the StatefulSet, `None` when it does not exist yet.
+    pub statefulset_replicas: Option<i32>,
+    /// `status.readyReplicas` of the StatefulSet.
+    pub ready_replicas: i32,
+    /// The member count last written (`status.members`), `None` before the first.
+    pub members: Option<i32>,
+    /// When the member count last changed (`status.membersChangedAt`).
+    pub members_changed_at: Option<Timestamp>,
+    /// The current time.
+    pub now: Timestamp,
+}
+
+/// The next step of a membership change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MembersPlan {
+    /// `spec.replicas` to apply to the StatefulSet.
+    pub statefulset_replicas: i32,
+    /// Member count to write to the members ConfigMap.
+    pub members: i32,
+    /// When the member count changed: `now` if this plan changes it, else the observed time.
+    pub members_changed_at: Timestamp,
+    /// `Some(delay)` while a later step is still waiting: look again after `delay`.
+    pub wait: Option<Duration>,
+}
+
+/// Plans the StatefulSet size and member count for `desired` brokers.
+///
+/// - No StatefulSet yet (creation): both are `desired`.
+/// - `desired` above the members (scale up): the StatefulSet goes to `desired` at once; the
+///   members rise to `desired` only when at least `desired` pods are ready.
+/// - `desired` below the members (scale down): the members drop to `desired` now; the
+///   StatefulSet keeps its size.
+/// - members at `desired` but the StatefulSet larger (the second half of a scale down): the
+///   StatefulSet drops to `desired` once `grace` has passed since the member change.
+///
+/// An unknown member count with an existing StatefulSet (a cluster created before membership
+/// was tracked) is taken to be the StatefulSet's size.
+pub fn plan_members(desired: i32, observed: &Observed, grace: Duration) -> MembersPlan {
+    let now = observed.now;
+    let changed_at = observed.members_changed_at.unwrap_or(now);
+    let Some(sts) = observed.statefulset_replicas else {
+        return MembersPlan {
+            statefulset_replicas: desired,
+            members: desired,
+            members_changed_at: if observed.members == Some(desired) {
+                changed_at
+            } else {
+                now
+            },
+            wait: None,
+        };
+    };
+    let members = observed.members.unwrap_or(sts);
+    if desired > members {
+        if observed.ready_replicas >= desired && sts >= desired {
+            return MembersPlan {
+                statefulset_replicas: desired,
+                members: desired,
+                members_changed_at: now,
+                wait: None,
+            };
+        }
+        return MembersPlan {
+            statefulset_replicas: desired.max(sts),
+            members,
+            members_changed_at: changed_at,
+            wait: Some(SCALE_UP_POLL),
+        };
+    }
+    if desired < members {
+        return MembersPlan {
+            statefulset_replicas: sts.max(desired),
+            members: desired,
+            members_changed_at: now,
+            wait: (sts > desired).then_some(grace),
+        };
+    }
+    // Members are where they should be; the StatefulSet may still have to shrink.
+    if sts > desired {
+        let elapsed = now.duration_since(changed_at);
+        let elapsed = Duration::try_from(elapsed).unwrap_or(Duration::ZERO);
+        if elapsed < grace {
+            return MembersPlan {
+                statefulset_replicas: sts,
+                members,
+                members_changed_at: changed_at,
+                wait: Some(grace - elapsed),
+            };
+        }
+    }
+    MembersPlan {
+        statefulset_replicas: desired,
+        members,
+        members_changed_at: changed_at,
+        wait: None,
+    }
+}
+
+/// The members ConfigMap's `members` value: one line per member, ordinal order,
+/// `<pod-name> <pod-name>.<headless>.<namespace>.svc.<cluster-domain>:<quic-port>`, each line
+/// ending in a newline.
+pub fn members_text(names: &Names, namespace: &str, cluster_domain: &str, members: i32) -> String {
+    let mut out = String::new();
+    for ordinal in 0..members.max(0) {
+        let _ = writeln!(
+            out,
+            "{} {}:{}",
+            names.pod(ordinal),
+            names.pod_host(ordinal, namespace, cluster_domain),
+            starling_config::DEFAULT_QUIC_PORT
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GRACE: Duration = Duration::from_secs(15);
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + secs).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    fn observed(
+        sts: Option<i32>,
+        ready: i32,
+        members: Option<i32>,
+        changed: i64,
+        now: i64,
+    ) -> Observed {
+        Observed {
+            statefulset_replicas: sts,
+            ready_replicas: ready,
+            members,
+            members_changed_at: Some(at(changed)),
+            now: at(now),
+        }
+    }
+
+    fn plan(desired: i32, o: Observed) -> (i32, i32, Option<Duration>) {
+        let p = plan_members(desired, &o, GRACE);
+        (p.statefulset_replicas, p.members, p.wait)
+    }
+
+    #[test]
+    fn creation_sets_both_at_once() {
+        let o = Observed {
+            statefulset_replicas: None,
+            ready_replicas: 0,
+            members: None,
+            members_changed_at: None,
+            now: at(5),
+        };
+        let p = plan_members(3, &o, GRACE);
+        assert_eq!(
+            p,
+            MembersPlan {
+                statefulset_replicas: 3,
+                members: 3,
+                members_changed_at: at(5),
+                wait: None
+            }
+        );
+    }
+
+    #[test]
+    fn steady_state_changes_nothing() {
+        let p = plan_members(3, &observed(Some(3), 3, Some(3), 0, 100), GRACE);
+        assert_eq!((p.statefulset_replicas, p.members, p.wait), (3, 3, None));
+        assert_eq!(p.members_changed_at, at(0), "the change time is kept");
+    }
+
+    #[test]
+    fn scale_up_grows_the_statefulset_first_and_members_when_ready() {
+        // 3 → 5: the StatefulSet grows at once, members wait for the new pods.
+        assert_eq!(
+            plan(5, observed(Some(3), 3, Some(3), 0, 100)),
+            (5, 3, Some(SCALE_UP_POLL))
+        );
+        assert_eq!(
+            plan(5, observed(Some(5), 4, Some(3), 0, 110)),
+            (5, 3, Some(SCALE_UP_POLL))
+        );
+        let p = plan_members(5, &observed(Some(5), 5, Some(3), 0, 120), GRACE);
+        assert_eq!((p.statefulset_replicas, p.members, p.wait), (5, 5, None));
+        assert_eq!(p.members_changed_at, at(120));
+    }
+
+    #[test]
+    fn ready_pods_of_the_old_size_do_not_count_before_the_statefulset_grows() {
+        // readyReplicas can be 5 from an earlier size while spec.replicas is still 3.
+        assert_eq!(
+            plan(5, observed(Some(3), 5, Some(3), 0, 100)),
+            (5, 3, Some(SCALE_UP_POLL))
+        );
+    }
+
+    #[test]
+    fn scale_down_lowers_members_first_then_the_statefulset_after_the_grace() {
+        // 5 → 3: members drop now, the StatefulSet keeps 5 for the grace.
+        let p = plan_members(3, &observed(Some(5), 5, Some(5), 0, 100), GRACE);
+        assert_eq!(
+            (p.statefulset_replicas, p.members, p.wait),
+            (5, 3, Some(GRACE))
+        );
+        assert_eq!(p.members_changed_at, at(100));
+        // 10 s later: still waiting, 5 s to go.
+        assert_eq!(
+            plan(3, observed(Some(5), 5, Some(3), 100, 110)),
+            (5, 3, Some(Duration::from_secs(5)))
+        );
+        // After the grace: the StatefulSet shrinks.
+        assert_eq!(
+            plan(3, observed(Some(5), 5, Some(3), 100, 115)),
+            (3, 3, None)
+        );
+        assert_eq!(
+            plan(3, observed(Some(5), 5, Some(3), 100, 400)),
+            (3, 3, None)
+        );
+    }
+
+    #[test]
+    fn scale_down_reversed_during_the_grace_keeps_the_pods() {
+        // 5 → 3 (members 3, StatefulSet still 5), then back to 5: the pods are there and
+        // ready, so the members return at once and nothing is stopped.
+        let p = plan_members(5, &observed(Some(5), 5, Some(3), 100, 105), GRACE);
+        assert_eq!((p.statefulset_replicas, p.members, p.wait), (5, 5, None));
+    }
+
+    #[test]
+    fn a_scale_down_during_a_scale_up_never_shrinks_members_below_desired() {
+        // 3 → 5 in flight (StatefulSet 5, members 3), then 4: members rise only when ready,
+        // the StatefulSet stays 5 until members reach 4 and the grace passes.
+        assert_eq!(
+            plan(4, observed(Some(5), 3, Some(3), 0, 100)),
+            (5, 3, Some(SCALE_UP_POLL))
+        );
+        let p = plan_members(4, &observed(Some(5), 5, Some(3), 0, 100), GRACE);
+        assert_eq!((p.statefulset_replicas, p.members), (4, 4));
+    }
+
+    #[test]
+    fn an_unknown_member_count_is_the_statefulset_size() {
+        let o = Observed {
+            statefulset_replicas: Some(3),
+            ready_replicas: 3,
+            members: None,
+            members_changed_at: None,
+            now: at(0),
+        };
+        let p = plan_members(3, &o, GRACE);
+        assert_eq!((p.statefulset_replicas, p.members, p.wait), (3, 3, None));
+        let p = plan_members(1, &o, GRACE);
+        assert_eq!(
+            (p.statefulset_replicas, p.members, p.wait),
+            (3, 1, Some(GRACE))
+        );
+    }
+
+    #[test]
+    fn a_clock_going_backwards_waits_the_whole_grace() {
+        assert_eq!(
+            plan(3, observed(Some(5), 5, Some(3), 100, 90)),
+            (5, 3, Some(GRACE))
+        );
+    }
+
+    #[test]
+    fn members_text_lists_every_ordinal_in_order() {
+        let names = Names::new("events");
+        let text = members_text(&names, "messaging", "cluster.local", 3);
+        assert_eq!(
+            text,
+            "events-0 events-0.events-headless.messaging.svc.cluster.local:7400\n\
+             events-1 events-1.events-headless.messaging.svc.cluster.local:7400\n\
+             events-2 events-2.events-headless.messaging.svc.cluster.local:7400\n"
+        );
+        assert_eq!(members_text(&names, "m", "example.org", 0), "");
+        assert!(members_text(&names, "m", "example.org", 1).contains(".m.svc.example.org:7400"));
+    }
+}
