@@ -234,6 +234,42 @@ impl TestNamespace {
         .await
     }
 
+    /// The certificate of the TLS Secret the operator generated for a cluster without
+    /// `spec.tls` (`<cluster>-tls`, key `tls.crt`), PEM.
+    pub async fn generated_certificate(&self, cluster: &str) -> Result<Vec<u8>, E2eError> {
+        let secret = self
+            .api::<k8s_openapi::api::core::v1::Secret>()
+            .get(&format!("{cluster}-tls"))
+            .await?;
+        secret
+            .data
+            .unwrap_or_default()
+            .remove("tls.crt")
+            .map(|b| b.0)
+            .ok_or_else(|| E2eError::Env(format!("Secret {cluster}-tls has no tls.crt")))
+    }
+
+    /// An SDK client connected to the cluster's client Service that verifies the brokers
+    /// against the cluster's generated certificate, by the client Service's DNS name
+    /// (`<cluster>.<namespace>.svc`), so it only connects when the broker it lands on presents
+    /// the shared certificate.
+    pub async fn verified_client(
+        &self,
+        cluster: &str,
+    ) -> Result<starling_client::Client, E2eError> {
+        let pem = self.generated_certificate(cluster).await?;
+        let svc = self.api::<Service>().get(cluster).await?;
+        let ip = svc
+            .spec
+            .and_then(|s| s.cluster_ip)
+            .ok_or_else(|| E2eError::Env(format!("Service {cluster} has no ClusterIP")))?;
+        let cfg = ClientConfig::new(format!("{ip}:7400"), Trust::CaPem(pem))
+            .with_server_name(format!("{cluster}.{}.svc", self.name));
+        starling_client::Client::connect(cfg)
+            .await
+            .map_err(|e| E2eError::Env(format!("verified connection to {cluster}: {e}")))
+    }
+
     /// Deletes the namespace (and with it everything the test made).
     pub async fn delete(self) {
         let api = Api::<Namespace>::all(self.env.client.clone());

@@ -1,11 +1,13 @@
 //! Operator restarts mid-rollout converge without duplicates, and deleting a BrokerCluster
-//! garbage-collects every child.
+//! garbage-collects every child (StatefulSet, ConfigMaps, Services, ServiceAccount, Role,
+//! RoleBinding, generated TLS Secret, PDB and pods).
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 use starling_config::{Profile, Tier};
@@ -75,9 +77,12 @@ async fn operator_restart_mid_rollout_converges_without_duplicates() {
         );
     }
     assert_eq!(count::<StatefulSet>(&ns).await, 1);
-    assert_eq!(count::<ConfigMap>(&ns).await, 1);
+    assert_eq!(count::<ConfigMap>(&ns).await, 2, "config + members");
     assert_eq!(count::<Service>(&ns).await, 2, "headless + client");
     assert_eq!(count::<ServiceAccount>(&ns).await, 1);
+    assert_eq!(count::<Role>(&ns).await, 1);
+    assert_eq!(count::<RoleBinding>(&ns).await, 1);
+    assert_eq!(count::<Secret>(&ns).await, 1, "the generated TLS secret");
     assert_eq!(count::<PodDisruptionBudget>(&ns).await, 1);
     ns.delete().await;
 }
@@ -94,6 +99,13 @@ async fn deleting_the_cluster_garbage_collects_every_child() {
     ns.create_cluster("doomed", spec).await.expect("create");
     ns.wait_ready("doomed").await.expect("Ready");
     assert!(count::<StatefulSet>(&ns).await == 1 && count::<PodDisruptionBudget>(&ns).await == 1);
+    assert!(
+        count::<Role>(&ns).await == 1
+            && count::<RoleBinding>(&ns).await == 1
+            && count::<Secret>(&ns).await == 1
+            && count::<ConfigMap>(&ns).await == 2,
+        "the brokers' Role, RoleBinding, generated TLS Secret and members ConfigMap exist"
+    );
 
     ns.clusters()
         .delete("doomed", &DeleteParams::foreground())
@@ -109,6 +121,9 @@ async fn deleting_the_cluster_garbage_collects_every_child() {
                     + count::<ConfigMap>(ns).await
                     + count::<Service>(ns).await
                     + count::<ServiceAccount>(ns).await
+                    + count::<Role>(ns).await
+                    + count::<RoleBinding>(ns).await
+                    + count::<Secret>(ns).await
                     + count::<PodDisruptionBudget>(ns).await
                     + ns.broker_pods("doomed")
                         .await

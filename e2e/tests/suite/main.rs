@@ -4,6 +4,7 @@
 //! namespace; tests run one at a time (`--test-threads=1`) because the node has two cores.
 
 mod bad_spec;
+mod cluster;
 mod examples;
 mod lifecycle;
 mod operator;

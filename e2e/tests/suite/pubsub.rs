@@ -6,6 +6,8 @@ use std::time::Duration;
 use starling_config::{ConfigOverrides, Profile, Tier, resolve};
 use starling_e2e::Env;
 use starling_operator::crd::BrokerClusterSpec;
+use starling_operator::names::Names;
+use starling_operator::validate::force_operator_knobs;
 
 #[tokio::test]
 async fn small_balanced_cluster_serves_pubsub_and_cache() {
@@ -36,13 +38,15 @@ async fn small_balanced_cluster_serves_pubsub_and_cache() {
     assert_eq!(endpoints.quic_port, 7400);
     assert!(endpoints.host.starts_with("events."), "{}", endpoints.host);
 
-    // The ConfigMap and every running broker hold the balanced profile at the small tier.
-    let expected = resolve(
-        Profile::Balanced,
-        Some(Tier::Small),
-        &ConfigOverrides::default(),
-    )
-    .expect("valid");
+    // The ConfigMap and every running broker hold the balanced profile at the small tier, with
+    // the knobs the operator sets (listeners, the generated TLS secret, the members ConfigMap).
+    let mut overrides = ConfigOverrides::default();
+    force_operator_knobs(&mut overrides, &Names::new("events"));
+    let expected = resolve(Profile::Balanced, Some(Tier::Small), &overrides).expect("valid");
+    assert_eq!(
+        expected.cluster_members_configmap.as_deref(),
+        Some("events-members")
+    );
     let in_cm = ns
         .configmap_config("events")
         .await
