@@ -18,6 +18,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::cache::{Cache, CacheConfig};
+use crate::cluster::peers::Peers;
+use crate::cluster::source::Source;
+use crate::cluster::upstream::Upstreams;
+use crate::cluster::{Cluster, MemberSet, handoff, peer_token};
 use crate::error::BrokerError;
 use crate::health::{Health, Phase};
 use crate::http::{self, HttpState};
@@ -33,6 +37,8 @@ use crate::transport;
 const SWEEP_INTERVAL: Duration = Duration::from_millis(250);
 /// A topic with no subscribers and no traffic for this long releases its state.
 const TOPIC_IDLE_RETIRE: Duration = Duration::from_secs(60);
+/// How long start-up waits for a readable member list.
+const FIRST_MEMBERS_READ: Duration = Duration::from_secs(30);
 
 /// The broker, before it starts.
 pub struct Broker {
@@ -66,6 +72,13 @@ impl Broker {
         Ok(Broker { cfg, server_id })
     }
 
+    /// Overrides the broker's id (default: `POD_NAME`, else `HOSTNAME`), which is also its
+    /// member id in a cluster.
+    pub fn with_server_id(mut self, id: impl Into<String>) -> Self {
+        self.server_id = id.into();
+        self
+    }
+
     /// Binds, starts every task and returns once the broker is serving.
     pub async fn start(self) -> Result<RunningBroker, BrokerError> {
         let cfg = Arc::new(self.cfg);
@@ -88,6 +101,18 @@ impl Broker {
             .map(|c| c.to_vec())
             .unwrap_or_default();
         let server_config = transport::server_config(&cfg, &material)?;
+        let source = Source::from_config(&cfg).await?;
+        if source.is_some() && material.self_signed {
+            return Err(BrokerError::Config(
+                "clustering needs the same TLS certificate on every member: set tls_cert_file and tls_key_file"
+                    .into(),
+            ));
+        }
+        let token = peer_token(material.key.secret_der());
+        let leaf_sha256: [u8; 32] = {
+            use sha2::Digest;
+            sha2::Sha256::digest(&certificate_der).into()
+        };
 
         let http_listener =
             TcpListener::bind(cfg.http_listen)
@@ -141,6 +166,21 @@ impl Broker {
         }));
         let mut tasks = vec![cache.spawn_sweeper(SWEEP_INTERVAL)];
 
+        let poll_every = Duration::from_millis(cfg.cluster_poll_interval_ms);
+        let initial = match &source {
+            Some(s) => s.first_read(poll_every, FIRST_MEMBERS_READ).await?,
+            None => MemberSet::single(&self.server_id, &quic_addr.to_string()),
+        };
+        let cluster = Arc::new(Cluster::new(
+            self.server_id.clone(),
+            initial,
+            source.is_some(),
+            token,
+            Duration::from_millis(cfg.cluster_handoff_window_ms),
+            Arc::clone(&metrics),
+        ));
+        let peers = Arc::new(Peers::new(&cfg, token, leaf_sha256, Arc::clone(&metrics)));
+
         let (stop_tx, stop_rx) = watch::channel(false);
         let http_state = Arc::new(HttpState {
             metrics: Arc::clone(&metrics),
@@ -166,7 +206,31 @@ impl Broker {
             next_conn_id: AtomicU64::new(1),
             next_sub_id: AtomicU64::new(1),
             subscribers: parking_lot::Mutex::new(Default::default()),
+            cluster: Arc::clone(&cluster),
+            peers,
+            upstreams: Upstreams::default(),
+            handoff_wake: Arc::new(tokio::sync::Notify::new()),
         });
+        if let Some(source) = source {
+            tasks.push(tokio::spawn(crate::cluster::source::poll(
+                Arc::clone(&cluster),
+                source,
+                poll_every,
+                stop_rx.clone(),
+            )));
+            tasks.push(tokio::spawn(on_membership_changes(
+                Arc::downgrade(&ctx),
+                cluster.changes(),
+                stop_rx.clone(),
+            )));
+            tasks.push(tokio::spawn(handoff::run(
+                Arc::downgrade(&ctx),
+                Arc::clone(&ctx.handoff_wake),
+                cluster.changes(),
+                poll_every,
+                stop_rx.clone(),
+            )));
+        }
         tasks.push(tokio::spawn(accept_loop(
             Arc::clone(&ctx),
             endpoint.clone(),
@@ -185,6 +249,26 @@ impl Broker {
             stop_tx,
             tasks,
         })
+    }
+}
+
+/// Moves subscriptions and upstreams, and closes links to departed members, after every
+/// membership change.
+async fn on_membership_changes(
+    ctx: std::sync::Weak<Ctx>,
+    mut changes: watch::Receiver<u64>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            r = changes.changed() => if r.is_err() { return },
+            _ = stop.changed() => return,
+        }
+        let Some(ctx) = ctx.upgrade() else {
+            return;
+        };
+        ctx.peers.retain(ctx.cluster.view().current.members());
+        crate::server::subscribe::on_membership_change(&ctx);
     }
 }
 
@@ -232,6 +316,18 @@ impl RunningBroker {
         let deadline = Instant::now() + Duration::from_millis(ctx.cfg.drain_timeout_ms);
         tracing::info!(timeout_ms = ctx.cfg.drain_timeout_ms, "draining");
         let _ = tokio::time::timeout_at(deadline.into(), ctx.topics.flush_all()).await;
+        if ctx.cluster.is_clustered() {
+            // Hand this broker's cache entries to the members that own them in its absence.
+            if let Ok(pushed) =
+                tokio::time::timeout_at(deadline.into(), handoff::drain_to_successors(ctx)).await
+                && pushed.left > 0
+            {
+                tracing::warn!(
+                    left = pushed.left,
+                    "drain: some cache entries could not be handed off"
+                );
+            }
+        }
         while ctx.metrics.subscriber_queued_batches.get() > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -244,7 +340,13 @@ impl RunningBroker {
         }
         // Finish every subscription stream and wait (within the deadline) until the peers have
         // acknowledged the data, so closing the connections cannot discard delivered batches.
-        let subs: Vec<_> = ctx.subscribers.lock().values().cloned().collect();
+        ctx.upstreams.stop_all();
+        let subs: Vec<_> = ctx
+            .subscribers
+            .lock()
+            .values()
+            .map(|r| Arc::clone(&r.sub))
+            .collect();
         let finishing = subs.into_iter().map(|sub| async move {
             let mut stream = sub.stream.lock().await;
             if stream.finish().is_ok() {
@@ -257,6 +359,7 @@ impl RunningBroker {
         self.endpoint
             .close(conn::close_code::SHUTDOWN.into(), b"broker shutting down");
         let _ = tokio::time::timeout(Duration::from_secs(2), self.endpoint.wait_idle()).await;
+        ctx.peers.close().await;
         ctx.health.set(Phase::Stopped);
         for t in self.tasks {
             t.abort();

@@ -20,6 +20,9 @@ pub enum BrokerError {
         #[source]
         source: std::io::Error,
     },
+    /// The cluster's member list could not be read.
+    #[error("cluster membership: {0}")]
+    Membership(String),
     /// Metrics registration failed.
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),

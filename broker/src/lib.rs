@@ -17,6 +17,7 @@
 pub mod broker;
 pub mod cache;
 pub mod cli;
+pub mod cluster;
 pub mod error;
 pub mod health;
 pub mod http;

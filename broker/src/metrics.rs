@@ -93,6 +93,25 @@ pub struct Metrics {
     pub cache_bytes: IntGauge,
     /// 1 while ready, 0 while starting or draining.
     pub ready: IntGauge,
+    /// Members in the current member list (1 for a single-node broker).
+    pub cluster_members: IntGauge,
+    /// 1 while this broker is in the member list.
+    pub cluster_is_member: IntGauge,
+    /// Member list changes applied.
+    pub cluster_membership_changes: IntCounter,
+    /// Requests forwarded to the owning member, by op.
+    pub cluster_forwarded: IntCounterVec,
+    /// Forwards that failed because the owner was unavailable, by op.
+    pub cluster_forward_failures: IntCounterVec,
+    /// `Moved` answers sent to routing clients and peers, by op.
+    pub cluster_moved: IntCounterVec,
+    /// 1 while the link to a peer works, 0 after it failed, by peer id.
+    pub cluster_peer_up: IntGaugeVec,
+    /// Upstream subscriptions this broker holds at topic owners for its local subscribers.
+    pub cluster_upstreams: IntGauge,
+    /// Cache entries handed off to their new owner (`pushed`) or read from their previous
+    /// owner on a miss (`pulled`).
+    pub cluster_handoff_keys: IntCounterVec,
 }
 
 fn counter(r: &Registry, name: &str, help: &str) -> prometheus::Result<IntCounter> {
@@ -290,6 +309,56 @@ impl Metrics {
                 "starling_ready",
                 "1 while the broker is ready, 0 while starting or draining.",
             )?,
+            cluster_members: gauge(
+                &r,
+                "starling_cluster_members",
+                "Members in the current member list (1 for a single-node broker).",
+            )?,
+            cluster_is_member: gauge(
+                &r,
+                "starling_cluster_is_member",
+                "1 while this broker is in the member list.",
+            )?,
+            cluster_membership_changes: counter(
+                &r,
+                "starling_cluster_membership_changes_total",
+                "Member list changes applied.",
+            )?,
+            cluster_forwarded: counter_vec(
+                &r,
+                "starling_cluster_forwarded_total",
+                "Requests forwarded to the owning member, by op.",
+                &["op"],
+            )?,
+            cluster_forward_failures: counter_vec(
+                &r,
+                "starling_cluster_forward_failures_total",
+                "Forwards that failed because the owner was unavailable, by op.",
+                &["op"],
+            )?,
+            cluster_moved: counter_vec(
+                &r,
+                "starling_cluster_moved_total",
+                "Moved answers sent to routing clients and peers, by op.",
+                &["op"],
+            )?,
+            cluster_peer_up: gauge_vec(
+                &r,
+                "starling_cluster_peer_up",
+                "1 while the link to a peer works, 0 after it failed.",
+                &["peer"],
+            )?,
+            cluster_upstreams: gauge(
+                &r,
+                "starling_cluster_upstream_subscriptions",
+                "Upstream subscriptions held at topic owners for local subscribers.",
+            )?,
+            cluster_handoff_keys: counter_vec(
+                &r,
+                "starling_cluster_handoff_keys_total",
+                "Cache entries handed off to their new owner or read from their previous owner.",
+                &["direction"],
+            )?,
             registry: r,
         };
         // Create every fixed label combination up front so each series exists (at 0) from the
@@ -300,6 +369,14 @@ impl Metrics {
             DropReason::SubscriberClosed,
         ] {
             m.dropped_events.with_label_values(&[reason.label()]);
+        }
+        for op in ["publish", "subscribe", "cache"] {
+            m.cluster_forwarded.with_label_values(&[op]);
+            m.cluster_forward_failures.with_label_values(&[op]);
+            m.cluster_moved.with_label_values(&[op]);
+        }
+        for direction in ["pushed", "pulled"] {
+            m.cluster_handoff_keys.with_label_values(&[direction]);
         }
         for trigger in ["events", "bytes", "delay", "drain"] {
             m.batch_flushes.with_label_values(&[trigger]);
@@ -366,6 +443,7 @@ mod tests {
             lane_series.with_label_values(&["0"]);
         }
         m.lane_enqueued.with_label_values(&["0"]);
+        m.cluster_peer_up.with_label_values(&["b-1"]);
         m.protocol_errors.with_label_values(&["bad_frame"]);
         let rendered: BTreeSet<String> = m
             .render()

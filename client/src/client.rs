@@ -145,7 +145,8 @@ impl Client {
         let inner = self.open()?;
         check_topic(topic)?;
         let first = inner.subscribe_routed(topic).await?;
-        if inner.router.is_none() {
+        if !inner.router.as_ref().is_some_and(Router::routes) {
+            // A single broker: the subscription ends with its stream, as it always did.
             return Ok(first);
         }
         let (tx, rx) = mpsc::channel(BATCH_BUFFER);

@@ -88,6 +88,17 @@ impl ClientError {
         }
     }
 
+    /// Builds a [`ClientError::Server`] with code `Moved` from a `Moved` frame.
+    pub(crate) fn moved(frame: starling_proto::Moved) -> Self {
+        ClientError::Server {
+            code: ErrorCode::Moved,
+            message: format!(
+                "owned by the member at {} (membership epoch {:#x})",
+                frame.owner, frame.epoch
+            ),
+        }
+    }
+
     /// Whether the error means the connection (not just one request) is gone.
     pub fn is_connection_error(&self) -> bool {
         matches!(self, ClientError::Connection(_) | ClientError::Closed)

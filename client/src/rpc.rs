@@ -309,6 +309,7 @@ fn dispatch(pending: &Pending, frame: Frame) -> Result<Option<Frame>, ClientErro
         Frame::Pong(_) => return Ok(None),
         Frame::Error(e) if e.request_id == 0 => return Err(ClientError::server(e)),
         Frame::Error(e) => (e.request_id, Err(ClientError::server(e))),
+        Frame::Moved(m) => (m.request_id, Err(ClientError::moved(m))),
         Frame::PublishAck(a) => (a.request_id, Ok(frame)),
         Frame::CacheOk(a) => (a.request_id, Ok(frame)),
         Frame::CacheValue(ref v) => (v.request_id, Ok(frame)),

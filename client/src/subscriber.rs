@@ -99,6 +99,7 @@ fn accepted(frame: Option<Frame>) -> Result<SubscribeOk, ClientError> {
     match frame {
         Some(Frame::SubscribeOk(ok)) => Ok(ok),
         Some(Frame::Error(e)) => Err(ClientError::server(e)),
+        Some(Frame::Moved(m)) => Err(ClientError::moved(m)),
         Some(other) => Err(ProtocolError::UnexpectedFrame {
             expected: "subscribe_ok",
             got: other.name(),

@@ -123,7 +123,6 @@ impl<T> LruSlab<T> {
     }
 
     /// Values from most to least recently used.
-    #[cfg(test)]
     pub(super) fn iter(&self) -> impl Iterator<Item = &T> {
         let mut cursor = self.head;
         std::iter::from_fn(move || {

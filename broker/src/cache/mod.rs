@@ -47,5 +47,5 @@ pub use config::CacheConfig;
 pub use entry::ENTRY_OVERHEAD;
 pub use error::CacheError;
 pub use stats::CacheStats;
-pub use store::Cache;
+pub use store::{Cache, ExportedEntry};
 pub use sweeper::SWEEP_BUDGET_PER_SHARD;

@@ -149,6 +149,19 @@ impl Shard {
         reclaimed
     }
 
+    /// Copies of the live entries whose key satisfies `pred`, with their deadlines.
+    pub(super) fn export_where(
+        &self,
+        pred: &mut impl FnMut(&[u8]) -> bool,
+        now: Instant,
+    ) -> Vec<(Bytes, Bytes, Option<Instant>)> {
+        self.lru
+            .iter()
+            .filter(|e| !e.is_expired(now) && pred(&e.key))
+            .map(|e| (e.key.clone(), e.value.clone(), e.deadline))
+            .collect()
+    }
+
     /// Reclaims up to `budget` expired entries, earliest deadline first.
     pub(super) fn sweep(&mut self, now: Instant, budget: usize) -> usize {
         let mut swept = 0;

@@ -29,6 +29,17 @@ struct ShardCell {
     counters: ShardCounters,
 }
 
+/// A live entry copied out of the cache (for the cluster hand-off).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportedEntry {
+    /// The key.
+    pub key: Bytes,
+    /// The value.
+    pub value: Bytes,
+    /// Time left to live; `None`: no expiry.
+    pub ttl: Option<Duration>,
+}
+
 /// Sharded in-memory key/value cache with TTLs and a byte bound.
 ///
 /// All methods take `&self`; share it across tasks with an `Arc`.
@@ -166,6 +177,24 @@ impl Cache {
         }
         cell.counters.set_gauges(shard.len(), shard.bytes());
         removal == Removal::Live
+    }
+
+    /// Copies of the live entries whose key satisfies `pred`, each with its remaining time to
+    /// live (`None`: no expiry). Shards are visited one at a time, so other shards keep serving.
+    pub fn export_where(&self, mut pred: impl FnMut(&[u8]) -> bool) -> Vec<ExportedEntry> {
+        let now = Instant::now();
+        let mut out = Vec::new();
+        for cell in self.cells.iter() {
+            let entries = cell.shard.lock().export_where(&mut pred, now);
+            out.extend(entries.into_iter().filter_map(|(key, value, deadline)| {
+                let ttl = match deadline {
+                    Some(d) => Some(d.checked_duration_since(now).filter(|t| !t.is_zero())?),
+                    None => None,
+                };
+                Some(ExportedEntry { key, value, ttl })
+            }));
+        }
+        out
     }
 
     /// Reclaims expired entries, at most `budget_per_shard` per shard so

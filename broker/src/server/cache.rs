@@ -1,17 +1,28 @@
 //! Cache streams: `CachePut`/`CacheGet`/`CacheDelete` requests answered in order on the same
 //! stream.
+//!
+//! In a cluster, a request for a key another member owns is forwarded for a plain client,
+//! answered with `Moved` for a routing client, and served here for a peer (a forwarded request
+//! or a hand-off push; a peer's put of a key this broker does not own wakes the hand-off so
+//! the entry moves on to its owner). A miss at the owner during the hand-off window asks the
+//! member that held the key before (see `cluster::handoff`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
-use starling_proto::{CacheOk, CacheValue, ErrorCode, ErrorFrame, Frame, ReadError, read_frame};
+use bytes::{Bytes, BytesMut};
+use starling_placement::Kind;
+use starling_proto::{
+    CacheOk, CacheValue, ErrorCode, ErrorFrame, Frame, Moved, ReadError, read_frame,
+};
 
+use crate::cluster::{Member, Role, Route};
 use crate::server::{Ctx, reply};
 
 /// Serves a cache stream whose first frame is `first`.
 pub async fn serve(
     ctx: Arc<Ctx>,
+    role: Role,
     first: Frame,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
@@ -21,7 +32,7 @@ pub async fn serve(
     let mut pending = Some(first);
     loop {
         if let Some(frame) = pending.take() {
-            answer(&ctx, frame).encode(&mut out);
+            answer(&ctx, role, frame).await.encode(&mut out);
         }
         // Answer every request already buffered before writing, so pipelined requests share
         // one write.
@@ -61,7 +72,121 @@ pub async fn serve(
     let _ = send.finish();
 }
 
-fn answer(ctx: &Ctx, frame: Frame) -> Frame {
+/// The cache key a request is about.
+fn key_of(frame: &Frame) -> Option<&Bytes> {
+    match frame {
+        Frame::CachePut(p) => Some(&p.key),
+        Frame::CacheGet(g) => Some(&g.key),
+        Frame::CacheDelete(d) => Some(&d.key),
+        _ => None,
+    }
+}
+
+async fn answer(ctx: &Ctx, role: Role, frame: Frame) -> Frame {
+    let route = key_of(&frame).map(|k| ctx.cluster.route(Kind::CacheKey, k));
+    match (route, role) {
+        (Some(Route::Peer(owner)), Role::Plain) => return forward(ctx, owner, frame).await,
+        (Some(Route::Peer(owner)), Role::Routed) => {
+            ctx.metrics
+                .cluster_moved
+                .with_label_values(&["cache"])
+                .inc();
+            return Frame::Moved(Moved {
+                request_id: reply::request_id(&frame),
+                epoch: ctx.cluster.epoch(),
+                owner: owner.addr,
+            });
+        }
+        (Some(Route::Peer(_)), Role::Peer) if matches!(frame, Frame::CachePut(_)) => {
+            ctx.handoff_wake.notify_one();
+        }
+        _ => {}
+    }
+    let pull_from = match (&frame, role) {
+        (Frame::CacheGet(g), Role::Plain | Role::Routed) => ctx
+            .cluster
+            .handoff_source(Kind::CacheKey, &g.key)
+            .map(|holder| (holder, g.key.clone())),
+        _ => None,
+    };
+    let local = answer_locally(ctx, frame);
+    match (local, pull_from) {
+        (Frame::CacheValue(v), Some((holder, key))) if v.value.is_none() => {
+            pull(ctx, v.request_id, holder, key).await
+        }
+        (local, _) => local,
+    }
+}
+
+/// A miss at the owner during the hand-off window: the previous holder's value, if any.
+async fn pull(ctx: &Ctx, request_id: u64, holder: Member, key: Bytes) -> Frame {
+    let value = match ctx.peers.client(&holder).await {
+        Ok(client) => client.cache_get(key).await.ok().flatten(),
+        Err(_) => None,
+    };
+    if value.is_some() {
+        ctx.metrics
+            .cluster_handoff_keys
+            .with_label_values(&["pulled"])
+            .inc();
+    }
+    Frame::CacheValue(CacheValue { request_id, value })
+}
+
+/// Forwards a plain client's request to the key's owner.
+async fn forward(ctx: &Ctx, owner: Member, frame: Frame) -> Frame {
+    let request_id = reply::request_id(&frame);
+    let client = match ctx.peers.client(&owner).await {
+        Ok(c) => c,
+        Err(e) => return unavailable(ctx, request_id, e.to_string()),
+    };
+    ctx.metrics
+        .cluster_forwarded
+        .with_label_values(&["cache"])
+        .inc();
+    let result = match frame {
+        Frame::CachePut(p) => {
+            let ttl = (p.ttl_ms > 0).then(|| Duration::from_millis(p.ttl_ms));
+            client.cache_put(p.key, p.value, ttl).await.map(|()| {
+                Frame::CacheOk(CacheOk {
+                    request_id,
+                    existed: false,
+                })
+            })
+        }
+        Frame::CacheGet(g) => client
+            .cache_get(g.key)
+            .await
+            .map(|value| Frame::CacheValue(CacheValue { request_id, value })),
+        Frame::CacheDelete(d) => client.cache_delete(d.key).await.map(|existed| {
+            Frame::CacheOk(CacheOk {
+                request_id,
+                existed,
+            })
+        }),
+        other => return answer_locally(ctx, other),
+    };
+    match result {
+        Ok(frame) => frame,
+        Err(starling_client::ClientError::Server { code, message }) => {
+            error(ctx, request_id, code, message)
+        }
+        Err(e) => {
+            let why = ctx.peers.failed(&owner, &e).await.to_string();
+            unavailable(ctx, request_id, why)
+        }
+    }
+}
+
+fn unavailable(ctx: &Ctx, request_id: u64, why: String) -> Frame {
+    ctx.metrics
+        .cluster_forward_failures
+        .with_label_values(&["cache"])
+        .inc();
+    error(ctx, request_id, ErrorCode::Unavailable, why)
+}
+
+fn answer_locally(ctx: &Ctx, frame: Frame) -> Frame {
     let ops = &ctx.metrics.cache_ops;
     match frame {
         Frame::CachePut(p) => {

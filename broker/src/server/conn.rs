@@ -11,6 +11,7 @@ use starling_proto::{
 };
 use tokio::sync::watch;
 
+use crate::cluster::Role;
 use crate::server::{Ctx, cache, publish, reply, subscribe};
 use crate::tls::ALPN_CACHE;
 
@@ -25,8 +26,10 @@ pub mod close_code {
 /// How long a new connection has to complete the Starling handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Features this broker offers.
-pub const OFFERED_FEATURES: u64 = features::BATCH_PUBLISH | features::CACHE;
+/// Features this broker offers. `AUTH_TOKEN` is granted only to a peer presenting the
+/// cluster token; `CLUSTER` marks a routing client.
+pub const OFFERED_FEATURES: u64 =
+    features::BATCH_PUBLISH | features::CACHE | features::CLUSTER | features::AUTH_TOKEN;
 
 /// Serves one incoming connection until it closes or the broker stops.
 pub async fn serve(ctx: Arc<Ctx>, incoming: quinn::Incoming, mut stop: watch::Receiver<bool>) {
@@ -53,14 +56,15 @@ pub async fn serve(ctx: Arc<Ctx>, incoming: quinn::Incoming, mut stop: watch::Re
 
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&ctx, &conn)).await {
         Ok(Ok(granted)) => {
-            let publisher = publish::Publisher::new(Arc::clone(&ctx), conn_id, granted);
+            let role = Role::from_features(granted);
+            let publisher = publish::Publisher::new(Arc::clone(&ctx), conn_id, granted, role);
             loop {
                 tokio::select! {
                     stream = conn.accept_bi() => match stream {
                         Ok((send, recv)) => {
                             let ctx = Arc::clone(&ctx);
                             let publisher = publisher.clone();
-                            tokio::spawn(route_stream(ctx, conn_id, granted, publisher, send, recv));
+                            tokio::spawn(route_stream(ctx, conn_id, granted, role, publisher, send, recv));
                         }
                         Err(e) => {
                             tracing::debug!(conn_id, error = %e, "connection closed");
@@ -124,13 +128,31 @@ async fn handshake(ctx: &Ctx, conn: &quinn::Connection) -> Result<u64, String> {
         let _ = send.finish();
         return Err(msg);
     };
-    let granted = hello.features & OFFERED_FEATURES;
+    let mut granted = hello.features & OFFERED_FEATURES;
+    if granted & features::AUTH_TOKEN != 0 {
+        let presented = hello.auth_token.as_deref().unwrap_or_default();
+        if !ctx.cluster.token_matches(presented) {
+            let msg = "not a member of this cluster: the peer token does not match".to_string();
+            reply::error(
+                &mut send,
+                &ctx.metrics,
+                0,
+                ErrorCode::Unauthorized,
+                msg.clone(),
+            )
+            .await;
+            let _ = send.finish();
+            return Err(msg);
+        }
+        // A peer is served as itself, never routed.
+        granted &= !features::CLUSTER;
+    }
     let ok = Frame::HelloOk(HelloOk {
         version,
         features: granted,
         server_id: ctx.server_id.clone(),
         max_frame_bytes: ctx.cfg.max_frame_bytes,
-        epoch: 0,
+        epoch: ctx.cluster.epoch(),
     });
     write_frame(&mut send, &ok)
         .await
@@ -145,6 +167,7 @@ async fn route_stream(
     ctx: Arc<Ctx>,
     conn_id: u64,
     granted: u64,
+    role: Role,
     publisher: publish::Publisher,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
@@ -168,7 +191,9 @@ async fn route_stream(
             Frame::Publish(_) | Frame::PublishBatch(_) => {
                 return publish::serve(ctx, publisher, frame, send, recv, buf).await;
             }
-            Frame::Subscribe(s) => return subscribe::serve(ctx, conn_id, s, send, recv, buf).await,
+            Frame::Subscribe(s) => {
+                return subscribe::serve(ctx, conn_id, role, s, send, recv, buf).await;
+            }
             Frame::CachePut(_) | Frame::CacheGet(_) | Frame::CacheDelete(_)
                 if granted & features::CACHE == 0 =>
             {
@@ -183,10 +208,16 @@ async fn route_stream(
                 .await;
             }
             Frame::CachePut(_) | Frame::CacheGet(_) | Frame::CacheDelete(_) => {
-                return cache::serve(ctx, frame, send, recv, buf).await;
+                return cache::serve(ctx, role, frame, send, recv, buf).await;
             }
             Frame::Ping(p) => {
                 if write_frame(&mut send, &Frame::Pong(p)).await.is_err() {
+                    return;
+                }
+            }
+            Frame::ClusterInfoRequest(r) => {
+                let info = Frame::ClusterInfo(ctx.cluster.info(r.request_id));
+                if write_frame(&mut send, &info).await.is_err() {
                     return;
                 }
             }

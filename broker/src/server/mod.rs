@@ -21,6 +21,9 @@ use starling_config::BrokerConfig;
 use starling_proto::FrameDecoder;
 
 use crate::cache::Cache;
+use crate::cluster::peers::Peers;
+use crate::cluster::upstream::Upstreams;
+use crate::cluster::{Cluster, Role};
 use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::pubsub::lanes::Lanes;
@@ -49,6 +52,26 @@ pub struct Ctx {
     pub next_conn_id: AtomicU64,
     /// Subscription id source (unique for the broker's life).
     pub next_sub_id: AtomicU64,
-    /// Live subscriptions by id, so the drain can finish their streams cleanly.
-    pub subscribers: parking_lot::Mutex<HashMap<u64, Arc<Subscriber>>>,
+    /// Live subscriptions by id, so the drain can finish their streams cleanly and a
+    /// membership change can move them.
+    pub subscribers: parking_lot::Mutex<HashMap<u64, Registered>>,
+    /// Membership and ownership.
+    pub cluster: Arc<Cluster>,
+    /// Links to the other members.
+    pub peers: Arc<Peers>,
+    /// Subscriptions held at topic owners for local subscribers.
+    pub upstreams: Upstreams,
+    /// Wakes the cache hand-off (a peer stored a key this broker does not own).
+    pub handoff_wake: Arc<tokio::sync::Notify>,
+}
+
+/// A live subscription.
+#[derive(Clone)]
+pub struct Registered {
+    /// The subscriber.
+    pub sub: Arc<Subscriber>,
+    /// Who subscribed.
+    pub role: Role,
+    /// Ends the subscription with `Moved` (its topic moved to another member).
+    pub kick: Arc<tokio::sync::Notify>,
 }

@@ -6,6 +6,12 @@
 //! topic stay in order. Each worker's queue holds `pub_queue_depth / workers` requests; when it
 //! is full the reader stops reading and QUIC flow control pushes back on the publisher.
 //! Acks go back on the same stream through one writer task per stream.
+//!
+//! In a cluster, a publish for a topic another member owns goes through the same worker (so
+//! its order is kept) and is forwarded over the peer link; an acked one is acked only when the
+//! owner acked it. A peer that sends an acked publish for a topic this broker does not own
+//! (their views of the membership differ for a moment) is refused with `Moved`, so no ack is
+//! ever given for a message not enqueued at the current owner.
 
 use std::sync::Arc;
 
@@ -13,6 +19,10 @@ use bytes::{Bytes, BytesMut};
 use starling_proto::{AckMode, ErrorCode, Frame, ReadError, features, read_frame};
 use tokio::sync::{Semaphore, mpsc};
 
+use starling_placement::Kind;
+
+use crate::cluster::peers::is_link_failure;
+use crate::cluster::{Member, Role, Route};
 use crate::health::Phase;
 use crate::pubsub::ack::{AckItem, AckToken};
 use crate::pubsub::topic::TopicMsg;
@@ -20,7 +30,18 @@ use crate::server::{Ctx, reply};
 
 struct Work {
     topic: String,
-    msg: TopicMsg,
+    job: Job,
+}
+
+enum Job {
+    /// Publish into the local topic.
+    Local(TopicMsg),
+    /// Forward to the topic's owner.
+    Forward {
+        owner: Member,
+        payloads: Vec<Bytes>,
+        ack: Option<AckToken>,
+    },
 }
 
 /// The publish workers of one connection. Cheap to clone; workers start on first use.
@@ -31,17 +52,19 @@ pub struct Publisher {
     hasher: ahash::RandomState,
     conn_id: u64,
     granted: u64,
+    role: Role,
 }
 
 impl Publisher {
     /// The pipeline of connection `conn_id`, which was granted the `granted` feature bits.
-    pub fn new(ctx: Arc<Ctx>, conn_id: u64, granted: u64) -> Self {
+    pub fn new(ctx: Arc<Ctx>, conn_id: u64, granted: u64, role: Role) -> Self {
         Publisher {
             inner: Arc::new(tokio::sync::OnceCell::new()),
             ctx,
             hasher: ahash::RandomState::with_seeds(7, 11, 13, 17),
             conn_id,
             granted,
+            role,
         }
     }
 
@@ -53,10 +76,17 @@ impl Publisher {
                 (0..n)
                     .map(|_| {
                         let (tx, mut rx) = mpsc::channel::<Work>(depth);
-                        let topics = Arc::clone(&self.ctx.topics);
+                        let ctx = Arc::clone(&self.ctx);
                         tokio::spawn(async move {
                             while let Some(w) = rx.recv().await {
-                                topics.publish(&w.topic, w.msg).await;
+                                match w.job {
+                                    Job::Local(msg) => ctx.topics.publish(&w.topic, msg).await,
+                                    Job::Forward {
+                                        owner,
+                                        payloads,
+                                        ack,
+                                    } => forward(&ctx, &w.topic, owner, payloads, ack).await,
+                                }
                             }
                         });
                         tx
@@ -67,13 +97,74 @@ impl Publisher {
     }
 
     /// Queues one request for its topic's worker, waiting while that worker's queue is full.
-    async fn submit(&self, topic: String, msg: TopicMsg) -> Result<(), TopicMsg> {
+    async fn submit(&self, topic: String, job: Job) -> Result<(), ()> {
         let workers = self.workers().await;
         let i = (self.hasher.hash_one(topic.as_str()) as usize) % workers.len().max(1);
         match workers.get(i) {
-            Some(tx) => tx.send(Work { topic, msg }).await.map_err(|e| e.0.msg),
-            None => Err(msg),
+            Some(tx) => tx.send(Work { topic, job }).await.map_err(|_| ()),
+            None => Err(()),
         }
+    }
+}
+
+/// Forwards one request to the topic's owner; an acked one is acked when the owner acks it.
+async fn forward(
+    ctx: &Arc<Ctx>,
+    topic: &str,
+    owner: Member,
+    payloads: Vec<Bytes>,
+    ack: Option<AckToken>,
+) {
+    let fail = |ack: Option<AckToken>, why: String| {
+        ctx.metrics
+            .cluster_forward_failures
+            .with_label_values(&["publish"])
+            .inc();
+        match ack {
+            Some(token) => token.refuse(ErrorCode::Unavailable, why),
+            None => tracing::debug!(%topic, %why, "forwarded publish dropped"),
+        }
+    };
+    let client = match ctx.peers.client(&owner).await {
+        Ok(c) => c,
+        Err(e) => return fail(ack, e.to_string()),
+    };
+    ctx.metrics
+        .cluster_forwarded
+        .with_label_values(&["publish"])
+        .inc();
+    match ack {
+        None => {
+            if let Err(e) = client.publish_batch(topic, payloads, false).await {
+                let why = ctx.peers.failed(&owner, &e).await.to_string();
+                fail(None, why);
+            }
+        }
+        Some(token) => match client.publish_batch_pipelined(topic, payloads).await {
+            Ok(acked) => {
+                let ctx = Arc::clone(ctx);
+                tokio::spawn(async move {
+                    match acked.await {
+                        Ok(()) => token.ack(),
+                        Err(e) => {
+                            if is_link_failure(&e) {
+                                ctx.peers.failed(&owner, &e).await;
+                            }
+                            ctx.metrics
+                                .cluster_forward_failures
+                                .with_label_values(&["publish"])
+                                .inc();
+                            let why = format!("not acked by the owner {}: {e}", owner.id);
+                            token.refuse(ErrorCode::Unavailable, why);
+                        }
+                    }
+                });
+            }
+            Err(e) => {
+                let why = ctx.peers.failed(&owner, &e).await.to_string();
+                fail(Some(token), why);
+            }
+        },
     }
 }
 
@@ -161,6 +252,47 @@ pub async fn serve(
         ctx.metrics.published_messages.inc_by(count.into());
         ctx.metrics.published_bytes.inc_by(bytes as u64);
 
+        let owner = match ctx.cluster.route(Kind::Topic, topic.as_bytes()) {
+            Route::Local => None,
+            Route::Peer(owner) => Some(owner),
+        };
+        if let Some(owner) = owner {
+            if publisher.role == Role::Peer {
+                // Views differ for a moment: never ack what the owner did not enqueue.
+                if ack == AckMode::Ack {
+                    ctx.metrics
+                        .cluster_moved
+                        .with_label_values(&["publish"])
+                        .inc();
+                    let why = format!(
+                        "topic owned by {}; the sender's membership is stale",
+                        owner.id
+                    );
+                    send_error(&ctx, &ack_tx, &permits, request_id, ErrorCode::Moved, why).await;
+                    continue;
+                }
+            } else {
+                let token = match ack {
+                    AckMode::Ack => match Arc::clone(&permits).acquire_owned().await {
+                        Ok(permit) => {
+                            Some(AckToken::new(request_id, count, ack_tx.clone(), permit))
+                        }
+                        Err(_) => None,
+                    },
+                    AckMode::None => None,
+                };
+                let job = Job::Forward {
+                    owner,
+                    payloads,
+                    ack: token,
+                };
+                if publisher.submit(topic, job).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+        }
+
         let token = match ack {
             AckMode::Ack => match Arc::clone(&permits).acquire_owned().await {
                 Ok(permit) => Some(AckToken::new(request_id, count, ack_tx.clone(), permit)),
@@ -176,10 +308,10 @@ pub async fn serve(
         if publisher
             .submit(
                 topic,
-                TopicMsg {
+                Job::Local(TopicMsg {
                     payloads,
                     ack: commit_ack,
-                },
+                }),
             )
             .await
             .is_err()

@@ -1,19 +1,28 @@
 //! Subscription streams: `Subscribe` → `SubscribeOk`, then EventBatches written by the
 //! subscriber's writer lane until the client unsubscribes, finishes the stream or disconnects.
+//!
+//! In a cluster, a subscription for a topic another member owns is served here all the same
+//! for a plain client (an upstream subscription at the owner feeds the local topic), answered
+//! with `Moved` for a routing client or a peer, and ended with a `Moved` error when a
+//! membership change moves the topic away from this broker while a routing client or a peer
+//! is subscribed (they resubscribe at the new owner).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::BytesMut;
-use starling_proto::{ErrorCode, Frame, Subscribe, SubscribeOk, read_frame, write_frame};
+use starling_placement::Kind;
+use starling_proto::{ErrorCode, Frame, Moved, Subscribe, SubscribeOk, read_frame, write_frame};
 
+use crate::cluster::{Role, Route};
 use crate::pubsub::subscriber::Subscriber;
-use crate::server::{Ctx, reply};
+use crate::server::{Ctx, Registered, reply};
 
 /// Serves a subscription stream whose first frame was `req`.
 pub async fn serve(
     ctx: Arc<Ctx>,
     conn_id: u64,
+    role: Role,
     req: Subscribe,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
@@ -32,6 +41,22 @@ pub async fn serve(
         let _ = send.finish();
         return;
     }
+    if role != Role::Plain
+        && let Route::Peer(owner) = ctx.cluster.route(Kind::Topic, req.topic.as_bytes())
+    {
+        ctx.metrics
+            .cluster_moved
+            .with_label_values(&["subscribe"])
+            .inc();
+        let moved = Frame::Moved(Moved {
+            request_id: req.request_id,
+            epoch: ctx.cluster.epoch(),
+            owner: owner.addr,
+        });
+        let _ = write_frame(&mut send, &moved).await;
+        let _ = send.finish();
+        return;
+    }
     let id = ctx.next_sub_id.fetch_add(1, Ordering::Relaxed);
     let lane = ctx.lanes.picker.pick(id, conn_id);
     let sub = Arc::new(Subscriber::new(
@@ -44,11 +69,19 @@ pub async fn serve(
         send,
         Arc::clone(&ctx.metrics),
     ));
+    let kick = Arc::new(tokio::sync::Notify::new());
     {
         // Register before answering, so every publish the client makes after `SubscribeOk`
         // reaches it; hold the stream so no EventBatch can overtake `SubscribeOk`.
         let mut stream = sub.stream.lock().await;
-        ctx.subscribers.lock().insert(id, Arc::clone(&sub));
+        ctx.subscribers.lock().insert(
+            id,
+            Registered {
+                sub: Arc::clone(&sub),
+                role,
+                kick: Arc::clone(&kick),
+            },
+        );
         ctx.topics.subscribe(Arc::clone(&sub));
         ctx.metrics.subscriptions.inc();
         let ok = Frame::SubscribeOk(SubscribeOk {
@@ -57,16 +90,27 @@ pub async fn serve(
         });
         if write_frame(&mut *stream, &ok).await.is_err() {
             drop(stream);
-            ctx.subscribers.lock().remove(&id);
-            ctx.topics.unsubscribe(&sub);
-            ctx.metrics.subscriptions.dec();
+            forget(&ctx, &sub);
             return;
         }
     }
-    tracing::debug!(id, topic = %req.topic, lane, "subscribed");
+    if role == Role::Plain {
+        ctx.upstreams.reconcile(&ctx);
+    }
+    tracing::debug!(id, topic = %req.topic, lane, ?role, "subscribed");
 
     loop {
-        match read_frame(&mut recv, &mut buf, &ctx.decoder, 4096).await {
+        let frame = tokio::select! {
+            f = read_frame(&mut recv, &mut buf, &ctx.decoder, 4096) => f,
+            () = kick.notified() => {
+                let mut stream = sub.stream.lock().await;
+                let msg = "the topic moved to another member; subscribe again";
+                reply::error(&mut stream, &ctx.metrics, req.request_id, ErrorCode::Moved, msg).await;
+                ctx.metrics.cluster_moved.with_label_values(&["subscribe"]).inc();
+                break;
+            }
+        };
+        match frame {
             Ok(Some(Frame::Unsubscribe(u))) if u.subscription_id == id => break,
             Ok(Some(Frame::Ping(p))) => {
                 let mut stream = sub.stream.lock().await;
@@ -89,9 +133,33 @@ pub async fn serve(
             Ok(None) | Err(_) => break,
         }
     }
-    ctx.subscribers.lock().remove(&id);
-    ctx.topics.unsubscribe(&sub);
-    ctx.metrics.subscriptions.dec();
+    forget(&ctx, &sub);
     let _ = sub.stream.lock().await.finish();
+    if role == Role::Plain {
+        ctx.upstreams.reconcile(&ctx);
+    }
     tracing::debug!(id, "unsubscribed");
+}
+
+fn forget(ctx: &Ctx, sub: &Subscriber) {
+    ctx.subscribers.lock().remove(&sub.id);
+    ctx.topics.unsubscribe(sub);
+    ctx.metrics.subscriptions.dec();
+}
+
+/// After a membership change: ends, with `Moved`, the subscriptions of routing clients and
+/// peers whose topic this broker no longer owns, and re-aims the upstream subscriptions.
+pub fn on_membership_change(ctx: &Arc<Ctx>) {
+    let moved: Vec<Arc<tokio::sync::Notify>> = ctx
+        .subscribers
+        .lock()
+        .values()
+        .filter(|r| r.role != Role::Plain)
+        .filter(|r| ctx.cluster.route(Kind::Topic, r.sub.topic.as_bytes()) != Route::Local)
+        .map(|r| Arc::clone(&r.kick))
+        .collect();
+    for kick in moved {
+        kick.notify_one();
+    }
+    ctx.upstreams.reconcile(ctx);
 }

@@ -99,3 +99,28 @@ fn shard_count_is_rounded_up_to_a_power_of_two() {
         assert_eq!(cache.shard_budget(), (1 << 20) / expected as u64);
     }
 }
+
+#[test]
+fn export_copies_live_matching_entries_with_remaining_ttl() {
+    let cache = Cache::new(CacheConfig {
+        max_bytes: 1 << 20,
+        shards: 4,
+        max_value_bytes: 1 << 10,
+    });
+    cache.put(b("a1"), b("v1"), None).unwrap();
+    cache
+        .put(b("a2"), b("v2"), Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    cache.put(b("b1"), b("v3"), None).unwrap();
+    let mut out = cache.export_where(|k| k.starts_with(b"a"));
+    out.sort_by(|x, y| x.key.cmp(&y.key));
+    assert_eq!(out.len(), 2);
+    assert_eq!(
+        (out[0].key.clone(), out[0].value.clone(), out[0].ttl),
+        (b("a1"), b("v1"), None)
+    );
+    let ttl = out[1].ttl.unwrap();
+    assert!(ttl > std::time::Duration::from_secs(55) && ttl <= std::time::Duration::from_secs(60));
+    // Exporting copies: the entries stay.
+    assert_eq!(cache.len(), 3);
+}
