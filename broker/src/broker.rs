@@ -306,6 +306,25 @@ impl RunningBroker {
         &self.ctx.cfg
     }
 
+    /// The broker's id (its member id in a cluster).
+    pub fn server_id(&self) -> &str {
+        &self.ctx.server_id
+    }
+
+    /// Stops at once, as a crash would look to peers and clients: no drain, no hand-off; the
+    /// connections are closed and the sockets released.
+    pub async fn abort(self) {
+        let _ = self.stop_tx.send(true);
+        self.ctx.upstreams.stop_all();
+        self.endpoint
+            .close(conn::close_code::SHUTDOWN.into(), b"broker aborted");
+        for t in self.tasks {
+            t.abort();
+        }
+        self.ctx.peers.close().await;
+        self.ctx.health.set(Phase::Stopped);
+    }
+
     /// Drains and stops: readiness off, refuse new work, flush topics, wait for subscriber
     /// queues to empty (at most `drain_timeout_ms`), then close every connection with
     /// application code 0 ("broker shutting down").

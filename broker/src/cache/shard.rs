@@ -154,12 +154,25 @@ impl Shard {
         &self,
         pred: &mut impl FnMut(&[u8]) -> bool,
         now: Instant,
-    ) -> Vec<(Bytes, Bytes, Option<Instant>)> {
+    ) -> Vec<(Bytes, Bytes, Option<Instant>, u64)> {
         self.lru
             .iter()
             .filter(|e| !e.is_expired(now) && pred(&e.key))
-            .map(|e| (e.key.clone(), e.value.clone(), e.deadline))
+            .map(|e| (e.key.clone(), e.value.clone(), e.deadline, e.seq))
             .collect()
+    }
+
+    /// Deletes `key` if it is still the entry stored with sequence number `seq` (not
+    /// rewritten since it was exported).
+    pub(super) fn remove_if_seq(&mut self, key: &[u8], seq: u64) -> bool {
+        let Some(&slot) = self.map.get(key) else {
+            return false;
+        };
+        if self.lru.get(slot).is_some_and(|e| e.seq == seq) {
+            self.remove_slot(slot).is_some()
+        } else {
+            false
+        }
     }
 
     /// Reclaims up to `budget` expired entries, earliest deadline first.

@@ -38,6 +38,8 @@ pub struct ExportedEntry {
     pub value: Bytes,
     /// Time left to live; `None`: no expiry.
     pub ttl: Option<Duration>,
+    /// Identifies this write of the key, for [`Cache::remove_exported`].
+    pub seq: u64,
 }
 
 /// Sharded in-memory key/value cache with TTLs and a byte bound.
@@ -186,15 +188,36 @@ impl Cache {
         let mut out = Vec::new();
         for cell in self.cells.iter() {
             let entries = cell.shard.lock().export_where(&mut pred, now);
-            out.extend(entries.into_iter().filter_map(|(key, value, deadline)| {
-                let ttl = match deadline {
-                    Some(d) => Some(d.checked_duration_since(now).filter(|t| !t.is_zero())?),
-                    None => None,
-                };
-                Some(ExportedEntry { key, value, ttl })
-            }));
+            out.extend(
+                entries
+                    .into_iter()
+                    .filter_map(|(key, value, deadline, seq)| {
+                        let ttl = match deadline {
+                            Some(d) => {
+                                Some(d.checked_duration_since(now).filter(|t| !t.is_zero())?)
+                            }
+                            None => None,
+                        };
+                        Some(ExportedEntry {
+                            key,
+                            value,
+                            ttl,
+                            seq,
+                        })
+                    }),
+            );
         }
         out
+    }
+
+    /// Deletes an exported entry unless its key was written again since the export (a newer
+    /// value, or the same value handed back by another member, is kept).
+    pub fn remove_exported(&self, e: &ExportedEntry) -> bool {
+        let cell = self.cell(&e.key);
+        let mut shard = cell.shard.lock();
+        let removed = shard.remove_if_seq(&e.key, e.seq);
+        cell.counters.set_gauges(shard.len(), shard.bytes());
+        removed
     }
 
     /// Reclaims expired entries, at most `budget_per_shard` per shard so

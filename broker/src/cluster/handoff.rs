@@ -14,7 +14,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use bytes::Bytes;
 use starling_placement::Kind;
 use tokio::sync::{Notify, watch};
 
@@ -101,7 +100,7 @@ async fn push(
                 .await
             {
                 Ok(()) => {
-                    remove_if_unchanged(ctx, &e.key, &e.value);
+                    ctx.cache.remove_exported(&e);
                     result.moved += 1;
                 }
                 Err(err) => {
@@ -125,13 +124,6 @@ async fn push(
         );
     }
     result
-}
-
-/// Removes `key` unless a newer value was written meanwhile.
-fn remove_if_unchanged(ctx: &Ctx, key: &Bytes, value: &Bytes) {
-    if ctx.cache.get(key).as_ref() == Some(value) {
-        ctx.cache.delete(key);
-    }
 }
 
 /// Runs push rounds on membership changes, on `wake` (a peer stored a foreign key) and, while

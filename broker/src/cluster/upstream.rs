@@ -34,14 +34,15 @@ struct Upstream {
 }
 
 impl Upstreams {
-    /// Starts an upstream for every topic with local (non-peer) subscribers that another
+    /// Starts an upstream for every topic with local plain-client subscribers that another
     /// member owns, and stops the ones no longer needed or pointing at a former owner.
     pub fn reconcile(&self, ctx: &Arc<Ctx>) {
         let topics: Vec<Arc<str>> = ctx
             .subscribers
             .lock()
             .values()
-            .filter(|r| r.role != Role::Peer)
+            // Routing clients and peers are sent to the owner instead (`Moved`).
+            .filter(|r| r.role == Role::Plain)
             .map(|r| Arc::clone(&r.sub.topic))
             .collect();
         let mut desired: HashMap<String, Member> = HashMap::new();

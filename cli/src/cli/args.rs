@@ -35,6 +35,10 @@ pub(crate) struct Cli {
     /// TLS server name (default: the host of --server, or localhost for IPs).
     #[arg(long, value_name = "NAME", global = true)]
     pub(crate) server_name: Option<String>,
+    /// Send every request to --server, which forwards what another cluster member owns
+    /// (default: ask the cluster for its members and go straight to each owner).
+    #[arg(long, global = true)]
+    pub(crate) direct: bool,
     /// Connect and request timeout, e.g. 10s or 500ms.
     #[arg(long, value_parser = parse_duration, default_value = "10s", global = true)]
     pub(crate) timeout: Duration,

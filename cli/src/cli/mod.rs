@@ -37,6 +37,7 @@ pub(crate) async fn run(cli: Cli) -> Result<Outcome, CliError> {
     cfg.server_name = cli.server_name.clone();
     cfg.request_timeout = cli.timeout;
     cfg.connect_timeout = cli.timeout;
+    cfg.cluster_routing = !cli.direct;
     let client = Client::connect(cfg).await?;
     let outcome = match cli.command {
         Command::Pub(a) => pub_cmd::run(&client, a).await,

@@ -123,4 +123,10 @@ fn export_copies_live_matching_entries_with_remaining_ttl() {
     assert!(ttl > std::time::Duration::from_secs(55) && ttl <= std::time::Duration::from_secs(60));
     // Exporting copies: the entries stay.
     assert_eq!(cache.len(), 3);
+    // Removing an export removes that write only: a rewrite (even of the same value) stays.
+    cache.put(b("a1"), b("v1"), None).unwrap();
+    assert!(!cache.remove_exported(&out[0]));
+    assert!(cache.remove_exported(&out[1]));
+    assert_eq!(cache.get(b"a1"), Some(b("v1")));
+    assert_eq!(cache.get(b"a2"), None);
 }

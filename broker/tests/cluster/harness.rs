@@ -1,0 +1,256 @@
+//! The cluster harness: shared TLS material, a members file, brokers started and stopped by id,
+//! clients (routing or plain) and metric scrapes. Also used by the CLI's cluster test
+//! (`cli/tests/cluster.rs` includes this file).
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use starling_broker::{Broker, RunningBroker};
+use starling_client::{Client, ClientConfig, Trust};
+use starling_config::{ConfigOverrides, Profile, compose};
+use starling_placement::Kind;
+
+/// Upper bound for anything that should happen "soon" on a loaded 2-core machine.
+pub const SOON: Duration = Duration::from_secs(15);
+/// How often the brokers re-read the members file in these tests.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// Brokers sharing one certificate and one members file.
+pub struct TestCluster {
+    dir: PathBuf,
+    /// Every broker ever started, by id, with its fixed QUIC port.
+    ports: BTreeMap<String, u16>,
+    /// The running brokers.
+    pub running: BTreeMap<String, RunningBroker>,
+    fingerprint: [u8; 32],
+}
+
+impl TestCluster {
+    /// Starts brokers `ids` as one cluster.
+    pub async fn start(tag: &str, ids: &[&str]) -> TestCluster {
+        if let Ok(filter) = std::env::var("RUST_LOG") {
+            starling_broker::telemetry::init(starling_config::LogFormat::Text, &filter);
+        }
+        let dir =
+            std::env::temp_dir().join(format!("starling-cluster-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp dir");
+        let key = rcgen::KeyPair::generate().expect("key");
+        let params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+        let cert = params.self_signed(&key).expect("cert");
+        std::fs::write(dir.join("tls.crt"), cert.pem()).expect("write cert");
+        std::fs::write(dir.join("tls.key"), key.serialize_pem()).expect("write key");
+        let fingerprint = {
+            use sha2::Digest;
+            sha2::Sha256::digest(cert.der()).into()
+        };
+        let mut c = TestCluster {
+            dir,
+            ports: BTreeMap::new(),
+            running: BTreeMap::new(),
+            fingerprint,
+        };
+        for id in ids {
+            c.ports.insert((*id).to_string(), free_udp_port());
+        }
+        c.write_members(ids);
+        let started = futures::future::join_all(ids.iter().map(|id| c.boot(id))).await;
+        for (id, b) in ids.iter().zip(started) {
+            c.running.insert((*id).to_string(), b);
+        }
+        c
+    }
+
+    fn members_path(&self) -> PathBuf {
+        self.dir.join("members")
+    }
+
+    /// Writes the members file: `ids` (ports assigned on first sight).
+    pub fn write_members(&mut self, ids: &[&str]) {
+        let mut text = String::from("# test cluster\n");
+        for id in ids {
+            let port = *self
+                .ports
+                .entry((*id).to_string())
+                .or_insert_with(free_udp_port);
+            text.push_str(&format!("{id} 127.0.0.1:{port}\n"));
+        }
+        // Write-then-rename, so a poll never sees half a file.
+        let tmp = self.dir.join("members.tmp");
+        std::fs::write(&tmp, text).expect("write members");
+        std::fs::rename(&tmp, self.members_path()).expect("rename members");
+    }
+
+    /// The epoch the brokers compute for `ids`.
+    pub fn epoch_of(&self, ids: &[&str]) -> u64 {
+        let addrs: Vec<(String, String)> = ids
+            .iter()
+            .map(|id| ((*id).to_string(), format!("127.0.0.1:{}", self.ports[*id])))
+            .collect();
+        starling_placement::epoch(addrs.iter().map(|(a, b)| (a.as_str(), b.as_str())))
+    }
+
+    async fn boot(&self, id: &str) -> RunningBroker {
+        let port = self.ports[id];
+        let o = ConfigOverrides {
+            quic_listen: Some(SocketAddr::from(([127, 0, 0, 1], port))),
+            http_listen: Some("127.0.0.1:0".parse().expect("addr")),
+            tls_cert_file: Some(Some(self.dir.join("tls.crt"))),
+            tls_key_file: Some(Some(self.dir.join("tls.key"))),
+            cluster_members_file: Some(Some(self.members_path())),
+            cluster_poll_interval_ms: Some(POLL.as_millis() as u64),
+            cluster_peer_timeout_ms: Some(300),
+            drain_timeout_ms: Some(3_000),
+            ..ConfigOverrides::default()
+        };
+        Broker::new(compose(Profile::Balanced, None, &o))
+            .expect("valid config")
+            .with_server_id(id)
+            .start()
+            .await
+            .expect("broker starts")
+    }
+
+    /// Starts broker `id` (not yet in the members file unless written so).
+    pub async fn start_broker(&mut self, id: &str) {
+        self.ports
+            .entry(id.to_string())
+            .or_insert_with(free_udp_port);
+        let b = self.boot(id).await;
+        self.running.insert(id.to_string(), b);
+    }
+
+    /// Drains and stops broker `id` (the SIGTERM path).
+    pub async fn stop(&mut self, id: &str) {
+        if let Some(b) = self.running.remove(id) {
+            b.shutdown().await;
+        }
+    }
+
+    /// Stops broker `id` at once, without a drain (a crash).
+    pub async fn kill(&mut self, id: &str) {
+        if let Some(b) = self.running.remove(id) {
+            b.abort().await;
+        }
+    }
+
+    /// Waits until every running broker in `ids` reports the epoch of `ids`.
+    pub async fn converge(&self, ids: &[&str]) {
+        let want = self.epoch_of(ids);
+        let deadline = Instant::now() + SOON;
+        for id in ids {
+            let c = self.plain_client(id).await;
+            loop {
+                let epoch = c.cluster_info().await.map(|i| i.epoch).unwrap_or(0);
+                if epoch == want {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{id} did not reach epoch {want:#x}"
+                );
+                tokio::time::sleep(POLL).await;
+            }
+            c.close().await;
+        }
+    }
+
+    /// Client config for broker `id`, trusting the cluster certificate.
+    pub fn config(&self, id: &str) -> ClientConfig {
+        let mut cfg = ClientConfig::new(
+            format!("127.0.0.1:{}", self.ports[id]),
+            Trust::Fingerprint(self.fingerprint),
+        );
+        cfg.cluster_refresh = Duration::from_millis(200);
+        cfg.request_timeout = Duration::from_secs(5);
+        cfg
+    }
+
+    /// A routing SDK client bootstrapped at `id`.
+    pub async fn routing_client(&self, id: &str) -> Client {
+        Client::connect(self.config(id))
+            .await
+            .expect("client connects")
+    }
+
+    /// A client that sends everything to `id` (like the CLI with `--direct`).
+    pub async fn plain_client(&self, id: &str) -> Client {
+        Client::connect(self.config(id).without_cluster_routing())
+            .await
+            .expect("client connects")
+    }
+
+    /// One metric of broker `id` (sum over label sets whose labels contain `labels`).
+    pub async fn metric(&self, id: &str, name: &str, labels: &str) -> f64 {
+        let addr = self.running[id].http_addr;
+        let body = http_get(addr, "/metrics").await;
+        body.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let (series, value) = l.rsplit_once(' ')?;
+                let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
+                (metric == name && rest.contains(labels)).then(|| value.parse::<f64>().ok())?
+            })
+            .sum()
+    }
+
+    /// `name` summed over every running broker.
+    pub async fn metric_sum(&self, name: &str, labels: &str) -> f64 {
+        let mut total = 0.0;
+        for id in self.running.keys() {
+            total += self.metric(id, name, labels).await;
+        }
+        total
+    }
+
+    /// Stops everything.
+    pub async fn shutdown(mut self) {
+        let ids: Vec<String> = self.running.keys().cloned().collect();
+        for id in ids {
+            self.stop(&id).await;
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A name (prefix + number) whose owner of `kind` among `members` is `owner`.
+pub fn key_owned_by(prefix: &str, kind: Kind, members: &[&str], owner: &str) -> String {
+    (0..100_000)
+        .map(|i| format!("{prefix}-{i}"))
+        .find(|k| {
+            starling_placement::owner(members.iter().copied(), kind, k.as_bytes()) == Some(owner)
+        })
+        .expect("some key maps to the owner")
+}
+
+fn free_udp_port() -> u16 {
+    let s = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    s.local_addr().expect("addr").port()
+}
+
+async fn http_get(addr: SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("http connect");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("http write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("http read");
+    out.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// A payload carrying `i`.
+pub fn payload(i: u64) -> bytes::Bytes {
+    bytes::Bytes::from(i.to_be_bytes().to_vec())
+}
+
+/// The number in a payload made by [`payload`].
+pub fn index(p: &[u8]) -> u64 {
+    p.try_into().map(u64::from_be_bytes).unwrap_or(u64::MAX)
+}

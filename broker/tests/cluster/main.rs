@@ -1,0 +1,9 @@
+//! Cluster integration tests: several real brokers in one process on loopback, sharing one TLS
+//! certificate and a members file, with real QUIC between them and to the clients.
+//!
+//! One test binary with a module per area keeps link time down on small machines.
+
+mod failure;
+mod harness;
+mod meet;
+mod scale;

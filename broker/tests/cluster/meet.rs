@@ -1,0 +1,177 @@
+//! Publishers and subscribers meet wherever they connect: forwarding for plain clients (one
+//! upstream subscription per topic however many local subscribers), direct routing for the SDK.
+
+use std::time::{Duration, Instant};
+
+use starling_client::Subscription;
+use starling_placement::Kind;
+
+use crate::harness::{SOON, TestCluster, index, key_owned_by, payload};
+
+async fn recv_indices(sub: &mut Subscription, n: usize) -> Vec<u64> {
+    let mut got = Vec::with_capacity(n);
+    while got.len() < n {
+        match tokio::time::timeout(SOON, sub.next_event()).await {
+            Ok(Some(Ok(e))) => got.push(index(&e.payload)),
+            other => panic!("after {} events: {other:?}", got.len()),
+        }
+    }
+    got
+}
+
+async fn wait_for(c: &TestCluster, id: &str, metric: &str, want: f64) {
+    let deadline = Instant::now() + SOON;
+    loop {
+        let v = c.metric(id, metric, "").await;
+        if v == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{id} {metric} = {v}, want {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn publisher_on_a_and_subscribers_on_b_meet_at_owner_c_in_order() {
+    let ids = ["a", "b", "c"];
+    let c = TestCluster::start("meet", &ids).await;
+    let topic = key_owned_by("orders", Kind::Topic, &ids, "c");
+
+    let subscriber = c.plain_client("b").await;
+    let mut s1 = subscriber.subscribe(&topic).await.expect("subscribe 1");
+    let mut s2 = subscriber.subscribe(&topic).await.expect("subscribe 2");
+    // Two local subscribers on b, ONE upstream subscription at c.
+    wait_for(&c, "b", "starling_cluster_upstream_subscriptions", 1.0).await;
+    wait_for(&c, "c", "starling_subscriptions", 1.0).await;
+
+    let publisher = c.plain_client("a").await;
+    for i in 0..200 {
+        publisher
+            .publish_acked(&topic, payload(i))
+            .await
+            .expect("acked through forwarding");
+    }
+    let want: Vec<u64> = (0..200).collect();
+    assert_eq!(recv_indices(&mut s1, 200).await, want);
+    assert_eq!(recv_indices(&mut s2, 200).await, want);
+
+    assert_eq!(
+        c.metric("a", "starling_cluster_forwarded_total", "op=\"publish\"")
+            .await,
+        200.0
+    );
+    assert_eq!(
+        c.metric("c", "starling_published_messages_total", "").await,
+        200.0
+    );
+    assert_eq!(c.metric("c", "starling_subscriptions", "").await, 1.0);
+    assert_eq!(
+        c.metric("b", "starling_cluster_upstream_subscriptions", "")
+            .await,
+        1.0
+    );
+
+    // The last local subscriber leaving releases the upstream.
+    s1.unsubscribe().await;
+    s2.unsubscribe().await;
+    wait_for(&c, "b", "starling_cluster_upstream_subscriptions", 0.0).await;
+    wait_for(&c, "c", "starling_subscriptions", 0.0).await;
+
+    // Cache through a plain client: one keyspace, whoever is asked.
+    let keys: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
+    for (i, k) in keys.iter().enumerate() {
+        publisher
+            .cache_put(k.clone(), payload(i as u64), None)
+            .await
+            .expect("put");
+    }
+    let reader = c.plain_client("b").await;
+    for (i, k) in keys.iter().enumerate() {
+        let v = reader.cache_get(k.clone()).await.expect("get");
+        assert_eq!(v.as_deref().map(index), Some(i as u64), "{k}");
+    }
+    assert!(
+        c.metric("a", "starling_cluster_forwarded_total", "op=\"cache\"")
+            .await
+            > 0.0
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_sdk_sends_each_topic_and_key_to_its_owner_without_forwarding() {
+    let ids = ["a", "b", "c"];
+    let c = TestCluster::start("route", &ids).await;
+    let client = c.routing_client("a").await;
+    assert_eq!(client.routing_epoch(), Some(c.epoch_of(&ids)));
+
+    for owner in ids {
+        let topic = key_owned_by("t", Kind::Topic, &ids, owner);
+        let mut sub = client.subscribe(&topic).await.expect("subscribe");
+        for i in 0..20 {
+            client
+                .publish_acked(&topic, payload(i))
+                .await
+                .expect("publish");
+        }
+        assert_eq!(
+            recv_indices(&mut sub, 20).await,
+            (0..20).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            c.metric(owner, "starling_published_messages_total", "")
+                .await,
+            20.0,
+            "{owner} received its own topic's publishes"
+        );
+        sub.unsubscribe().await;
+    }
+    for i in 0..60u64 {
+        client
+            .cache_put(format!("key-{i}"), payload(i), None)
+            .await
+            .expect("put");
+    }
+    for i in 0..60u64 {
+        let v = client.cache_get(format!("key-{i}")).await.expect("get");
+        assert_eq!(v.as_deref().map(index), Some(i));
+    }
+    for id in ids {
+        assert!(
+            c.metric(id, "starling_cache_entries", "").await > 0.0,
+            "{id} holds keys"
+        );
+    }
+    assert_eq!(
+        c.metric_sum("starling_cluster_forwarded_total", "").await,
+        0.0,
+        "a routing client never needs forwarding"
+    );
+    assert_eq!(c.metric_sum("starling_cluster_moved_total", "").await, 0.0);
+    client.close().await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stranger_without_the_cluster_token_is_refused() {
+    let ids = ["a", "b"];
+    let c = TestCluster::start("token", &ids).await;
+    let forged = c.config("a").with_peer_token(vec![7; 32]);
+    let err = starling_client::Client::connect(forged)
+        .await
+        .expect_err("a wrong token is refused");
+    assert!(
+        matches!(
+            err,
+            starling_client::ClientError::Server {
+                code: starling_proto::ErrorCode::Unauthorized,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    c.shutdown().await;
+}
