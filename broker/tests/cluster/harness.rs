@@ -158,6 +158,19 @@ impl TestCluster {
         }
     }
 
+    /// Broker `id`'s QUIC address.
+    pub fn addr(&self, id: &str) -> String {
+        format!("127.0.0.1:{}", self.ports[id])
+    }
+
+    /// The cluster certificate's SHA-256, as hex.
+    pub fn fingerprint_hex(&self) -> String {
+        self.fingerprint
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
     /// Client config for broker `id`, trusting the cluster certificate.
     pub fn config(&self, id: &str) -> ClientConfig {
         let mut cfg = ClientConfig::new(
