@@ -49,6 +49,7 @@ pub fn route(state: &HttpState, method: &Method, path: &str) -> Response<Full<By
     match path {
         "/metrics" => {
             state.metrics.observe_cache(&state.cache.stats());
+            state.metrics.observe_process();
             state.metrics.ready.set(i64::from(state.health.is_ready()));
             text(StatusCode::OK, METRICS_CONTENT_TYPE, state.metrics.render())
         }

@@ -22,6 +22,7 @@ pub mod error;
 pub mod health;
 pub mod http;
 pub mod metrics;
+pub mod process;
 pub mod pubsub;
 pub mod server;
 pub mod telemetry;

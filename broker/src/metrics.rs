@@ -4,8 +4,8 @@
 //! [`Metrics::render`] output.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Counter, Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
 
 use crate::cache::CacheStats;
@@ -93,6 +93,8 @@ pub struct Metrics {
     pub cache_bytes: IntGauge,
     /// 1 while ready, 0 while starting or draining.
     pub ready: IntGauge,
+    /// CPU seconds used by the process (10 ms resolution).
+    pub process_cpu: Counter,
     /// Members in the current member list (1 for a single-node broker).
     pub cluster_members: IntGauge,
     /// 1 while this broker is in the member list.
@@ -309,6 +311,14 @@ impl Metrics {
                 "starling_ready",
                 "1 while the broker is ready, 0 while starting or draining.",
             )?,
+            process_cpu: {
+                let c = Counter::new(
+                    "starling_process_cpu_seconds_total",
+                    "User and system CPU seconds of the broker process (10 ms resolution).",
+                )?;
+                r.register(Box::new(c.clone()))?;
+                c
+            },
             cluster_members: gauge(
                 &r,
                 "starling_cluster_members",
@@ -410,6 +420,16 @@ impl Metrics {
             .set(i64::try_from(s.entries).unwrap_or(i64::MAX));
         self.cache_bytes
             .set(i64::try_from(s.bytes).unwrap_or(i64::MAX));
+    }
+
+    /// Raises the CPU counter to the process's current CPU time.
+    pub fn observe_process(&self) {
+        if let Some(total) = crate::process::cpu_seconds() {
+            let delta = total - self.process_cpu.get();
+            if delta > 0.0 {
+                self.process_cpu.inc_by(delta);
+            }
+        }
     }
 
     /// Renders every metric in the Prometheus text exposition format.
