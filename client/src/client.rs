@@ -65,7 +65,8 @@ impl Client {
             request_timeout: cfg.request_timeout,
             closed: AtomicBool::new(false),
         });
-        if inner.router.is_some() {
+        if let Some(router) = &inner.router {
+            router.warm_up().await;
             tokio::spawn(refresh_loop(Arc::downgrade(&inner), cfg.cluster_refresh));
         }
         Ok(Client { inner })
@@ -258,13 +259,26 @@ impl Inner {
     {
         let mut attempt = 1;
         loop {
-            let node = self.node_for(kind, key).await;
+            let (node, member) = self.node_for(kind, key);
             match op(node).await {
                 Err(e) if is_moved(&e) && attempt < MOVED_ATTEMPTS => {
                     attempt += 1;
                     self.refresh().await;
                 }
-                result => return result,
+                Err(e) => {
+                    if let (Some(router), Some(id)) = (&self.router, member)
+                        && matches!(
+                            e,
+                            ClientError::Connect(_)
+                                | ClientError::Connection(_)
+                                | ClientError::Closed
+                        )
+                    {
+                        router.failed(&id);
+                    }
+                    return Err(e);
+                }
+                ok => return ok,
             }
         }
     }
@@ -282,13 +296,14 @@ impl Inner {
         .await
     }
 
-    async fn node_for(&self, kind: Kind, key: &[u8]) -> Arc<Node> {
+    /// The node for a request, and the member id when it is a member's own node.
+    fn node_for(&self, kind: Kind, key: &[u8]) -> (Arc<Node>, Option<String>) {
         match &self.router {
-            Some(router) => match router.target(kind, key).await {
-                Target::Member(node) => node,
-                Target::Bootstrap => Arc::clone(&self.bootstrap),
+            Some(router) => match router.target(kind, key) {
+                Target::Member(node, id) => (node, Some(id)),
+                Target::Bootstrap => (Arc::clone(&self.bootstrap), None),
             },
-            None => Arc::clone(&self.bootstrap),
+            None => (Arc::clone(&self.bootstrap), None),
         }
     }
 
@@ -298,7 +313,11 @@ impl Inner {
             return;
         };
         match self.bootstrap.cluster_info().await {
-            Ok(info) => router.update(info),
+            Ok(info) => {
+                if router.update(info) {
+                    router.warm_up().await;
+                }
+            }
             Err(e) => tracing::debug!(error = %e, "cluster membership refresh failed"),
         }
     }
