@@ -10,8 +10,11 @@
 //! down), the reconcile asks to be run again when the wait is over.
 //!
 //! Reconciles triggered by the operator's own status writes are filtered out: the BrokerCluster
-//! watch passes only generation changes (status writes never bump `metadata.generation`), and an
-//! unchanged status is never written. Failed reconciles are retried with exponential backoff
+//! watch passes only generation changes (status writes never bump `metadata.generation`) and
+//! changes of `status.effectiveTier` (the autoscaler's choice, see [`crate::autoscale`]), and
+//! an unchanged status is never written. The reconcile never writes `effectiveTier` or
+//! `autoscaling` itself (they belong to the autoscaler), except to clear them when autoscaling
+//! is turned off. Failed reconciles are retried with exponential backoff
 //! per object; a refused spec is not a failure (it is reported as `Degraded`).
 
 use std::collections::HashMap;
@@ -179,7 +182,7 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         }
     }
 
-    let new_status = status::compute(&StatusInput {
+    let mut new_status = status::compute(&StatusInput {
         names: &names,
         namespace: &namespace,
         generation: bc.metadata.generation,
@@ -191,8 +194,14 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         members: members.as_ref(),
         now: Time(now),
     });
+    let autoscaling = bc.spec.autoscaling.as_ref().is_some_and(|a| a.enabled);
+    if !autoscaling {
+        new_status.effective_tier = None;
+        new_status.autoscaling = None;
+    }
     if bc.status.as_ref() != Some(&new_status) {
-        write_status(ctx, &namespace, &names.cluster, &new_status).await?;
+        let body = status_patch(&new_status, bc.status.as_ref(), autoscaling)?;
+        write_status(ctx, &namespace, &names.cluster, &body).await?;
     }
     for p in &planned {
         publish(ctx, bc, p).await;
@@ -247,15 +256,36 @@ async fn apply_cluster(
     apply_children(&ctx.client, &children, &stale, &v.id.owner.uid).await
 }
 
-async fn write_status(
-    ctx: &Context,
-    ns: &str,
-    name: &str,
-    status: &BrokerClusterStatus,
-) -> Result<()> {
+/// The merge patch of a reconcile's status write. The autoscaler's fields (`effectiveTier`,
+/// `autoscaling`) are left out so a reconcile working from a slightly stale cache never undoes
+/// an autoscaler write; with autoscaling off they are cleared (set to null) when present.
+pub fn status_patch(
+    new: &BrokerClusterStatus,
+    previous: Option<&BrokerClusterStatus>,
+    autoscaling: bool,
+) -> Result<serde_json::Value> {
+    let mut status = serde_json::to_value(new).map_err(|source| Error::Serialize {
+        what: "status",
+        source,
+    })?;
+    if let Some(obj) = status.as_object_mut() {
+        obj.remove("effectiveTier");
+        obj.remove("autoscaling");
+        if !autoscaling {
+            if previous.is_some_and(|p| p.effective_tier.is_some()) {
+                obj.insert("effectiveTier".into(), serde_json::Value::Null);
+            }
+            if previous.is_some_and(|p| p.autoscaling.is_some()) {
+                obj.insert("autoscaling".into(), serde_json::Value::Null);
+            }
+        }
+    }
+    Ok(serde_json::json!({ "status": status }))
+}
+
+async fn write_status(ctx: &Context, ns: &str, name: &str, body: &serde_json::Value) -> Result<()> {
     let api: Api<BrokerCluster> = Api::namespaced(ctx.client.clone(), ns);
-    let body = serde_json::json!({ "status": status });
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(body))
         .await
         .map(|_| ())
         .map_err(|e| Error::kube("patch status", "BrokerCluster", name, e))
@@ -281,6 +311,22 @@ where
     }
 }
 
+/// The BrokerCluster watch's filter: a new generation (a spec change) or a new
+/// `status.effectiveTier` (an autoscaler decision) triggers a reconcile; other status writes
+/// do not.
+pub fn generation_or_effective_tier(bc: &BrokerCluster) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let generation = predicates::generation(bc)?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    generation.hash(&mut h);
+    bc.status
+        .as_ref()
+        .and_then(|s| s.effective_tier)
+        .map(|t| t.as_str())
+        .hash(&mut h);
+    Some(h.finish())
+}
+
 /// A controller for one watch scope (a namespace, or all namespaces) and its cache.
 pub fn controller_for(
     client: &Client,
@@ -294,7 +340,7 @@ pub fn controller_for(
     .default_backoff()
     .reflect(writer)
     .applied_objects()
-    .predicate_filter(predicates::generation, PredicateConfig::default());
+    .predicate_filter(generation_or_effective_tier, PredicateConfig::default());
     let children = watcher::Config::default().labels(MANAGED_BY_SELECTOR);
     let controller = Controller::for_stream(clusters, reader.clone())
         .owns(scoped::<StatefulSet>(client, ns), children.clone())
@@ -335,6 +381,7 @@ pub async fn run(ctx: Arc<Context>, namespaces: Vec<String>, shutdown: watch::Re
             });
         runs.push(run);
     }
+    let autoscaler = crate::autoscale::runner::run(ctx.clone(), stores.clone(), shutdown.clone());
     let metrics = ctx.metrics.clone();
     let mut gauge_stop = shutdown.clone();
     let gauge = async move {
@@ -349,7 +396,7 @@ pub async fn run(ctx: Arc<Context>, namespaces: Vec<String>, shutdown: watch::Re
             }
         }
     };
-    futures::join!(futures::future::join_all(runs), gauge);
+    futures::join!(futures::future::join_all(runs), gauge, autoscaler);
 }
 
 #[cfg(test)]

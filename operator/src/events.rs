@@ -6,6 +6,7 @@
 //! - `Scaled` (Normal): the desired broker count changes; no broker restarts.
 //! - `SpecRejected` (Warning): the spec was refused (emitted when the refusal changes).
 //! - `ReconcileFailed` (Warning): an API call failed; retried with backoff.
+//! - `TierChanged` (Normal): the autoscaler moved `status.effectiveTier`, with why.
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::runtime::events::{Event, EventType};
@@ -71,6 +72,11 @@ pub const EVENT_REASONS: &[(&str, &str, &str)] = &[
         "ReconcileFailed",
         "Warning",
         "An API call failed; the operator retries with backoff (5 s doubling to 5 min).",
+    ),
+    (
+        "TierChanged",
+        "Normal",
+        "The autoscaler changed status.effectiveTier, e.g. `tier small→medium: publish 9.1k msg/s > 80% of 10k for 3m`.",
     ),
 ];
 
@@ -145,6 +151,17 @@ pub fn for_rejection(previous: Option<&BrokerClusterStatus>, err: &SpecError) ->
         action: "Validate",
         note: message,
     })
+}
+
+/// The event of an autoscaler tier change; `reason` is the decision's, e.g.
+/// `tier small→medium: publish 9.1k msg/s > 80% of 10k for 3m`.
+pub fn for_tier_change(reason: &str) -> Planned {
+    Planned {
+        warning: false,
+        reason: "TierChanged",
+        action: "Autoscale",
+        note: reason.to_string(),
+    }
 }
 
 /// The warning for a failed reconcile.

@@ -14,6 +14,8 @@
 //! - [`apply`]: server-side apply of the children and deletion of unwanted ones.
 //! - [`status`]: conditions and counters from the observed StatefulSet. Pure.
 //! - [`events`]: which Kubernetes Events a reconcile emits. Pure.
+//! - [`autoscale`]: the tier autoscaler: scrapes the brokers, decides (pure), writes
+//!   `status.effectiveTier`.
 //! - [`controller`]: the kube-runtime controller wiring the steps together.
 //! - [`leader`]: Lease-based leader election.
 //! - [`metrics`], [`http`], [`telemetry`]: the process's metrics, health endpoint and logs.
@@ -25,6 +27,7 @@
 //! The profile, tier and knob tables are `starling-config`'s; nothing here restates them.
 
 pub mod apply;
+pub mod autoscale;
 pub mod build;
 pub mod cli;
 pub mod controller;

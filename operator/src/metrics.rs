@@ -6,6 +6,8 @@
 //! - `starling_operator_spec_rejected_total{reason}`: reconciles that found a refused spec.
 //! - `starling_operator_managed_clusters`: BrokerClusters currently watched.
 //! - `starling_operator_leader`: 1 while this replica holds the leader lease.
+//! - `starling_operator_autoscale_decisions_total{outcome}`: autoscaler decisions by outcome
+//!   (`stay`, `scale_up`, `scale_down`, `hold_*`; see [`crate::autoscale::decide::OUTCOMES`]).
 
 use std::time::Instant;
 
@@ -21,6 +23,7 @@ pub struct Metrics {
     duration: Histogram,
     errors: IntCounterVec,
     rejected: IntCounterVec,
+    autoscale: IntCounterVec,
     /// BrokerClusters currently in the watch caches.
     pub managed_clusters: IntGauge,
     /// 1 while this replica leads.
@@ -35,6 +38,7 @@ pub const METRIC_NAMES: &[&str] = &[
     "starling_operator_spec_rejected_total",
     "starling_operator_managed_clusters",
     "starling_operator_leader",
+    "starling_operator_autoscale_decisions_total",
 ];
 
 impl Metrics {
@@ -81,13 +85,25 @@ impl Metrics {
         registry.register(Box::new(errors.clone()))?;
         registry.register(Box::new(rejected.clone()))?;
         registry.register(Box::new(managed_clusters.clone()))?;
+        let autoscale = IntCounterVec::new(
+            Opts::new(
+                "starling_operator_autoscale_decisions_total",
+                "Tier autoscaler decisions by outcome.",
+            ),
+            &["outcome"],
+        )?;
+        for outcome in crate::autoscale::decide::OUTCOMES {
+            autoscale.with_label_values(&[outcome]);
+        }
         registry.register(Box::new(leader.clone()))?;
+        registry.register(Box::new(autoscale.clone()))?;
         Ok(Metrics {
             registry,
             reconciles,
             duration,
             errors,
             rejected,
+            autoscale,
             managed_clusters,
             leader,
         })
@@ -104,6 +120,11 @@ impl Metrics {
     /// Counts a refused spec.
     pub fn spec_rejected(&self, reason: &str) {
         self.rejected.with_label_values(&[reason]).inc();
+    }
+
+    /// Counts one autoscaler decision.
+    pub fn autoscale_decision(&self, outcome: &str) {
+        self.autoscale.with_label_values(&[outcome]).inc();
     }
 
     /// The text exposition of every metric.
@@ -150,12 +171,21 @@ mod tests {
         m.spec_rejected("InvalidConfig");
         m.managed_clusters.set(2);
         m.leader.set(1);
+        m.autoscale_decision("scale_up");
         let text = m.render();
         for name in METRIC_NAMES {
             assert!(text.contains(name), "{name} missing from\n{text}");
         }
         assert!(text.contains("starling_operator_reconcile_errors_total{reason=\"conflict\"} 1"));
         assert!(text.contains("starling_operator_reconcile_total{result=\"ok\"} 1"));
+        assert!(
+            text.contains("starling_operator_autoscale_decisions_total{outcome=\"scale_up\"} 1")
+        );
+        assert!(
+            text.contains(
+                "starling_operator_autoscale_decisions_total{outcome=\"hold_cooldown\"} 0"
+            )
+        );
         Ok(())
     }
 }

@@ -303,6 +303,7 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
             .members
             .map(|m| Time(m.members_changed_at))
             .or(prev.members_changed_at),
+        autoscaling: prev.autoscaling,
     }
 }
 

@@ -152,10 +152,18 @@ impl SpecError {
     }
 }
 
-/// The tier to render. The autoscaler will choose within `spec.autoscaling`'s bounds and record
-/// its choice in `status.effectiveTier`; until then this is `spec.tier`.
-pub fn effective_tier(spec: &BrokerClusterSpec, _status: Option<&BrokerClusterStatus>) -> Tier {
-    spec.tier
+/// The tier to render. With `spec.autoscaling.enabled`: the autoscaler's choice
+/// (`status.effectiveTier`, or `spec.tier` before it has chosen), clamped to
+/// `minTier`..`maxTier`. Otherwise `spec.tier`, whatever the status says, so turning autoscaling
+/// off returns to `spec.tier`.
+pub fn effective_tier(spec: &BrokerClusterSpec, status: Option<&BrokerClusterStatus>) -> Tier {
+    match &spec.autoscaling {
+        Some(a) if a.enabled && a.min_tier <= a.max_tier => status
+            .and_then(|s| s.effective_tier)
+            .unwrap_or(spec.tier)
+            .clamp(a.min_tier, a.max_tier),
+        _ => spec.tier,
+    }
 }
 
 /// Checks and resolves a BrokerCluster.
@@ -187,16 +195,19 @@ pub fn validate(
             format!("replicas must be at least 1, got {replicas}"),
         );
     }
-    if let Some(a) = &spec.autoscaling
-        && a.min_tier > a.max_tier
-    {
-        problem(
-            Reason::InvalidSpec,
-            format!(
-                "autoscaling.minTier ({}) must not be a larger tier than autoscaling.maxTier ({})",
-                a.min_tier, a.max_tier
-            ),
-        );
+    if let Some(a) = &spec.autoscaling {
+        if a.min_tier > a.max_tier {
+            problem(
+                Reason::InvalidSpec,
+                format!(
+                    "autoscaling.minTier ({}) must not be a larger tier than autoscaling.maxTier ({})",
+                    a.min_tier, a.max_tier
+                ),
+            );
+        }
+        if let Err(message) = crate::autoscale::Policy::from_spec(a) {
+            problem(Reason::InvalidSpec, message);
+        }
     }
     let image = spec
         .image

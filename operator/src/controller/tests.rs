@@ -427,3 +427,109 @@ async fn a_user_tls_secret_means_no_generated_one() {
         assert!(!f.paths("POST").iter().any(|p| p.starts_with("secrets")));
     });
 }
+
+#[test]
+fn reconcile_status_writes_leave_the_autoscaler_fields_alone_or_clear_them() {
+    use crate::crd::AutoscalingStatus;
+    let previous = BrokerClusterStatus {
+        effective_tier: Some(Tier::Medium),
+        autoscaling: Some(AutoscalingStatus::default()),
+        ..BrokerClusterStatus::default()
+    };
+    let new = BrokerClusterStatus {
+        replicas: 3,
+        effective_tier: Some(Tier::Small),
+        autoscaling: Some(AutoscalingStatus::default()),
+        ..BrokerClusterStatus::default()
+    };
+    let body = status_patch(&new, Some(&previous), true).unwrap_or_default();
+    assert_eq!(body["status"]["replicas"], 3);
+    assert!(body["status"].get("effectiveTier").is_none(), "{body}");
+    assert!(body["status"].get("autoscaling").is_none(), "{body}");
+    let cleared = BrokerClusterStatus {
+        replicas: 3,
+        ..BrokerClusterStatus::default()
+    };
+    let body = status_patch(&cleared, Some(&previous), false).unwrap_or_default();
+    assert!(
+        body["status"]["effectiveTier"].is_null() && body["status"].get("effectiveTier").is_some()
+    );
+    assert!(
+        body["status"]
+            .get("autoscaling")
+            .is_some_and(Value::is_null)
+    );
+    let body = status_patch(&cleared, None, false).unwrap_or_default();
+    assert!(body["status"].get("effectiveTier").is_none());
+}
+
+#[test]
+fn the_watch_passes_spec_changes_and_autoscaler_choices_only() {
+    let mut bc = cluster(BrokerClusterSpec::default());
+    bc.metadata.generation = Some(1);
+    let base = generation_or_effective_tier(&bc);
+    bc.status = Some(BrokerClusterStatus {
+        replicas: 5,
+        ..BrokerClusterStatus::default()
+    });
+    assert_eq!(
+        generation_or_effective_tier(&bc),
+        base,
+        "other status fields"
+    );
+    if let Some(s) = bc.status.as_mut() {
+        s.effective_tier = Some(Tier::Medium);
+    }
+    let chosen = generation_or_effective_tier(&bc);
+    assert_ne!(chosen, base);
+    bc.metadata.generation = Some(2);
+    assert_ne!(generation_or_effective_tier(&bc), chosen);
+}
+
+#[tokio::test]
+async fn turning_autoscaling_off_renders_spec_tier_and_clears_the_choice() {
+    use crate::crd::{AutoscalingSpec, AutoscalingStatus};
+    let mut bc = cluster(BrokerClusterSpec {
+        tier: Tier::Small,
+        autoscaling: Some(AutoscalingSpec {
+            enabled: true,
+            ..AutoscalingSpec::default()
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    bc.status = Some(BrokerClusterStatus {
+        effective_tier: Some(Tier::Medium),
+        autoscaling: Some(AutoscalingStatus::default()),
+        ..BrokerClusterStatus::default()
+    });
+    let h = Harness::new(&bc);
+    assert!(h.reconcile(&bc).await.is_ok());
+    let sts_path = format!("/apis/apps/v1{NS}statefulsets/events");
+    let replicas = |h: &Harness| {
+        h.with(|f| {
+            f.objects
+                .get(&sts_path)
+                .map(|s| s["spec"]["replicas"].clone())
+        })
+    };
+    assert_eq!(
+        replicas(&h),
+        Some(json!(3)),
+        "medium, the autoscaler's choice"
+    );
+    let writes = h.with(|f| f.status_writes());
+    assert!(writes.iter().all(|w| w.get("effectiveTier").is_none()));
+
+    if let Some(a) = bc.spec.autoscaling.as_mut() {
+        a.enabled = false;
+    }
+    let h = Harness::new(&bc);
+    assert!(h.reconcile(&bc).await.is_ok());
+    assert_eq!(replicas(&h), Some(json!(1)), "back to spec.tier small");
+    let writes = h.with(|f| f.status_writes());
+    assert!(
+        writes
+            .iter()
+            .any(|w| w.get("effectiveTier").is_some_and(Value::is_null))
+    );
+}

@@ -20,7 +20,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use starling_config::{ConfigOverrides, Profile, Tier};
 
-pub use status::{BrokerClusterStatus, Endpoints};
+pub use status::{AutoscalingStatus, BrokerClusterStatus, Endpoints};
 
 /// API group of the custom resource.
 pub const GROUP: &str = "starling.dev";
@@ -118,7 +118,7 @@ pub struct BrokerClusterSpec {
     /// Scheduling and pod metadata overrides for the broker pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_template: Option<PodTemplateOverrides>,
-    /// Tier autoscaling bounds. Accepted and validated now; acted upon by the autoscaler.
+    /// Tier autoscaling from the brokers' own metrics (see `docs/autoscaling.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<AutoscalingSpec>,
     /// When true the operator stops changing the cluster's objects but keeps reporting status.
@@ -199,12 +199,13 @@ pub struct PodTemplateOverrides {
     pub annotations: Option<BTreeMap<String, String>>,
 }
 
-/// Bounds for the tier autoscaler.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+/// The tier autoscaler: bounds, thresholds and timing. See `docs/autoscaling.md`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = rules::autoscaling_rules)]
 pub struct AutoscalingSpec {
-    /// Whether the autoscaler may change the cluster's tier.
+    /// Whether the autoscaler may change the cluster's tier. Its choice is written to
+    /// `status.effectiveTier`, never to `spec`; turning this off returns to `spec.tier`.
     #[serde(default)]
     pub enabled: bool,
     /// Smallest tier the autoscaler may choose.
@@ -213,6 +214,48 @@ pub struct AutoscalingSpec {
     /// Largest tier the autoscaler may choose.
     #[serde(default = "rules::largest_tier")]
     pub max_tier: Tier,
+    /// Scale up one tier when the publish rate stays above this percentage of the current
+    /// tier's capacity for `scaleUpWindow`.
+    #[serde(default = "rules::default_scale_up_threshold")]
+    #[schemars(transform = rules::percent_rules)]
+    pub scale_up_threshold: i32,
+    /// How long the publish rate must stay above `scaleUpThreshold` (e.g. `3m`, `90s`).
+    #[serde(default = "rules::default_scale_up_window")]
+    #[schemars(transform = rules::duration_rules)]
+    pub scale_up_window: String,
+    /// Scale down one tier when the publish rate stays below this percentage of the next
+    /// lower tier's capacity for `scaleDownWindow`. Must be below `scaleUpThreshold`.
+    #[serde(default = "rules::default_scale_down_threshold")]
+    #[schemars(transform = rules::percent_rules)]
+    pub scale_down_threshold: i32,
+    /// How long the publish rate must stay below `scaleDownThreshold` (e.g. `15m`).
+    #[serde(default = "rules::default_scale_down_window")]
+    #[schemars(transform = rules::duration_rules)]
+    pub scale_down_window: String,
+    /// Minimum time between two tier changes.
+    #[serde(default = "rules::default_cooldown")]
+    #[schemars(transform = rules::duration_rules)]
+    pub cooldown: String,
+    /// How often every broker's `/metrics` is scraped (at least `1s`).
+    #[serde(default = "rules::default_scrape_interval")]
+    #[schemars(transform = rules::duration_rules)]
+    pub scrape_interval: String,
+}
+
+impl Default for AutoscalingSpec {
+    fn default() -> Self {
+        AutoscalingSpec {
+            enabled: false,
+            min_tier: rules::smallest_tier(),
+            max_tier: rules::largest_tier(),
+            scale_up_threshold: rules::default_scale_up_threshold(),
+            scale_up_window: rules::default_scale_up_window(),
+            scale_down_threshold: rules::default_scale_down_threshold(),
+            scale_down_window: rules::default_scale_down_window(),
+            cooldown: rules::default_cooldown(),
+            scrape_interval: rules::default_scrape_interval(),
+        }
+    }
 }
 
 /// The CRD as installed: the derived definition plus the rules on `metadata.name`, which the

@@ -91,7 +91,8 @@ pub fn secret_name_rules(schema: &mut Schema) {
     );
 }
 
-/// `spec.autoscaling`: the tier bounds must be in order.
+/// `spec.autoscaling`: the tier bounds must be in order and the scale-down threshold below
+/// the scale-up threshold.
 pub fn autoscaling_rules(schema: &mut Schema) {
     let ranks = tier_rank_map();
     let lo = or_default("self", "minTier", smallest_tier().as_str());
@@ -101,6 +102,72 @@ pub fn autoscaling_rules(schema: &mut Schema) {
         &format!("{ranks}[{lo}] <= {ranks}[{hi}]"),
         "autoscaling.minTier must not be a larger tier than autoscaling.maxTier",
     );
+    let up = format!(
+        "(has(self.scaleUpThreshold) ? self.scaleUpThreshold : {})",
+        default_scale_up_threshold()
+    );
+    let down = format!(
+        "(has(self.scaleDownThreshold) ? self.scaleDownThreshold : {})",
+        default_scale_down_threshold()
+    );
+    push(
+        schema,
+        &format!("{down} < {up}"),
+        "autoscaling.scaleDownThreshold must be below autoscaling.scaleUpThreshold (0 < down < up <= 100)",
+    );
+}
+
+/// A percentage threshold: 1 to 100.
+pub fn percent_rules(schema: &mut Schema) {
+    push(
+        schema,
+        "self > 0 && self <= 100",
+        "must be a percentage above 0 and at most 100",
+    );
+}
+
+/// The duration strings of `spec.autoscaling` (the syntax `crate::autoscale::duration` parses).
+pub fn duration_rules(schema: &mut Schema) {
+    max_length(schema, 32);
+    push(
+        schema,
+        &format!("self.matches('{}')", DURATION_PATTERN),
+        "must be a duration such as 15s, 3m, 1h or 1m30s (units h, m, s)",
+    );
+}
+
+/// The duration syntax accepted by `spec.autoscaling`: one or more `<digits><unit>`, unit `h`,
+/// `m` or `s`.
+pub const DURATION_PATTERN: &str = "^([0-9]+[hms])+$";
+
+/// Default `autoscaling.scaleUpThreshold` (percent).
+pub fn default_scale_up_threshold() -> i32 {
+    80
+}
+
+/// Default `autoscaling.scaleDownThreshold` (percent).
+pub fn default_scale_down_threshold() -> i32 {
+    50
+}
+
+/// Default `autoscaling.scaleUpWindow`.
+pub fn default_scale_up_window() -> String {
+    "3m".to_string()
+}
+
+/// Default `autoscaling.scaleDownWindow`.
+pub fn default_scale_down_window() -> String {
+    "15m".to_string()
+}
+
+/// Default `autoscaling.cooldown`.
+pub fn default_cooldown() -> String {
+    "5m".to_string()
+}
+
+/// Default `autoscaling.scrapeInterval`.
+pub fn default_scrape_interval() -> String {
+    "15s".to_string()
 }
 
 /// Rules on the whole spec: storage immutability and the profile/tier-aware lane rule.

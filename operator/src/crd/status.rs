@@ -2,6 +2,8 @@
 //!
 //! The condition types and reasons that fill `conditions` are defined in [`crate::status`].
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -34,8 +36,9 @@ pub struct BrokerClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(transform = super::rules::keep_field_description)]
     pub profile: Option<Profile>,
-    /// The tier chosen by the autoscaler. Reserved: written only by the autoscaler, when
-    /// `spec.autoscaling.enabled` is true.
+    /// The tier chosen by the autoscaler, rendered while `spec.autoscaling.enabled` is true
+    /// (clamped to `minTier`..`maxTier`). Written only by the autoscaler, never by users;
+    /// cleared when autoscaling is turned off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(transform = super::rules::keep_field_description)]
     pub effective_tier: Option<Tier>,
@@ -57,6 +60,61 @@ pub struct BrokerClusterStatus {
     /// When `members` last changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members_changed_at: Option<Time>,
+    /// What the autoscaler observed and decided last (only while autoscaling is enabled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<AutoscalingStatus>,
+}
+
+/// The autoscaler's last observation and decision. Rates are averages over the last scrape
+/// interval, summed over the brokers that were scraped.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoscalingStatus {
+    /// Messages accepted from publishers per second (`starling_published_messages_total`):
+    /// the load compared with the tier capacity.
+    #[serde(default)]
+    pub publish_msgs_per_sec: i64,
+    /// Events written to subscribers per second (`starling_delivered_events_total`).
+    #[serde(default)]
+    pub delivered_msgs_per_sec: i64,
+    /// Publish payload bytes accepted per second (`starling_published_bytes_total`).
+    #[serde(default)]
+    pub published_bytes_per_sec: i64,
+    /// EventBatch bytes written to subscribers per second (`starling_delivered_bytes_total`).
+    #[serde(default)]
+    pub delivered_bytes_per_sec: i64,
+    /// CPU of each broker process in millicores (`starling_process_cpu_seconds_total`), by pod.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pod_cpu_millicores: BTreeMap<String, i64>,
+    /// Publish capacity of the current tier in msg/s (the tier table, with the operator's
+    /// `--tier-overrides`).
+    #[serde(default)]
+    pub capacity_msgs_per_sec: i64,
+    /// `publishMsgsPerSec` as a percentage of `capacityMsgsPerSec`.
+    #[serde(default)]
+    pub utilization_percent: i64,
+    /// The last decision: `Stay`, `ScaleUp`, `ScaleDown` or `Hold` (incomplete data, not ready,
+    /// rollout in progress, cooldown).
+    #[serde(default)]
+    pub recommendation: String,
+    /// Why, in words.
+    #[serde(default)]
+    pub reason: String,
+    /// Broker pods whose metrics were scraped and rated in the last round.
+    #[serde(default)]
+    pub pods_scraped: i32,
+    /// Broker pods expected (the pods that exist, at least the StatefulSet's replicas).
+    #[serde(default)]
+    pub pods_expected: i32,
+    /// When the last round was scraped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_scrape_time: Option<Time>,
+    /// When the autoscaler last changed `effectiveTier` (the cooldown starts here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_change_time: Option<Time>,
+    /// The reason of the last tier change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_change_reason: Option<String>,
 }
 
 /// The client Service's address.

@@ -315,6 +315,34 @@ fn admission_rules_refuse_with_readable_messages() {
         "minTier must not be a larger tier than autoscaling.maxTier",
     );
     assert!(admit(json!({"autoscaling": {"minTier": "medium"}})).is_empty());
+    assert!(
+        admit(json!({"autoscaling": {"enabled": true, "scaleUpThreshold": 90, "scaleUpWindow": "1m30s",
+                     "scaleDownThreshold": 40, "scaleDownWindow": "1h", "cooldown": "0s",
+                     "scrapeInterval": "5s"}}))
+        .is_empty()
+    );
+    assert_refused(
+        json!({"autoscaling": {"scaleDownThreshold": 80}}),
+        "scaleDownThreshold must be below autoscaling.scaleUpThreshold",
+    );
+    assert_refused(
+        json!({"autoscaling": {"scaleUpThreshold": 40}}),
+        "scaleDownThreshold must be below autoscaling.scaleUpThreshold",
+    );
+    assert_refused(
+        json!({"autoscaling": {"scaleUpThreshold": 101}}),
+        "must be a percentage above 0 and at most 100",
+    );
+    assert_refused(
+        json!({"autoscaling": {"scaleDownThreshold": 0}}),
+        "must be a percentage above 0 and at most 100",
+    );
+    for bad in ["3 minutes", "1.5m", "", "90"] {
+        assert_refused(
+            json!({"autoscaling": {"scaleUpWindow": bad}}),
+            "must be a duration such as 15s",
+        );
+    }
     assert_refused(
         json!({"config": {"quic_listen": "0.0.0.0:1"}}),
         "set by the operator",

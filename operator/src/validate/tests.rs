@@ -135,6 +135,7 @@ fn several_problems_are_reported_together() {
             enabled: true,
             min_tier: Tier::Large,
             max_tier: Tier::Small,
+            ..AutoscalingSpec::default()
         }),
         ..BrokerClusterSpec::default()
     });
@@ -201,22 +202,72 @@ fn tls_paths_are_forced_with_a_secret() {
 }
 
 #[test]
-fn effective_tier_is_the_spec_tier_for_now() {
-    let spec = BrokerClusterSpec {
+fn effective_tier_follows_the_autoscaler_within_bounds_and_only_while_enabled() {
+    let mut spec = BrokerClusterSpec {
         tier: Tier::Medium,
         autoscaling: Some(AutoscalingSpec {
             enabled: true,
             min_tier: Tier::Small,
-            max_tier: Tier::Large,
+            max_tier: Tier::Medium,
+            ..AutoscalingSpec::default()
         }),
         ..BrokerClusterSpec::default()
     };
-    let status = BrokerClusterStatus {
-        effective_tier: Some(Tier::Large),
+    let chosen = |t| BrokerClusterStatus {
+        effective_tier: Some(t),
         ..BrokerClusterStatus::default()
     };
-    assert_eq!(effective_tier(&spec, Some(&status)), Tier::Medium);
-    assert_eq!(effective_tier(&spec, None), Tier::Medium);
+    assert_eq!(
+        effective_tier(&spec, Some(&chosen(Tier::Small))),
+        Tier::Small
+    );
+    assert_eq!(
+        effective_tier(&spec, Some(&chosen(Tier::Large))),
+        Tier::Medium,
+        "clamped to maxTier"
+    );
+    assert_eq!(
+        effective_tier(&spec, None),
+        Tier::Medium,
+        "spec.tier before a choice"
+    );
+    spec.tier = Tier::Large;
+    assert_eq!(
+        effective_tier(&spec, None),
+        Tier::Medium,
+        "spec.tier clamped too"
+    );
+    // Turning autoscaling off returns to spec.tier whatever the status says.
+    if let Some(a) = spec.autoscaling.as_mut() {
+        a.enabled = false;
+    }
+    assert_eq!(
+        effective_tier(&spec, Some(&chosen(Tier::Small))),
+        Tier::Large
+    );
+    spec.autoscaling = None;
+    assert_eq!(
+        effective_tier(&spec, Some(&chosen(Tier::Small))),
+        Tier::Large
+    );
+}
+
+#[test]
+fn a_bad_autoscaling_policy_is_refused_with_the_field() {
+    let e = refused(BrokerClusterSpec {
+        autoscaling: Some(AutoscalingSpec {
+            enabled: true,
+            scale_up_window: "soon".into(),
+            ..AutoscalingSpec::default()
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    assert_eq!(e.reason(), Reason::InvalidSpec);
+    assert!(
+        e.message().contains("autoscaling.scaleUpWindow `soon`"),
+        "{}",
+        e.message()
+    );
 }
 
 #[test]

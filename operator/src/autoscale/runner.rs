@@ -1,0 +1,401 @@
+//! The autoscaler loop (I/O). Once a second it looks at every BrokerCluster in the
+//! controller's caches; for each one with `spec.autoscaling.enabled` whose `scrapeInterval` has
+//! passed, it runs one round:
+//!
+//! 1. list the broker pods (the cluster's selector labels) and GET each one's `/metrics` at
+//!    `podIP:<container port named http>` with a short timeout, all at once;
+//! 2. rate the counters ([`Tracker`]) and append the observation to the cluster's in-memory
+//!    window (lost on restart: the window refills);
+//! 3. [`decide`];
+//! 4. patch `status.autoscaling` (and, on a change, `status.effectiveTier`) through the status
+//!    subresource, emit a `TierChanged` Event and count the decision.
+//!
+//! The changed `effectiveTier` triggers a reconcile (the controller's predicate watches it),
+//! which renders the new tier. The autoscaler never writes `spec`.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::reflector::Store;
+use kube::{Resource, ResourceExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+use super::rates::{Observation, PodScrape, Round, Tracker, secs_between};
+use super::report::{status_block, status_patch};
+use super::{Input, Policy, decide, prom};
+use crate::controller::Context;
+use crate::crd::BrokerCluster;
+use crate::error::Error;
+use crate::events;
+use crate::names::{HTTP_PORT_NAME, Names};
+use crate::status::{ConditionType, find};
+use crate::validate::effective_tier;
+
+/// Longest wait for one broker's `/metrics`.
+pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Largest `/metrics` body read.
+const MAX_BODY: u64 = 8 * 1024 * 1024;
+
+/// Why one broker could not be scraped.
+#[derive(Debug, thiserror::Error)]
+pub enum ScrapeError {
+    /// Connect, write or read failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// No answer within [`SCRAPE_TIMEOUT`].
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// Not a 200.
+    #[error("answered HTTP {0}")]
+    Status(u16),
+    /// Not a readable exposition.
+    #[error(transparent)]
+    Parse(#[from] prom::ParseError),
+}
+
+/// `GET /metrics` over HTTP/1.0 (no chunking, the server closes the connection).
+pub async fn fetch_metrics(addr: SocketAddr, timeout: Duration) -> Result<String, ScrapeError> {
+    let fut = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await?;
+        let mut raw = Vec::new();
+        s.take(MAX_BODY).read_to_end(&mut raw).await?;
+        Ok::<_, ScrapeError>(String::from_utf8_lossy(&raw).into_owned())
+    };
+    let text = tokio::time::timeout(timeout, fut)
+        .await
+        .map_err(|_| ScrapeError::Timeout(timeout))??;
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    if code != 200 {
+        return Err(ScrapeError::Status(code));
+    }
+    Ok(body.to_string())
+}
+
+/// A broker pod to scrape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Pod name.
+    pub pod: String,
+    /// Pod UID.
+    pub uid: String,
+    /// `podIP:http-port`, when the pod has an IP.
+    pub addr: Option<SocketAddr>,
+}
+
+/// The pods to scrape: every pod not being deleted, at its IP and the container port named
+/// `http` (the broker default when absent). Pure.
+pub fn targets(pods: &[Pod]) -> Vec<Target> {
+    let mut out: Vec<Target> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let port = p
+                .spec
+                .as_ref()
+                .into_iter()
+                .flat_map(|s| s.containers.iter())
+                .flat_map(|c| c.ports.iter().flatten())
+                .find(|port| port.name.as_deref() == Some(HTTP_PORT_NAME))
+                .and_then(|port| u16::try_from(port.container_port).ok())
+                .unwrap_or(starling_config::DEFAULT_HTTP_PORT);
+            let ip: Option<IpAddr> = p
+                .status
+                .as_ref()
+                .and_then(|s| s.pod_ip.as_deref())
+                .and_then(|ip| ip.parse().ok());
+            Target {
+                pod: p.name_any(),
+                uid: p.uid().unwrap_or_default(),
+                addr: ip.map(|ip| SocketAddr::new(ip, port)),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.pod.cmp(&b.pod));
+    out
+}
+
+/// The autoscaler's memory of one cluster.
+struct ClusterState {
+    uid: String,
+    tracker: Tracker,
+    window: VecDeque<Observation>,
+    next_due: tokio::time::Instant,
+    last_change: Option<Timestamp>,
+}
+
+/// Runs the loop until `shutdown` turns true.
+pub async fn run(
+    ctx: Arc<Context>,
+    stores: Vec<Store<BrokerCluster>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut states: HashMap<(String, String), ClusterState> = HashMap::new();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        let clusters: Vec<Arc<BrokerCluster>> = stores.iter().flat_map(|s| s.state()).collect();
+        let mut live = Vec::new();
+        for bc in clusters {
+            let Some(spec) = bc.spec.autoscaling.as_ref().filter(|a| a.enabled) else {
+                continue;
+            };
+            // A refused policy is reported by the reconcile (Degraded); nothing to do here.
+            let Ok(policy) = Policy::from_spec(spec) else {
+                continue;
+            };
+            let key = (bc.namespace().unwrap_or_default(), bc.name_any());
+            let uid = bc.uid().unwrap_or_default();
+            live.push(key.clone());
+            let now = tokio::time::Instant::now();
+            let state = states
+                .entry(key.clone())
+                .and_modify(|s| {
+                    if s.uid != uid {
+                        *s = ClusterState::new(&uid, now);
+                    }
+                })
+                .or_insert_with(|| ClusterState::new(&uid, now));
+            if now < state.next_due {
+                continue;
+            }
+            state.next_due = now + policy.scrape_interval;
+            if let Err(e) = round(&ctx, &bc, &policy, state).await {
+                tracing::warn!(cluster = %key.1, namespace = %key.0, error = %e, "autoscaler round failed");
+            }
+        }
+        states.retain(|k, _| live.contains(k));
+    }
+}
+
+impl ClusterState {
+    fn new(uid: &str, now: tokio::time::Instant) -> Self {
+        ClusterState {
+            uid: uid.to_string(),
+            tracker: Tracker::default(),
+            window: VecDeque::new(),
+            next_due: now,
+            last_change: None,
+        }
+    }
+}
+
+async fn scrape(target: Target) -> Result<PodScrape, (String, String)> {
+    let Some(addr) = target.addr else {
+        return Err((target.pod, "no pod IP yet".into()));
+    };
+    let at = Timestamp::now();
+    match fetch_metrics(addr, SCRAPE_TIMEOUT).await {
+        Ok(text) => match prom::parse(&text) {
+            Ok(sample) => Ok(PodScrape {
+                pod: target.pod,
+                uid: target.uid,
+                at,
+                sample,
+            }),
+            Err(e) => Err((target.pod, e.to_string())),
+        },
+        Err(e) => Err((target.pod, format!("{addr}: {e}"))),
+    }
+}
+
+async fn round(
+    ctx: &Context,
+    bc: &BrokerCluster,
+    policy: &Policy,
+    state: &mut ClusterState,
+) -> Result<(), Error> {
+    let name = bc.name_any();
+    let ns = bc
+        .namespace()
+        .ok_or(Error::MissingObjectField("metadata.namespace"))?;
+    let names = Names::new(&name);
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let listed = pods
+        .list(&ListParams::default().labels(&names.selector_string()))
+        .await
+        .map_err(|e| Error::kube("list", "Pod", &names.selector_string(), e))?;
+    let targets = targets(&listed.items);
+    let status = bc.status.as_ref();
+    let expected = targets
+        .len()
+        .max(status.map_or(0, |s| usize::try_from(s.replicas).unwrap_or(0)));
+    let results = futures::future::join_all(targets.into_iter().map(scrape)).await;
+    let now = Timestamp::now();
+    let (mut scraped, mut failed) = (Vec::new(), Vec::new());
+    for r in results {
+        match r {
+            Ok(s) => scraped.push(s),
+            Err(f) => failed.push(f),
+        }
+    }
+    let obs = state.tracker.observe(Round {
+        at: now,
+        expected,
+        scraped,
+        failed,
+    });
+    state.window.push_back(obs.clone());
+    let keep = (policy.longest_window() + policy.scrape_interval * 4).as_secs_f64();
+    while state
+        .window
+        .front()
+        .is_some_and(|o| secs_between(o.to, now) > keep)
+    {
+        state.window.pop_front();
+    }
+
+    let current = effective_tier(&bc.spec, status);
+    let ready = find(status, ConditionType::Ready).is_some_and(|c| c.status == "True");
+    let progressing = find(status, ConditionType::Progressing).is_some_and(|c| c.status == "True");
+    let rolling_out = progressing
+        || status.and_then(|s| s.tier) != Some(current)
+        || status.and_then(|s| s.observed_generation) != bc.metadata.generation;
+    let last_change = status
+        .and_then(|s| s.autoscaling.as_ref())
+        .and_then(|a| a.last_change_time.as_ref())
+        .map(|t| t.0)
+        .max(state.last_change);
+    let window: Vec<Observation> = state.window.iter().cloned().collect();
+    let decision = decide(&Input {
+        window: &window,
+        current,
+        policy,
+        tiers: &ctx.defaults.tiers,
+        last_change,
+        ready,
+        rolling_out,
+        paused: bc.spec.paused,
+        now,
+    });
+    ctx.metrics.autoscale_decision(decision.outcome());
+    let capacity = ctx.defaults.tiers.sizing(current).capacity_msgs_per_sec;
+    let block = status_block(
+        &obs,
+        &decision,
+        capacity,
+        status.and_then(|s| s.autoscaling.as_ref()),
+        now,
+    );
+    let api: Api<BrokerCluster> = Api::namespaced(ctx.client.clone(), &ns);
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&status_patch(&block, decision.target())),
+    )
+    .await
+    .map_err(|e| Error::kube("patch status", "BrokerCluster", &name, e))?;
+    tracing::debug!(cluster = %name, namespace = %ns, outcome = decision.outcome(), reason = decision.reason(), "autoscaler decision");
+    if let Some(to) = decision.target() {
+        state.last_change = Some(now);
+        tracing::info!(cluster = %name, namespace = %ns, from = %current, %to, reason = decision.reason(), "autoscaler changes the tier");
+        let planned = events::for_tier_change(decision.reason());
+        if let Err(e) = ctx
+            .recorder
+            .publish(&planned.to_event(), &bc.object_ref(&()))
+            .await
+        {
+            tracing::debug!(error = %e, "could not publish the TierChanged event");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec, PodStatus};
+    use kube::api::ObjectMeta;
+
+    fn pod(name: &str, ip: Option<&str>, port: Option<i32>, deleting: bool) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                uid: Some(format!("uid-{name}")),
+                deletion_timestamp: deleting.then_some(
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH),
+                ),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "broker".into(),
+                    ports: port.map(|p| {
+                        vec![ContainerPort {
+                            name: Some(HTTP_PORT_NAME.into()),
+                            container_port: p,
+                            ..ContainerPort::default()
+                        }]
+                    }),
+                    ..Container::default()
+                }],
+                ..PodSpec::default()
+            }),
+            status: Some(PodStatus {
+                pod_ip: ip.map(Into::into),
+                ..PodStatus::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn targets_use_the_pod_ip_and_the_http_port() {
+        let t = targets(&[
+            pod("b-1", Some("10.0.0.2"), Some(9500), false),
+            pod("b-0", Some("10.0.0.1"), None, false),
+            pod("b-2", None, Some(9400), false),
+            pod("b-3", Some("10.0.0.4"), Some(9400), true),
+        ]);
+        let addrs: Vec<(String, Option<String>)> = t
+            .iter()
+            .map(|t| (t.pod.clone(), t.addr.map(|a| a.to_string())))
+            .collect();
+        assert_eq!(
+            addrs,
+            vec![
+                ("b-0".into(), Some("10.0.0.1:9400".into())),
+                ("b-1".into(), Some("10.0.0.2:9500".into())),
+                ("b-2".into(), None),
+            ]
+        );
+        assert_eq!(t[0].uid, "uid-b-0");
+    }
+
+    #[tokio::test]
+    async fn fetches_over_http_and_refuses_errors() -> Result<(), Box<dyn std::error::Error>> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let server = tokio::spawn(async move {
+            for answer in [
+                "HTTP/1.0 200 OK\r\ncontent-type: text/plain\r\n\r\nstarling_ready 1\n",
+                "HTTP/1.0 503 Service Unavailable\r\n\r\ndraining\n",
+            ] {
+                if let Ok((mut s, _)) = listener.accept().await {
+                    let mut buf = [0u8; 1024];
+                    let _ = s.read(&mut buf).await;
+                    let _ = s.write_all(answer.as_bytes()).await;
+                }
+            }
+        });
+        let body = fetch_metrics(addr, Duration::from_secs(5)).await?;
+        assert_eq!(body, "starling_ready 1\n");
+        let err = fetch_metrics(addr, Duration::from_secs(5)).await.err();
+        assert!(matches!(err, Some(ScrapeError::Status(503))), "{err:?}");
+        server.await?;
+        Ok(())
+    }
+}
