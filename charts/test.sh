@@ -428,7 +428,7 @@ PY
     [[ "$("${K[@]}" get lease -n "$OP_NS" "$SA" -o jsonpath='{.spec.holderIdentity}')" == rbac-test ]]
   }
   pdb_gone() { ! "${K[@]}" get pdb -n "$APPS" medium-latency >/dev/null 2>&1; }
-  if until_ok 30 holds_lease; then ok "operator holds its Lease"; else bad "operator holds its Lease"; fi
+  if until_ok 30 holds_lease; then ok "operator holds its Lease"; else bad "operator holds its Lease"; sed "s/^/  operator: /" "$WORK/operator.log" | tail -20; fi
   for bc in small-balanced medium-latency; do
     objs=("statefulset/$bc" "service/$bc" "service/$bc-headless" "configmap/$bc-config" "serviceaccount/$bc-broker"
           "configmap/$bc-members" "role/$bc-broker" "rolebinding/$bc-broker" "secret/$bc-tls")
