@@ -126,6 +126,7 @@ WANT_RULES = {
     ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch"},
     ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
     ("", "secrets"): {"get", "create"},
+    ("", "pods"): {"list"},
     ("rbac.authorization.k8s.io", "roles"): {"list", "watch", "create", "patch"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"list", "watch", "create", "patch"},
     ("", "services"): {"list", "watch", "create", "patch"},

@@ -1,6 +1,7 @@
 //! The controller: watches BrokerClusters and their children and runs one reconcile per change.
 //!
-//! A reconcile is: read the observed StatefulSet → [`validate`] → [`plan_members`] (the next
+//! A reconcile is: read the observed StatefulSet → [`validate`] → the step of a tier change
+//! ([`crate::tier_change`]) → [`plan_members`] (the next
 //! step of a scale change) → create the generated TLS Secret if absent ([`ensure_tls_secret`])
 //! → [`render_sized`] → [`apply_children`] (skipped when paused or refused) →
 //! [`status::compute`] → write status if it changed → publish events. The logic worth testing
@@ -47,7 +48,8 @@ use crate::members::{MembersPlan, Observed, plan_members};
 use crate::metrics::Metrics;
 use crate::names::{MANAGED_BY_SELECTOR, Names};
 use crate::status::{self, ConditionType, StatusInput};
-use crate::validate::{ObjectIdentity, OperatorDefaults, validate};
+use crate::tier_change::{self, Stage, TierChangeInput};
+use crate::validate::{ObjectIdentity, OperatorDefaults, ValidatedCluster, validate};
 
 /// Requeue interval of a cluster that is ready or refused (nothing will change by itself).
 pub const STEADY_REQUEUE: Duration = Duration::from_secs(300);
@@ -153,8 +155,13 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         .await
         .map_err(|e| Error::kube("get", "StatefulSet", &names.statefulset, e))?;
 
-    let validated = validate(bc, id, &ctx.defaults);
     let now = Timestamp::now();
+    let mut staging = false;
+    let validated = validate(bc, id.clone(), &ctx.defaults).map(|v| {
+        let (v, staged) = stage_tier_change(bc, v, &id, before.as_ref(), &ctx.defaults, now);
+        staging = staged;
+        v
+    });
     let mut planned: Vec<Planned> = Vec::new();
     let mut observed = before.clone();
     let mut apply_error = None;
@@ -211,9 +218,83 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         None => {
             let after = requeue_after(&new_status);
             let after = members.and_then(|m| m.wait).map_or(after, |w| w.min(after));
+            let after = if staging {
+                after.min(crate::tier_change::STAGE_POLL)
+            } else {
+                after
+            };
             Ok(Action::requeue(after))
         }
     }
+}
+
+/// Applies the sequencing of a tier change ([`crate::tier_change`]) to the validated target:
+/// returns what to render now, and whether that is an intermediate step.
+fn stage_tier_change(
+    bc: &BrokerCluster,
+    v: ValidatedCluster,
+    id: &ObjectIdentity,
+    before: Option<&StatefulSet>,
+    defaults: &OperatorDefaults,
+    now: Timestamp,
+) -> (ValidatedCluster, bool) {
+    let observed = observe(before, bc.status.as_ref(), now);
+    let members = observed.members.or(observed.statefulset_replicas);
+    let settled = observed.members_changed_at.is_none_or(|t| {
+        Duration::try_from(now.duration_since(t)).unwrap_or(Duration::ZERO)
+            >= defaults.handoff_grace
+    });
+    let input = TierChangeInput {
+        target: v.tier,
+        target_replicas: v.replicas,
+        rendered: bc.status.as_ref().and_then(|s| s.tier),
+        members,
+        rolling_to_target: template_hash(before) == Some(v.config_hash.as_str())
+            && members.is_some_and(|m| {
+                status::rollout(before, m, Some(&v.config_hash)) != status::Rollout::Ready
+            }),
+        members_settled: settled,
+    };
+    match tier_change::plan(&input) {
+        Stage::Direct => (v, false),
+        Stage::RollFirst { keep_replicas } => (
+            ValidatedCluster {
+                replicas: keep_replicas,
+                ..v
+            },
+            true,
+        ),
+        Stage::GrowFirst { keep_tier } => {
+            let mut old = bc.clone();
+            old.spec.tier = keep_tier;
+            old.spec.autoscaling = None;
+            match validate(&old, id.clone(), defaults) {
+                Ok(kept) => (
+                    ValidatedCluster {
+                        replicas: v.replicas,
+                        ..kept
+                    },
+                    true,
+                ),
+                // The old tier no longer validates (e.g. the admin changed the tier table):
+                // go straight to the target.
+                Err(_) => (v, false),
+            }
+        }
+    }
+}
+
+/// The config hash on the StatefulSet's pod template.
+fn template_hash(sts: Option<&StatefulSet>) -> Option<&str> {
+    sts?.spec
+        .as_ref()?
+        .template
+        .metadata
+        .as_ref()?
+        .annotations
+        .as_ref()?
+        .get(crate::names::CONFIG_HASH_ANNOTATION)
+        .map(String::as_str)
 }
 
 /// What [`plan_members`] needs, from the StatefulSet and the stored status.

@@ -10,6 +10,7 @@
 //! - [`build`]: one pure renderer per child object (ConfigMaps, StatefulSet and pod template,
 //!   Services, PodDisruptionBudget, ServiceAccount, Role and RoleBinding) and the config hash.
 //! - [`members`]: the member list and the sequencing of scale changes. Pure.
+//! - [`tier_change`]: the order of replicas and config in a tier change. Pure.
 //! - [`tls`]: the self-signed certificate generated when `spec.tls` is unset.
 //! - [`apply`]: server-side apply of the children and deletion of unwanted ones.
 //! - [`status`]: conditions and counters from the observed StatefulSet. Pure.
@@ -45,5 +46,6 @@ pub mod names;
 pub mod quantity;
 pub mod status;
 pub mod telemetry;
+pub mod tier_change;
 pub mod tls;
 pub mod validate;

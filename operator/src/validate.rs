@@ -208,6 +208,12 @@ pub fn validate(
         if let Err(message) = crate::autoscale::Policy::from_spec(a) {
             problem(Reason::InvalidSpec, message);
         }
+        if a.enabled && spec.replicas.is_some() {
+            problem(
+                Reason::InvalidSpec,
+                crate::crd::rules::AUTOSCALING_REPLICAS_MESSAGE.to_string(),
+            );
+        }
     }
     let image = spec
         .image

@@ -533,3 +533,65 @@ async fn turning_autoscaling_off_renders_spec_tier_and_clears_the_choice() {
             .any(|w| w.get("effectiveTier").is_some_and(Value::is_null))
     );
 }
+
+fn stored_config(f: &Fake) -> String {
+    f.objects
+        .get(&format!("/api/v1{NS}configmaps/events-config"))
+        .and_then(|cm| cm["data"]["broker.yaml"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_autoscaled_growth_adds_brokers_with_the_old_config_first() {
+    use crate::crd::AutoscalingSpec;
+    let mut bc = cluster(BrokerClusterSpec {
+        tier: Tier::Small,
+        autoscaling: Some(AutoscalingSpec {
+            enabled: true,
+            ..AutoscalingSpec::default()
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    let h = Harness::new(&bc);
+    running(&h, &mut bc, 1, 600);
+    if let Some(s) = bc.status.as_mut() {
+        s.tier = Some(Tier::Small);
+        s.effective_tier = Some(Tier::Medium);
+    }
+    let action = h.reconcile(&bc).await;
+    assert!(action.is_ok(), "{action:?}");
+    h.with(|f| {
+        assert_eq!(stored_sts_replicas(f), Some(3), "medium's broker count");
+        assert_eq!(
+            stored_members(f),
+            1,
+            "members follow once the new brokers are ready"
+        );
+        let config = stored_config(f);
+        assert!(
+            config.contains("tier: small"),
+            "small's config kept:\n{config}"
+        );
+    });
+    let status: BrokerClusterStatus = h.with(|f| {
+        serde_json::from_value(f.status_writes().pop().unwrap_or_default()).unwrap_or_default()
+    });
+    assert_eq!(
+        status.tier,
+        Some(Tier::Small),
+        "the rendered tier is still small"
+    );
+
+    // Three members that settled long ago: now medium's config is rendered.
+    let h = Harness::new(&bc);
+    running(&h, &mut bc, 3, 600);
+    if let Some(s) = bc.status.as_mut() {
+        s.tier = Some(Tier::Small);
+        s.effective_tier = Some(Tier::Medium);
+    }
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| {
+        assert_eq!(stored_sts_replicas(f), Some(3));
+        assert!(stored_config(f).contains("tier: medium"));
+    });
+}

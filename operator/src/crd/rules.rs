@@ -170,7 +170,8 @@ pub fn default_scrape_interval() -> String {
     "15s".to_string()
 }
 
-/// Rules on the whole spec: storage immutability and the profile/tier-aware lane rule.
+/// Rules on the whole spec: storage immutability, the profile/tier-aware lane rule, and no
+/// `replicas` while the tier autoscaler is enabled.
 pub fn spec_rules(schema: &mut Schema) {
     push(
         schema,
@@ -179,7 +180,15 @@ pub fn spec_rules(schema: &mut Schema) {
     );
     let (rule, message) = super::config_rules::lanes_rule();
     push(schema, &rule, &message);
+    push(
+        schema,
+        "!has(self.replicas) || !has(self.autoscaling) || !has(self.autoscaling.enabled) || !self.autoscaling.enabled",
+        AUTOSCALING_REPLICAS_MESSAGE,
+    );
 }
+
+/// Why `spec.replicas` (and so `/scale` and an HPA) is refused while the tier autoscaler runs.
+pub const AUTOSCALING_REPLICAS_MESSAGE: &str = "replicas cannot be set while autoscaling.enabled is true: the tier autoscaler sizes the cluster by tier (unset replicas, or disable autoscaling to use replicas, kubectl scale or an HPA)";
 
 /// Rules on the root object: the name must fit every object name derived from it.
 pub fn add_root_rules(

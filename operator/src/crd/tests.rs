@@ -293,7 +293,7 @@ fn a_minimal_and_a_full_spec_are_admitted() {
         "image": "registry.example/starling-broker:1.0",
         "podTemplate": { "nodeSelector": { "pool": "brokers" }, "priorityClassName": "high",
                          "annotations": { "team": "messaging" } },
-        "autoscaling": { "enabled": true, "minTier": "small", "maxTier": "large" },
+        "autoscaling": { "enabled": false, "minTier": "small", "maxTier": "large" },
         "paused": false
     });
     assert_eq!(admit(full), Vec::<String>::new());
@@ -337,6 +337,11 @@ fn admission_rules_refuse_with_readable_messages() {
         json!({"autoscaling": {"scaleDownThreshold": 0}}),
         "must be a percentage above 0 and at most 100",
     );
+    assert_refused(
+        json!({"replicas": 3, "autoscaling": {"enabled": true}}),
+        "replicas cannot be set while autoscaling.enabled is true",
+    );
+    assert!(admit(json!({"replicas": 3, "autoscaling": {"enabled": false}})).is_empty());
     for bad in ["3 minutes", "1.5m", "", "90"] {
         assert_refused(
             json!({"autoscaling": {"scaleUpWindow": bad}}),

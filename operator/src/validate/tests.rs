@@ -144,7 +144,11 @@ fn several_problems_are_reported_together() {
     assert!(m.contains("replicas must be at least 1"), "{m}");
     assert!(m.contains("image must not be empty"), "{m}");
     assert!(m.contains("autoscaling.minTier (large)"), "{m}");
-    assert_eq!(e.problems.len(), 3);
+    assert!(
+        m.contains("replicas cannot be set while autoscaling.enabled"),
+        "{m}"
+    );
+    assert_eq!(e.problems.len(), 4);
 }
 
 #[test]
