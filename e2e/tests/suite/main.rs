@@ -3,6 +3,7 @@
 //! builds and imports the images, and helm-installs the operator). Each test works in its own
 //! namespace; tests run one at a time (`--test-threads=1`) because the node has two cores.
 
+mod autoscaling;
 mod bad_spec;
 mod cluster;
 mod examples;

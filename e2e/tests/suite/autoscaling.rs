@@ -1,0 +1,424 @@
+//! The tier autoscaler on the real cluster. The e2e Helm values shrink the tier capacities
+//! (small 200 msg/s, medium 2000 msg/s) and the BrokerCluster shrinks the windows, so a few
+//! hundred msg/s from `starling bench --rate` through the client Service move the cluster from
+//! small to medium within minutes, and stopping the load moves it back down. Throughout, a
+//! separate SDK publisher sends acked, numbered messages at a low rate to a subscriber, and
+//! cache keys written before the moves are read after them.
+//!
+//! With `STARLING_E2E_AUTOSCALING_RECORD=<file>` the test writes one CSV line per status poll
+//! (seconds, observed publish msg/s, utilisation, effective tier, rendered tier, ready
+//! brokers, recommendation); `e2e/plot-autoscaling.py` turns it into the plot of
+//! `docs/autoscaling.md`.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::ListParams;
+use starling_client::{ClientConfig, Trust};
+use starling_config::Tier;
+use starling_e2e::{Env, TestNamespace};
+use starling_operator::crd::{AutoscalingSpec, BrokerCluster, BrokerClusterSpec};
+use tokio::sync::Mutex;
+
+const CLUSTER: &str = "auto";
+const TOPIC: &str = "auto-acked";
+const KEYS: u32 = 20;
+/// Offered load: twice small's e2e capacity (200 msg/s), a tenth of medium's.
+const LOAD_RATE: u32 = 400;
+/// The acked probe stream: far below every threshold.
+const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+const MOVE_TIMEOUT: Duration = Duration::from_secs(600);
+
+fn cli() -> String {
+    std::env::var("STARLING_CLI")
+        .unwrap_or_else(|_| format!("{}/../target/release/starling", env!("CARGO_MANIFEST_DIR")))
+}
+
+async fn service_addr(ns: &TestNamespace) -> String {
+    let svc = ns
+        .api::<Service>()
+        .get(CLUSTER)
+        .await
+        .expect("client Service");
+    let ip = svc.spec.and_then(|s| s.cluster_ip).expect("ClusterIP");
+    format!("{ip}:7400")
+}
+
+/// Status polls, printed and optionally recorded.
+struct Recorder {
+    start: Instant,
+    file: Option<std::fs::File>,
+}
+
+impl Recorder {
+    fn new() -> Self {
+        let file = std::env::var_os("STARLING_E2E_AUTOSCALING_RECORD").map(|p| {
+            let mut f = std::fs::File::create(p).expect("record file");
+            let _ = writeln!(
+                f,
+                "seconds,publish_msgs_per_sec,utilization_percent,effective_tier,tier,ready,recommendation,phase"
+            );
+            f
+        });
+        Recorder {
+            start: Instant::now(),
+            file,
+        }
+    }
+
+    fn record(&mut self, bc: &BrokerCluster, phase: &str) {
+        let s = bc.status.clone().unwrap_or_default();
+        let a = s.autoscaling.clone().unwrap_or_default();
+        let line = format!(
+            "{:.1},{},{},{},{},{},{},{phase}",
+            self.start.elapsed().as_secs_f64(),
+            a.publish_msgs_per_sec,
+            a.utilization_percent,
+            s.effective_tier.map_or("-".into(), |t| t.to_string()),
+            s.tier.map_or("-".into(), |t| t.to_string()),
+            s.ready.unwrap_or_default(),
+            a.recommendation,
+        );
+        println!("{line}  {}", a.reason);
+        if let Some(f) = self.file.as_mut() {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}
+
+/// Polls the cluster every 5 s until `done` holds, recording each poll.
+async fn watch_until(
+    ns: &TestNamespace,
+    rec: &mut Recorder,
+    phase: &str,
+    done: impl Fn(&BrokerCluster) -> bool,
+) -> BrokerCluster {
+    let deadline = Instant::now() + MOVE_TIMEOUT;
+    loop {
+        if let Ok(bc) = ns.clusters().get(CLUSTER).await {
+            rec.record(&bc, phase);
+            if done(&bc) {
+                return bc;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{phase}: not reached within {MOVE_TIMEOUT:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
+fn settled_at(bc: &BrokerCluster, tier: Tier, brokers: i32) -> bool {
+    let Some(s) = bc.status.as_ref() else {
+        return false;
+    };
+    let ready = s
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let stable = s
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Progressing" && c.status == "False");
+    ready
+        && stable
+        && s.effective_tier == Some(tier)
+        && s.tier == Some(tier)
+        && s.ready_replicas == brokers
+        && s.members == Some(brokers)
+}
+
+/// Runs `starling bench --rate` against the client Service until stopped, restarting it when
+/// it exits (a broker restart during a move can end a run).
+fn start_load(addr: String, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u32> {
+    tokio::spawn(async move {
+        let mut runs = 0;
+        while !stop.load(Ordering::SeqCst) {
+            runs += 1;
+            let child = tokio::process::Command::new(cli())
+                .args(["bench", "--server", &addr, "--insecure", "--rate"])
+                .arg(LOAD_RATE.to_string())
+                .args(["--duration", "900s", "--warmup", "0s", "--payload", "64"])
+                .args(["--timeout", "5s", "--drain-timeout", "1s"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn();
+            let mut child = match child {
+                Ok(c) => c,
+                Err(e) => panic!(
+                    "cannot run {} (cargo build --release -p starling-cli): {e}",
+                    cli()
+                ),
+            };
+            loop {
+                if stop.load(Ordering::SeqCst) {
+                    let _ = child.kill().await;
+                    return runs;
+                }
+                match tokio::time::timeout(Duration::from_secs(1), child.wait()).await {
+                    Ok(_) => break,
+                    Err(_) => continue,
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        runs
+    })
+}
+
+/// What the acked probe saw.
+#[derive(Default)]
+struct Probe {
+    acked: BTreeSet<u64>,
+    failed: u64,
+    received: BTreeSet<u64>,
+}
+
+async fn connect(addr: &str) -> starling_client::Client {
+    loop {
+        match starling_client::Client::connect(ClientConfig::new(addr, Trust::Insecure)).await {
+            Ok(c) => return c,
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+}
+
+/// Publishes numbered acked messages every [`PROBE_INTERVAL`] until stopped; an unacked
+/// publish is counted and never retried under the same number.
+fn start_probe_publisher(
+    addr: String,
+    probe: Arc<Mutex<Probe>>,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut client = connect(&addr).await;
+        let mut seq = 0u64;
+        let mut errors_in_a_row = 0;
+        while !stop.load(Ordering::SeqCst) {
+            seq += 1;
+            let sent = tokio::time::timeout(
+                Duration::from_secs(5),
+                client.publish_acked(TOPIC, seq.to_string().into_bytes()),
+            )
+            .await;
+            let mut p = probe.lock().await;
+            if matches!(sent, Ok(Ok(()))) {
+                p.acked.insert(seq);
+                errors_in_a_row = 0;
+            } else {
+                p.failed += 1;
+                errors_in_a_row += 1;
+            }
+            drop(p);
+            if errors_in_a_row >= 3 {
+                client.close().await;
+                client = connect(&addr).await;
+                errors_in_a_row = 0;
+            }
+            tokio::time::sleep(PROBE_INTERVAL).await;
+        }
+        client.close().await;
+    })
+}
+
+/// Subscribes and records every probe number received, resubscribing when the stream ends.
+fn start_probe_subscriber(
+    addr: String,
+    probe: Arc<Mutex<Probe>>,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<u32> {
+    tokio::spawn(async move {
+        let mut subscriptions = 0;
+        while !stop.load(Ordering::SeqCst) {
+            let client = connect(&addr).await;
+            let Ok(mut sub) = client.subscribe(TOPIC).await else {
+                client.close().await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            };
+            subscriptions += 1;
+            loop {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                match tokio::time::timeout(Duration::from_secs(1), sub.next_event()).await {
+                    Err(_) => continue,
+                    Ok(Some(Ok(ev))) => {
+                        if let Some(n) = std::str::from_utf8(&ev.payload)
+                            .ok()
+                            .and_then(|s| s.parse::<u64>().ok())
+                        {
+                            probe.lock().await.received.insert(n);
+                        }
+                    }
+                    Ok(_) => break,
+                }
+            }
+            client.close().await;
+        }
+        subscriptions
+    })
+}
+
+async fn tier_events(ns: &TestNamespace) -> Vec<String> {
+    let events = ns
+        .api::<Event>()
+        .list(&ListParams::default())
+        .await
+        .expect("events");
+    events
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("TierChanged"))
+        .filter_map(|e| e.note)
+        .collect()
+}
+
+#[tokio::test]
+async fn autoscaling_moves_small_to_medium_and_back() {
+    let env = Env::new().await.expect("e2e environment");
+    let ns = env.namespace("autoscale").await.expect("namespace");
+    ns.create_cluster(
+        CLUSTER,
+        BrokerClusterSpec {
+            tier: Tier::Small,
+            autoscaling: Some(AutoscalingSpec {
+                enabled: true,
+                min_tier: Tier::Small,
+                max_tier: Tier::Medium,
+                scale_up_threshold: 80,
+                scale_up_window: "30s".into(),
+                scale_down_threshold: 50,
+                scale_down_window: "45s".into(),
+                cooldown: "30s".into(),
+                scrape_interval: "5s".into(),
+            }),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("create");
+    ns.wait_ready(CLUSTER).await.expect("Ready");
+    let addr = service_addr(&ns).await;
+    let mut rec = Recorder::new();
+
+    // Cache keys written before any move.
+    let writer = ns.client(CLUSTER).await.expect("client");
+    for i in 0..KEYS {
+        writer
+            .cache_put(
+                format!("auto-key-{i}"),
+                format!("value-{i}"),
+                Some(Duration::from_secs(3600)),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("put {i}: {e}"));
+    }
+    writer.close().await;
+
+    // The acked probe runs through both moves.
+    let probe = Arc::new(Mutex::new(Probe::default()));
+    let probe_stop = Arc::new(AtomicBool::new(false));
+    let subscriber = start_probe_subscriber(addr.clone(), probe.clone(), probe_stop.clone());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let publisher = start_probe_publisher(addr.clone(), probe.clone(), probe_stop.clone());
+
+    // Low load: the autoscaler observes and stays small.
+    watch_until(&ns, &mut rec, "idle", |bc| {
+        bc.status
+            .as_ref()
+            .and_then(|s| s.autoscaling.as_ref())
+            .is_some_and(|a| a.recommendation == "Stay" && a.pods_scraped == 1)
+    })
+    .await;
+
+    // Load above 80% of small's capacity: small → medium.
+    let load_stop = Arc::new(AtomicBool::new(false));
+    let load = start_load(addr.clone(), load_stop.clone());
+    let up = watch_until(&ns, &mut rec, "load", |bc| settled_at(bc, Tier::Medium, 3)).await;
+    let a = up
+        .status
+        .and_then(|s| s.autoscaling)
+        .expect("status.autoscaling");
+    let reason = a.last_change_reason.clone().unwrap_or_default();
+    assert!(
+        reason.starts_with("tier small→medium: publish ")
+            && reason.contains("> 80% of 200 for 30s"),
+        "{reason}"
+    );
+    assert!(a.last_change_time.is_some());
+    let events = tier_events(&ns).await;
+    assert!(
+        events.iter().any(|n| n.starts_with("tier small→medium")),
+        "TierChanged event: {events:?}"
+    );
+    assert_eq!(ns.broker_pods(CLUSTER).await.expect("pods").len(), 3);
+
+    // Stop the load: medium → small (the probe's 10 msg/s is below 50% of 200).
+    load_stop.store(true, Ordering::SeqCst);
+    let bench_runs = load.await.expect("load task");
+    let down = watch_until(&ns, &mut rec, "quiet", |bc| settled_at(bc, Tier::Small, 1)).await;
+    let reason = down
+        .status
+        .and_then(|s| s.autoscaling)
+        .and_then(|a| a.last_change_reason)
+        .unwrap_or_default();
+    assert!(
+        reason.starts_with("tier medium→small: publish "),
+        "{reason}"
+    );
+    let events = tier_events(&ns).await;
+    assert!(
+        events.iter().any(|n| n.starts_with("tier medium→small")),
+        "TierChanged event: {events:?}"
+    );
+    let pods = ns.broker_pods(CLUSTER).await.expect("pods");
+    assert_eq!(pods.len(), 1, "{pods:?}");
+
+    // The probe: a few more seconds for the last deliveries, then compare.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    probe_stop.store(true, Ordering::SeqCst);
+    publisher.await.expect("publisher");
+    let subscriptions = subscriber.await.expect("subscriber");
+    let p = probe.lock().await;
+    let lost: Vec<u64> = p.acked.difference(&p.received).copied().collect();
+    println!(
+        "probe: {} acked, {} unacked (failed, never retried), {} received, {} acked but lost {:?}; {} subscriptions; {} bench runs",
+        p.acked.len(),
+        p.failed,
+        p.received.len(),
+        lost.len(),
+        lost,
+        subscriptions,
+        bench_runs
+    );
+    assert!(p.acked.len() > 100, "the probe published through the moves");
+    assert!(
+        lost.is_empty(),
+        "acked messages lost across the moves: {lost:?}"
+    );
+
+    // Cache keys written before both moves are still there.
+    let reader = ns.client(CLUSTER).await.expect("client");
+    for i in 0..KEYS {
+        let got = reader
+            .cache_get(format!("auto-key-{i}"))
+            .await
+            .unwrap_or_else(|e| panic!("get {i}: {e}"));
+        assert_eq!(
+            got.as_deref(),
+            Some(format!("value-{i}").as_bytes()),
+            "auto-key-{i}"
+        );
+    }
+    reader.close().await;
+    ns.delete().await;
+}
