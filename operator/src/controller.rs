@@ -249,9 +249,14 @@ fn stage_tier_change(
         target_replicas: v.replicas,
         rendered: bc.status.as_ref().and_then(|s| s.tier),
         members,
+        // Brokers still run an older config. Pods that are merely not ready (e.g. Pending)
+        // do not count: a scale-down must stay possible for a cluster that cannot start.
         rolling_to_target: template_hash(before) == Some(v.config_hash.as_str())
             && members.is_some_and(|m| {
-                status::rollout(before, m, Some(&v.config_hash)) != status::Rollout::Ready
+                matches!(
+                    status::rollout(before, m, Some(&v.config_hash)),
+                    status::Rollout::RollingOut | status::Rollout::Pending
+                )
             }),
         members_settled: settled,
     };

@@ -35,8 +35,8 @@ pub struct TierChangeInput {
     /// The current member count (`status.members`, else the StatefulSet's size), `None`
     /// before the StatefulSet exists.
     pub members: Option<i32>,
-    /// The StatefulSet already carries the target's config but not every broker runs it and
-    /// is ready yet.
+    /// The StatefulSet already carries the target's config but some brokers still run an
+    /// older one (pods that are only not ready do not count).
     pub rolling_to_target: bool,
     /// The hand-off grace has passed since the last member change.
     pub members_settled: bool,

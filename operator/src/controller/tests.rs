@@ -595,3 +595,35 @@ async fn an_autoscaled_growth_adds_brokers_with_the_old_config_first() {
         assert!(stored_config(f).contains("tier: medium"));
     });
 }
+
+#[tokio::test]
+async fn a_scale_down_of_pods_that_never_got_ready_is_not_held() {
+    // The chart test's case: brokers Pending on a small node, the spec lowers replicas. The
+    // StatefulSet runs the current config (no rollout), so members drop at once.
+    let mut bc = cluster(BrokerClusterSpec {
+        tier: Tier::Medium,
+        replicas: Some(1),
+        ..BrokerClusterSpec::default()
+    });
+    let h = Harness::new(&bc);
+    running(&h, &mut bc, 3, 600);
+    let hash = {
+        let id = ObjectIdentity::of(&bc).unwrap_or_else(|e| panic!("{e}"));
+        validate(&bc, id, &h.ctx.defaults)
+            .map(|v| v.config_hash)
+            .unwrap_or_default()
+    };
+    h.with(|f| {
+        let sts = f
+            .objects
+            .get_mut(&format!("/apis/apps/v1{NS}statefulsets/events"))
+            .unwrap_or_else(|| panic!("sts"));
+        sts["spec"]["template"] =
+            json!({"metadata": {"annotations": {"starling.dev/config-hash": hash}}});
+        sts["status"] = json!({"replicas": 3, "readyReplicas": 0, "updatedReplicas": 3,
+                               "currentRevision": "r1", "updateRevision": "r1",
+                               "observedGeneration": 1});
+    });
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| assert_eq!(stored_members(f), 1, "members drop at once"));
+}
