@@ -32,7 +32,7 @@ python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet pyyaml
 if [[ "${STARLING_SKIP_CHART_TEST:-0}" != 1 ]]; then
   # Chart checks against this API server before the real install: lint, schema refusals,
   # server-side dry runs, and the operator running under exactly the chart's permissions.
-  STARLING_REQUIRE_CLUSTER=1 STARLING_OPERATOR_BIN="$REPO_ROOT/target/release/starling-operator" \
+  STARLING_REQUIRE_CLUSTER=1 STARLING_OPERATOR_BIN="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/starling-operator" \
     "$REPO_ROOT/charts/test.sh" "$KUBECONFIG"
 fi
 log "applying the CRD (server-side, so upgrades apply too)"
