@@ -83,6 +83,14 @@ fn key_of(frame: &Frame) -> Option<&Bytes> {
 }
 
 async fn answer(ctx: &Ctx, role: Role, frame: Frame) -> Frame {
+    if let Frame::CachePut(p) = &frame
+        && ctx.health.phase() == crate::health::Phase::Draining
+    {
+        // What is written now would leave with this process (its entries are being handed
+        // off), so refuse it rather than lose it.
+        let msg = "broker is draining; write again in a moment".to_string();
+        return error(ctx, p.request_id, ErrorCode::Unavailable, msg);
+    }
     let route = key_of(&frame).map(|k| ctx.cluster.route(Kind::CacheKey, k));
     match (route, role) {
         (Some(Route::Peer(owner)), Role::Plain) => return forward(ctx, owner, frame).await,

@@ -106,12 +106,23 @@ impl TestCluster {
             drain_timeout_ms: Some(3_000),
             ..ConfigOverrides::default()
         };
-        Broker::new(compose(Profile::Balanced, None, &o))
-            .expect("valid config")
-            .with_server_id(id)
-            .start()
-            .await
-            .expect("broker starts")
+        // A restarted member takes its predecessor's port, which the OS may not have released
+        // yet (in Kubernetes a new pod has a new network namespace).
+        let deadline = Instant::now() + SOON;
+        loop {
+            let started = Broker::new(compose(Profile::Balanced, None, &o))
+                .expect("valid config")
+                .with_server_id(id)
+                .start()
+                .await;
+            match started {
+                Ok(b) => return b,
+                Err(starling_broker::BrokerError::Bind { .. }) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("broker {id} starts: {e}"),
+            }
+        }
     }
 
     /// Starts broker `id` (not yet in the members file unless written so).
