@@ -308,6 +308,21 @@ async fn autoscaling_moves_small_to_medium_and_back() {
     .expect("create");
     ns.wait_ready(CLUSTER).await.expect("Ready");
     let addr = service_addr(&ns).await;
+
+    // `kubectl scale` (the /scale subresource) cannot fight the tier autoscaler.
+    let scaled = ns
+        .clusters()
+        .patch_scale(
+            CLUSTER,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"replicas": 3}})),
+        )
+        .await;
+    let refusal = scaled.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        refusal.contains("replicas cannot be set while autoscaling.enabled is true"),
+        "a /scale write is refused while autoscaling is enabled: {refusal:?}"
+    );
     let mut rec = Recorder::new();
 
     // Cache keys written before any move.
