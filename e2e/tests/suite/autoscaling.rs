@@ -35,9 +35,16 @@ const LOAD_RATE: u32 = 400;
 const PROBE_INTERVAL: Duration = Duration::from_millis(100);
 const MOVE_TIMEOUT: Duration = Duration::from_secs(600);
 
-fn cli() -> String {
-    std::env::var("STARLING_CLI")
-        .unwrap_or_else(|_| format!("{}/../target/release/starling", env!("CARGO_MANIFEST_DIR")))
+/// The `starling` CLI: `STARLING_CLI`, else `release/starling` in the cargo target directory
+/// (`CARGO_TARGET_DIR` when set, as a shared target directory is).
+fn cli() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("STARLING_CLI") {
+        return p.into();
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join("release/starling")
 }
 
 async fn service_addr(ns: &TestNamespace) -> String {
@@ -153,19 +160,25 @@ fn start_load(addr: String, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u3
                 .spawn();
             let mut child = match child {
                 Ok(c) => c,
-                Err(e) => panic!(
-                    "cannot run {} (cargo build --release -p starling-cli): {e}",
-                    cli()
-                ),
+                Err(e) => {
+                    println!("cannot run {}: {e}", cli().display());
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
             };
+            let started = Instant::now();
             loop {
                 if stop.load(Ordering::SeqCst) {
                     let _ = child.kill().await;
                     return runs;
                 }
-                match tokio::time::timeout(Duration::from_secs(1), child.wait()).await {
-                    Ok(_) => break,
-                    Err(_) => continue,
+                if let Ok(status) = tokio::time::timeout(Duration::from_secs(1), child.wait()).await
+                {
+                    println!(
+                        "bench run {runs} ended after {:.0?}: {status:?}",
+                        started.elapsed()
+                    );
+                    break;
                 }
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -285,6 +298,11 @@ async fn tier_events(ns: &TestNamespace) -> Vec<String> {
 #[tokio::test]
 async fn autoscaling_moves_small_to_medium_and_back() {
     let env = Env::new().await.expect("e2e environment");
+    assert!(
+        cli().is_file(),
+        "the load generator {} is missing: cargo build --release -p starling-cli",
+        cli().display()
+    );
     let ns = env.namespace("autoscale").await.expect("namespace");
     ns.create_cluster(
         CLUSTER,
