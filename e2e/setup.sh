@@ -3,7 +3,8 @@
 #   1. the tools (Debian packages, Kubernetes binaries, helm; cached after the first run),
 #   2. a local single-node cluster (skipped with STARLING_USE_EXISTING_CLUSTER=1 and KUBECONFIG),
 #   3. the broker and operator images, built docker-less and imported into the node,
-#   4. the CRD and the operator, helm-installed into starling-system with e2e/values-e2e.yaml.
+#   4. the CRD and the operator, helm-installed into starling-system with e2e/values-e2e.yaml,
+#   5. the `starling` CLI (release), which the autoscaling test drives load with.
 # Writes $STARLING_E2E_DIR/e2e.env with KUBECONFIG and the image refs for the next steps.
 source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
 cd "$REPO_ROOT"
@@ -44,8 +45,12 @@ log "installing the operator with helm ($OPERATOR_IMAGE, brokers $BROKER_IMAGE)"
   --set image.repository="${OPERATOR_IMAGE%:*}" --set image.tag="${OPERATOR_IMAGE##*:}" \
   --set brokerImage="$BROKER_IMAGE" \
   --wait --timeout 5m
+log "cargo build --release -p starling-cli (load generator of the autoscaling test)"
+cargo build --release -q -p starling-cli || die "building the starling CLI failed"
+STARLING_CLI="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/starling"
 cat > "$STATE_DIR/e2e.env" <<ENV
 export KUBECONFIG=$KUBECONFIG
+export STARLING_CLI=$STARLING_CLI
 export STARLING_E2E_BROKER_IMAGE=$BROKER_IMAGE
 export STARLING_E2E_OPERATOR_IMAGE=$OPERATOR_IMAGE
 export STARLING_E2E_OPERATOR_NAMESPACE=starling-system
