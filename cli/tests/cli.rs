@@ -1,6 +1,7 @@
 //! Smoke tests of the `starling` binary against an in-process broker:
 //! exit codes, one-line errors, pub/sub through stdin and stdout, and cache.
 
+#[path = "../../client/tests/common/mod.rs"]
 mod common;
 
 use std::process::Stdio;
