@@ -153,13 +153,20 @@ pub fn for_rejection(previous: Option<&BrokerClusterStatus>, err: &SpecError) ->
     })
 }
 
-/// The event of an autoscaler tier change; `reason` is the decision's, e.g.
-/// `tier small→medium: publish 9.1k msg/s > 80% of 10k for 3m`.
-pub fn for_tier_change(reason: &str) -> Planned {
+/// The event of an autoscaler tier change to `to`; `reason` is the decision's, e.g.
+/// `tier small→medium: publish 9.1k msg/s > 80% of 10k for 3m`. The action names the target
+/// tier: the event recorder folds events with the same reason and action into one series
+/// (keeping the first note), so moves to different tiers stay separate events.
+pub fn for_tier_change(to: starling_config::Tier, reason: &str) -> Planned {
+    use starling_config::Tier;
     Planned {
         warning: false,
         reason: "TierChanged",
-        action: "Autoscale",
+        action: match to {
+            Tier::Small => "ScaleToSmall",
+            Tier::Medium => "ScaleToMedium",
+            Tier::Large => "ScaleToLarge",
+        },
         note: reason.to_string(),
     }
 }

@@ -204,7 +204,11 @@ fn sustained(
         return Sustained::Incomplete("no observations yet".into());
     };
     if let Some(o) = in_window.iter().find(|o| !o.complete()) {
-        let why = o.missing.first().cloned().unwrap_or_default();
+        let why = match o.missing.first() {
+            Some(m) => m.clone(),
+            None if o.pods_expected == 0 => "no broker pods found".to_string(),
+            None => "pods not rated".to_string(),
+        };
         return Sustained::Incomplete(format!(
             "{}/{} pods rated at {} ({why})",
             o.pods_rated, o.pods_expected, o.to
@@ -342,7 +346,25 @@ pub fn decide(input: &Input<'_>) -> Decision {
             return Decision::Hold(HoldReason::IncompleteData, why.clone());
         }
     }
-    let bound = if down_target.is_none() && current.down().is_some() {
+    let bound = if latest > up_limit && current.up().is_some_and(|t| t <= p.max_tier) {
+        format!(
+            "; above {}%, not yet for {}",
+            p.scale_up_threshold,
+            fmt_duration(p.scale_up_window)
+        )
+    } else if let Some((lower, lower_cap, _)) = &down {
+        let limit = lower_cap * f64::from(p.scale_down_threshold) / 100.0;
+        if latest < limit {
+            format!(
+                "; below {}% of {} ({lower}), not yet for {}",
+                p.scale_down_threshold,
+                human(*lower_cap),
+                fmt_duration(p.scale_down_window)
+            )
+        } else {
+            String::new()
+        }
+    } else if current.down().is_some() {
         format!("; {current} is the minTier")
     } else {
         String::new()

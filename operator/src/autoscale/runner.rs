@@ -303,7 +303,7 @@ async fn round(
     if let Some(to) = decision.target() {
         state.last_change = Some(now);
         tracing::info!(cluster = %name, namespace = %ns, from = %current, %to, reason = decision.reason(), "autoscaler changes the tier");
-        let planned = events::for_tier_change(decision.reason());
+        let planned = events::for_tier_change(to, decision.reason());
         if let Err(e) = ctx
             .recorder
             .publish(&planned.to_event(), &bc.object_ref(&()))

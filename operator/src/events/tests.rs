@@ -112,3 +112,17 @@ fn every_emitted_reason_is_documented() {
     }
     assert!(documented.contains(&"SpecRejected"));
 }
+
+#[test]
+fn tier_changes_to_different_tiers_are_separate_event_series() {
+    use starling_config::Tier;
+    let up = for_tier_change(Tier::Medium, "tier small→medium: x");
+    let down = for_tier_change(Tier::Small, "tier medium→small: y");
+    assert_eq!((up.reason, down.reason), ("TierChanged", "TierChanged"));
+    assert_ne!(
+        up.action, down.action,
+        "the recorder keys series by reason and action"
+    );
+    assert_eq!(up.to_event().note.as_deref(), Some("tier small→medium: x"));
+    assert!(!up.warning);
+}

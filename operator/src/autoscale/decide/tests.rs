@@ -139,6 +139,29 @@ fn load_between_the_thresholds_stays() {
         Decision::Stay(why) => assert_eq!(why, "publish 30k msg/s is 30% of 100k (medium)"),
         d => panic!("{d:?}"),
     }
+    // Above the mark but not for the whole window yet: it says so.
+    let c = Case::new(
+        Tier::Small,
+        series(0, 600, |t| if t > 500 { 9_000.0 } else { 1_000.0 }),
+    );
+    match c.at(600) {
+        Decision::Stay(why) => assert_eq!(
+            why,
+            "publish 9k msg/s is 90% of 10k (small); above 80%, not yet for 3m"
+        ),
+        d => panic!("{d:?}"),
+    }
+    let c = Case::new(
+        Tier::Medium,
+        series(0, 600, |t| if t > 500 { 1_000.0 } else { 30_000.0 }),
+    );
+    match c.at(600) {
+        Decision::Stay(why) => assert_eq!(
+            why,
+            "publish 1k msg/s is 1% of 100k (medium); below 50% of 10k (small), not yet for 15m"
+        ),
+        d => panic!("{d:?}"),
+    }
 }
 
 #[test]
