@@ -49,6 +49,12 @@ def main():
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
            f'<rect width="{W}" height="{H}" fill="white"/>',
            f'<text x="{W/2}" y="20" text-anchor="middle" font-size="15">Tier autoscaling, e2e run: publish load vs tier</text>']
+    # The interval in which the bench load ran (the test's "load" phase).
+    on = [a for a, r in zip(t, rows) if r.get("phase") == "load"]
+    if on:
+        x0, x1 = x(min(on)), x(max(on))
+        svg.append(f'<rect x="{x0:.1f}" y="{top[0]}" width="{x1-x0:.1f}" height="{bot[1]-top[0]}" fill="#fdf3e1"/>')
+        svg.append(f'<text x="{(x0+x1)/2:.1f}" y="{top[0]+14}" text-anchor="middle" fill="#a60">bench load running</text>')
     # Axes.
     for (y0, y1) in (top, bot):
         svg.append(f'<line x1="{L}" y1="{y1}" x2="{W-R}" y2="{y1}" stroke="black"/>')
