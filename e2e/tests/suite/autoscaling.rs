@@ -3,7 +3,9 @@
 //! hundred msg/s from `starling bench --rate` through the client Service move the cluster from
 //! small to medium within minutes, and stopping the load moves it back down. Throughout, a
 //! separate SDK publisher sends acked, numbered messages at a low rate to a subscriber, and
-//! cache keys written before the moves are read after them.
+//! cache keys written before the moves are read after them. Every message acked while no move
+//! is in progress must arrive; the loss during the moves (the brokers' at-most-once window
+//! while topics change owner) is measured and printed, not asserted.
 //!
 //! With `STARLING_E2E_AUTOSCALING_RECORD=<file>` the test writes one CSV line per status poll
 //! (seconds, observed publish msg/s, utilisation, effective tier, rendered tier, ready
@@ -99,19 +101,35 @@ impl Recorder {
     }
 }
 
-/// Polls the cluster every 5 s until `done` holds, recording each poll.
+/// Polls the cluster every 5 s until `done` holds, recording each poll. Returns the cluster
+/// and the probe's last number sent at the last poll before `status.effectiveTier` left
+/// `from` (the start of the move, to within one poll), or at the end when it never left.
 async fn watch_until(
     ns: &TestNamespace,
     rec: &mut Recorder,
     phase: &str,
+    probe: &Mutex<Probe>,
+    from: Tier,
     done: impl Fn(&BrokerCluster) -> bool,
-) -> BrokerCluster {
+) -> (BrokerCluster, u64) {
     let deadline = Instant::now() + MOVE_TIMEOUT;
+    let mut before_move = probe.lock().await.sent;
+    let mut moved = false;
     loop {
+        let sent = probe.lock().await.sent;
         if let Ok(bc) = ns.clusters().get(CLUSTER).await {
             rec.record(&bc, phase);
+            let chosen = bc
+                .status
+                .as_ref()
+                .and_then(|s| s.effective_tier)
+                .unwrap_or(from);
+            moved |= chosen != from;
+            if !moved {
+                before_move = sent;
+            }
             if done(&bc) {
-                return bc;
+                return (bc, before_move);
             }
         }
         assert!(
@@ -190,6 +208,8 @@ fn start_load(addr: String, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u3
 /// What the acked probe saw.
 #[derive(Default)]
 struct Probe {
+    /// The last number sent.
+    sent: u64,
     acked: BTreeSet<u64>,
     failed: u64,
     received: BTreeSet<u64>,
@@ -223,6 +243,7 @@ fn start_probe_publisher(
             )
             .await;
             let mut p = probe.lock().await;
+            p.sent = seq;
             if matches!(sent, Ok(Ok(()))) {
                 p.acked.insert(seq);
                 errors_in_a_row = 0;
@@ -365,7 +386,7 @@ async fn autoscaling_moves_small_to_medium_and_back() {
     let publisher = start_probe_publisher(addr.clone(), probe.clone(), probe_stop.clone());
 
     // Low load: the autoscaler observes and stays small.
-    watch_until(&ns, &mut rec, "idle", |bc| {
+    watch_until(&ns, &mut rec, "idle", &probe, Tier::Small, |bc| {
         bc.status
             .as_ref()
             .and_then(|s| s.autoscaling.as_ref())
@@ -376,7 +397,11 @@ async fn autoscaling_moves_small_to_medium_and_back() {
     // Load above 80% of small's capacity: small → medium.
     let load_stop = Arc::new(AtomicBool::new(false));
     let load = start_load(addr.clone(), load_stop.clone());
-    let up = watch_until(&ns, &mut rec, "load", |bc| settled_at(bc, Tier::Medium, 3)).await;
+    let (up, up_started) = watch_until(&ns, &mut rec, "load", &probe, Tier::Small, |bc| {
+        settled_at(bc, Tier::Medium, 3)
+    })
+    .await;
+    let up_settled = probe.lock().await.sent;
     let a = up
         .status
         .and_then(|s| s.autoscaling)
@@ -398,7 +423,11 @@ async fn autoscaling_moves_small_to_medium_and_back() {
     // Stop the load: medium → small (the probe's 10 msg/s is below 50% of 200).
     load_stop.store(true, Ordering::SeqCst);
     let bench_runs = load.await.expect("load task");
-    let down = watch_until(&ns, &mut rec, "quiet", |bc| settled_at(bc, Tier::Small, 1)).await;
+    let (down, down_started) = watch_until(&ns, &mut rec, "quiet", &probe, Tier::Medium, |bc| {
+        settled_at(bc, Tier::Small, 1)
+    })
+    .await;
+    let down_settled = probe.lock().await.sent;
     let reason = down
         .status
         .and_then(|s| s.autoscaling)
@@ -416,29 +445,6 @@ async fn autoscaling_moves_small_to_medium_and_back() {
     let pods = ns.broker_pods(CLUSTER).await.expect("pods");
     assert_eq!(pods.len(), 1, "{pods:?}");
 
-    // The probe: a few more seconds for the last deliveries, then compare.
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    probe_stop.store(true, Ordering::SeqCst);
-    publisher.await.expect("publisher");
-    let subscriptions = subscriber.await.expect("subscriber");
-    let p = probe.lock().await;
-    let lost: Vec<u64> = p.acked.difference(&p.received).copied().collect();
-    println!(
-        "probe: {} acked, {} unacked (failed, never retried), {} received, {} acked but lost {:?}; {} subscriptions; {} bench runs",
-        p.acked.len(),
-        p.failed,
-        p.received.len(),
-        lost.len(),
-        lost,
-        subscriptions,
-        bench_runs
-    );
-    assert!(p.acked.len() > 100, "the probe published through the moves");
-    assert!(
-        lost.is_empty(),
-        "acked messages lost across the moves: {lost:?}"
-    );
-
     // Cache keys written before both moves are still there.
     let reader = ns.client(CLUSTER).await.expect("client");
     for i in 0..KEYS {
@@ -453,5 +459,41 @@ async fn autoscaling_moves_small_to_medium_and_back() {
         );
     }
     reader.close().await;
+    // The probe: a few more seconds for the last deliveries, then compare. Messages acked
+    // while the cluster was steady (before a move started, to within one 5 s poll, and after
+    // it settled) must all arrive. During the moves the brokers' documented at-most-once
+    // window applies (docs/architecture.md, "Guarantees in a cluster"): the loss there is
+    // measured and printed.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    probe_stop.store(true, Ordering::SeqCst);
+    publisher.await.expect("publisher");
+    let subscriptions = subscriber.await.expect("subscriber");
+    let p = probe.lock().await;
+    let lost: Vec<u64> = p.acked.difference(&p.received).copied().collect();
+    let moving = |n: u64| {
+        (up_started..=up_settled).contains(&n) || (down_started..=down_settled).contains(&n)
+    };
+    let (lost_moving, lost_steady): (Vec<u64>, Vec<u64>) = lost.iter().partition(|n| moving(**n));
+    let acked_moving = p.acked.iter().filter(|n| moving(**n)).count();
+    println!(
+        "probe: {} acked ({} during the moves: #{up_started}..#{up_settled} and #{down_started}..#{down_settled}), {} unacked (never retried), {} received; lost while steady: {} {:?}; lost during the moves: {} of {} ({:.1}%) {:?}; {} subscriptions; {} bench runs",
+        p.acked.len(),
+        acked_moving,
+        p.failed,
+        p.received.len(),
+        lost_steady.len(),
+        lost_steady,
+        lost_moving.len(),
+        acked_moving,
+        100.0 * lost_moving.len() as f64 / acked_moving.max(1) as f64,
+        lost_moving,
+        subscriptions,
+        bench_runs
+    );
+    assert!(p.acked.len() > 100, "the probe published through the moves");
+    assert!(
+        lost_steady.is_empty(),
+        "acked messages lost while no move was in progress: {lost_steady:?}"
+    );
     ns.delete().await;
 }
