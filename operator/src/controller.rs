@@ -249,14 +249,15 @@ fn stage_tier_change(
         target_replicas: v.replicas,
         rendered: bc.status.as_ref().and_then(|s| s.tier),
         members,
-        // Brokers still run an older config. Pods that are merely not ready (e.g. Pending)
-        // do not count: a scale-down must stay possible for a cluster that cannot start.
+        // Brokers still run an older config, or the last replaced one is not ready yet (the
+        // StatefulSet reports the roll finished as soon as the last pod is recreated). A
+        // cluster without any ready broker has nothing to hand off: its scale-down is not
+        // held (e.g. brokers Pending on a too small node).
         rolling_to_target: template_hash(before) == Some(v.config_hash.as_str())
-            && members.is_some_and(|m| {
-                matches!(
-                    status::rollout(before, m, Some(&v.config_hash)),
-                    status::Rollout::RollingOut | status::Rollout::Pending
-                )
+            && members.is_some_and(|m| match status::rollout(before, m, Some(&v.config_hash)) {
+                status::Rollout::RollingOut | status::Rollout::Pending => true,
+                status::Rollout::NotReady => observed.ready_replicas > 0,
+                _ => false,
             }),
         members_settled: settled,
     };

@@ -36,7 +36,8 @@ pub struct TierChangeInput {
     /// before the StatefulSet exists.
     pub members: Option<i32>,
     /// The StatefulSet already carries the target's config but some brokers still run an
-    /// older one (pods that are only not ready do not count).
+    /// older one or are not ready again yet (a cluster with no ready broker at all does not
+    /// count: it has nothing to hand off).
     pub rolling_to_target: bool,
     /// The hand-off grace has passed since the last member change.
     pub members_settled: bool,

@@ -627,3 +627,50 @@ async fn a_scale_down_of_pods_that_never_got_ready_is_not_held() {
     assert!(h.reconcile(&bc).await.is_ok());
     h.with(|f| assert_eq!(stored_members(f), 1, "members drop at once"));
 }
+
+#[tokio::test]
+async fn a_shrink_waits_until_the_last_rolled_broker_is_ready_again() {
+    // medium → small rolled small's config on 3 brokers; the StatefulSet reports every pod
+    // updated (revisions equal) but the last one recreated is not ready yet: members stay 3.
+    let mut bc = cluster(BrokerClusterSpec {
+        tier: Tier::Medium,
+        replicas: Some(1),
+        ..BrokerClusterSpec::default()
+    });
+    let h = Harness::new(&bc);
+    running(&h, &mut bc, 3, 600);
+    let hash = {
+        let id = ObjectIdentity::of(&bc).unwrap_or_else(|e| panic!("{e}"));
+        validate(&bc, id, &h.ctx.defaults)
+            .map(|v| v.config_hash)
+            .unwrap_or_default()
+    };
+    let set_ready = |h: &Harness, ready: i32| {
+        let hash = hash.clone();
+        h.with(|f| {
+            let sts = f
+                .objects
+                .get_mut(&format!("/apis/apps/v1{NS}statefulsets/events"))
+                .unwrap_or_else(|| panic!("sts"));
+            sts["spec"]["template"] =
+                json!({"metadata": {"annotations": {"starling.dev/config-hash": hash}}});
+            sts["status"] = json!({"replicas": 3, "readyReplicas": ready, "updatedReplicas": 3,
+                                   "currentRevision": "r2", "updateRevision": "r2",
+                                   "observedGeneration": 1});
+        });
+    };
+    set_ready(&h, 2);
+    if let Some(s) = bc.status.as_mut() {
+        s.tier = Some(Tier::Medium);
+    }
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| assert_eq!(stored_members(f), 3, "held while auto-0 is not ready"));
+    let h = Harness::new(&bc);
+    running(&h, &mut bc, 3, 600);
+    set_ready(&h, 3);
+    if let Some(s) = bc.status.as_mut() {
+        s.tier = Some(Tier::Medium);
+    }
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| assert_eq!(stored_members(f), 1, "then the members drop"));
+}
