@@ -249,8 +249,6 @@ pub async fn serve(
         let count = payloads.len() as u32;
         let bytes: usize = payloads.iter().map(Bytes::len).sum();
         ctx.metrics.publish_requests.inc();
-        ctx.metrics.published_messages.inc_by(count.into());
-        ctx.metrics.published_bytes.inc_by(bytes as u64);
 
         let owner = match ctx.cluster.route(Kind::Topic, topic.as_bytes()) {
             Route::Local => None,
@@ -293,6 +291,10 @@ pub async fn serve(
             }
         }
 
+        // Counted where the topic lives, so a cluster's sum counts each message once (a
+        // forwarded one is counted in `starling_cluster_forwarded_total` on the way).
+        ctx.metrics.published_messages.inc_by(count.into());
+        ctx.metrics.published_bytes.inc_by(bytes as u64);
         let token = match ack {
             AckMode::Ack => match Arc::clone(&permits).acquire_owned().await {
                 Ok(permit) => Some(AckToken::new(request_id, count, ack_tx.clone(), permit)),
