@@ -257,6 +257,9 @@ fn stage_tier_change(
             && members.is_some_and(|m| match status::rollout(before, m, Some(&v.config_hash)) {
                 status::Rollout::RollingOut | status::Rollout::Pending => true,
                 status::Rollout::NotReady => observed.ready_replicas > 0,
+                // Ready, but the last restarted broker has not been available for
+                // `minReadySeconds` yet (its entries are still coming back).
+                status::Rollout::Ready => available_replicas(before) < m,
                 _ => false,
             }),
         members_settled: settled,
@@ -288,6 +291,14 @@ fn stage_tier_change(
             }
         }
     }
+}
+
+/// `status.availableReplicas` of the StatefulSet (ready for `minReadySeconds`); without it,
+/// the ready count.
+fn available_replicas(sts: Option<&StatefulSet>) -> i32 {
+    sts.and_then(|s| s.status.as_ref()).map_or(0, |st| {
+        st.available_replicas.or(st.ready_replicas).unwrap_or(0)
+    })
 }
 
 /// The config hash on the StatefulSet's pod template.

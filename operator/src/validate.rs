@@ -111,6 +111,9 @@ pub struct ValidatedCluster {
     pub tls_generated: bool,
     /// The cluster's DNS domain, for member addresses.
     pub cluster_domain: String,
+    /// The StatefulSet's `minReadySeconds`: the hand-off grace, so a rolling restart stops
+    /// the next broker only after the restarted one has had its cache entries pushed back.
+    pub min_ready_seconds: i32,
     /// Data volume, when set.
     pub storage: Option<StorageSpec>,
     /// Scheduling and metadata overrides.
@@ -260,6 +263,8 @@ pub fn validate(
                 tls_secret,
                 tls_generated,
                 cluster_domain: defaults.cluster_domain.clone(),
+                min_ready_seconds: i32::try_from(defaults.handoff_grace.as_secs())
+                    .unwrap_or(i32::MAX),
                 storage: spec.storage.clone(),
                 pod: spec.pod_template.clone().unwrap_or_default(),
             })

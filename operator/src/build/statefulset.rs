@@ -1,6 +1,7 @@
 //! The broker StatefulSet: replicas as planned (see [`crate::members`]), parallel pod management (it is
-//! immutable, so chosen from day one), the pod template from [`super::pod`] and, when storage is
-//! requested, one volume claim per broker.
+//! immutable, so chosen from day one), `minReadySeconds` of the hand-off grace (a rolling restart
+//! waits until the restarted broker got its cache entries back), the pod template from
+//! [`super::pod`] and, when storage is requested, one volume claim per broker.
 
 use std::collections::BTreeMap;
 
@@ -26,6 +27,9 @@ pub fn build(v: &ValidatedCluster, replicas: i32) -> StatefulSet {
             },
             service_name: Some(v.names.headless_service.clone()),
             pod_management_policy: Some("Parallel".to_string()),
+            // A rolling restart moves on only after the restarted broker has been ready for
+            // the hand-off grace, time for its peers to push its cache entries back.
+            min_ready_seconds: Some(v.min_ready_seconds),
             update_strategy: Some(StatefulSetUpdateStrategy {
                 type_: Some("RollingUpdate".to_string()),
                 ..StatefulSetUpdateStrategy::default()

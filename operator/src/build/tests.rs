@@ -347,6 +347,11 @@ fn statefulset_shape_probes_and_drain_timing() {
     let sts = render(&v).statefulset;
     let spec = sts.spec.clone().unwrap_or_default();
     assert_eq!(spec.pod_management_policy.as_deref(), Some("Parallel"));
+    assert_eq!(
+        spec.min_ready_seconds,
+        Some(15),
+        "the hand-off grace paces rolling restarts"
+    );
     assert_eq!(spec.service_name.as_deref(), Some("events-headless"));
     assert_eq!(spec.selector.match_labels, Some(v.names.selector_labels()));
     assert!(spec.volume_claim_templates.is_none());
