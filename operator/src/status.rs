@@ -1,7 +1,8 @@
 //! Status: the conditions and counters written back to a BrokerCluster, computed from the
 //! validation outcome and the observed StatefulSet. Pure: the clock is passed in.
 //!
-//! `Ready` is true only when every desired broker is ready and running the current config hash.
+//! `Ready` is true only when every desired broker is ready, available (ready for the
+//! StatefulSet's `minReadySeconds`, the hand-off grace) and running the current config hash.
 //! `Progressing` is true while brokers are being created, replaced or scaled. `Degraded` is true
 //! when the spec was refused or the children could not be applied.
 
@@ -45,7 +46,7 @@ impl ConditionType {
     pub fn doc(self) -> &'static str {
         match self {
             ConditionType::Ready => {
-                "True when every desired broker is ready and running the current config hash."
+                "True when every desired broker is ready, has been for the hand-off grace (minReadySeconds), and runs the current config hash."
             }
             ConditionType::Progressing => {
                 "True while brokers are being created, replaced with a new config or image, or scaled."
@@ -147,7 +148,10 @@ pub fn rollout(sts: Option<&StatefulSet>, desired: i32, hash: Option<&str>) -> R
     if st.replicas != desired {
         return Rollout::Scaling;
     }
-    if st.ready_replicas.unwrap_or(0) < desired || updated < desired {
+    // Available: ready for `minReadySeconds` (the hand-off grace), so a restarted broker has
+    // its cache entries back. Without the field, ready counts.
+    let available = st.available_replicas.or(st.ready_replicas).unwrap_or(0);
+    if st.ready_replicas.unwrap_or(0) < desired || updated < desired || available < desired {
         return Rollout::NotReady;
     }
     Rollout::Ready
@@ -227,6 +231,12 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
         (_, Rollout::RollingOut | Rollout::Pending) => (
             Reason::RolloutInProgress,
             format!("{ready_replicas}/{desired_replicas} brokers ready, rollout in progress"),
+        ),
+        (_, Rollout::NotReady) if ready_replicas >= desired_replicas => (
+            Reason::ReplicasNotReady,
+            format!(
+                "{ready_replicas}/{desired_replicas} brokers ready, waiting for the hand-off grace (minReadySeconds)"
+            ),
         ),
         (_, Rollout::Scaling | Rollout::NotReady) => (
             Reason::ReplicasNotReady,

@@ -346,3 +346,31 @@ fn members_are_recorded_and_a_lagging_member_list_is_scaling() {
         r("True", Reason::AllReplicasReady)
     );
 }
+
+#[test]
+fn ready_waits_until_every_broker_is_available() {
+    // Every broker ready and updated, but the last one restarted less than minReadySeconds
+    // ago: not Ready yet, and the message says why.
+    let v = cluster(Profile::Balanced, Tier::Medium, |_| {});
+    let mut s = sts(3, 3, 3, 3, &v.config_hash, true);
+    if let Some(st) = s.status.as_mut() {
+        st.available_replicas = Some(2);
+    }
+    assert_eq!(
+        rollout(Some(&s), 3, Some(&v.config_hash)),
+        Rollout::NotReady
+    );
+    let status = compute_with(&v, Some(&s), false, None, None, at(0));
+    let ready = find(Some(&status), ConditionType::Ready)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+        .unwrap_or_default();
+    assert_eq!(
+        (ready.0.as_str(), ready.1.as_str()),
+        ("False", "ReplicasNotReady")
+    );
+    assert!(ready.2.contains("hand-off grace"), "{}", ready.2);
+    if let Some(st) = s.status.as_mut() {
+        st.available_replicas = Some(3);
+    }
+    assert_eq!(rollout(Some(&s), 3, Some(&v.config_hash)), Rollout::Ready);
+}
