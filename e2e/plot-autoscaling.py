@@ -54,7 +54,7 @@ def main():
     if on:
         x0, x1 = x(min(on)), x(max(on))
         svg.append(f'<rect x="{x0:.1f}" y="{top[0]}" width="{x1-x0:.1f}" height="{bot[1]-top[0]}" fill="#fdf3e1"/>')
-        svg.append(f'<text x="{(x0+x1)/2:.1f}" y="{top[0]+14}" text-anchor="middle" fill="#a60">bench load running</text>')
+        svg.append(f'<text x="{(x0+x1)/2:.1f}" y="{top[0]+14}" text-anchor="middle" fill="#a60">load phase (bench started)</text>')
     # Axes.
     for (y0, y1) in (top, bot):
         svg.append(f'<line x1="{L}" y1="{y1}" x2="{W-R}" y2="{y1}" stroke="black"/>')
