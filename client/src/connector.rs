@@ -43,7 +43,8 @@ impl Connector {
     pub(crate) async fn new(cfg: &ClientConfig, role: Role) -> Result<Self, ClientError> {
         let (host, port) = split_host_port(&cfg.server)?;
         let configs = QuicConfigs::new(cfg)?;
-        if cfg.trust == crate::Trust::Insecure {
+        // Once per client: member nodes of a routing client share the bootstrap's settings.
+        if cfg.trust == crate::Trust::Insecure && role != Role::Routed {
             tracing::warn!("TLS certificate verification is disabled (insecure mode)");
         }
         let first = tokio::time::timeout(cfg.connect_timeout, resolve(&host, port, None))
