@@ -146,19 +146,6 @@ impl Broker {
             cfg.subscriber_lane_shard,
             Arc::clone(&metrics),
         );
-        let topics = Topics::new(
-            TopicSettings {
-                limits: Limits {
-                    max_events: cfg.event_batch_max_events as usize,
-                    max_bytes: cfg.event_batch_max_bytes as usize,
-                    max_delay: Duration::from_micros(cfg.event_batch_max_delay_us),
-                },
-                queue_depth: cfg.pub_queue_depth as usize,
-                idle_retire: TOPIC_IDLE_RETIRE,
-            },
-            Arc::clone(&metrics),
-            Arc::clone(&lanes),
-        );
         let cache = Arc::new(Cache::new(CacheConfig {
             max_bytes: cfg.cache_max_bytes,
             shards: cfg.cache_shards as usize,
@@ -179,6 +166,22 @@ impl Broker {
             Duration::from_millis(cfg.cluster_handoff_window_ms),
             Arc::clone(&metrics),
         ));
+        let topics = Topics::new(
+            TopicSettings {
+                limits: Limits {
+                    max_events: cfg.event_batch_max_events as usize,
+                    max_bytes: cfg.event_batch_max_bytes as usize,
+                    max_delay: Duration::from_micros(cfg.event_batch_max_delay_us),
+                },
+                queue_depth: cfg.pub_queue_depth as usize,
+                idle_retire: TOPIC_IDLE_RETIRE,
+                replay_window: Duration::from_millis(cfg.replay_window_ms),
+                replay_max_bytes: usize::try_from(cfg.replay_max_bytes).unwrap_or(usize::MAX),
+                epoch: cluster.changes(),
+            },
+            Arc::clone(&metrics),
+            Arc::clone(&lanes),
+        );
         let peers = Arc::new(Peers::new(&cfg, token, leaf_sha256, Arc::clone(&metrics)));
 
         let (stop_tx, stop_rx) = watch::channel(false);

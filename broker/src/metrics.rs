@@ -75,6 +75,10 @@ pub struct Metrics {
     pub subscriptions: IntGauge,
     /// Topics with state in memory.
     pub topics: IntGauge,
+    /// Bytes of encoded EventBatches retained for resuming subscribers, over all topics.
+    pub retained_bytes: IntGauge,
+    /// Events sent again to subscribers that resumed from a position.
+    pub replayed_events: IntCounter,
     /// Protocol errors sent to clients, by code.
     pub protocol_errors: IntCounterVec,
     /// Cache operations by op and result.
@@ -272,6 +276,16 @@ impl Metrics {
             )?,
             subscriptions: gauge(&r, "starling_subscriptions", "Active subscriptions.")?,
             topics: gauge(&r, "starling_topics", "Topics with state in memory.")?,
+            retained_bytes: gauge(
+                &r,
+                "starling_retained_bytes",
+                "Bytes of EventBatches retained for resuming subscribers (replay_window_ms).",
+            )?,
+            replayed_events: counter(
+                &r,
+                "starling_replayed_events_total",
+                "Events replayed to subscribers that resumed from a position.",
+            )?,
             protocol_errors: counter_vec(
                 &r,
                 "starling_protocol_errors_total",

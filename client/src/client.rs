@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use starling_placement::Kind;
-use starling_proto::{ClusterInfo, validate_topic};
+use starling_proto::{ClusterInfo, Position, validate_topic};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
@@ -34,6 +34,8 @@ pub(crate) struct Inner {
     router: Option<Router>,
     request_timeout: Duration,
     closed: AtomicBool,
+    /// A broker's client for its peers (`ClientConfig::peer_token`).
+    peer: bool,
 }
 
 impl Client {
@@ -64,6 +66,7 @@ impl Client {
             router,
             request_timeout: cfg.request_timeout,
             closed: AtomicBool::new(false),
+            peer: cfg.peer_token.is_some(),
         });
         if let Some(router) = &inner.router {
             router.warm_up().await;
@@ -138,16 +141,30 @@ impl Client {
             .await
     }
 
-    /// Subscribes to `topic`; returns once the broker accepted the subscription. In a cluster
-    /// the subscription follows the topic when its owner changes (it resubscribes at the new
-    /// owner; see docs/architecture.md for the at-most-once window), and `Event::seq` is then
-    /// this subscription's own continuous sequence.
+    /// Subscribes to `topic`; returns once the broker accepted the subscription. The
+    /// subscription outlives its stream: when the stream ends without the user asking (the
+    /// broker restarted or drained, the topic's owner moved, the connection broke), it
+    /// subscribes again at the topic's owner of the moment, resuming from the last event
+    /// received, so the events the broker retained meanwhile (`replay_window_ms`) arrive
+    /// first and none twice. It ends with an error only when no broker accepts it within three
+    /// request timeouts.
     pub async fn subscribe(&self, topic: &str) -> Result<Subscription, ClientError> {
+        self.subscribe_from(topic, None).await
+    }
+
+    /// Subscribes to `topic`, first receiving the events the broker still retains from
+    /// `resume` on (a [`Subscription::resume_point`] of an earlier subscription), then live
+    /// events. `None` is [`Client::subscribe`]: live events only.
+    pub async fn subscribe_from(
+        &self,
+        topic: &str,
+        resume: Option<Position>,
+    ) -> Result<Subscription, ClientError> {
         let inner = self.open()?;
         check_topic(topic)?;
-        let first = inner.subscribe_routed(topic).await?;
-        if !inner.router.as_ref().is_some_and(Router::routes) {
-            // A single broker: the subscription ends with its stream, as it always did.
+        let first = inner.subscribe_routed(topic, resume).await?;
+        if inner.peer {
+            // A broker's link to a peer: the broker resubscribes by itself (cluster::upstream).
             return Ok(first);
         }
         let (tx, rx) = mpsc::channel(BATCH_BUFFER);
@@ -161,6 +178,7 @@ impl Client {
             tx,
             stop_rx,
             give_up,
+            resume,
         ));
         Ok(Subscription::new(
             id,
@@ -168,6 +186,7 @@ impl Client {
             rx,
             stop_tx,
             inner.request_timeout,
+            resume,
         ))
     }
 
@@ -284,14 +303,18 @@ impl Inner {
     }
 
     /// A subscription at the topic's owner (or through the bootstrap broker).
-    pub(crate) async fn subscribe_routed(&self, topic: &str) -> Result<Subscription, ClientError> {
+    pub(crate) async fn subscribe_routed(
+        &self,
+        topic: &str,
+        resume: Option<Position>,
+    ) -> Result<Subscription, ClientError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(ClientError::Closed);
         }
         self.routed(
             Kind::Topic,
             topic.as_bytes(),
-            |node: Arc<Node>| async move { node.subscribe(topic).await },
+            |node: Arc<Node>| async move { node.subscribe(topic, resume).await },
         )
         .await
     }

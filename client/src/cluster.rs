@@ -72,11 +72,6 @@ impl Router {
         info.members.len() > 1
     }
 
-    /// Whether requests are being spread over several members.
-    pub(crate) fn routes(&self) -> bool {
-        Router::is_cluster(&self.view.read())
-    }
-
     /// The membership epoch currently routed on.
     pub(crate) fn epoch(&self) -> u64 {
         self.view.read().epoch

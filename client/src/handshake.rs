@@ -146,11 +146,11 @@ mod tests {
     }
 
     #[test]
-    fn hello_offers_version_one_and_features() {
+    fn hello_offers_the_protocol_version_and_features() {
         let Frame::Hello(h) = hello("me", &Role::Plain) else {
             panic!("not a hello");
         };
-        assert_eq!((h.min_version, h.max_version), (1, 1));
+        assert_eq!((h.min_version, h.max_version), (2, 2));
         assert_eq!(h.features, features::BATCH_PUBLISH | features::CACHE);
         assert_eq!(h.client_name, "me");
         assert_eq!(h.auth_token, None);
@@ -168,7 +168,7 @@ mod tests {
 
     #[test]
     fn answers_are_interpreted() {
-        let info = answer(Some(ok(1))).ok();
+        let info = answer(Some(ok(2))).ok();
         assert_eq!(info.as_ref().map(|i| i.epoch), Some(7));
         assert!(
             info.as_ref()
@@ -176,8 +176,8 @@ mod tests {
         );
         assert!(info.is_some_and(|i| !i.has_feature(features::BATCH_PUBLISH)));
         assert!(matches!(
-            answer(Some(ok(2))),
-            Err(ClientError::Protocol(ProtocolError::Version(2)))
+            answer(Some(ok(1))),
+            Err(ClientError::Protocol(ProtocolError::Version(1)))
         ));
         let refused = Frame::Error(ErrorFrame {
             request_id: 0,

@@ -83,5 +83,6 @@ pub use error::{ClientError, ProtocolError};
 pub use fingerprint::sha256 as certificate_fingerprint;
 pub use handshake::ServerInfo;
 pub use starling_config::{ClientTuning, Profile};
+pub use starling_proto::Position;
 pub use subscription::{Event, Subscription};
 pub use tls::{ALPN_CACHE, ALPN_PUBSUB};

@@ -103,9 +103,13 @@ impl Node {
     }
 
     /// A subscription on this broker.
-    pub(crate) async fn subscribe(&self, topic: &str) -> Result<Subscription, ClientError> {
+    pub(crate) async fn subscribe(
+        &self,
+        topic: &str,
+        resume: Option<starling_proto::Position>,
+    ) -> Result<Subscription, ClientError> {
         self.subscriber
-            .subscribe(&self.connector, topic, self.request_timeout)
+            .subscribe(&self.connector, topic, resume, self.request_timeout)
             .await
     }
 

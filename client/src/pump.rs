@@ -112,6 +112,7 @@ mod tests {
     #[test]
     fn classifies_frames() {
         let batch = EventBatch {
+            stream: 1,
             first_seq: 1,
             events: vec![Bytes::from_static(b"x")],
         };

@@ -1,12 +1,14 @@
-//! The resubscribing relay of a routed subscription: it owns the subscription at the topic's
-//! current owner and, when that ends without the user asking (the owner moved, drained or
-//! died), subscribes again at the owner of the moment. Sequence numbers are rewritten so the
-//! user sees one continuous sequence; events published while no subscription existed are not
-//! delivered (the at-most-once window of docs/architecture.md).
+//! The resubscribing relay of a subscription: it owns the subscription at the topic's current
+//! owner and, when that ends without the user asking (the owner moved, drained, restarted or
+//! died, or the connection broke), subscribes again at the owner of the moment, resuming from
+//! one past the last event it relayed. The broker then first replays what it retained since
+//! (`replay_window_ms`), so nothing published meanwhile is missed; the user's [`Subscription`]
+//! drops the events a replay repeats and keeps one continuous sequence.
 
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
+use starling_proto::Position;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
@@ -18,6 +20,7 @@ use crate::subscription::{BatchItem, Subscription};
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 /// Relays `current`'s batches to `out` until the user stops, resubscribing as needed.
+/// `resume` is the position `current` was opened with.
 pub(crate) async fn relay(
     client: Weak<Inner>,
     topic: String,
@@ -25,8 +28,9 @@ pub(crate) async fn relay(
     out: mpsc::Sender<BatchItem>,
     mut stop: oneshot::Receiver<StopRequest>,
     give_up_after: Duration,
+    resume: Option<Position>,
 ) {
-    let mut seq = SeqMap::default();
+    let mut resume = ResumePoint(resume);
     loop {
         let item = tokio::select! {
             item = current.next_batch() => item,
@@ -40,8 +44,8 @@ pub(crate) async fn relay(
             () = out.closed() => return,
         };
         match item {
-            Some(Ok(mut batch)) => {
-                batch.first_seq = seq.map(batch.first_seq, batch.events.len());
+            Some(Ok(batch)) => {
+                resume.advance(batch.stream, batch.first_seq, batch.events.len());
                 if out.send(Ok(batch)).await.is_err() {
                     return;
                 }
@@ -51,15 +55,15 @@ pub(crate) async fn relay(
                 return;
             }
             ended => {
-                tracing::debug!(%topic, reason = ?ended.and_then(Result::err), "subscription ended; resubscribing");
+                tracing::debug!(%topic, reason = ?ended.and_then(Result::err), from = ?resume.0, "subscription ended; resubscribing");
                 let deadline = Instant::now() + give_up_after;
                 current = loop {
                     let Some(inner) = client.upgrade() else {
                         return;
                     };
-                    match inner.subscribe_routed(&topic).await {
+                    match inner.subscribe_routed(&topic, resume.0).await {
                         Ok(sub) => break sub,
-                        Err(e) if Instant::now() >= deadline => {
+                        Err(e) if Instant::now() >= deadline || !worth_resubscribing(&e) => {
                             let _ = out.send(Err(e)).await;
                             return;
                         }
@@ -71,9 +75,26 @@ pub(crate) async fn relay(
                         _ = &mut stop => return,
                     }
                 };
-                seq.restart();
             }
         }
+    }
+}
+
+/// One past the last event relayed, in the newest stream seen.
+#[derive(Debug, Clone, Copy, Default)]
+struct ResumePoint(Option<Position>);
+
+impl ResumePoint {
+    fn advance(&mut self, stream: u64, first_seq: u64, len: usize) {
+        let end = first_seq.wrapping_add(len as u64);
+        self.0 = Some(match self.0 {
+            // A replay repeating events of the current stream never moves it back.
+            Some(p) if p.stream == stream => Position {
+                stream,
+                seq: p.seq.max(end),
+            },
+            _ => Position { stream, seq: end },
+        });
     }
 }
 
@@ -89,48 +110,19 @@ fn worth_resubscribing(e: &ClientError) -> bool {
     )
 }
 
-/// Maps each underlying subscription's sequence numbers onto one continuous sequence.
-#[derive(Debug, Default)]
-struct SeqMap {
-    /// Added to the underlying sequence number (wrapping).
-    offset: u64,
-    /// The next outer sequence number.
-    next: Option<u64>,
-    /// A new underlying subscription started: align its first batch with `next`.
-    restarted: bool,
-}
-
-impl SeqMap {
-    fn map(&mut self, first_seq: u64, len: usize) -> u64 {
-        if self.restarted {
-            self.offset = self.next.unwrap_or(first_seq).wrapping_sub(first_seq);
-            self.restarted = false;
-        }
-        let outer = first_seq.wrapping_add(self.offset);
-        self.next = Some(outer.wrapping_add(len as u64));
-        outer
-    }
-
-    fn restart(&mut self) {
-        self.restarted = true;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn sequences_continue_across_resubscription() {
-        let mut m = SeqMap::default();
-        assert_eq!(m.map(10, 2), 10);
-        assert_eq!(m.map(12, 3), 12);
-        // A gap inside one subscription is kept.
-        assert_eq!(m.map(20, 1), 20);
-        m.restart();
-        // The new owner numbers from 1: the user's sequence continues at 21.
-        assert_eq!(m.map(1, 2), 21);
-        assert_eq!(m.map(3, 1), 23);
+    fn the_resume_point_follows_the_newest_stream() {
+        let mut r = ResumePoint::default();
+        r.advance(1, 10, 2);
+        assert_eq!(r.0, Some(Position { stream: 1, seq: 12 }));
+        r.advance(1, 5, 3); // a replay of what was relayed
+        assert_eq!(r.0, Some(Position { stream: 1, seq: 12 }));
+        r.advance(2, 0, 4); // the owner moved
+        assert_eq!(r.0, Some(Position { stream: 2, seq: 4 }));
     }
 
     #[test]

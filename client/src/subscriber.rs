@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use bytes::BytesMut;
-use starling_proto::{Frame, Subscribe, SubscribeOk, read_frame};
+use starling_proto::{Frame, Position, Subscribe, SubscribeOk, read_frame};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
@@ -36,6 +36,7 @@ impl Subscriber {
         &self,
         connector: &Connector,
         topic: &str,
+        resume: Option<Position>,
         timeout: Duration,
     ) -> Result<Subscription, ClientError> {
         let index = self.next.next(self.conns.len());
@@ -46,7 +47,7 @@ impl Subscriber {
         let conn = slot
             .get_or_open(|| connector.connect(ConnKind::Events))
             .await?;
-        tokio::time::timeout(timeout, open_subscription(&conn, topic, timeout))
+        tokio::time::timeout(timeout, open_subscription(&conn, topic, resume, timeout))
             .await
             .map_err(|_| ClientError::Timeout)?
     }
@@ -62,12 +63,14 @@ impl Subscriber {
 async fn open_subscription(
     conn: &Conn,
     topic: &str,
+    resume: Option<Position>,
     request_timeout: Duration,
 ) -> Result<Subscription, ClientError> {
     let (mut send, mut recv) = conn.quic.open_bi().await?;
     let request = Frame::Subscribe(Subscribe {
         request_id: 1,
         topic: topic.to_string(),
+        resume,
     });
     send.write_all(&request.to_bytes()).await?;
     let mut buf = BytesMut::new();
@@ -91,6 +94,7 @@ async fn open_subscription(
         rx,
         stop_tx,
         request_timeout,
+        resume,
     ))
 }
 

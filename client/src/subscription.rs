@@ -1,6 +1,7 @@
 //! [`Subscription`]: the events of one topic as a `futures::Stream`, fed by a
-//! reader task (see `pump`), with gap accounting for events the broker
-//! dropped because this subscriber was too slow.
+//! reader task (see `pump`) or a resubscribing relay (see `relay`). It drops events a replay
+//! sends twice, numbers events with one continuous sequence, counts the events the broker
+//! dropped because this subscriber was too slow, and knows its resume point.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use starling_proto::EventBatch;
+use starling_proto::{EventBatch, Position, SeenStreams};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
@@ -18,8 +19,14 @@ use crate::pump::StopRequest;
 /// One delivered message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
-    /// The message's sequence number within its topic.
+    /// This subscription's sequence number of the event: consecutive, except that events the
+    /// broker dropped for this subscriber leave a gap. It starts at the broker's number of the
+    /// first event received.
     pub seq: u64,
+    /// Where the event sits in the topic's streams, as numbered by the topic's owner; the same
+    /// wherever the event is delivered. One past it is the resume point for
+    /// [`Client::subscribe_from`](crate::Client::subscribe_from).
+    pub position: Position,
     /// The published payload.
     pub payload: Bytes,
 }
@@ -34,7 +41,8 @@ pub struct Subscription {
     topic: String,
     batches: mpsc::Receiver<BatchItem>,
     ready: VecDeque<Event>,
-    gaps: GapCounter,
+    numbering: Numbering,
+    resume: Option<Position>,
     stop: Option<oneshot::Sender<StopRequest>>,
     request_timeout: Duration,
 }
@@ -47,13 +55,15 @@ impl Subscription {
         batches: mpsc::Receiver<BatchItem>,
         stop: oneshot::Sender<StopRequest>,
         request_timeout: Duration,
+        resume: Option<Position>,
     ) -> Self {
         Subscription {
             id,
             topic,
             batches,
             ready: VecDeque::new(),
-            gaps: GapCounter::default(),
+            numbering: Numbering::from(resume),
+            resume,
             stop: Some(stop),
             request_timeout,
         }
@@ -72,7 +82,14 @@ impl Subscription {
     /// Events the server dropped for this subscriber so far, detected as
     /// gaps in the sequence numbers between batches.
     pub fn dropped_events(&self) -> u64 {
-        self.gaps.dropped
+        self.numbering.dropped
+    }
+
+    /// One past the last event this subscription returned (or the position it was opened
+    /// with): pass it to [`Client::subscribe_from`](crate::Client::subscribe_from) to continue
+    /// where this subscription stopped. `None` before any event of a live-only subscription.
+    pub fn resume_point(&self) -> Option<Position> {
+        self.resume
     }
 
     /// The next raw batch (for the resubscribing relay, which never reads events).
@@ -105,13 +122,14 @@ impl Stream for Subscription {
         let this = self.get_mut();
         loop {
             if let Some(event) = this.ready.pop_front() {
+                this.resume = Some(Position {
+                    stream: event.position.stream,
+                    seq: event.position.seq.wrapping_add(1),
+                });
                 return Poll::Ready(Some(Ok(event)));
             }
             match this.batches.poll_recv(cx) {
-                Poll::Ready(Some(Ok(batch))) => {
-                    this.gaps.observe(batch.first_seq, batch.events.len());
-                    this.ready.extend(into_events(batch));
-                }
+                Poll::Ready(Some(Ok(batch))) => this.ready.extend(this.numbering.number(batch)),
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => return Poll::Pending,
@@ -125,39 +143,85 @@ impl std::fmt::Debug for Subscription {
         f.debug_struct("Subscription")
             .field("id", &self.id)
             .field("topic", &self.topic)
-            .field("dropped_events", &self.gaps.dropped)
+            .field("dropped_events", &self.numbering.dropped)
             .finish_non_exhaustive()
     }
 }
 
-/// Events of a batch with their sequence numbers.
-fn into_events(batch: EventBatch) -> impl Iterator<Item = Event> {
-    let first = batch.first_seq;
-    batch
-        .events
-        .into_iter()
-        .enumerate()
-        .map(move |(i, payload)| Event {
-            seq: first.wrapping_add(i as u64),
-            payload,
-        })
-}
-
-/// Counts sequence numbers skipped between consecutive batches.
+/// Turns batches into events: drops what was already received (a replay overlapping what
+/// came before), and numbers the rest.
 #[derive(Debug, Default)]
-struct GapCounter {
+struct Numbering {
+    seen: SeenStreams,
+    /// One past the last event numbered, in the broker's numbering.
+    last: Option<Position>,
+    /// The next `Event::seq`.
     next_seq: Option<u64>,
     dropped: u64,
 }
 
-impl GapCounter {
-    fn observe(&mut self, first_seq: u64, len: usize) {
-        if let Some(expected) = self.next_seq
-            && first_seq > expected
-        {
-            self.dropped = self.dropped.saturating_add(first_seq - expected);
+impl From<Option<Position>> for Numbering {
+    fn from(resume: Option<Position>) -> Numbering {
+        let mut n = Numbering::default();
+        if let Some(p) = resume {
+            // Everything before the resume point counts as received.
+            let start = Position {
+                stream: p.stream,
+                seq: 0,
+            };
+            n.seen
+                .skip(start, usize::try_from(p.seq).unwrap_or(usize::MAX));
+            n.last = Some(p);
         }
-        self.next_seq = Some(first_seq.wrapping_add(len as u64));
+        n
+    }
+}
+
+impl Numbering {
+    fn number(&mut self, batch: EventBatch) -> impl Iterator<Item = Event> + use<> {
+        let EventBatch {
+            stream,
+            first_seq,
+            mut events,
+        } = batch;
+        let skip = self.seen.skip(
+            Position {
+                stream,
+                seq: first_seq,
+            },
+            events.len(),
+        );
+        let events: Vec<Bytes> = events.split_off(skip.min(events.len()));
+        let first = first_seq.wrapping_add(skip as u64);
+        if events.is_empty() {
+            return Vec::new().into_iter();
+        }
+        // A gap inside one stream: the broker dropped events for this subscriber.
+        let gap = match self.last {
+            Some(last) if last.stream == stream && first > last.seq => first - last.seq,
+            _ => 0,
+        };
+        self.dropped = self.dropped.saturating_add(gap);
+        let seq0 = self.next_seq.map_or(first, |s| s.wrapping_add(gap));
+        let n = events.len() as u64;
+        self.last = Some(Position {
+            stream,
+            seq: first.wrapping_add(n),
+        });
+        self.next_seq = Some(seq0.wrapping_add(n));
+        events
+            .into_iter()
+            .enumerate()
+            .map(|(i, payload)| Event {
+                seq: seq0.wrapping_add(i as u64),
+                position: Position {
+                    stream,
+                    seq: first.wrapping_add(i as u64),
+                },
+                payload,
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
     }
 }
 
@@ -165,27 +229,51 @@ impl GapCounter {
 mod tests {
     use super::*;
 
-    #[test]
-    fn events_get_consecutive_sequence_numbers() {
-        let batch = EventBatch {
-            first_seq: 10,
-            events: vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")],
-        };
-        let seqs: Vec<u64> = into_events(batch).map(|e| e.seq).collect();
-        assert_eq!(seqs, vec![10, 11]);
+    fn batch(stream: u64, first_seq: u64, n: u8) -> EventBatch {
+        EventBatch {
+            stream,
+            first_seq,
+            events: (0..n).map(|i| Bytes::from(vec![i])).collect(),
+        }
+    }
+
+    fn seqs(events: impl Iterator<Item = Event>) -> Vec<(u64, u64)> {
+        events.map(|e| (e.seq, e.position.seq)).collect()
     }
 
     #[test]
-    fn gaps_between_batches_count_as_drops() {
-        let mut g = GapCounter::default();
-        g.observe(5, 3); // 5..=7; nothing known before
-        assert_eq!(g.dropped, 0);
-        g.observe(8, 2); // contiguous
-        assert_eq!(g.dropped, 0);
-        g.observe(14, 1); // 10..=13 missing
-        assert_eq!(g.dropped, 4);
-        g.observe(15, 0);
-        g.observe(15, 1);
-        assert_eq!(g.dropped, 4);
+    fn events_are_numbered_from_the_first_received() {
+        let mut n = Numbering::default();
+        assert_eq!(seqs(n.number(batch(7, 10, 2))), [(10, 10), (11, 11)]);
+        assert_eq!(seqs(n.number(batch(7, 12, 1))), [(12, 12)]);
+        assert_eq!(n.dropped, 0);
+    }
+
+    #[test]
+    fn gaps_within_a_stream_count_as_drops() {
+        let mut n = Numbering::default();
+        n.number(batch(7, 5, 3)).count(); // 5..=7
+        assert_eq!(seqs(n.number(batch(7, 12, 1))), [(12, 12)]); // 8..=11 dropped
+        assert_eq!(n.dropped, 4);
+    }
+
+    #[test]
+    fn a_new_stream_continues_the_sequence_and_replays_are_trimmed() {
+        let mut n = Numbering::default();
+        n.number(batch(1, 0, 5)).count(); // seq 0..=4
+        // The topic moved: stream 2 starts at 0; the user's sequence goes on at 5.
+        assert_eq!(seqs(n.number(batch(2, 0, 2))), [(5, 0), (6, 1)]);
+        // A replay of stream 2 overlapping what was received: only 2..4 are new.
+        assert_eq!(seqs(n.number(batch(2, 0, 4))), [(7, 2), (8, 3)]);
+        // A late replay of stream 1: all seen.
+        assert_eq!(n.number(batch(1, 2, 3)).count(), 0);
+        assert_eq!(n.dropped, 0);
+    }
+
+    #[test]
+    fn a_resume_point_drops_what_came_before_it() {
+        let mut n = Numbering::from(Some(Position { stream: 3, seq: 10 }));
+        // The broker replays whole batches: 8 and 9 were received before.
+        assert_eq!(seqs(n.number(batch(3, 8, 4))), [(10, 10), (11, 11)]);
     }
 }

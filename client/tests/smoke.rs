@@ -27,7 +27,10 @@ async fn pub_sub_round_trip_in_order() {
     let client = Client::connect(pinned_config(&broker))
         .await
         .expect("connect");
-    assert_eq!(client.server_info().version, 1);
+    assert_eq!(
+        client.server_info().version,
+        starling_proto::PROTOCOL_VERSION
+    );
     assert!(client.server_info().max_frame_bytes > 0);
 
     let mut sub = client.subscribe("smoke.orders").await.expect("subscribe");

@@ -193,6 +193,13 @@ knobs! {
     /// When true, an acked publish is acknowledged only after it has been enqueued to every
     /// subscriber of its topic; when false, as soon as the broker has accepted it.
     ack_on_commit: bool,
+    /// How long (ms) each topic keeps its recent EventBatches so a subscriber that resumes
+    /// from the position it reached (after a broker restart, an owner change or a lost
+    /// connection) first receives what it missed. 0 keeps nothing.
+    replay_window_ms: u64,
+    /// Most bytes of encoded EventBatches each topic retains for resuming subscribers; the
+    /// oldest go first. 0 keeps nothing.
+    replay_max_bytes: u64,
 
     ["Cache"]
     /// Upper bound (bytes) of cache keys, values and per-entry overhead; beyond it the least

@@ -73,6 +73,8 @@ impl Profile {
             subscriber_lane_shard: LaneShard::Auto,
             slow_subscriber_policy: SlowSubscriberPolicy::DropOld,
             ack_on_commit: false,
+            replay_window_ms: 30_000,
+            replay_max_bytes: 4 * MIB,
             cache_max_bytes: GIB,
             cache_shards: 64,
             cache_max_value_bytes: MIB as u32,

@@ -92,6 +92,8 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("cache_shards", Some(1), Some(4096)),
     at_least_one("cache_max_value_bytes"),
     range("drain_timeout_ms", None, Some(3_600_000)),
+    range("replay_window_ms", None, Some(600_000)),
+    range("replay_max_bytes", None, Some(1 << 30)),
     range("cluster_poll_interval_ms", Some(50), Some(60_000)),
     range("cluster_peer_timeout_ms", Some(50), Some(60_000)),
     range("cluster_handoff_window_ms", None, Some(3_600_000)),

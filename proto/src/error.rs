@@ -10,7 +10,7 @@ use crate::error_code::ErrorCode;
 /// the stream.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
-    /// The header's version byte is not [`PROTOCOL_VERSION`](crate::PROTOCOL_VERSION).
+    /// The header's version byte is not [`FRAMING_VERSION`](crate::FRAMING_VERSION).
     #[error("unsupported protocol version {0}")]
     UnsupportedVersion(u8),
     /// The header's frame type byte names no known frame.

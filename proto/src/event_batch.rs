@@ -15,13 +15,13 @@ pub fn event_batch_encoded_len(events: &[Bytes]) -> usize {
     HEADER_LEN + event_batch_body_len(events)
 }
 
-/// Appends a complete `EventBatch` frame to `dst`; byte-identical to
-/// encoding `Frame::EventBatch(EventBatch { first_seq, events: events.to_vec() })`.
-pub fn encode_event_batch(first_seq: u64, events: &[Bytes], dst: &mut BytesMut) {
+/// Appends a complete `EventBatch` frame to `dst`; byte-identical to encoding
+/// `Frame::EventBatch(EventBatch { stream, first_seq, events: events.to_vec() })`.
+pub fn encode_event_batch(stream: u64, first_seq: u64, events: &[Bytes], dst: &mut BytesMut) {
     let payload_len = event_batch_body_len(events);
     dst.reserve(HEADER_LEN + payload_len);
     put_header(dst, FrameKind::EventBatch, payload_len);
-    put_event_batch_body(first_seq, events, dst);
+    put_event_batch_body(stream, first_seq, events, dst);
 }
 
 #[cfg(test)]
@@ -37,8 +37,9 @@ mod tests {
             Bytes::from_static(b"three"),
         ];
         let mut direct = BytesMut::new();
-        encode_event_batch(42, &events, &mut direct);
+        encode_event_batch(7, 42, &events, &mut direct);
         let via_frame = Frame::EventBatch(EventBatch {
+            stream: 7,
             first_seq: 42,
             events: events.clone(),
         })

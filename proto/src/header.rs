@@ -5,7 +5,7 @@ use bytes::{BufMut, BytesMut};
 
 use crate::error::DecodeError;
 use crate::kind::FrameKind;
-use crate::limits::{HEADER_LEN, PROTOCOL_VERSION};
+use crate::limits::{FRAMING_VERSION, HEADER_LEN};
 
 /// A validated frame header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +28,7 @@ impl Header {
         else {
             return Ok(None);
         };
-        if version != PROTOCOL_VERSION {
+        if version != FRAMING_VERSION {
             return Err(DecodeError::UnsupportedVersion(version));
         }
         let kind =
@@ -44,7 +44,7 @@ impl Header {
 /// Writes a header for a frame of `kind` whose payload is `payload_len`
 /// bytes. Lengths beyond `u32::MAX` cannot be represented and saturate.
 pub(crate) fn put_header(dst: &mut BytesMut, kind: FrameKind, payload_len: usize) {
-    dst.put_u8(PROTOCOL_VERSION);
+    dst.put_u8(FRAMING_VERSION);
     dst.put_u8(kind.as_u8());
     dst.put_u16(0);
     dst.put_u32(u32::try_from(payload_len).unwrap_or(u32::MAX));

@@ -21,6 +21,7 @@
 //! | [`decoder`] | [`FrameDecoder`]: streaming, allocation-bounded decoding |
 //! | [`event_batch`] | [`encode_event_batch`]: encode-once fan-out of events |
 //! | [`io`] | [`read_frame`] / [`write_frame`] over tokio I/O traits |
+//! | [`position`] | [`Position`] of an event in a topic's streams, [`SeenStreams`] |
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(
@@ -46,6 +47,7 @@ pub mod io;
 pub mod kind;
 pub mod limits;
 pub mod messages;
+pub mod position;
 pub mod validate;
 mod wire;
 
@@ -56,10 +58,11 @@ pub use event_batch::{encode_event_batch, event_batch_encoded_len};
 pub use frame::Frame;
 pub use io::{ReadError, read_frame, write_frame};
 pub use kind::FrameKind;
-pub use limits::{HEADER_LEN, MAX_KEY_LEN, MAX_TOPIC_LEN, PROTOCOL_VERSION};
+pub use limits::{FRAMING_VERSION, HEADER_LEN, MAX_KEY_LEN, MAX_TOPIC_LEN, PROTOCOL_VERSION};
 pub use messages::{
     AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
     ErrorFrame, EventBatch, Hello, HelloOk, Member, Moved, Ping, Publish, PublishAck, PublishBatch,
     Subscribe, SubscribeOk, Unsubscribe,
 };
+pub use position::{Position, SeenStreams};
 pub use validate::{validate_key, validate_topic};

@@ -72,7 +72,7 @@ fn measure<T>(f: impl FnOnce() -> T) -> (T, usize, usize) {
 
 fn header(kind: FrameKind, payload_len: u32) -> BytesMut {
     let mut buf = BytesMut::with_capacity(64);
-    buf.put_u8(1);
+    buf.put_u8(starling_proto::FRAMING_VERSION);
     buf.put_u8(kind.as_u8());
     buf.put_u16(0);
     buf.put_u32(payload_len);
@@ -112,10 +112,12 @@ fn hostile_sizes_do_not_allocate() {
                 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't', 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0,
             ],
         ),
-        // first_seq, count
+        // stream, first_seq, count
         (
             FrameKind::EventBatch,
-            &[0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 0],
+            &[
+                0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 0,
+            ],
         ),
         // request_id, epoch, count, one empty member
         (

@@ -17,6 +17,7 @@ fn sample_frames() -> Vec<Frame> {
             payload: Bytes::from(vec![7u8; 10_000]),
         }),
         Frame::EventBatch(EventBatch {
+            stream: 1,
             first_seq: 3,
             events: vec![Bytes::from_static(b"e")],
         }),
@@ -58,7 +59,7 @@ async fn pre_encoded_event_batch_can_be_written_raw() {
     let (mut tx, mut rx) = duplex(1024);
     let events = [Bytes::from_static(b"a"), Bytes::from_static(b"b")];
     let mut shared = BytesMut::new();
-    encode_event_batch(10, &events, &mut shared);
+    encode_event_batch(2, 10, &events, &mut shared);
     let shared = shared.freeze();
     tx.write_all(&shared).await.unwrap();
     tx.write_all(&shared).await.unwrap();
@@ -70,6 +71,7 @@ async fn pre_encoded_event_batch_can_be_written_raw() {
         assert_eq!(
             f,
             Some(Frame::EventBatch(EventBatch {
+                stream: 2,
                 first_seq: 10,
                 events: events.to_vec()
             }))

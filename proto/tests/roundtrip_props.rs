@@ -68,13 +68,14 @@ proptest! {
 
     #[test]
     fn event_batch_helper_matches_frame(
+        stream in any::<u64>(),
         first_seq in any::<u64>(),
         events in vec(vec(any::<u8>(), 0..32).prop_map(Bytes::from), 0..10),
     ) {
         let mut direct = BytesMut::new();
-        encode_event_batch(first_seq, &events, &mut direct);
+        encode_event_batch(stream, first_seq, &events, &mut direct);
         prop_assert_eq!(direct.len(), event_batch_encoded_len(&events));
-        let frame = Frame::EventBatch(EventBatch { first_seq, events });
+        let frame = Frame::EventBatch(EventBatch { stream, first_seq, events });
         prop_assert_eq!(&direct[..], &frame.to_bytes()[..]);
     }
 }

@@ -12,7 +12,8 @@ use bytes::{Bytes, BytesMut};
 use starling_proto::{
     AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
     ErrorCode, ErrorFrame, EventBatch, Frame, FrameDecoder, FrameKind, Hello, HelloOk, Member,
-    Moved, Ping, Publish, PublishAck, PublishBatch, Subscribe, SubscribeOk, Unsubscribe, features,
+    Moved, Ping, Position, Publish, PublishAck, PublishBatch, Subscribe, SubscribeOk, Unsubscribe,
+    features,
 };
 
 const LIMIT: u32 = 1 << 20;
@@ -40,21 +41,21 @@ fn b(s: &'static [u8]) -> Bytes {
 fn expected(name: &str) -> Frame {
     match name {
         "hello" => Frame::Hello(Hello {
-            min_version: 1,
-            max_version: 1,
+            min_version: 2,
+            max_version: 2,
             features: features::BATCH_PUBLISH | features::CACHE | features::AUTH_TOKEN,
             client_name: "app".into(),
             auth_token: Some(b(b"secret")),
         }),
         "hello.no_token" => Frame::Hello(Hello {
-            min_version: 1,
-            max_version: 2,
+            min_version: 2,
+            max_version: 3,
             features: 0,
             client_name: String::new(),
             auth_token: None,
         }),
         "hello_ok" => Frame::HelloOk(HelloOk {
-            version: 1,
+            version: 2,
             features: 3,
             server_id: "node-1".into(),
             max_frame_bytes: 1 << 20,
@@ -79,6 +80,15 @@ fn expected(name: &str) -> Frame {
         "subscribe" => Frame::Subscribe(Subscribe {
             request_id: 3,
             topic: "orders".into(),
+            resume: None,
+        }),
+        "subscribe.resume" => Frame::Subscribe(Subscribe {
+            request_id: 4,
+            topic: "orders".into(),
+            resume: Some(Position {
+                stream: 0x0a0b_0c0d_0e0f_1011,
+                seq: 500,
+            }),
         }),
         "subscribe_ok" => Frame::SubscribeOk(SubscribeOk {
             request_id: 3,
@@ -89,6 +99,7 @@ fn expected(name: &str) -> Frame {
             subscription_id: 0x0102_0304_0506_0708,
         }),
         "event_batch" => Frame::EventBatch(EventBatch {
+            stream: 0x0a0b_0c0d_0e0f_1011,
             first_seq: 100,
             events: vec![b(b"x"), b(b"yz")],
         }),

@@ -3,6 +3,11 @@
 //! ordinary fan-out serves every local subscriber. N local subscribers never make N upstream
 //! streams. [`Upstreams::reconcile`] makes the set of upstreams match the local subscribers and
 //! the current owners; it runs when a subscription starts or ends and on membership changes.
+//!
+//! Relayed events keep the owner's stream positions, and each upstream remembers the position it
+//! reached: a new subscription at the owner (after the owner restarted, or at a new owner)
+//! resumes from there, so the owner's retained tail fills the gap. A local subscriber resuming
+//! here with no upstream yet seeds the upstream's starting position.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -10,6 +15,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use starling_placement::Kind;
+use starling_proto::Position;
 use tokio::task::JoinHandle;
 
 use super::peers::is_link_failure;
@@ -21,21 +27,43 @@ use crate::server::Ctx;
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// Events gathered into one local publish when several are already waiting.
 const MAX_GATHER: usize = 256;
+/// When a topic's owner changes, the upstream at the former owner lives on this long beside
+/// the new one: brokers learn of a membership change up to a poll interval apart, and what the
+/// former owner still accepts meanwhile must reach the local subscribers too.
+const RE_AIM_OVERLAP: Duration = Duration::from_secs(3);
+
+/// Where a topic's relay stands: one past the owner's last event relayed here.
+type At = Arc<parking_lot::Mutex<Option<Position>>>;
 
 /// The upstream subscriptions of this broker, by topic.
 #[derive(Default)]
 pub struct Upstreams {
     tasks: parking_lot::Mutex<HashMap<String, Upstream>>,
+    /// Resume positions of subscribers that resumed here while no upstream existed for their
+    /// topic; the upstream starts from them.
+    seeds: parking_lot::Mutex<HashMap<String, Position>>,
 }
 
 struct Upstream {
     owner: String,
     task: JoinHandle<()>,
+    at: At,
 }
 
 impl Upstreams {
+    /// Notes that a local subscriber resumes `topic` from `from`: an upstream started for it
+    /// asks the owner to replay from there (an existing one already relays, and the local
+    /// topic's retained tail serves the resume).
+    pub fn seed(&self, topic: &str, from: Position) {
+        if !self.tasks.lock().contains_key(topic) {
+            self.seeds.lock().insert(topic.to_string(), from);
+        }
+    }
+
     /// Starts an upstream for every topic with local plain-client subscribers that another
-    /// member owns, and stops the ones no longer needed or pointing at a former owner.
+    /// member owns, and stops the ones no longer needed. One pointing at a former owner is
+    /// replaced by one at the new owner that resumes where it stood, and is stopped after
+    /// [`RE_AIM_OVERLAP`].
     pub fn reconcile(&self, ctx: &Arc<Ctx>) {
         let topics: Vec<Arc<str>> = ctx
             .subscribers
@@ -55,24 +83,46 @@ impl Upstreams {
             }
         }
         let mut tasks = self.tasks.lock();
+        let mut seeds = self.seeds.lock();
+        let mut carried: HashMap<String, At> = HashMap::new();
         tasks.retain(|topic, up| {
-            let keep = desired.get(topic).is_some_and(|m| m.id == up.owner);
-            if !keep {
-                up.task.abort();
+            match desired.get(topic) {
+                Some(m) if m.id == up.owner => return true,
+                Some(_) => {
+                    // Re-aimed: overlap, and carry the position over.
+                    carried.insert(topic.clone(), Arc::clone(&up.at));
+                    let task = up.task.abort_handle();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(RE_AIM_OVERLAP).await;
+                        task.abort();
+                    });
+                }
+                None => up.task.abort(),
             }
-            keep
+            false
         });
+        seeds.retain(|topic, _| desired.contains_key(topic));
         for (topic, owner) in desired {
             if tasks.contains_key(&topic) {
                 continue;
             }
-            tracing::debug!(%topic, owner = %owner.id, "upstream subscription");
-            let task = tokio::spawn(run(Arc::downgrade(ctx), topic.clone(), owner.clone()));
+            let at = match carried.remove(&topic) {
+                Some(old) => Arc::new(parking_lot::Mutex::new(*old.lock())),
+                None => Arc::new(parking_lot::Mutex::new(seeds.remove(&topic))),
+            };
+            tracing::debug!(%topic, owner = %owner.id, from = ?*at.lock(), "upstream subscription");
+            let task = tokio::spawn(run(
+                Arc::downgrade(ctx),
+                topic.clone(),
+                owner.clone(),
+                Arc::clone(&at),
+            ));
             tasks.insert(
                 topic,
                 Upstream {
                     owner: owner.id,
                     task,
+                    at,
                 },
             );
         }
@@ -89,8 +139,9 @@ impl Upstreams {
     }
 }
 
-/// Holds the subscription at `owner` and republishes locally until aborted.
-async fn run(ctx: Weak<Ctx>, topic: String, owner: Member) {
+/// Holds the subscription at `owner` and relays into the local topic until aborted, keeping
+/// `at` current; every new subscription resumes from `at`.
+async fn run(ctx: Weak<Ctx>, topic: String, owner: Member, at: At) {
     loop {
         let Some(strong) = ctx.upgrade() else {
             return;
@@ -104,7 +155,8 @@ async fn run(ctx: Weak<Ctx>, topic: String, owner: Member) {
                 continue;
             }
         };
-        let mut sub = match client.subscribe(&topic).await {
+        let from = *at.lock();
+        let mut sub = match client.subscribe_from(&topic, from).await {
             Ok(s) => s,
             Err(e) => {
                 if is_link_failure(&e) {
@@ -123,23 +175,46 @@ async fn run(ctx: Weak<Ctx>, topic: String, owner: Member) {
             .inc();
         let topics = Arc::clone(&strong.topics);
         drop(strong);
-        while let Some(Ok(event)) = sub.next_event().await {
-            let mut payloads = vec![event.payload];
+        let mut next = sub.next_event().await;
+        while let Some(Ok(first)) = next {
+            // Gather a run of consecutive events of one stream.
+            let origin = first.position;
+            let mut payloads = vec![first.payload];
+            let mut lookahead = None;
             while payloads.len() < MAX_GATHER {
                 match sub.next_event().now_or_never() {
-                    Some(Some(Ok(e))) => payloads.push(e.payload),
-                    _ => break,
+                    Some(Some(Ok(e)))
+                        if e.position.stream == origin.stream
+                            && e.position.seq == origin.seq.wrapping_add(payloads.len() as u64) =>
+                    {
+                        payloads.push(e.payload)
+                    }
+                    Some(other) => {
+                        lookahead = Some(other);
+                        break;
+                    }
+                    None => break,
                 }
             }
+            let end = Position {
+                stream: origin.stream,
+                seq: origin.seq.wrapping_add(payloads.len() as u64),
+            };
             topics
                 .publish(
                     &topic,
                     TopicMsg {
                         payloads,
                         ack: None,
+                        origin: Some(origin),
                     },
                 )
                 .await;
+            *at.lock() = Some(end);
+            next = match lookahead {
+                Some(item) => item,
+                None => sub.next_event().await,
+            };
         }
         tracing::debug!(%topic, "upstream subscription ended; resubscribing");
         tokio::time::sleep(RETRY_PAUSE).await;

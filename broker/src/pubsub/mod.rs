@@ -3,5 +3,6 @@
 pub mod ack;
 pub mod batcher;
 pub mod lanes;
+pub mod retained;
 pub mod subscriber;
 pub mod topic;

@@ -1,25 +1,34 @@
-//! Topics: the registry, and the task that owns each topic's batch, sequence numbers and
-//! subscriber list.
+//! Topics: the registry, and the task that owns each topic's batch, stream positions, retained
+//! tail and subscriber list.
 //!
 //! Data flows one way: a publish worker sends messages to the topic's bounded channel; the topic
-//! task batches them (count, bytes, delay), encodes each EventBatch once, offers the shared
-//! frame to every subscriber queue, hands ready subscribers to their writer lanes, and then
-//! completes the batch's commit acks. A full channel makes publish workers wait, which stops
-//! the broker reading publisher streams, which lets QUIC flow control push back.
+//! task batches them (count, bytes, delay), numbers them in its current stream, encodes each
+//! EventBatch once, offers the shared frame to every subscriber queue, hands ready subscribers
+//! to their writer lanes, retains the frame for resuming subscribers, and then completes the
+//! batch's commit acks. A full channel makes publish workers wait, which stops the broker
+//! reading publisher streams, which lets QUIC flow control push back.
+//!
+//! Events relayed from the topic's owner (an upstream subscription, see `cluster::upstream`)
+//! arrive already numbered: they keep the owner's positions, skip the batcher, and events this
+//! task already relayed are dropped. A new stream id is drawn when the task starts and after
+//! every membership change, so one position never names two different events.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::RwLock;
-use starling_proto::{ErrorCode, encode_event_batch, event_batch_encoded_len};
-use tokio::sync::{mpsc, oneshot};
+use starling_proto::{
+    ErrorCode, Position, SeenStreams, encode_event_batch, event_batch_encoded_len,
+};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::metrics::Metrics;
 use crate::pubsub::ack::AckToken;
 use crate::pubsub::batcher::{Batch, Batcher, Limits};
 use crate::pubsub::lanes::Lanes;
+use crate::pubsub::retained::{Retained, coalesce};
 use crate::pubsub::subscriber::{Outcome, Queued, Subscriber};
 use crate::timer;
 
@@ -30,10 +39,13 @@ pub struct TopicMsg {
     pub payloads: Vec<Bytes>,
     /// The commit ack to complete once they are enqueued to every subscriber.
     pub ack: Option<AckToken>,
+    /// For events relayed from the topic's owner: the owner's position of the first payload
+    /// (the others follow consecutively). `None` for a publish, which this broker numbers.
+    pub origin: Option<Position>,
 }
 
 enum Control {
-    Subscribe(Arc<Subscriber>),
+    Subscribe(Arc<Subscriber>, Option<Position>),
     Unsubscribe(u64),
     Flush(oneshot::Sender<()>),
 }
@@ -52,6 +64,12 @@ pub struct TopicSettings {
     pub queue_depth: usize,
     /// A topic with no subscribers and no traffic for this long is retired.
     pub idle_retire: Duration,
+    /// How long the fanned-out batches are retained for resuming subscribers.
+    pub replay_window: Duration,
+    /// Most bytes retained per topic.
+    pub replay_max_bytes: usize,
+    /// The cluster's membership epoch; a change starts a new stream.
+    pub epoch: watch::Receiver<u64>,
 }
 
 struct Shared {
@@ -61,6 +79,9 @@ struct Shared {
 }
 
 const SHARDS: usize = 16;
+
+/// Largest queue item a replay is joined into.
+const REPLAY_CHUNK_BYTES: usize = 256 * 1024;
 
 /// All topics, sharded by name so lookups don't contend on one lock.
 pub struct Topics {
@@ -105,13 +126,21 @@ impl Topics {
         };
         shard.insert(Arc::clone(&name), handle.clone());
         self.shared.metrics.topics.inc();
+        let settings = &self.shared.settings;
+        let mut epoch = settings.epoch.clone();
+        epoch.mark_unchanged();
         let task = TopicTask {
             name,
             data: data_rx,
             control: control_rx,
-            batcher: Batcher::new(self.shared.settings.limits),
+            batcher: Batcher::new(settings.limits),
             subscribers: Vec::new(),
+            stream: new_stream_id(),
             next_seq: 0,
+            epoch,
+            retained: Retained::new(settings.replay_window, settings.replay_max_bytes),
+            relayed: SeenStreams::default(),
+            relay_pending: VecDeque::new(),
             topics: Arc::downgrade(self),
             shared: Arc::clone(&self.shared),
         };
@@ -131,15 +160,32 @@ impl Topics {
         }
     }
 
-    /// Adds a subscriber to a topic.
-    pub fn subscribe(self: &Arc<Self>, sub: Arc<Subscriber>) {
+    /// Adds a subscriber to a topic. With a `resume` position, the retained events it has not
+    /// seen are queued to it first (see [`Retained::replay`]).
+    pub fn subscribe(self: &Arc<Self>, sub: Arc<Subscriber>, resume: Option<Position>) {
         let mut sub = sub;
         loop {
             let handle = self.handle(&sub.topic);
-            match handle.control.send(Control::Subscribe(sub)) {
+            match handle.control.send(Control::Subscribe(sub, resume)) {
                 Ok(()) => return,
-                Err(mpsc::error::SendError(Control::Subscribe(back))) => sub = back,
+                Err(mpsc::error::SendError(Control::Subscribe(back, _))) => sub = back,
                 Err(_) => return,
+            }
+        }
+    }
+
+    /// Seals `topic`'s open batch and fans it out; returns once done (at once for a topic
+    /// without state).
+    pub async fn flush(&self, topic: &str) {
+        let control = self
+            .shard(topic)
+            .read()
+            .get(topic)
+            .map(|h| h.control.clone());
+        if let Some(control) = control {
+            let (tx, rx) = oneshot::channel();
+            if control.send(Control::Flush(tx)).is_ok() {
+                let _ = rx.await;
             }
         }
     }
@@ -207,9 +253,24 @@ struct TopicTask {
     control: mpsc::UnboundedReceiver<Control>,
     batcher: Batcher<AckToken>,
     subscribers: Vec<Arc<Subscriber>>,
+    /// The stream this task numbers its own publishes in.
+    stream: u64,
+    /// The next sequence number in `stream`.
     next_seq: u64,
+    epoch: watch::Receiver<u64>,
+    retained: Retained,
+    /// How far each of the owner's streams has been relayed here.
+    relayed: SeenStreams,
+    /// Relayed runs waiting behind the sealed local batches.
+    relay_pending: VecDeque<(Position, Vec<Bytes>)>,
     topics: std::sync::Weak<Topics>,
     shared: Arc<Shared>,
+}
+
+/// A fresh stream id: random and nonzero, so ids drawn by different brokers and restarts
+/// do not meet.
+fn new_stream_id() -> u64 {
+    rand::random::<u64>().max(1)
 }
 
 impl TopicTask {
@@ -250,23 +311,52 @@ impl TopicTask {
                     last_activity = Instant::now();
                 }
             }
-            while let Some(batch) = self.batcher.pop_ready() {
-                self.fanout(batch).await;
-            }
+            self.deliver_ready().await;
         }
         // Retired (or the broker is shutting down): anything still queued is flushed first.
         self.batcher.flush();
+        self.deliver_ready().await;
+        let freed = self.retained.clear();
+        self.shared.metrics.retained_bytes.sub(freed as i64);
+    }
+
+    /// Fans out every sealed local batch, then the relayed runs waiting behind them.
+    async fn deliver_ready(&mut self) {
         while let Some(batch) = self.batcher.pop_ready() {
             self.fanout(batch).await;
+        }
+        while let Some((origin, payloads)) = self.relay_pending.pop_front() {
+            self.deliver(origin, &payloads).await;
         }
     }
 
     /// Whether sealed batches are waiting (stop draining the channel and deliver them).
     fn drain_ready_pending(&self) -> bool {
-        !self.batcher.is_empty() && self.batcher.deadline().is_none()
+        (!self.batcher.is_empty() && self.batcher.deadline().is_none())
+            || !self.relay_pending.is_empty()
+    }
+
+    /// Queues events relayed from the owner, minus those already relayed; local messages
+    /// accepted before them are sealed first so they keep their order.
+    fn relay(&mut self, origin: Position, mut payloads: Vec<Bytes>) {
+        let skip = self.relayed.skip(origin, payloads.len());
+        if skip >= payloads.len() {
+            return;
+        }
+        let rest = payloads.split_off(skip);
+        self.batcher.flush();
+        let origin = Position {
+            stream: origin.stream,
+            seq: origin.seq.wrapping_add(skip as u64),
+        };
+        self.relay_pending.push_back((origin, rest));
     }
 
     fn accept(&mut self, msg: TopicMsg, now: Instant) {
+        if let Some(origin) = msg.origin {
+            self.relay(origin, msg.payloads);
+            return;
+        }
         let n = msg.payloads.len();
         let mut ack = msg.ack;
         for (i, payload) in msg.payloads.into_iter().enumerate() {
@@ -281,10 +371,14 @@ impl TopicTask {
 
     async fn on_control(&mut self, ctl: Control) {
         match ctl {
-            Control::Subscribe(sub) => {
-                if !sub.is_closed() {
-                    self.subscribers.push(sub);
+            Control::Subscribe(sub, resume) => {
+                if sub.is_closed() {
+                    return;
                 }
+                if let Some(from) = resume {
+                    self.replay(&sub, from).await;
+                }
+                self.subscribers.push(sub);
             }
             Control::Unsubscribe(id) => self.subscribers.retain(|s| s.id != id),
             Control::Flush(done) => {
@@ -292,35 +386,85 @@ impl TopicTask {
                     self.accept(more, Instant::now());
                 }
                 self.batcher.flush();
-                while let Some(batch) = self.batcher.pop_ready() {
-                    self.fanout(batch).await;
-                }
+                self.deliver_ready().await;
                 let _ = done.send(());
             }
         }
     }
 
+    /// Queues to a resuming subscriber the retained events it has not seen.
+    async fn replay(&mut self, sub: &Arc<Subscriber>, from: Position) {
+        let now = Instant::now();
+        let freed = self.retained.evict(now);
+        let m = &self.shared.metrics;
+        m.retained_bytes.sub(freed as i64);
+        for chunk in coalesce(self.retained.replay(from), REPLAY_CHUNK_BYTES) {
+            m.replayed_events.inc_by(u64::from(chunk.events));
+            let item = Queued {
+                frame: chunk.frame,
+                events: chunk.events,
+                enqueued: now,
+            };
+            let offer = sub.offer(item).await;
+            if offer.schedule {
+                self.shared.lanes.schedule(Arc::clone(sub)).await;
+            }
+        }
+    }
+
+    /// Numbers a local batch in the current stream, delivers it and completes its acks.
     async fn fanout(&mut self, batch: Batch<AckToken>) {
+        if self.epoch.has_changed().unwrap_or(false) {
+            // Membership changed: this broker may have stopped and started owning the topic
+            // since its last batch, so number on in a stream nobody has seen.
+            self.epoch.mark_unchanged();
+            self.stream = new_stream_id();
+            self.next_seq = 0;
+        }
         let m = &self.shared.metrics;
         let events = batch.payloads.len();
-        let first_seq = self.next_seq;
-        self.next_seq += events as u64;
-        let mut buf = BytesMut::with_capacity(event_batch_encoded_len(&batch.payloads));
-        encode_event_batch(first_seq, &batch.payloads, &mut buf);
-        let frame = buf.freeze();
+        let origin = Position {
+            stream: self.stream,
+            seq: self.next_seq,
+        };
+        self.next_seq = self.next_seq.wrapping_add(events as u64);
         m.batch_events.observe(events as f64);
         m.batch_bytes.observe(batch.bytes as f64);
         m.batch_flushes
             .with_label_values(&[batch.trigger.label()])
             .inc();
+        let refused = self.deliver(origin, &batch.payloads).await;
+        for ack in batch.attached {
+            if refused == 0 {
+                ack.ack();
+            } else {
+                ack.refuse(
+                    ErrorCode::Overloaded,
+                    format!(
+                        "{refused} slow subscriber(s) of `{}` dropped the message (drop_new)",
+                        self.name
+                    ),
+                );
+            }
+        }
+    }
+}
 
+impl TopicTask {
+    /// Encodes events numbered from `origin` once, offers the frame to every subscriber,
+    /// retains it, and returns how many subscribers refused it (`drop_new`).
+    async fn deliver(&mut self, origin: Position, payloads: &[Bytes]) -> usize {
+        let events = u32::try_from(payloads.len()).unwrap_or(u32::MAX);
+        let mut buf = BytesMut::with_capacity(event_batch_encoded_len(payloads));
+        encode_event_batch(origin.stream, origin.seq, payloads, &mut buf);
+        let frame = buf.freeze();
         let now = Instant::now();
         let mut refused = 0usize;
         let mut closed = false;
         for sub in &self.subscribers {
             let item = Queued {
                 frame: frame.clone(),
-                events: events as u32,
+                events,
                 enqueued: now,
             };
             let offer = sub.offer(item).await;
@@ -336,19 +480,11 @@ impl TopicTask {
         if closed {
             self.subscribers.retain(|s| !s.is_closed());
         }
-        for ack in batch.attached {
-            if refused == 0 {
-                ack.ack();
-            } else {
-                ack.refuse(
-                    ErrorCode::Overloaded,
-                    format!(
-                        "{refused} slow subscriber(s) of `{}` dropped the message (drop_new)",
-                        self.name
-                    ),
-                );
-            }
-        }
+        let change = self
+            .retained
+            .push(origin.stream, origin.seq, events, frame, now);
+        self.shared.metrics.retained_bytes.add(change as i64);
+        refused
     }
 }
 

@@ -313,6 +313,7 @@ pub async fn serve(
                 Job::Local(TopicMsg {
                     payloads,
                     ack: commit_ack,
+                    origin: None,
                 }),
             )
             .await

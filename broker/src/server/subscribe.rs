@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use starling_placement::Kind;
@@ -17,6 +18,9 @@ use starling_proto::{ErrorCode, Frame, Moved, Subscribe, SubscribeOk, read_frame
 use crate::cluster::{Role, Route};
 use crate::pubsub::subscriber::Subscriber;
 use crate::server::{Ctx, Registered, reply};
+
+/// Longest a subscription ended by an owner change waits for its queue to be written.
+const KICK_DRAIN: Duration = Duration::from_secs(2);
 
 /// Serves a subscription stream whose first frame was `req`.
 pub async fn serve(
@@ -82,7 +86,13 @@ pub async fn serve(
                 kick: Arc::clone(&kick),
             },
         );
-        ctx.topics.subscribe(Arc::clone(&sub));
+        if role == Role::Plain
+            && let Some(from) = req.resume
+            && ctx.cluster.route(Kind::Topic, req.topic.as_bytes()) != Route::Local
+        {
+            ctx.upstreams.seed(&req.topic, from);
+        }
+        ctx.topics.subscribe(Arc::clone(&sub), req.resume);
         ctx.metrics.subscriptions.inc();
         let ok = Frame::SubscribeOk(SubscribeOk {
             request_id: req.request_id,
@@ -103,6 +113,13 @@ pub async fn serve(
         let frame = tokio::select! {
             f = read_frame(&mut recv, &mut buf, &ctx.decoder, 4096) => f,
             () = kick.notified() => {
+                // What this broker accepted as the owner goes out before the `Moved`: the
+                // client resumes at the new owner, which never had these events.
+                ctx.topics.flush(&req.topic).await;
+                let deadline = tokio::time::Instant::now() + KICK_DRAIN;
+                while sub.queued() > 0 && tokio::time::Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
                 let mut stream = sub.stream.lock().await;
                 let msg = "the topic moved to another member; subscribe again";
                 reply::error(&mut stream, &ctx.metrics, req.request_id, ErrorCode::Moved, msg).await;

@@ -2,7 +2,7 @@
 //! for everyone else.
 
 use bytes::{BufMut, BytesMut};
-use starling_proto::{ErrorCode, Frame, PROTOCOL_VERSION, write_frame};
+use starling_proto::{ErrorCode, FRAMING_VERSION, Frame, write_frame};
 
 use crate::common::*;
 
@@ -52,16 +52,16 @@ async fn malformed_frames_get_typed_errors_and_harm_no_one() {
     let mut watch = bystander.subscribe("bystander").await.expect("subscribe");
 
     // Truncated: the header promises 100 bytes, the stream ends after 10.
-    let mut t = header(PROTOCOL_VERSION, 0x10, 100);
+    let mut t = header(FRAMING_VERSION, 0x10, 100);
     t.put_slice(&[0u8; 10]);
     expect_error(send_raw(&b, &t, true).await, ErrorCode::BadFrame);
 
     // Oversized: beyond max_frame_bytes, refused from the header alone.
-    let o = header(PROTOCOL_VERSION, 0x10, u32::MAX);
+    let o = header(FRAMING_VERSION, 0x10, u32::MAX);
     expect_error(send_raw(&b, &o, false).await, ErrorCode::FrameTooLarge);
 
     // Unknown frame type.
-    let mut u = header(PROTOCOL_VERSION, 0xEE, 4);
+    let mut u = header(FRAMING_VERSION, 0xEE, 4);
     u.put_u32(0);
     expect_error(send_raw(&b, &u, false).await, ErrorCode::UnknownFrameType);
 

@@ -29,6 +29,7 @@ async fn stalled_subscriber(b: &TestBroker, topic: &str) -> Stalled {
     let sub = Frame::Subscribe(Subscribe {
         request_id: 1,
         topic: topic.into(),
+        resume: None,
     });
     write_frame(&mut send, &sub).await.expect("subscribe");
     assert!(matches!(

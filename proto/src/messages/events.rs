@@ -9,13 +9,15 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::error::DecodeError;
 use crate::wire::{DecodeBody, EncodeBody, Reader, blobs_len, put_blobs};
 
-/// Events for one subscription. Event `i` has topic sequence number
-/// `first_seq + i`.
+/// Events for one subscription. Event `i` has position `(stream, first_seq + i)` (see
+/// [`Position`](crate::Position)).
 ///
-/// Layout: `first_seq u64 | count u32 | count × blob`.
+/// Layout: `stream u64 | first_seq u64 | count u32 | count × blob`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventBatch {
-    /// Sequence number of the first event in the batch.
+    /// The stream the events belong to (the topic owner's stream id; nonzero from a broker).
+    pub stream: u64,
+    /// Sequence number of the first event in the batch, within `stream`.
     pub first_seq: u64,
     /// Event payloads, in sequence order.
     pub events: Vec<Bytes>,
@@ -23,11 +25,17 @@ pub struct EventBatch {
 
 /// Payload length of an `EventBatch` carrying `events`.
 pub(crate) fn event_batch_body_len(events: &[Bytes]) -> usize {
-    8 + blobs_len(events)
+    16 + blobs_len(events)
 }
 
 /// Writes the payload of an `EventBatch` (no header).
-pub(crate) fn put_event_batch_body(first_seq: u64, events: &[Bytes], dst: &mut BytesMut) {
+pub(crate) fn put_event_batch_body(
+    stream: u64,
+    first_seq: u64,
+    events: &[Bytes],
+    dst: &mut BytesMut,
+) {
+    dst.put_u64(stream);
     dst.put_u64(first_seq);
     put_blobs(dst, events);
 }
@@ -38,19 +46,24 @@ impl EncodeBody for EventBatch {
     }
 
     fn encode_body(&self, dst: &mut BytesMut) {
-        put_event_batch_body(self.first_seq, &self.events, dst);
+        put_event_batch_body(self.stream, self.first_seq, &self.events, dst);
     }
 }
 
 impl DecodeBody for EventBatch {
     fn decode_body(r: &mut Reader) -> Result<Self, DecodeError> {
+        let stream = r.u64()?;
         let first_seq = r.u64()?;
         let count = r.count(4)?;
         let mut events = Vec::with_capacity(count);
         for _ in 0..count {
             events.push(r.blob()?);
         }
-        Ok(EventBatch { first_seq, events })
+        Ok(EventBatch {
+            stream,
+            first_seq,
+            events,
+        })
     }
 }
 
@@ -64,6 +77,7 @@ mod tests {
     #[test]
     fn layout() {
         let frame = Frame::EventBatch(EventBatch {
+            stream: 5,
             first_seq: 10,
             events: vec![Bytes::from_static(b"x"), Bytes::from_static(b"yz")],
         });
@@ -71,7 +85,8 @@ mod tests {
         assert_eq!(
             payload,
             [
-                0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 2, 0, 0, 0, 1, b'x', 0, 0, 0, 2, b'y', b'z'
+                0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 2, 0, 0, 0, 1, b'x', 0,
+                0, 0, 2, b'y', b'z'
             ]
         );
     }
@@ -79,15 +94,18 @@ mod tests {
     #[test]
     fn empty_batch_round_trips() {
         let payload = round_trip(&Frame::EventBatch(EventBatch {
+            stream: 0,
             first_seq: 0,
             events: vec![],
         }));
-        assert_eq!(payload, [0; 12]);
+        assert_eq!(payload, [0; 20]);
     }
 
     #[test]
     fn event_overrunning_payload() {
-        let payload = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 9, 1, 2];
+        let payload = [
+            0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 9, 1, 2,
+        ];
         assert_eq!(
             decode(FrameKind::EventBatch, &payload),
             malformed(FrameKind::EventBatch, "byte blob overruns payload")
@@ -96,7 +114,9 @@ mod tests {
 
     #[test]
     fn huge_count() {
-        let payload = [0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff];
+        let payload = [
+            0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+        ];
         assert_eq!(
             decode(FrameKind::EventBatch, &payload),
             malformed(

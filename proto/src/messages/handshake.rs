@@ -159,9 +159,12 @@ mod tests {
 
     #[test]
     fn negotiation() {
-        assert_eq!(hello(None).negotiate_version(), Some(1));
+        assert_eq!(hello(None).negotiate_version(), Some(2));
+        let mut old = hello(None);
+        old.max_version = 1;
+        assert_eq!(old.negotiate_version(), None);
         let mut future = hello(None);
-        future.min_version = 2;
+        future.min_version = 3;
         assert_eq!(future.negotiate_version(), None);
         let mut inverted = hello(None);
         inverted.min_version = 3;

@@ -5,35 +5,55 @@
 use bytes::{BufMut, BytesMut};
 
 use crate::error::DecodeError;
+use crate::position::Position;
 use crate::wire::{DecodeBody, EncodeBody, Reader, put_str, str_len};
 
 /// Opens a subscription to one topic on the current stream.
 ///
-/// Layout: `request_id u64 | topic str`.
+/// Layout: `request_id u64 | topic str | resume_stream u64 | resume_seq u64`. A nonzero
+/// `resume_stream` asks the broker to first replay the events it still retains from
+/// `(resume_stream, resume_seq)` on (and every later stream); 0 (with `resume_seq` 0) asks for
+/// live events only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subscribe {
     /// Echoed in `SubscribeOk` or `Error`.
     pub request_id: u64,
     /// Topic to follow (see [`validate_topic`](crate::validate_topic)).
     pub topic: String,
+    /// Where to resume: the next event wanted. `None`: live events only. A `Some` position's
+    /// stream must be nonzero.
+    pub resume: Option<Position>,
 }
 
 impl EncodeBody for Subscribe {
     fn body_len(&self) -> usize {
-        8 + str_len(&self.topic)
+        8 + str_len(&self.topic) + 16
     }
 
     fn encode_body(&self, dst: &mut BytesMut) {
         dst.put_u64(self.request_id);
         put_str(dst, &self.topic);
+        let (stream, seq) = self.resume.map_or((0, 0), |p| (p.stream, p.seq));
+        dst.put_u64(stream);
+        dst.put_u64(seq);
     }
 }
 
 impl DecodeBody for Subscribe {
     fn decode_body(r: &mut Reader) -> Result<Self, DecodeError> {
+        let request_id = r.u64()?;
+        let topic = r.topic()?;
+        let stream = r.u64()?;
+        let seq = r.u64()?;
+        let resume = match (stream, seq) {
+            (0, 0) => None,
+            (0, _) => return Err(r.malformed("resume_seq set without a resume_stream")),
+            (stream, seq) => Some(Position { stream, seq }),
+        };
         Ok(Subscribe {
-            request_id: r.u64()?,
-            topic: r.topic()?,
+            request_id,
+            topic,
+            resume,
         })
     }
 }
@@ -112,8 +132,15 @@ mod tests {
         let payload = round_trip(&Frame::Subscribe(Subscribe {
             request_id: 7,
             topic: "ab".into(),
+            resume: Some(Position { stream: 9, seq: 3 }),
         }));
-        assert_eq!(payload, [0, 0, 0, 0, 0, 0, 0, 7, 0, 2, b'a', b'b']);
+        assert_eq!(
+            payload,
+            [
+                0, 0, 0, 0, 0, 0, 0, 7, 0, 2, b'a', b'b', 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0,
+                0, 3
+            ]
+        );
     }
 
     #[test]

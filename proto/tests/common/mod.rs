@@ -7,8 +7,8 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use starling_proto::{
     AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
-    ErrorCode, ErrorFrame, EventBatch, Frame, Hello, HelloOk, Member, Moved, Ping, Publish,
-    PublishAck, PublishBatch, Subscribe, SubscribeOk, Unsubscribe,
+    ErrorCode, ErrorFrame, EventBatch, Frame, Hello, HelloOk, Member, Moved, Ping, Position,
+    Publish, PublishAck, PublishBatch, Subscribe, SubscribeOk, Unsubscribe,
 };
 
 /// Parses hex text: whitespace ignored, `#` comments to end of line.
@@ -112,8 +112,16 @@ pub fn arb_frame() -> impl Strategy<Value = Frame> {
         ),
         (any::<u64>(), any::<u32>())
             .prop_map(|(request_id, count)| Frame::PublishAck(PublishAck { request_id, count })),
-        (any::<u64>(), topic())
-            .prop_map(|(request_id, topic)| Frame::Subscribe(Subscribe { request_id, topic })),
+        (
+            any::<u64>(),
+            topic(),
+            proptest::option::of((1..=u64::MAX, any::<u64>()))
+        )
+            .prop_map(|(request_id, topic, resume)| Frame::Subscribe(Subscribe {
+                request_id,
+                topic,
+                resume: resume.map(|(stream, seq)| Position { stream, seq }),
+            })),
         (any::<u64>(), any::<u64>()).prop_map(|(request_id, subscription_id)| {
             Frame::SubscribeOk(SubscribeOk {
                 request_id,
@@ -126,8 +134,13 @@ pub fn arb_frame() -> impl Strategy<Value = Frame> {
                 subscription_id,
             })
         }),
-        (any::<u64>(), vec(bytes(64), 0..8))
-            .prop_map(|(first_seq, events)| Frame::EventBatch(EventBatch { first_seq, events })),
+        (any::<u64>(), any::<u64>(), vec(bytes(64), 0..8)).prop_map(
+            |(stream, first_seq, events)| Frame::EventBatch(EventBatch {
+                stream,
+                first_seq,
+                events
+            })
+        ),
         (any::<u64>(), key(), bytes(128), any::<u64>()).prop_map(
             |(request_id, key, value, ttl_ms)| Frame::CachePut(CachePut {
                 request_id,

@@ -1,0 +1,280 @@
+//! The retained tail of one topic: its most recent encoded EventBatches, kept for
+//! `replay_window_ms` (and at most `replay_max_bytes`), so a subscriber that resumes with the
+//! position it reached (`Subscribe.resume`) first gets what it missed while it had no
+//! subscription: a broker restart, an owner change, a lost connection.
+//!
+//! The batches are the very `Bytes` the fan-out shared with every subscriber, so retaining one
+//! costs a reference count. Which batches a resume position needs is [`Retained::replay`]: the
+//! rest of the position's own stream, and every batch of a later stream. Positions are the
+//! topic owner's (see [`starling_proto::Position`]), so a relaying broker's copy answers the
+//! same question the same way.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use starling_proto::Position;
+
+/// One retained EventBatch.
+#[derive(Debug, Clone)]
+struct Kept {
+    stream: u64,
+    first_seq: u64,
+    events: u32,
+    frame: Bytes,
+    at: Instant,
+}
+
+impl Kept {
+    /// One past the last event's sequence number.
+    fn end(&self) -> u64 {
+        self.first_seq.saturating_add(u64::from(self.events))
+    }
+}
+
+/// A batch to send again: the encoded frame and its event count.
+#[derive(Debug, Clone)]
+pub struct Replay {
+    /// The encoded EventBatch frame.
+    pub frame: Bytes,
+    /// Events in it.
+    pub events: u32,
+}
+
+/// A topic's retained batches, oldest first.
+#[derive(Debug)]
+pub struct Retained {
+    kept: VecDeque<Kept>,
+    bytes: usize,
+    window: Duration,
+    max_bytes: usize,
+}
+
+impl Retained {
+    /// Keeps batches for `window`, at most `max_bytes` of encoded frames; a zero in either
+    /// keeps nothing.
+    pub fn new(window: Duration, max_bytes: usize) -> Retained {
+        Retained {
+            kept: VecDeque::new(),
+            bytes: 0,
+            window,
+            max_bytes,
+        }
+    }
+
+    /// Whether anything is ever kept.
+    pub fn enabled(&self) -> bool {
+        !self.window.is_zero() && self.max_bytes > 0
+    }
+
+    /// Bytes of encoded frames held now.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Keeps a batch just fanned out; returns the bytes it added minus the bytes evicted.
+    pub fn push(
+        &mut self,
+        stream: u64,
+        first_seq: u64,
+        events: u32,
+        frame: Bytes,
+        now: Instant,
+    ) -> isize {
+        if !self.enabled() || frame.len() > self.max_bytes {
+            return -(self.clear() as isize);
+        }
+        let added = frame.len();
+        self.bytes += added;
+        self.kept.push_back(Kept {
+            stream,
+            first_seq,
+            events,
+            frame,
+            at: now,
+        });
+        added as isize - self.evict(now) as isize
+    }
+
+    /// Drops batches older than the window and, oldest first, beyond the byte limit; returns
+    /// the bytes freed.
+    pub fn evict(&mut self, now: Instant) -> usize {
+        let mut freed = 0;
+        while let Some(front) = self.kept.front() {
+            let expired = now.saturating_duration_since(front.at) > self.window;
+            if !expired && self.bytes <= self.max_bytes {
+                break;
+            }
+            freed += front.frame.len();
+            self.bytes -= front.frame.len();
+            self.kept.pop_front();
+        }
+        freed
+    }
+
+    /// Drops everything; returns the bytes freed.
+    pub fn clear(&mut self) -> usize {
+        let freed = self.bytes;
+        self.kept.clear();
+        self.bytes = 0;
+        freed
+    }
+
+    /// The batches a subscriber resuming at `from` (the next event it wants) has not seen,
+    /// oldest first:
+    /// - the batches of `from.stream` that hold an event at or after `from.seq`, and every
+    ///   batch of another stream retained after that stream's last batch (later streams);
+    /// - when `from.stream` is not retained at all (the subscriber comes from another owner,
+    ///   or from before a restart), the batches of the newest stream, the one this topic is
+    ///   numbered in now: none of its events can have reached the subscriber, since every
+    ///   event has one position wherever it is delivered.
+    ///
+    /// A batch holding both seen and unseen events is sent whole; the client drops the events
+    /// before its resume point.
+    pub fn replay(&self, from: Position) -> Vec<Replay> {
+        let last_of_stream = self.kept.iter().rposition(|k| k.stream == from.stream);
+        let start_of_newest = match (last_of_stream, self.kept.back()) {
+            (Some(i), _) => i + 1,
+            (None, Some(newest)) => self
+                .kept
+                .iter()
+                .rposition(|k| k.stream != newest.stream)
+                .map_or(0, |i| i + 1),
+            (None, None) => return Vec::new(),
+        };
+        self.kept
+            .iter()
+            .enumerate()
+            .filter(|(i, k)| {
+                *i >= start_of_newest || (k.stream == from.stream && k.end() > from.seq)
+            })
+            .map(|(_, k)| Replay {
+                frame: k.frame.clone(),
+                events: k.events,
+            })
+            .collect()
+    }
+}
+
+/// Joins consecutive replay frames into chunks of at most `max_bytes` (a single larger frame
+/// stays alone). Concatenated frames are still a valid frame sequence on the stream, and a
+/// whole replay then takes a few slots of the subscriber's queue rather than one per batch, so
+/// a queue sized for live traffic does not drop the replay's oldest part.
+pub fn coalesce(batches: Vec<Replay>, max_bytes: usize) -> Vec<Replay> {
+    let mut out: Vec<Replay> = Vec::new();
+    let mut chunk = BytesMut::new();
+    let mut events = 0u32;
+    for b in batches {
+        if !chunk.is_empty() && chunk.len() + b.frame.len() > max_bytes {
+            out.push(Replay {
+                frame: std::mem::take(&mut chunk).freeze(),
+                events,
+            });
+            events = 0;
+        }
+        chunk.extend_from_slice(&b.frame);
+        events = events.saturating_add(b.events);
+    }
+    if !chunk.is_empty() {
+        out.push(Replay {
+            frame: chunk.freeze(),
+            events,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(tag: u8, len: usize) -> Bytes {
+        Bytes::from(vec![tag; len])
+    }
+
+    fn tags(r: &[Replay]) -> Vec<u8> {
+        r.iter().map(|b| b.frame[0]).collect()
+    }
+
+    fn pos(stream: u64, seq: u64) -> Position {
+        Position { stream, seq }
+    }
+
+    #[test]
+    fn resumes_inside_its_stream() {
+        let now = Instant::now();
+        let mut r = Retained::new(Duration::from_secs(30), 1 << 20);
+        r.push(7, 0, 10, frame(1, 10), now); // 0..10
+        r.push(7, 10, 10, frame(2, 10), now); // 10..20
+        r.push(7, 20, 5, frame(3, 10), now); // 20..25
+        assert_eq!(tags(&r.replay(pos(7, 0))), [1, 2, 3]);
+        assert_eq!(
+            tags(&r.replay(pos(7, 15))),
+            [2, 3],
+            "partial batch sent whole"
+        );
+        assert_eq!(tags(&r.replay(pos(7, 20))), [3]);
+        assert!(r.replay(pos(7, 25)).is_empty(), "caught up");
+    }
+
+    #[test]
+    fn later_streams_follow_and_unknown_streams_get_the_newest() {
+        let now = Instant::now();
+        let mut r = Retained::new(Duration::from_secs(30), 1 << 20);
+        r.push(1, 0, 5, frame(1, 10), now);
+        r.push(1, 5, 5, frame(2, 10), now);
+        r.push(2, 0, 5, frame(3, 10), now); // the owner moved: stream 2
+        r.push(2, 5, 5, frame(4, 10), now);
+        assert_eq!(tags(&r.replay(pos(1, 5))), [2, 3, 4]);
+        assert_eq!(tags(&r.replay(pos(1, 10))), [3, 4]);
+        assert_eq!(tags(&r.replay(pos(2, 5))), [4]);
+        // A subscriber from another owner has seen nothing of stream 2, nor of stream 1.
+        assert_eq!(tags(&r.replay(pos(99, 1000))), [3, 4]);
+    }
+
+    #[test]
+    fn the_window_and_the_byte_limit_evict_oldest_first() {
+        let t0 = Instant::now();
+        let mut r = Retained::new(Duration::from_secs(10), 25);
+        assert_eq!(r.push(1, 0, 1, frame(1, 10), t0), 10);
+        assert_eq!(r.push(1, 1, 1, frame(2, 10), t0), 10);
+        assert_eq!(r.push(1, 2, 1, frame(3, 10), t0), 0, "10 in, 10 out");
+        assert_eq!(r.bytes(), 20);
+        assert_eq!(tags(&r.replay(pos(1, 0))), [2, 3]);
+        assert_eq!(r.evict(t0 + Duration::from_secs(11)), 20);
+        assert!(r.replay(pos(1, 0)).is_empty());
+        // A frame larger than the limit is never kept, and the rest goes too: what is retained
+        // stays one run without holes.
+        r.push(1, 3, 1, frame(4, 10), t0);
+        assert_eq!(r.push(1, 4, 1, frame(5, 30), t0), -10);
+        assert_eq!(r.bytes(), 0);
+    }
+
+    #[test]
+    fn replays_are_joined_into_few_chunks() {
+        let batches: Vec<Replay> = (1..=5)
+            .map(|tag| Replay {
+                frame: frame(tag, 10),
+                events: 2,
+            })
+            .collect();
+        let chunks = coalesce(batches, 25);
+        let shape: Vec<(Vec<u8>, u32)> = chunks
+            .iter()
+            .map(|c| (c.frame.to_vec(), c.events))
+            .collect();
+        assert_eq!(shape.len(), 3);
+        assert_eq!(shape[0].0, [vec![1; 10], vec![2; 10]].concat());
+        assert_eq!(shape[0].1, 4);
+        assert_eq!(shape[2], (vec![5; 10], 2));
+        assert!(coalesce(Vec::new(), 25).is_empty());
+    }
+
+    #[test]
+    fn disabled_keeps_nothing() {
+        let mut r = Retained::new(Duration::ZERO, 1 << 20);
+        assert!(!r.enabled());
+        r.push(1, 0, 1, frame(1, 10), Instant::now());
+        assert!(r.replay(pos(1, 0)).is_empty());
+    }
+}
