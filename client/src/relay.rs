@@ -103,6 +103,7 @@ fn worth_resubscribing(e: &ClientError) -> bool {
     matches!(
         e,
         ClientError::Server { .. }
+            | ClientError::Connect(_)
             | ClientError::Connection(_)
             | ClientError::Closed
             | ClientError::Timeout
@@ -128,6 +129,7 @@ mod tests {
     #[test]
     fn only_transient_errors_resubscribe() {
         assert!(worth_resubscribing(&ClientError::Closed));
+        assert!(worth_resubscribing(&ClientError::Connect("refused".into())));
         assert!(!worth_resubscribing(&ClientError::InvalidTopic("x".into())));
     }
 }

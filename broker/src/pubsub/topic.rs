@@ -398,7 +398,16 @@ impl TopicTask {
         let freed = self.retained.evict(now);
         let m = &self.shared.metrics;
         m.retained_bytes.sub(freed as i64);
-        for chunk in coalesce(self.retained.replay(from), REPLAY_CHUNK_BYTES) {
+        let chunks = coalesce(self.retained.replay(from), REPLAY_CHUNK_BYTES);
+        tracing::debug!(
+            topic = %self.name,
+            ?from,
+            stream = self.stream,
+            next_seq = self.next_seq,
+            events = chunks.iter().map(|c| u64::from(c.events)).sum::<u64>(),
+            "resume: replaying retained events"
+        );
+        for chunk in chunks {
             m.replayed_events.inc_by(u64::from(chunk.events));
             let item = Queued {
                 frame: chunk.frame,
@@ -420,6 +429,7 @@ impl TopicTask {
             self.epoch.mark_unchanged();
             self.stream = new_stream_id();
             self.next_seq = 0;
+            tracing::debug!(topic = %self.name, stream = self.stream, "membership changed: new stream");
         }
         let m = &self.shared.metrics;
         let events = batch.payloads.len();

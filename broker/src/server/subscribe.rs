@@ -21,6 +21,10 @@ use crate::server::{Ctx, Registered, reply};
 
 /// Longest a subscription ended by an owner change waits for its queue to be written.
 const KICK_DRAIN: Duration = Duration::from_secs(2);
+/// How long a subscription ended by an owner change keeps receiving before its topic is
+/// flushed: publishes this broker accepted as the owner just before the change reach the topic
+/// within it.
+const KICK_GRACE: Duration = Duration::from_millis(250);
 
 /// Serves a subscription stream whose first frame was `req`.
 pub async fn serve(
@@ -114,7 +118,10 @@ pub async fn serve(
             f = read_frame(&mut recv, &mut buf, &ctx.decoder, 4096) => f,
             () = kick.notified() => {
                 // What this broker accepted as the owner goes out before the `Moved`: the
-                // client resumes at the new owner, which never had these events.
+                // client resumes at the new owner, which never had these events. Publishes
+                // routed here just before the change may still be on their way to the topic
+                // (acked on receipt): give them a moment, then flush and drain.
+                tokio::time::sleep(KICK_GRACE).await;
                 ctx.topics.flush(&req.topic).await;
                 let deadline = tokio::time::Instant::now() + KICK_DRAIN;
                 while sub.queued() > 0 && tokio::time::Instant::now() < deadline {
