@@ -46,7 +46,7 @@ impl Role {
 /// What the server said about itself in `HelloOk`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerInfo {
-    /// Negotiated protocol version (always 1 for now).
+    /// Negotiated protocol version (`starling_proto::PROTOCOL_VERSION`).
     pub version: u8,
     /// Feature bits granted (see `starling_proto::features`).
     pub features: u64,

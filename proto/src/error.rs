@@ -11,7 +11,7 @@ use crate::error_code::ErrorCode;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     /// The header's version byte is not [`FRAMING_VERSION`](crate::FRAMING_VERSION).
-    #[error("unsupported protocol version {0}")]
+    #[error("unsupported framing version {0} in a frame header")]
     UnsupportedVersion(u8),
     /// The header's frame type byte names no known frame.
     #[error("unknown frame type 0x{0:02x}")]

@@ -74,8 +74,9 @@ impl Upstreams {
             .map(|r| Arc::clone(&r.sub.topic))
             .collect();
         let mut desired: HashMap<String, Member> = HashMap::new();
+        let mut wanted: std::collections::HashSet<Arc<str>> = std::collections::HashSet::new();
         for topic in topics {
-            if desired.contains_key(&*topic) {
+            if !wanted.insert(Arc::clone(&topic)) {
                 continue;
             }
             if let Route::Peer(owner) = ctx.cluster.route(Kind::Topic, topic.as_bytes()) {
@@ -91,12 +92,11 @@ impl Upstreams {
                 Some(_) => {
                     // Re-aimed: overlap, and carry the position over.
                     carried.insert(topic.clone(), Arc::clone(&up.at));
-                    let task = up.task.abort_handle();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(RE_AIM_OVERLAP).await;
-                        task.abort();
-                    });
+                    stop_after_overlap(&up.task);
                 }
+                // This broker owns the topic now; the former owner may still accept
+                // publishes until it learns of the change.
+                None if wanted.contains(topic.as_str()) => stop_after_overlap(&up.task),
                 None => up.task.abort(),
             }
             false
@@ -137,6 +137,15 @@ impl Upstreams {
             up.task.abort();
         }
     }
+}
+
+/// Stops an upstream once [`RE_AIM_OVERLAP`] has passed.
+fn stop_after_overlap(task: &JoinHandle<()>) {
+    let task = task.abort_handle();
+    tokio::spawn(async move {
+        tokio::time::sleep(RE_AIM_OVERLAP).await;
+        task.abort();
+    });
 }
 
 /// Holds the subscription at `owner` and relays into the local topic until aborted, keeping

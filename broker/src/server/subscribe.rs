@@ -111,7 +111,7 @@ pub async fn serve(
     if role == Role::Plain {
         ctx.upstreams.reconcile(&ctx);
     }
-    tracing::debug!(id, topic = %req.topic, lane, ?role, "subscribed");
+    tracing::debug!(id, topic = %req.topic, lane, ?role, resume = ?req.resume, server = %ctx.cluster.self_id(), "subscribed");
 
     loop {
         let frame = tokio::select! {
@@ -162,7 +162,7 @@ pub async fn serve(
     if role == Role::Plain {
         ctx.upstreams.reconcile(&ctx);
     }
-    tracing::debug!(id, "unsubscribed");
+    tracing::debug!(id, topic = %req.topic, ?role, "subscription ended");
 }
 
 fn forget(ctx: &Ctx, sub: &Subscriber) {
