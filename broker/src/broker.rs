@@ -208,6 +208,7 @@ impl Broker {
             server_id: self.server_id,
             next_conn_id: AtomicU64::new(1),
             next_sub_id: AtomicU64::new(1),
+            publishes_in_flight: AtomicU64::new(0),
             subscribers: parking_lot::Mutex::new(Default::default()),
             cluster: Arc::clone(&cluster),
             peers,
@@ -337,6 +338,17 @@ impl RunningBroker {
         ctx.metrics.ready.set(0);
         let deadline = Instant::now() + Duration::from_millis(ctx.cfg.drain_timeout_ms);
         tracing::info!(timeout_ms = ctx.cfg.drain_timeout_ms, "draining");
+        // Publishes accepted before the phase changed (acked on receipt, perhaps) reach their
+        // topics first; new ones are refused from now on.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        while ctx
+            .publishes_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0
+            && Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
         let _ = tokio::time::timeout_at(deadline.into(), ctx.topics.flush_all()).await;
         if ctx.cluster.is_clustered() {
             // Hand this broker's cache entries to the members that own them in its absence.

@@ -20,6 +20,9 @@ use crate::config::ClientConfig;
 use crate::handshake::Role;
 use crate::node::Node;
 
+/// How long the connections to a member that left the view stay open for the subscriptions
+/// still on them.
+const LEFT_MEMBER_GRACE: Duration = Duration::from_secs(10);
 /// First pause before a member whose address could not be reached is tried again.
 const RETRY_FIRST: Duration = Duration::from_secs(10);
 /// Longest pause between attempts.
@@ -117,7 +120,14 @@ impl Router {
         *self.view.write() = Arc::new(info);
         for link in gone {
             if let Some(node) = link.state.lock().node.take() {
-                tokio::spawn(async move { node.close().await });
+                // Not at once: a member that left may not know it yet and still accept
+                // publishes as a topic's owner. Its subscriptions stay until it ends them (with
+                // `Moved` once it learns of the change, or by draining), and the relay then
+                // resumes at the new owner.
+                tokio::spawn(async move {
+                    tokio::time::sleep(LEFT_MEMBER_GRACE).await;
+                    node.close().await
+                });
             }
         }
         true

@@ -490,6 +490,15 @@ impl TopicTask {
         if closed {
             self.subscribers.retain(|s| !s.is_closed());
         }
+        tracing::trace!(
+            topic = %self.name,
+            stream = origin.stream,
+            seq = origin.seq,
+            events,
+            subscribers = self.subscribers.len(),
+            refused,
+            "delivered"
+        );
         let change = self
             .retained
             .push(origin.stream, origin.seq, events, frame, now);

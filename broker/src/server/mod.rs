@@ -52,6 +52,8 @@ pub struct Ctx {
     pub next_conn_id: AtomicU64,
     /// Subscription id source (unique for the broker's life).
     pub next_sub_id: AtomicU64,
+    /// Publish requests past the drain check that have not reached their topic or owner yet.
+    pub publishes_in_flight: AtomicU64,
     /// Live subscriptions by id, so the drain can finish their streams cleanly and a
     /// membership change can move them.
     pub subscribers: parking_lot::Mutex<HashMap<u64, Registered>>,

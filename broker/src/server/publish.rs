@@ -14,6 +14,7 @@
 //! ever given for a message not enqueued at the current owner.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
 use starling_proto::{AckMode, ErrorCode, Frame, ReadError, features, read_frame};
@@ -31,6 +32,27 @@ use crate::server::{Ctx, reply};
 struct Work {
     topic: String,
     job: Job,
+    /// Held until the job reached its topic or owner.
+    in_flight: InFlight,
+}
+
+/// Counts one publish request in `Ctx::publishes_in_flight` from before the drain check until
+/// it has reached its topic (or its owner): a drain waits for the count to reach zero before it
+/// flushes the topics, so nothing acked on receipt is still on its way when streams finish.
+pub struct InFlight(Arc<Ctx>);
+
+impl InFlight {
+    fn new(ctx: &Arc<Ctx>) -> InFlight {
+        ctx.publishes_in_flight.fetch_add(1, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        InFlight(Arc::clone(ctx))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.publishes_in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 enum Job {
@@ -87,6 +109,7 @@ impl Publisher {
                                         ack,
                                     } => forward(&ctx, &w.topic, owner, payloads, ack).await,
                                 }
+                                drop(w.in_flight);
                             }
                         });
                         tx
@@ -97,11 +120,18 @@ impl Publisher {
     }
 
     /// Queues one request for its topic's worker, waiting while that worker's queue is full.
-    async fn submit(&self, topic: String, job: Job) -> Result<(), ()> {
+    async fn submit(&self, topic: String, job: Job, in_flight: InFlight) -> Result<(), ()> {
         let workers = self.workers().await;
         let i = (self.hasher.hash_one(topic.as_str()) as usize) % workers.len().max(1);
         match workers.get(i) {
-            Some(tx) => tx.send(Work { topic, job }).await.map_err(|_| ()),
+            Some(tx) => tx
+                .send(Work {
+                    topic,
+                    job,
+                    in_flight,
+                })
+                .await
+                .map_err(|_| ()),
             None => Err(()),
         }
     }
@@ -232,6 +262,8 @@ pub async fn serve(
                 continue;
             }
         };
+        // Counted before the drain check, so a drain that starts now waits for this request.
+        let in_flight = InFlight::new(&ctx);
         if ctx.health.phase() == Phase::Draining {
             if ack == AckMode::Ack {
                 send_error(
@@ -284,7 +316,7 @@ pub async fn serve(
                     payloads,
                     ack: token,
                 };
-                if publisher.submit(topic, job).await.is_err() {
+                if publisher.submit(topic, job, in_flight).await.is_err() {
                     break;
                 }
                 continue;
@@ -315,6 +347,7 @@ pub async fn serve(
                     ack: commit_ack,
                     origin: None,
                 }),
+                in_flight,
             )
             .await
             .is_err()
