@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use starling_placement::Kind;
 use starling_proto::{
-    CacheOk, CacheValue, ErrorCode, ErrorFrame, Frame, Moved, ReadError, read_frame,
+    CacheGet, CacheOk, CacheValue, ErrorCode, ErrorFrame, Frame, Moved, ReadError, read_frame,
 };
 
 use crate::cluster::{Member, Role, Route};
@@ -126,19 +126,39 @@ async fn answer(ctx: &Ctx, role: Role, frame: Frame) -> Frame {
     }
 }
 
-/// A miss at the owner during the hand-off window: the previous holder's value, if any.
+/// A miss at the owner during the hand-off window: the previous holder's value, if any. A
+/// holder that cannot be asked makes the answer `Unavailable`, never a false "absent"; and as
+/// the holder deletes a pushed entry only after this broker stored it, a holder's "absent"
+/// sends the request back to the local store once more.
 async fn pull(ctx: &Ctx, request_id: u64, holder: Member, key: Bytes) -> Frame {
-    let value = match ctx.peers.client(&holder).await {
-        Ok(client) => client.cache_get(key).await.ok().flatten(),
-        Err(_) => None,
+    let asked = match ctx.peers.client(&holder).await {
+        Ok(client) => client
+            .cache_get(key.clone())
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
     };
-    if value.is_some() {
-        ctx.metrics
-            .cluster_handoff_keys
-            .with_label_values(&["pulled"])
-            .inc();
+    match asked {
+        Ok(Some(value)) => {
+            ctx.metrics
+                .cluster_handoff_keys
+                .with_label_values(&["pulled"])
+                .inc();
+            Frame::CacheValue(CacheValue {
+                request_id,
+                value: Some(value),
+            })
+        }
+        Ok(None) => answer_locally(ctx, Frame::CacheGet(CacheGet { request_id, key })),
+        Err(why) => unavailable(
+            ctx,
+            request_id,
+            format!(
+                "the key's previous holder {} cannot be asked: {why}",
+                holder.id
+            ),
+        ),
     }
-    Frame::CacheValue(CacheValue { request_id, value })
 }
 
 /// Forwards a plain client's request to the key's owner.
