@@ -80,7 +80,8 @@ pub(crate) async fn relay(
     }
 }
 
-/// One past the last event relayed, in the newest stream seen.
+/// One past the last event relayed, in the newest stream seen (stream ids grow with their
+/// start time).
 #[derive(Debug, Clone, Copy, Default)]
 struct ResumePoint(Option<Position>);
 
@@ -88,11 +89,12 @@ impl ResumePoint {
     fn advance(&mut self, stream: u64, first_seq: u64, len: usize) {
         let end = first_seq.wrapping_add(len as u64);
         self.0 = Some(match self.0 {
-            // A replay repeating events of the current stream never moves it back.
+            // A replay repeating events never moves the point back.
             Some(p) if p.stream == stream => Position {
                 stream,
                 seq: p.seq.max(end),
             },
+            Some(p) if p.stream > stream => p,
             _ => Position { stream, seq: end },
         });
     }
@@ -123,6 +125,8 @@ mod tests {
         r.advance(1, 5, 3); // a replay of what was relayed
         assert_eq!(r.0, Some(Position { stream: 1, seq: 12 }));
         r.advance(2, 0, 4); // the owner moved
+        assert_eq!(r.0, Some(Position { stream: 2, seq: 4 }));
+        r.advance(1, 12, 1); // a late batch of the older stream
         assert_eq!(r.0, Some(Position { stream: 2, seq: 4 }));
     }
 

@@ -6,9 +6,11 @@ use std::collections::VecDeque;
 
 /// A place in a topic's event streams: event `seq` of stream `stream`.
 ///
-/// Every event a topic's owner accepts gets a position: the owner's current stream id (nonzero,
-/// random, new whenever the owner starts serving the topic) and a sequence number counting up
-/// within that stream. Brokers relaying a topic from its owner keep the owner's positions, so
+/// Every event a topic's owner accepts gets a position: the owner's current stream id and a
+/// sequence number counting up within that stream. A broker draws a new stream id when it
+/// starts serving the topic and after every membership change; ids are nonzero and grow with
+/// the stream's start time (wall-clock milliseconds in the high bits, 20 random bits below), so
+/// a broker can tell which streams started after a given one. Brokers relaying a topic from its owner keep the owner's positions, so
 /// one event has the same position wherever it is delivered. In a `Subscribe` it names the
 /// next event the subscriber wants (one past the last it received).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

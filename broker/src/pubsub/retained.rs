@@ -5,7 +5,8 @@
 //!
 //! The batches are the very `Bytes` the fan-out shared with every subscriber, so retaining one
 //! costs a reference count. Which batches a resume position needs is [`Retained::replay`]: the
-//! rest of the position's own stream, and every batch of a later stream. Positions are the
+//! rest of the position's own stream, and every batch of a stream that started later (stream
+//! ids grow with their start time). Positions are the
 //! topic owner's (see [`starling_proto::Position`]), so a relaying broker's copy answers the
 //! same question the same way.
 
@@ -121,34 +122,21 @@ impl Retained {
     }
 
     /// The batches a subscriber resuming at `from` (the next event it wants) has not seen,
-    /// oldest first:
-    /// - the batches of `from.stream` that hold an event at or after `from.seq`, and every
-    ///   batch of another stream retained after that stream's last batch (later streams);
-    /// - when `from.stream` is not retained at all (the subscriber comes from another owner,
-    ///   or from before a restart), the batches of the newest stream, the one this topic is
-    ///   numbered in now: none of its events can have reached the subscriber, since every
-    ///   event has one position wherever it is delivered.
+    /// oldest first: those of `from.stream` that hold an event at or after `from.seq`, and
+    /// every batch of a stream that started after `from.stream` (stream ids grow with their
+    /// start time). The subscriber was numbered in `from.stream` last, so it cannot have seen
+    /// an event of a later stream: every event has one position wherever it is delivered. This
+    /// holds however many streams the topic went through meanwhile (an owner that restarted
+    /// and then saw the membership change, say), and whether `from.stream` is retained here or
+    /// was another owner's.
     ///
     /// A batch holding both seen and unseen events is sent whole; the client drops the events
     /// before its resume point.
     pub fn replay(&self, from: Position) -> Vec<Replay> {
-        let last_of_stream = self.kept.iter().rposition(|k| k.stream == from.stream);
-        let start_of_newest = match (last_of_stream, self.kept.back()) {
-            (Some(i), _) => i + 1,
-            (None, Some(newest)) => self
-                .kept
-                .iter()
-                .rposition(|k| k.stream != newest.stream)
-                .map_or(0, |i| i + 1),
-            (None, None) => return Vec::new(),
-        };
         self.kept
             .iter()
-            .enumerate()
-            .filter(|(i, k)| {
-                *i >= start_of_newest || (k.stream == from.stream && k.end() > from.seq)
-            })
-            .map(|(_, k)| Replay {
+            .filter(|k| k.stream > from.stream || (k.stream == from.stream && k.end() > from.seq))
+            .map(|k| Replay {
                 frame: k.frame.clone(),
                 events: k.events,
             })
@@ -218,18 +206,23 @@ mod tests {
     }
 
     #[test]
-    fn later_streams_follow_and_unknown_streams_get_the_newest() {
+    fn later_streams_follow_whether_or_not_the_resume_stream_is_here() {
         let now = Instant::now();
         let mut r = Retained::new(Duration::from_secs(30), 1 << 20);
-        r.push(1, 0, 5, frame(1, 10), now);
-        r.push(1, 5, 5, frame(2, 10), now);
-        r.push(2, 0, 5, frame(3, 10), now); // the owner moved: stream 2
-        r.push(2, 5, 5, frame(4, 10), now);
-        assert_eq!(tags(&r.replay(pos(1, 5))), [2, 3, 4]);
-        assert_eq!(tags(&r.replay(pos(1, 10))), [3, 4]);
-        assert_eq!(tags(&r.replay(pos(2, 5))), [4]);
-        // A subscriber from another owner has seen nothing of stream 2, nor of stream 1.
-        assert_eq!(tags(&r.replay(pos(99, 1000))), [3, 4]);
+        r.push(10, 0, 5, frame(1, 10), now);
+        r.push(10, 5, 5, frame(2, 10), now);
+        r.push(20, 0, 5, frame(3, 10), now); // the membership changed: stream 20
+        r.push(30, 0, 5, frame(4, 10), now); // and again: stream 30
+        assert_eq!(tags(&r.replay(pos(10, 5))), [2, 3, 4]);
+        assert_eq!(tags(&r.replay(pos(10, 10))), [3, 4]);
+        assert_eq!(tags(&r.replay(pos(20, 5))), [4]);
+        // From another owner's stream 15 (started between 10 and 20): streams 20 and 30, both
+        // of which started after it; nothing of 10.
+        assert_eq!(tags(&r.replay(pos(15, 1000))), [3, 4]);
+        // From a stream older than anything here (the owner restarted): everything.
+        assert_eq!(tags(&r.replay(pos(5, 7))), [1, 2, 3, 4]);
+        // From a stream newer than anything here: nothing to replay.
+        assert_eq!(tags(&r.replay(pos(99, 0))), Vec::<u8>::new());
     }
 
     #[test]

@@ -267,10 +267,20 @@ struct TopicTask {
     shared: Arc<Shared>,
 }
 
-/// A fresh stream id: random and nonzero, so ids drawn by different brokers and restarts
-/// do not meet.
+/// A fresh stream id, ordered by when the stream started: the wall-clock milliseconds in the
+/// high bits and 20 random bits below, so ids drawn by different brokers and restarts do not
+/// meet, and a later stream has a larger id (to the brokers' clock agreement). Never below the
+/// last id this process drew.
 fn new_stream_id() -> u64 {
-    rand::random::<u64>().max(1)
+    static LAST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| {
+            u64::try_from(d.as_millis()).unwrap_or(u64::MAX >> 20)
+        });
+    let id = (millis << 20) | (rand::random::<u64>() & 0xF_FFFF);
+    let prev = LAST.fetch_max(id, std::sync::atomic::Ordering::Relaxed);
+    id.max(prev.saturating_add(1)).max(1)
 }
 
 impl TopicTask {
@@ -511,5 +521,26 @@ async fn maybe_sleep(deadline: Option<Instant>) {
     match deadline {
         Some(d) => timer::sleep_until(d).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::new_stream_id;
+
+    #[test]
+    fn stream_ids_grow_and_carry_their_start_time() {
+        let a = new_stream_id();
+        let b = new_stream_id();
+        assert!(b > a, "{b} after {a}");
+        let millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        assert!(
+            (a >> 20).abs_diff(millis) < 60_000,
+            "{} vs {millis}",
+            a >> 20
+        );
     }
 }
