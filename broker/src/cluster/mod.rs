@@ -188,6 +188,18 @@ impl Cluster {
             .then(|| before.clone())
     }
 
+    /// Whether this broker owned `key` before the last membership change, while the hand-off
+    /// window after it is open.
+    pub fn owned_before_change(&self, kind: Kind, key: &[u8]) -> bool {
+        let view = self.view.read();
+        view.changed_at.elapsed() <= self.handoff_window
+            && view
+                .previous
+                .as_ref()
+                .and_then(|p| p.owner(kind, key))
+                .is_some_and(|m| m.id == self.self_id)
+    }
+
     /// The member to ask on a cache miss at the owner: the key's previous owner while the
     /// hand-off window after a membership change is open, or, while the window after this
     /// broker's own start is open, the member that owned the key in this broker's absence

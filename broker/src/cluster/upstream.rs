@@ -106,10 +106,19 @@ impl Upstreams {
             if tasks.contains_key(&topic) {
                 continue;
             }
-            let at = match carried.remove(&topic) {
-                Some(old) => Arc::new(parking_lot::Mutex::new(*old.lock())),
-                None => Arc::new(parking_lot::Mutex::new(seeds.remove(&topic))),
+            // Where to start: where the upstream it replaces stood, else where a resuming local
+            // subscriber stands, else, when this broker owned the topic until the change, where
+            // its local subscribers stand: the new owner replays what it accepted since.
+            let from = match carried.remove(&topic) {
+                Some(old) => *old.lock(),
+                None => seeds.remove(&topic).or_else(|| {
+                    ctx.cluster
+                        .owned_before_change(Kind::Topic, topic.as_bytes())
+                        .then(|| ctx.topics.reached(&topic))
+                        .flatten()
+                }),
             };
+            let at = Arc::new(parking_lot::Mutex::new(from));
             tracing::debug!(%topic, owner = %owner.id, from = ?*at.lock(), "upstream subscription");
             let task = tokio::spawn(run(
                 Arc::downgrade(ctx),

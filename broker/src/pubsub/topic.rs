@@ -54,7 +54,12 @@ enum Control {
 struct TopicHandle {
     data: mpsc::Sender<TopicMsg>,
     control: mpsc::UnboundedSender<Control>,
+    /// One past the last event delivered, in the newest stream delivered.
+    reached: Reached,
 }
+
+/// One past the last event a topic delivered, in the newest stream it delivered.
+type Reached = Arc<parking_lot::Mutex<Option<Position>>>;
 
 /// Settings every topic task shares.
 pub struct TopicSettings {
@@ -120,9 +125,11 @@ impl Topics {
         let name: Arc<str> = Arc::from(topic);
         let (data_tx, data_rx) = mpsc::channel(self.shared.settings.queue_depth.max(1));
         let (control_tx, control_rx) = mpsc::unbounded_channel();
+        let reached: Reached = Arc::new(parking_lot::Mutex::new(None));
         let handle = TopicHandle {
             data: data_tx,
             control: control_tx,
+            reached: Arc::clone(&reached),
         };
         shard.insert(Arc::clone(&name), handle.clone());
         self.shared.metrics.topics.inc();
@@ -141,6 +148,7 @@ impl Topics {
             retained: Retained::new(settings.replay_window, settings.replay_max_bytes),
             relayed: SeenStreams::default(),
             relay_pending: VecDeque::new(),
+            reached,
             topics: Arc::downgrade(self),
             shared: Arc::clone(&self.shared),
         };
@@ -172,6 +180,17 @@ impl Topics {
                 Err(_) => return,
             }
         }
+    }
+
+    /// One past the last event `topic` delivered, in the newest stream it delivered; `None`
+    /// for a topic without state or that delivered nothing yet.
+    pub fn reached(&self, topic: &str) -> Option<Position> {
+        let reached = self
+            .shard(topic)
+            .read()
+            .get(topic)
+            .map(|h| Arc::clone(&h.reached))?;
+        *reached.lock()
     }
 
     /// Seals `topic`'s open batch and fans it out; returns once done (at once for a topic
@@ -263,6 +282,7 @@ struct TopicTask {
     relayed: SeenStreams,
     /// Relayed runs waiting behind the sealed local batches.
     relay_pending: VecDeque<(Position, Vec<Bytes>)>,
+    reached: Reached,
     topics: std::sync::Weak<Topics>,
     shared: Arc<Shared>,
 }
@@ -509,6 +529,18 @@ impl TopicTask {
             refused,
             "delivered"
         );
+        {
+            let end = Position {
+                stream: origin.stream,
+                seq: origin.seq.wrapping_add(u64::from(events)),
+            };
+            let mut reached = self.reached.lock();
+            match *reached {
+                Some(r) if r.stream > end.stream || (r.stream == end.stream && r.seq > end.seq) => {
+                }
+                _ => *reached = Some(end),
+            }
+        }
         let change = self
             .retained
             .push(origin.stream, origin.seq, events, frame, now);
