@@ -1,11 +1,14 @@
 //! Subscription streams: `Subscribe` → `SubscribeOk`, then EventBatches written by the
 //! subscriber's writer lane until the client unsubscribes, finishes the stream or disconnects.
+//! A `Subscribe` with a resume position first gets the topic's retained events from there on
+//! (see `pubsub::retained`).
 //!
 //! In a cluster, a subscription for a topic another member owns is served here all the same
 //! for a plain client (an upstream subscription at the owner feeds the local topic), answered
 //! with `Moved` for a routing client or a peer, and ended with a `Moved` error when a
 //! membership change moves the topic away from this broker while a routing client or a peer
-//! is subscribed (they resubscribe at the new owner).
+//! is subscribed (they resume at the new owner), after a short grace and a drain of what this
+//! broker accepted as the owner.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
