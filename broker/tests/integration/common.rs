@@ -75,7 +75,7 @@ impl TestBroker {
 
     pub async fn metrics(&self) -> Metrics {
         let (status, body) = self.http_get("/metrics").await;
-        assert_eq!(status, 200);
+        assert_eq!(status, 200, "/metrics: {body}");
         Metrics::parse(&body)
     }
 
@@ -170,14 +170,22 @@ fn pem_of(der: &[u8]) -> String {
     )
 }
 
+/// One HTTP/1.1 GET. Status 0 means no answer: the connection was refused, or reset before a
+/// response (a listener closing with the connection still in its accept queue resets it).
+/// Callers that expect an answer assert on the status, so they still fail, with the reason.
 pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
-        return (0, String::new());
+    let mut s = match tokio::net::TcpStream::connect(addr).await {
+        Ok(s) => s,
+        Err(e) => return (0, format!("connect: {e}")),
     };
     let req = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.expect("http write");
+    if let Err(e) = s.write_all(req.as_bytes()).await {
+        return (0, format!("write: {e}"));
+    }
     let mut raw = Vec::new();
-    s.read_to_end(&mut raw).await.expect("http read");
+    if let Err(e) = s.read_to_end(&mut raw).await {
+        return (0, format!("read: {e}"));
+    }
     let text = String::from_utf8_lossy(&raw).into_owned();
     let status = text
         .split_whitespace()

@@ -79,8 +79,9 @@ async fn drain_flushes_queued_deliveries_and_turns_readiness_off() {
     let got = recv_n(&mut sub, 5).await;
     assert_eq!(got.len(), 5, "queued events were delivered before close");
     let (status, body) = health.await.expect("probe");
-    // The probe ran during the drain (503 "draining") or after the listener stopped (connection
-    // refused gives status 0); it must never say ready.
+    // The probe ran during the drain (503 "draining") or as the listener stopped (status 0: the
+    // connection was refused, or reset from the closing listener's accept queue). It must never
+    // say ready.
     assert_ne!(status, 200, "readiness during drain: {body}");
     // After the drain the stream is closed. The SDK subscription tries to resubscribe; with no
     // broker to take it, it ends with an error once three request timeouts have passed.
