@@ -65,6 +65,10 @@ impl Upstreams {
     /// replaced by one at the new owner that resumes where it stood, and is stopped after
     /// [`RE_AIM_OVERLAP`].
     pub fn reconcile(&self, ctx: &Arc<Ctx>) {
+        // Held from reading the subscribers to the last change: two reconciles racing (the last
+        // two subscribers of a topic leaving at once) must not let the one that read the older
+        // subscriber set apply it last, which would leave an upstream nobody needs.
+        let mut tasks = self.tasks.lock();
         let topics: Vec<Arc<str>> = ctx
             .subscribers
             .lock()
@@ -83,7 +87,6 @@ impl Upstreams {
                 desired.insert(topic.to_string(), owner);
             }
         }
-        let mut tasks = self.tasks.lock();
         let mut seeds = self.seeds.lock();
         let mut carried: HashMap<String, At> = HashMap::new();
         tasks.retain(|topic, up| {
