@@ -113,6 +113,15 @@ impl Retained {
         freed
     }
 
+    /// When the oldest batch held expires (a moment after its window ends), if any is held.
+    /// The topic's task evicts then, so a topic that went quiet does not hold its tail until
+    /// its next publish.
+    pub fn next_expiry(&self) -> Option<Instant> {
+        self.kept
+            .front()
+            .map(|k| k.at + self.window + Duration::from_millis(1))
+    }
+
     /// Drops everything; returns the bytes freed.
     pub fn clear(&mut self) -> usize {
         let freed = self.bytes;
@@ -186,6 +195,25 @@ mod tests {
 
     fn pos(stream: u64, seq: u64) -> Position {
         Position { stream, seq }
+    }
+
+    #[test]
+    fn the_oldest_batch_sets_the_next_expiry() {
+        let t0 = Instant::now();
+        let window = Duration::from_secs(30);
+        let mut r = Retained::new(window, 1 << 20);
+        assert_eq!(r.next_expiry(), None);
+        r.push(7, 0, 10, frame(1, 10), t0);
+        r.push(7, 10, 10, frame(2, 10), t0 + Duration::from_secs(5));
+        let first = r.next_expiry().expect("something held");
+        assert!(first > t0 + window && first <= t0 + window + Duration::from_millis(1));
+        // At that moment the first batch is gone and the second one sets the next expiry.
+        assert_eq!(r.evict(first), 10);
+        assert_eq!(r.bytes(), 10);
+        let second = r.next_expiry().expect("second held");
+        assert_eq!(second - first, Duration::from_secs(5));
+        assert_eq!(r.evict(second), 10);
+        assert_eq!(r.next_expiry(), None);
     }
 
     #[test]

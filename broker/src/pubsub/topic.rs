@@ -307,7 +307,17 @@ impl TopicTask {
     async fn run(mut self) {
         let idle = self.shared.settings.idle_retire;
         let mut last_activity = Instant::now();
+        // Expires the retained tail of a topic gone quiet (publishes evict as they push). Armed
+        // for the oldest retained batch and re-armed after it fires, so it costs a timer reset
+        // per expiry, not one per message.
+        let expiry = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(expiry);
+        let mut expiry_armed = false;
         loop {
+            if !expiry_armed && let Some(at) = self.retained.next_expiry() {
+                expiry.as_mut().reset(at.into());
+                expiry_armed = true;
+            }
             let deadline = self.batcher.deadline();
             let idle_at = (self.subscribers.is_empty() && self.batcher.is_empty())
                 .then(|| last_activity + idle);
@@ -332,6 +342,11 @@ impl TopicTask {
                     }
                     None => break,
                 },
+                _ = &mut expiry, if expiry_armed => {
+                    expiry_armed = false;
+                    let freed = self.retained.evict(Instant::now());
+                    self.shared.metrics.retained_bytes.sub(freed as i64);
+                }
                 _ = maybe_sleep(idle_at) => {
                     if let Some(topics) = self.topics.upgrade()
                         && topics.retire(&self.name, &self.data, &self.control)

@@ -8,5 +8,6 @@ mod cache;
 mod common;
 mod delivery;
 mod observability;
+mod retention;
 mod slow_subscriber;
 mod tls_files;
