@@ -10,6 +10,7 @@ use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::watch;
 
+use crate::autoscale::promql::{self, PromQlSource, PrometheusUrl};
 use crate::controller::{self, Context};
 use crate::http::{self, Health};
 use crate::leader::{LeaderElector, LeaseConfig};
@@ -84,6 +85,30 @@ pub struct Args {
     /// This replica's identity in the Lease. Default: the pod name.
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+    /// Prometheus server the tier autoscaler reads its signals from with PromQL
+    /// (`http://host[:port][/prefix]`; https is not supported). Unset: it scrapes every broker
+    /// pod's `/metrics` directly.
+    #[arg(long, env = "STARLING_OPERATOR_PROMETHEUS_URL", value_name = "URL")]
+    pub prometheus_url: Option<PrometheusUrl>,
+    /// Series selector of the broker pods' series in Prometheus, with `{namespace}` and
+    /// `{name}` (the BrokerCluster's) filled in. Used only with `--prometheus-url`.
+    #[arg(
+        long,
+        env = "STARLING_OPERATOR_PROMETHEUS_SELECTOR",
+        default_value = promql::DEFAULT_SELECTOR,
+        value_parser = parse_selector
+    )]
+    pub prometheus_selector: String,
+    /// Lookback of `rate()` in the PromQL queries; the range used is the larger of this and the
+    /// cluster's `scrapeInterval`. Keep it at least twice Prometheus's scrape interval. Used only
+    /// with `--prometheus-url`.
+    #[arg(
+        long,
+        env = "STARLING_OPERATOR_PROMETHEUS_RATE_WINDOW",
+        default_value = promql::DEFAULT_RATE_WINDOW,
+        value_parser = promql::parse_rate_window
+    )]
+    pub prometheus_rate_window: Duration,
     /// Log format.
     #[arg(
         long,
@@ -101,7 +126,21 @@ pub struct Args {
     pub log_level: String,
 }
 
+fn parse_selector(text: &str) -> Result<String, promql::SelectorError> {
+    promql::check_selector(text).map(|()| text.to_string())
+}
+
 impl Args {
+    /// The autoscaler's Prometheus source, when `--prometheus-url` is set.
+    pub fn prometheus_source(&self) -> Result<Option<PromQlSource>, promql::SelectorError> {
+        self.prometheus_url
+            .clone()
+            .map(|url| {
+                PromQlSource::new(url, &self.prometheus_selector, self.prometheus_rate_window)
+            })
+            .transpose()
+    }
+
     /// Watched namespaces without blanks.
     pub fn watch_namespaces(&self) -> Vec<String> {
         self.namespaces
@@ -176,23 +215,31 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
         controller: FIELD_MANAGER.to_string(),
         instance: Some(me.clone()),
     };
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        Recorder::new(client.clone(), reporter),
-        metrics.clone(),
-        OperatorDefaults {
-            broker_image: args.broker_image.clone(),
-            tiers: load_tier_overrides(args.tier_overrides.as_deref())?,
-            cluster_domain: args.cluster_domain.trim().trim_end_matches('.').to_string(),
-            handoff_grace: Duration::from_secs(args.handoff_grace_seconds),
-        },
-    ));
+    let prometheus = args.prometheus_source()?;
+    let ctx = Arc::new(
+        Context::new(
+            client.clone(),
+            Recorder::new(client.clone(), reporter),
+            metrics.clone(),
+            OperatorDefaults {
+                broker_image: args.broker_image.clone(),
+                tiers: load_tier_overrides(args.tier_overrides.as_deref())?,
+                cluster_domain: args.cluster_domain.trim().trim_end_matches('.').to_string(),
+                handoff_grace: Duration::from_secs(args.handoff_grace_seconds),
+            },
+        )
+        .with_prometheus(prometheus.clone()),
+    );
     let namespaces = args.watch_namespaces();
     health.set_ready(true);
     tracing::info!(
         namespaces = ?namespaces,
         broker_image = %args.broker_image,
         leader_election = args.leader_election,
+        autoscaler_source = %prometheus.as_ref().map_or_else(
+            || "broker pods' /metrics".to_string(),
+            |p| format!("prometheus {} (rate window {:?})", p.url, p.rate_window)
+        ),
         "starling-operator starting"
     );
 
@@ -274,5 +321,58 @@ mod tests {
         assert_eq!(b.broker_image, "reg/starling:1");
         assert_eq!(b.cluster_domain, "corp.example");
         assert_eq!(b.handoff_grace_seconds, 30);
+    }
+
+    #[test]
+    fn prometheus_flags_parse_and_bad_values_are_clean_errors() {
+        let a = Args::try_parse_from(["starling-operator"]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.prometheus_url, None);
+        assert_eq!(a.prometheus_source(), Ok(None));
+        assert_eq!(a.prometheus_selector, promql::DEFAULT_SELECTOR);
+        assert_eq!(a.prometheus_rate_window, Duration::from_secs(60));
+        let b = Args::try_parse_from([
+            "starling-operator",
+            "--prometheus-url",
+            "http://prometheus.monitoring:9090",
+            "--prometheus-rate-window",
+            "2m",
+            "--prometheus-selector",
+            r#"kubernetes_namespace="{namespace}",kubernetes_pod_name=~"{name}-[0-9]+""#,
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        let src = b.prometheus_source().unwrap_or_else(|e| panic!("{e}"));
+        let src = src.unwrap_or_else(|| panic!("a source"));
+        assert_eq!(src.url.host, "prometheus.monitoring");
+        assert_eq!(src.url.port, 9090);
+        assert_eq!(src.rate_window, Duration::from_secs(120));
+        assert!(src.selector.starts_with("kubernetes_namespace="));
+        for (flag, value, want) in [
+            (
+                "--prometheus-url",
+                "https://p:9090",
+                "https is not supported",
+            ),
+            (
+                "--prometheus-url",
+                "prometheus:9090",
+                "must start with http://",
+            ),
+            ("--prometheus-url", "http://p:99999", "port"),
+            ("--prometheus-rate-window", "1 minute", "not a duration"),
+            (
+                "--prometheus-selector",
+                "pod=\"x\"}",
+                "brace outside quotes",
+            ),
+        ] {
+            let err = Args::try_parse_from(["starling-operator", flag, value])
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                err.contains(flag) && err.contains(want),
+                "{flag} {value}: {err}"
+            );
+        }
     }
 }

@@ -66,6 +66,9 @@ pub struct Context {
     pub metrics: Metrics,
     /// Operator-wide defaults.
     pub defaults: OperatorDefaults,
+    /// Where the tier autoscaler reads its signals: `None` scrapes the broker pods directly,
+    /// `Some` queries Prometheus (`--prometheus-url`).
+    pub prometheus: Option<crate::autoscale::promql::PromQlSource>,
     failures: Mutex<HashMap<(String, String), u32>>,
 }
 
@@ -82,8 +85,18 @@ impl Context {
             recorder,
             metrics,
             defaults,
+            prometheus: None,
             failures: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The same context with the autoscaler reading from Prometheus.
+    pub fn with_prometheus(
+        mut self,
+        source: Option<crate::autoscale::promql::PromQlSource>,
+    ) -> Self {
+        self.prometheus = source;
+        self
     }
 
     fn key(bc: &BrokerCluster) -> (String, String) {

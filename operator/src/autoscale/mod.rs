@@ -2,11 +2,14 @@
 //!
 //! - [`duration`]: the duration strings of `spec.autoscaling`.
 //! - [`prom`]: reads the needed series from a broker's `/metrics` text. Pure.
+//! - [`promql`]: the optional Prometheus source (`--prometheus-url`): the same observation
+//!   from PromQL queries instead of scraping the pods.
 //! - [`rates`]: per-pod counter deltas (with reset handling) summed into one observation per
 //!   scrape round. Pure.
 //! - [`decide`]: THE decision, from the window of observations and the cluster's state. Pure.
 //! - [`report`]: the `status.autoscaling` block and the status patch. Pure.
-//! - [`runner`]: the loop: every `scrapeInterval`, scrape each broker pod, keep the window in
+//! - [`runner`]: the loop: every `scrapeInterval`, scrape each broker pod (or query
+//!   Prometheus), keep the window in
 //!   memory, decide, and on a change write `status.effectiveTier` (never `spec`), emit an
 //!   Event and count the decision. The normal reconcile then renders the new tier.
 //!
@@ -17,6 +20,7 @@
 pub mod decide;
 pub mod duration;
 pub mod prom;
+pub mod promql;
 pub mod rates;
 pub mod report;
 pub mod runner;

@@ -6,6 +6,9 @@
 //!    `podIP:<container port named http>` with a short timeout, all at once;
 //! 2. rate the counters ([`Tracker`]) and append the observation to the cluster's in-memory
 //!    window (lost on restart: the window refills);
+//!
+//!    with `--prometheus-url`, steps 1–2 are instead: list the broker pods, and query the five
+//!    rates for them from Prometheus ([`super::promql`]); the observation is the same type;
 //! 3. [`decide`];
 //! 4. patch `status.autoscaling` (and, on a change, `status.effectiveTier`) through the status
 //!    subresource, emit a `TierChanged` Event and count the decision.
@@ -131,6 +134,8 @@ pub fn targets(pods: &[Pod]) -> Vec<Target> {
 struct ClusterState {
     uid: String,
     tracker: Tracker,
+    /// The previous Prometheus round's `to` (the next one's `from`).
+    prom_last: Option<Timestamp>,
     window: VecDeque<Observation>,
     next_due: tokio::time::Instant,
     last_change: Option<Timestamp>,
@@ -187,6 +192,7 @@ impl ClusterState {
         ClusterState {
             uid: uid.to_string(),
             tracker: Tracker::default(),
+            prom_last: None,
             window: VecDeque::new(),
             next_due: now,
             last_change: None,
@@ -234,21 +240,42 @@ async fn round(
     let expected = targets
         .len()
         .max(status.map_or(0, |s| usize::try_from(s.replicas).unwrap_or(0)));
-    let results = futures::future::join_all(targets.into_iter().map(scrape)).await;
-    let now = Timestamp::now();
-    let (mut scraped, mut failed) = (Vec::new(), Vec::new());
-    for r in results {
-        match r {
-            Ok(s) => scraped.push(s),
-            Err(f) => failed.push(f),
+    let obs = match &ctx.prometheus {
+        Some(source) => {
+            let pods: Vec<String> = targets.into_iter().map(|t| t.pod).collect();
+            let at = Timestamp::now();
+            let obs = source
+                .observe(
+                    &ns,
+                    &name,
+                    &pods,
+                    expected,
+                    policy.scrape_interval,
+                    state.prom_last,
+                    at,
+                )
+                .await;
+            state.prom_last = Some(at);
+            obs
         }
-    }
-    let obs = state.tracker.observe(Round {
-        at: now,
-        expected,
-        scraped,
-        failed,
-    });
+        None => {
+            let results = futures::future::join_all(targets.into_iter().map(scrape)).await;
+            let (mut scraped, mut failed) = (Vec::new(), Vec::new());
+            for r in results {
+                match r {
+                    Ok(s) => scraped.push(s),
+                    Err(f) => failed.push(f),
+                }
+            }
+            state.tracker.observe(Round {
+                at: Timestamp::now(),
+                expected,
+                scraped,
+                failed,
+            })
+        }
+    };
+    let now = obs.to;
     state.window.push_back(obs.clone());
     let keep = (policy.longest_window() + policy.scrape_interval * 4).as_secs_f64();
     while state
