@@ -7,7 +7,8 @@
 #   1. helm lint --strict, with the default values and with ci/full-values.yaml;
 #   2. values.schema.json and the chart's own checks refuse bad values with a clear message;
 #   3. the rendered objects: least-privilege RBAC (no wildcard, namespaced when watchNamespaces
-#      is set), the hardened operator pod, the tier overrides ConfigMap;
+#      is set), the hardened operator pod, the tier overrides ConfigMap, the autoscaler's
+#      --prometheus-* flags and the NetworkPolicy's egress to Prometheus;
 #   4. scripts/render-manifests.sh --check (no drift of manifests/install.yaml or the CRD copy).
 # With a KUBECONFIG (argument, or the environment), against that cluster's API server:
 #   5. server-side dry runs (strict field validation) of the chart with default and with full
@@ -86,6 +87,10 @@ refuse "a tier with zero replicas" "at '/tiers/small/replicas': minimum: got 0, 
 refuse "a tier memory that is no quantity" "at '/tiers/small/memory/request'" --set tiers.small.memory.request=lots
 refuse "an unknown tier field" "at '/tiers/medium': additional properties 'cores' not allowed" --set tiers.medium.cores=4
 refuse "a tier capacity of zero" "at '/tiers/large/capacityMsgsPerSec': minimum: got 0, want 1" --set tiers.large.capacityMsgsPerSec=0
+refuse "an https Prometheus URL" "at '/autoscaler/prometheusUrl'" --set autoscaler.prometheusUrl=https://prometheus:9090
+refuse "a Prometheus URL without http://" "at '/autoscaler/prometheusUrl'" --set autoscaler.prometheusUrl=prometheus:9090
+refuse "a Prometheus rate window that is no duration" "at '/autoscaler/prometheusRateWindow'" \
+  --set autoscaler.prometheusUrl=http://prometheus:9090 --set autoscaler.prometheusRateWindow=often
 refuse "a misspelt value" "additional properties 'replica' not allowed" --set replica=2
 refuse "an unknown pull policy" "at '/image/pullPolicy': value must be one of" --set image.pullPolicy=Sometimes
 refuse "a namespace that is no DNS label" "at '/watchNamespaces/0'" --set 'watchNamespaces={Team_A}'
@@ -198,6 +203,8 @@ check("--broker-image=starling/broker:0.1.0" in c["args"] and "--leader-election
       and d["spec"]["replicas"] == 1, "default: broker image starling/broker:<appVersion>, leader election, 1 replica")
 (cm,) = [x for x in kinds(default, "ConfigMap") if x["metadata"]["name"].endswith("-tiers")]
 check(yaml.safe_load(cm["data"]["tiers.yaml"]) == {}, "default: empty tier overrides")
+check(not [a for a in c["args"] if a.startswith("--prometheus-")],
+      "default: no --prometheus-* flags (the autoscaler scrapes the broker pods directly)")
 check(not [x for x in default if x["kind"] in ("ServiceMonitor", "PodMonitor", "NetworkPolicy")],
       "default: no monitoring objects and no NetworkPolicy")
 
@@ -224,6 +231,14 @@ check(pm["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "starl
       "full: PodMonitor selects the broker pods' labels and http port in the watched namespaces")
 check(len(kinds(full, "ServiceMonitor")) == 1 and len(kinds(full, "NetworkPolicy")) == 1,
       "full: ServiceMonitor and NetworkPolicy rendered")
+check("--prometheus-url=http://prometheus-operated.monitoring:9090" in c["args"]
+      and '--prometheus-selector=kubernetes_namespace="{namespace}",kubernetes_pod_name=~"{name}-[0-9]+"' in c["args"]
+      and "--prometheus-rate-window=2m" in c["args"],
+      "full: autoscaler.prometheusUrl, prometheusSelector and prometheusRateWindow reach the operator")
+(np,) = kinds(full, "NetworkPolicy")
+check({"ports": [{"port": 9090, "protocol": "TCP"}],
+       "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]} in np["spec"]["egress"],
+      "full: the NetworkPolicy lets the operator reach Prometheus's port (from the URL), at prometheusPeers")
 sys.exit(1 if failures else 0)
 PY
 then objects_rc=0; else objects_rc=$?; fi

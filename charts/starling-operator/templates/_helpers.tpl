@@ -121,3 +121,15 @@ memoryLimit and capacityMsgsPerSec, quantities as strings.
   resources: ["events"]
   verbs: ["create", "patch"]
 {{- end -}}
+
+{{/*
+The TCP port of autoscaler.prometheusUrl: the one after the host, else 80.
+*/}}
+{{- define "starling-operator.prometheusPort" -}}
+{{- $host := (urlParse .Values.autoscaler.prometheusUrl).host -}}
+{{- if regexMatch ":[0-9]+$" $host -}}
+{{- regexFind "[0-9]+$" $host -}}
+{{- else -}}
+80
+{{- end -}}
+{{- end -}}
