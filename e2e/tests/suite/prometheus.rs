@@ -7,17 +7,24 @@
 //! the real API server with what `kubernetes_sd_configs` role `pod` would produce here: every
 //! container port named `http` or `metrics` of the pods in the watched namespaces, labelled
 //! with namespace and pod. Scraping, storage and queries are Prometheus's own.
+//!
+//! The operator's PromQL signal source (`--prometheus-url`, `autoscale::promql`) is then run
+//! against this Prometheus and must rate the cluster's broker pod with a publish rate above 0.
 
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::ListParams;
 use starling_config::Tier;
 use starling_e2e::{Env, http, wait};
+use starling_operator::autoscale::promql::{self, PromQlSource};
+use starling_operator::autoscale::runner::targets;
 use starling_operator::crd::BrokerClusterSpec;
+use starling_operator::names::Names;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn encode(q: &str) -> String {
@@ -173,6 +180,68 @@ scrape_configs:
     })
     .await
     .expect("the publish counter moves");
+
+    // The operator's PromQL source (`--prometheus-url`), against this real Prometheus, with its
+    // default selector (this test's namespace, the cluster's pods): it rates every broker pod.
+    let source = PromQlSource::new(
+        format!("http://{prom_addr}")
+            .parse()
+            .expect("Prometheus URL"),
+        promql::DEFAULT_SELECTOR,
+        Duration::from_secs(30),
+    )
+    .expect("PromQL source");
+    let listed = Api::<Pod>::namespaced(env.client.clone(), &ns.name)
+        .list(&ListParams::default().labels(&Names::new("watched").selector_string()))
+        .await
+        .expect("list broker pods");
+    let pods: Vec<String> = targets(&listed.items).into_iter().map(|t| t.pod).collect();
+    assert!(!pods.is_empty(), "the cluster has broker pods");
+    let mut prev = Timestamp::now();
+    let obs = wait::until(
+        "the PromQL source rates every broker pod",
+        Duration::from_secs(60),
+        || {
+            let (source, pods, client, namespace) = (&source, &pods, &client, &ns.name);
+            let from = prev;
+            let at = Timestamp::now();
+            prev = at;
+            async move {
+                // Keep the counter moving inside the rate window.
+                client.publish_acked("scraped", vec![1u8]).await.ok()?;
+                let o = source
+                    .observe(
+                        namespace,
+                        "watched",
+                        pods,
+                        pods.len(),
+                        Duration::from_secs(5),
+                        Some(from),
+                        at,
+                    )
+                    .await;
+                eprintln!(
+                    "PromQL observation: {}/{} pods rated, publish {:.2} msg/s, missing {:?}",
+                    o.pods_rated,
+                    o.pods_expected,
+                    o.load(),
+                    o.missing
+                );
+                (o.complete() && o.load() > 0.0).then_some(o)
+            }
+        },
+    )
+    .await
+    .expect("the PromQL source rates the cluster's pods from the real Prometheus");
+    assert_eq!(obs.pods_rated, pods.len());
+    assert_eq!(obs.pods_expected, pods.len());
+    assert!(obs.total.publish > 0.0, "{obs:?}");
+    assert!(obs.missing.is_empty(), "{obs:?}");
+    assert_eq!(
+        obs.pod_cpu.keys().cloned().collect::<Vec<_>>(),
+        pods,
+        "a CPU rate per pod"
+    );
 
     let reconciles = format!(
         "sum(starling_operator_reconcile_total{{namespace=\"{}\"}})",
