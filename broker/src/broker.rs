@@ -177,6 +177,8 @@ impl Broker {
                 idle_retire: TOPIC_IDLE_RETIRE,
                 replay_window: Duration::from_millis(cfg.replay_window_ms),
                 replay_max_bytes: usize::try_from(cfg.replay_max_bytes).unwrap_or(usize::MAX),
+                replay_max_total_bytes: usize::try_from(cfg.replay_max_total_bytes)
+                    .unwrap_or(usize::MAX),
                 epoch: cluster.changes(),
             },
             Arc::clone(&metrics),

@@ -200,6 +200,9 @@ knobs! {
     /// Most bytes of encoded EventBatches each topic retains for resuming subscribers; the
     /// oldest go first. 0 keeps nothing.
     replay_max_bytes: u64,
+    /// Most bytes of encoded EventBatches all topics of one broker retain together; a topic
+    /// whose batch would pass it drops its own oldest batches first. 0 keeps nothing.
+    replay_max_total_bytes: u64,
 
     ["Cache"]
     /// Upper bound (bytes) of cache keys, values and per-entry overhead; beyond it the least

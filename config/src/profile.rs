@@ -75,6 +75,7 @@ impl Profile {
             ack_on_commit: false,
             replay_window_ms: 30_000,
             replay_max_bytes: 4 * MIB,
+            replay_max_total_bytes: 256 * MIB,
             cache_max_bytes: GIB,
             cache_shards: 64,
             cache_max_value_bytes: MIB as u32,

@@ -94,6 +94,7 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("drain_timeout_ms", None, Some(3_600_000)),
     range("replay_window_ms", None, Some(600_000)),
     range("replay_max_bytes", None, Some(1 << 30)),
+    range("replay_max_total_bytes", None, Some(1 << 40)),
     range("cluster_poll_interval_ms", Some(50), Some(60_000)),
     range("cluster_peer_timeout_ms", Some(50), Some(60_000)),
     range("cluster_handoff_window_ms", None, Some(3_600_000)),

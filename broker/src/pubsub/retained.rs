@@ -113,6 +113,18 @@ impl Retained {
         freed
     }
 
+    /// Drops the oldest batch held; returns the bytes freed (0 when nothing is held). What
+    /// stays is still one run without holes.
+    pub fn evict_oldest(&mut self) -> usize {
+        match self.kept.pop_front() {
+            Some(k) => {
+                self.bytes -= k.frame.len();
+                k.frame.len()
+            }
+            None => 0,
+        }
+    }
+
     /// When the oldest batch held expires (a moment after its window ends), if any is held.
     /// The topic's task evicts then, so a topic that went quiet does not hold its tail until
     /// its next publish.
@@ -214,6 +226,18 @@ mod tests {
         assert_eq!(second - first, Duration::from_secs(5));
         assert_eq!(r.evict(second), 10);
         assert_eq!(r.next_expiry(), None);
+    }
+
+    #[test]
+    fn evicting_the_oldest_keeps_the_newest_run() {
+        let now = Instant::now();
+        let mut r = Retained::new(Duration::from_secs(30), 1 << 20);
+        assert_eq!(r.evict_oldest(), 0);
+        r.push(7, 0, 10, frame(1, 10), now);
+        r.push(7, 10, 10, frame(2, 20), now);
+        assert_eq!(r.evict_oldest(), 10);
+        assert_eq!(r.bytes(), 20);
+        assert_eq!(tags(&r.replay(pos(7, 0))), [2]);
     }
 
     #[test]

@@ -73,6 +73,8 @@ pub struct TopicSettings {
     pub replay_window: Duration,
     /// Most bytes retained per topic.
     pub replay_max_bytes: usize,
+    /// Most bytes retained by all topics together.
+    pub replay_max_total_bytes: usize,
     /// The cluster's membership epoch; a change starts a new stream.
     pub epoch: watch::Receiver<u64>,
 }
@@ -81,6 +83,36 @@ struct Shared {
     settings: TopicSettings,
     metrics: Arc<Metrics>,
     lanes: Arc<Lanes>,
+    /// Bytes every topic's retained tail holds together (the gauge shows the same number; this
+    /// is what the broker-wide cap is checked against).
+    retained_total: std::sync::atomic::AtomicUsize,
+}
+
+impl Shared {
+    /// Records a change of a topic's retained bytes.
+    fn retained_changed(&self, change: isize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if change >= 0 {
+            self.retained_total
+                .fetch_add(change.unsigned_abs(), Relaxed);
+        } else {
+            self.retained_total
+                .fetch_sub(change.unsigned_abs(), Relaxed);
+        }
+        self.metrics.retained_bytes.add(change as i64);
+    }
+
+    /// Records bytes a topic's retained tail let go.
+    fn retained_freed(&self, freed: usize) {
+        self.retained_changed(-(freed as isize));
+    }
+
+    /// Whether the topics together retain more than the broker-wide cap.
+    fn retained_over_cap(&self) -> bool {
+        self.retained_total
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > self.settings.replay_max_total_bytes
+    }
 }
 
 const SHARDS: usize = 16;
@@ -105,6 +137,7 @@ impl Topics {
                 settings,
                 metrics,
                 lanes,
+                retained_total: std::sync::atomic::AtomicUsize::new(0),
             }),
         })
     }
@@ -145,7 +178,12 @@ impl Topics {
             stream: new_stream_id(),
             next_seq: 0,
             epoch,
-            retained: Retained::new(settings.replay_window, settings.replay_max_bytes),
+            retained: Retained::new(
+                settings.replay_window,
+                settings
+                    .replay_max_bytes
+                    .min(settings.replay_max_total_bytes),
+            ),
             relayed: SeenStreams::default(),
             relay_pending: VecDeque::new(),
             reached,
@@ -345,7 +383,7 @@ impl TopicTask {
                 _ = &mut expiry, if expiry_armed => {
                     expiry_armed = false;
                     let freed = self.retained.evict(Instant::now());
-                    self.shared.metrics.retained_bytes.sub(freed as i64);
+                    self.shared.retained_freed(freed);
                 }
                 _ = maybe_sleep(idle_at) => {
                     if let Some(topics) = self.topics.upgrade()
@@ -362,7 +400,7 @@ impl TopicTask {
         self.batcher.flush();
         self.deliver_ready().await;
         let freed = self.retained.clear();
-        self.shared.metrics.retained_bytes.sub(freed as i64);
+        self.shared.retained_freed(freed);
     }
 
     /// Fans out every sealed local batch, then the relayed runs waiting behind them.
@@ -441,8 +479,8 @@ impl TopicTask {
     async fn replay(&mut self, sub: &Arc<Subscriber>, from: Position) {
         let now = Instant::now();
         let freed = self.retained.evict(now);
+        self.shared.retained_freed(freed);
         let m = &self.shared.metrics;
-        m.retained_bytes.sub(freed as i64);
         let chunks = coalesce(self.retained.replay(from), REPLAY_CHUNK_BYTES);
         tracing::debug!(
             topic = %self.name,
@@ -559,7 +597,16 @@ impl TopicTask {
         let change = self
             .retained
             .push(origin.stream, origin.seq, events, frame, now);
-        self.shared.metrics.retained_bytes.add(change as i64);
+        self.shared.retained_changed(change);
+        // Over the broker-wide cap: this topic gives up its own oldest batches (other topics'
+        // tails expire on their own within the window).
+        while self.shared.retained_over_cap() {
+            let freed = self.retained.evict_oldest();
+            if freed == 0 {
+                break;
+            }
+            self.shared.retained_freed(freed);
+        }
         refused
     }
 }
