@@ -30,7 +30,11 @@ async fn fanout_reaches_every_subscriber_in_order() {
             "topic sequence numbers are consecutive"
         );
     }
-    let m = b.metrics().await;
+    // The delivered counter moves just after each write, so it may trail the last receive.
+    let m = wait_metrics(&b, "1500 deliveries counted", |m| {
+        m.get("starling_delivered_events_total") >= 1500.0
+    })
+    .await;
     assert_eq!(m.get("starling_published_messages_total"), 300.0);
     assert_eq!(m.get("starling_delivered_events_total"), 1500.0);
     assert_eq!(m.get("starling_subscriptions"), 5.0);
