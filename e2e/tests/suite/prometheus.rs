@@ -27,22 +27,14 @@ use starling_operator::crd::BrokerClusterSpec;
 use starling_operator::names::Names;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-fn encode(q: &str) -> String {
-    q.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// The value of a one-sample instant query, if Prometheus has it.
 async fn query(prom: SocketAddr, q: &str) -> Option<f64> {
-    let (status, body) = http::get(prom, &format!("/api/v1/query?query={}", encode(q)))
-        .await
-        .ok()?;
+    let (status, body) = http::get(
+        prom,
+        &format!("/api/v1/query?query={}", promql::percent_encode(q)),
+    )
+    .await
+    .ok()?;
     if status != 200 {
         return None;
     }

@@ -28,6 +28,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::http1::split_response;
 use super::prom::{
     CPU_SECONDS, DELIVERED_BYTES, DELIVERED_EVENTS, PUBLISHED_BYTES, PUBLISHED_MESSAGES,
 };
@@ -234,7 +235,8 @@ pub fn query_text(counter: &str, selector: &str, range: Duration) -> String {
     )
 }
 
-fn percent_encode(s: &str) -> String {
+/// Percent-encodes everything but RFC 3986's unreserved characters (for a query parameter).
+pub fn percent_encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
@@ -393,12 +395,7 @@ pub enum QueryError {
 /// (Prometheus answers 400/422/503 with one). Pure.
 pub fn parse_http(raw: &[u8]) -> Result<BTreeMap<String, f64>, QueryError> {
     let text = String::from_utf8_lossy(raw);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let code: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
+    let (code, head, body) = split_response(&text);
     if head.lines().any(|l| {
         let l = l.to_ascii_lowercase();
         l.starts_with("transfer-encoding:") && l.contains("chunked")

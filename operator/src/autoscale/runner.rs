@@ -29,6 +29,7 @@ use kube::{Resource, ResourceExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
+use super::http1::split_response;
 use super::rates::{Observation, PodScrape, Round, Tracker, secs_between};
 use super::report::{status_block, status_patch};
 use super::{Input, Policy, decide, prom};
@@ -75,12 +76,7 @@ pub async fn fetch_metrics(addr: SocketAddr, timeout: Duration) -> Result<String
     let text = tokio::time::timeout(timeout, fut)
         .await
         .map_err(|_| ScrapeError::Timeout(timeout))??;
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let code: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
+    let (code, _, body) = split_response(&text);
     if code != 200 {
         return Err(ScrapeError::Status(code));
     }
