@@ -83,22 +83,12 @@ struct Shared {
     settings: TopicSettings,
     metrics: Arc<Metrics>,
     lanes: Arc<Lanes>,
-    /// Bytes every topic's retained tail holds together (the gauge shows the same number; this
-    /// is what the broker-wide cap is checked against).
-    retained_total: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {
-    /// Records a change of a topic's retained bytes.
+    /// Records a change of a topic's retained bytes in `starling_retained_bytes`, the one
+    /// count of what all topics retain together (the broker-wide cap is checked against it).
     fn retained_changed(&self, change: isize) {
-        use std::sync::atomic::Ordering::Relaxed;
-        if change >= 0 {
-            self.retained_total
-                .fetch_add(change.unsigned_abs(), Relaxed);
-        } else {
-            self.retained_total
-                .fetch_sub(change.unsigned_abs(), Relaxed);
-        }
         self.metrics.retained_bytes.add(change as i64);
     }
 
@@ -109,9 +99,8 @@ impl Shared {
 
     /// Whether the topics together retain more than the broker-wide cap.
     fn retained_over_cap(&self) -> bool {
-        self.retained_total
-            .load(std::sync::atomic::Ordering::Relaxed)
-            > self.settings.replay_max_total_bytes
+        u64::try_from(self.metrics.retained_bytes.get()).unwrap_or(0)
+            > self.settings.replay_max_total_bytes as u64
     }
 }
 
@@ -137,7 +126,6 @@ impl Topics {
                 settings,
                 metrics,
                 lanes,
-                retained_total: std::sync::atomic::AtomicUsize::new(0),
             }),
         })
     }
@@ -588,10 +576,8 @@ impl TopicTask {
                 seq: origin.seq.wrapping_add(u64::from(events)),
             };
             let mut reached = self.reached.lock();
-            match *reached {
-                Some(r) if r.stream > end.stream || (r.stream == end.stream && r.seq > end.seq) => {
-                }
-                _ => *reached = Some(end),
+            if reached.is_none_or(|r| (r.stream, r.seq) <= (end.stream, end.seq)) {
+                *reached = Some(end);
             }
         }
         let change = self
