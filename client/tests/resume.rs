@@ -16,6 +16,17 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TOPIC: &str = "resume.orders";
 
+/// A client config for the broker at `addr`. A restarted broker has a new self-signed
+/// certificate, so the tests do not pin one.
+fn insecure(addr: SocketAddr) -> ClientConfig {
+    ClientConfig::new(addr.to_string(), Trust::Insecure)
+}
+
+/// A broker on an ephemeral port, to be restarted on the same one with [`start_on`].
+async fn start_fresh() -> RunningBroker {
+    start_on("127.0.0.1:0".parse().expect("addr")).await
+}
+
 async fn start_on(quic: SocketAddr) -> RunningBroker {
     let overrides = ConfigOverrides {
         quic_listen: Some(quic),
@@ -88,13 +99,11 @@ async fn publish_acked_retrying(client: &Client, i: u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscription_resumes_after_its_broker_restarts_and_misses_nothing() {
-    let first = start_on("127.0.0.1:0".parse().expect("addr")).await;
+    let first = start_fresh().await;
     let addr = first.quic_addr;
-    // The restarted broker has a new self-signed certificate.
-    let config = || ClientConfig::new(addr.to_string(), Trust::Insecure);
-    let subscriber = Client::connect(config()).await.expect("connect");
+    let subscriber = Client::connect(insecure(addr)).await.expect("connect");
     let mut sub = subscriber.subscribe(TOPIC).await.expect("subscribe");
-    let publisher = Client::connect(config()).await.expect("connect");
+    let publisher = Client::connect(insecure(addr)).await.expect("connect");
     for i in 0..20 {
         publish_acked_retrying(&publisher, i).await;
     }
@@ -139,8 +148,8 @@ async fn a_subscription_resumes_after_its_broker_restarts_and_misses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribe_from_a_resume_point_replays_only_what_came_after_it() {
-    let broker = start_on("127.0.0.1:0".parse().expect("addr")).await;
-    let config = ClientConfig::new(broker.quic_addr.to_string(), Trust::Insecure);
+    let broker = start_fresh().await;
+    let config = insecure(broker.quic_addr);
     let client = Client::connect(config).await.expect("connect");
     let mut sub = client.subscribe(TOPIC).await.expect("subscribe");
     for i in 0..10 {
@@ -170,10 +179,9 @@ async fn subscribe_from_a_resume_point_replays_only_what_came_after_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resume_point_from_before_a_restart_gets_what_the_new_broker_accepted() {
-    let first = start_on("127.0.0.1:0".parse().expect("addr")).await;
+    let first = start_fresh().await;
     let addr = first.quic_addr;
-    let config = || ClientConfig::new(addr.to_string(), Trust::Insecure);
-    let client = Client::connect(config()).await.expect("connect");
+    let client = Client::connect(insecure(addr)).await.expect("connect");
     let mut sub = client.subscribe(TOPIC).await.expect("subscribe");
     for i in 0..10 {
         publish_acked_retrying(&client, i).await;
