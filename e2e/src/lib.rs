@@ -8,6 +8,7 @@
 
 pub mod http;
 pub mod kube_env;
+pub mod pod_logs;
 pub mod wait;
 
 pub use kube_env::{Env, TestNamespace};

@@ -1,6 +1,8 @@
 //! Logging: `tracing` to stderr as text or one JSON object per line, filtered by an
 //! `EnvFilter` directive (`--log-level`, or `RUST_LOG` when set).
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 /// Log line format.
@@ -21,7 +23,9 @@ pub fn init(format: LogFormat, level: &str) -> Result<(), String> {
     .map_err(|e| format!("invalid log filter: {e}"))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colour codes only on a terminal: `kubectl logs` and log collectors get plain text.
+        .with_ansi(std::io::stderr().is_terminal());
     match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

@@ -13,7 +13,7 @@
 //! brokers, recommendation); `e2e/plot-autoscaling.py` turns it into the plot of
 //! `docs/autoscaling.md`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::ListParams;
-use starling_client::{ClientConfig, Trust};
-use starling_config::Tier;
+use starling_client::{ClientConfig, Position, Trust};
+use starling_config::{ConfigOverrides, Tier};
+use starling_e2e::pod_logs::PodLogs;
 use starling_e2e::{Env, TestNamespace};
 use starling_operator::crd::{AutoscalingSpec, BrokerCluster, BrokerClusterSpec};
 use tokio::sync::Mutex;
@@ -39,6 +40,17 @@ const PROBE_INTERVAL: Duration = Duration::from_millis(100);
 const MOVE_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long after a move settled every key written before must be readable again.
 const KEYS_SETTLE: Duration = Duration::from_secs(30);
+
+/// The brokers' log filter in this test.
+const BROKER_LOG: &str = "info,starling_broker::pubsub::topic=trace,starling_broker::cluster=debug,starling_broker::server::subscribe=debug";
+
+/// Where the brokers' logs are kept: `STARLING_E2E_LOG_DIR`, else `starling-e2e-logs` in the
+/// temporary directory; one directory per test namespace.
+fn log_dir() -> std::path::PathBuf {
+    std::env::var_os("STARLING_E2E_LOG_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("starling-e2e-logs"))
+}
 
 /// The `starling` CLI: `STARLING_CLI`, else `release/starling` in the cargo target directory
 /// (`CARGO_TARGET_DIR` when set, as a shared target directory is).
@@ -209,8 +221,8 @@ fn start_load(addr: String, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u3
 }
 
 /// What the acked probe saw.
-#[derive(Default)]
 struct Probe {
+    start: Instant,
     /// The last number sent.
     sent: u64,
     acked: BTreeSet<u64>,
@@ -218,6 +230,69 @@ struct Probe {
     received: BTreeSet<u64>,
     /// Numbers received more than once.
     duplicates: u64,
+    /// When each number was acked (seconds since the start).
+    acked_at: HashMap<u64, f64>,
+    /// Where and when each number was received: its position and seconds since the start.
+    received_at: HashMap<u64, (Position, f64)>,
+    /// Events the subscriptions counted as dropped (gaps inside one stream).
+    dropped: u64,
+}
+
+impl Probe {
+    fn new(start: Instant) -> Probe {
+        Probe {
+            start,
+            sent: 0,
+            acked: BTreeSet::new(),
+            failed: 0,
+            received: BTreeSet::new(),
+            duplicates: 0,
+            acked_at: HashMap::new(),
+            received_at: HashMap::new(),
+            dropped: 0,
+        }
+    }
+
+    /// For each of the first `lost` numbers: when it was acked, and where and when the
+    /// numbers received just before and after it were.
+    fn around(&self, lost: &[u64]) -> Vec<String> {
+        let near = |n: u64, step: fn(u64) -> Option<u64>| {
+            let mut k = n;
+            for _ in 0..50 {
+                k = step(k)?;
+                if let Some((pos, at)) = self.received_at.get(&k) {
+                    return Some(format!("#{k} at {}:{} ({at:.1}s)", pos.stream, pos.seq));
+                }
+            }
+            None
+        };
+        lost.iter()
+            .take(5)
+            .map(|&n| {
+                format!(
+                    "#{n} acked at {:.1}s; received before: {}; after: {}",
+                    self.acked_at.get(&n).copied().unwrap_or(f64::NAN),
+                    near(n, |k| k.checked_sub(1)).unwrap_or_else(|| "-".into()),
+                    near(n, |k| k.checked_add(1)).unwrap_or_else(|| "-".into()),
+                )
+            })
+            .collect()
+    }
+
+    /// The streams of the numbers received next to the first lost ones, and the sequence
+    /// numbers around the gap in each: what to look for in the brokers' logs.
+    fn gap_positions(&self, lost: &[u64]) -> Vec<(u64, u64, u64)> {
+        let mut out = Vec::new();
+        for &n in lost.iter().take(5) {
+            let before =
+                (1..50).find_map(|d| n.checked_sub(d).and_then(|k| self.received_at.get(&k)));
+            let after = (1..50).find_map(|d| self.received_at.get(&(n + d)));
+            for (pos, _) in [before, after].into_iter().flatten() {
+                out.push((pos.stream, pos.seq.saturating_sub(3), pos.seq + 3));
+            }
+        }
+        out
+    }
 }
 
 async fn connect(addr: &str) -> starling_client::Client {
@@ -251,6 +326,8 @@ fn start_probe_publisher(
             p.sent = seq;
             if matches!(sent, Ok(Ok(()))) {
                 p.acked.insert(seq);
+                let at = p.start.elapsed().as_secs_f64();
+                p.acked_at.insert(seq, at);
                 errors_in_a_row = 0;
             } else {
                 p.failed += 1;
@@ -301,12 +378,15 @@ fn start_probe_subscriber(
                             if !p.received.insert(n) {
                                 p.duplicates += 1;
                             }
+                            let at = p.start.elapsed().as_secs_f64();
+                            p.received_at.insert(n, (ev.position, at));
                         }
                     }
                     Ok(_) => break,
                 }
             }
             resume = sub.resume_point().or(resume);
+            probe.lock().await.dropped += sub.dropped_events();
             client.close().await;
         }
         subscriptions
@@ -381,11 +461,23 @@ async fn autoscaling_moves_small_to_medium_and_back() {
                 cooldown: "30s".into(),
                 scrape_interval: "5s".into(),
             }),
+            // Each topic batch and every ownership, upstream and resume step, in the pod logs
+            // the test keeps (a lost message is looked up in them).
+            config: Some(ConfigOverrides {
+                log_level: Some(BROKER_LOG.into()),
+                ..ConfigOverrides::default()
+            }),
             ..Default::default()
         },
     )
     .await
     .expect("create");
+    let logs = PodLogs::follow(
+        env.client.clone(),
+        &ns.name,
+        CLUSTER,
+        log_dir().join(&ns.name),
+    );
     ns.wait_ready(CLUSTER).await.expect("Ready");
     let addr = service_addr(&ns).await;
 
@@ -420,7 +512,7 @@ async fn autoscaling_moves_small_to_medium_and_back() {
     writer.close().await;
 
     // The acked probe runs through both moves.
-    let probe = Arc::new(Mutex::new(Probe::default()));
+    let probe = Arc::new(Mutex::new(Probe::new(rec.start)));
     let probe_stop = Arc::new(AtomicBool::new(false));
     let subscriber = start_probe_subscriber(addr.clone(), probe.clone(), probe_stop.clone());
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -523,7 +615,7 @@ async fn autoscaling_moves_small_to_medium_and_back() {
     let (lost_moving, lost_steady): (Vec<u64>, Vec<u64>) = lost.iter().partition(|n| moving(**n));
     let acked_moving = p.acked.iter().filter(|n| moving(**n)).count();
     println!(
-        "probe: {} acked ({} during the moves: #{up_started}..#{up_settled} and #{down_started}..#{down_settled}), {} unacked (never retried), {} received; lost while steady: {} {:?}; lost during the moves: {} of {} ({:.1}%) {:?}; {} received twice; {} subscriptions; {} bench runs",
+        "probe: {} acked ({} during the moves: #{up_started}..#{up_settled} and #{down_started}..#{down_settled}), {} unacked (never retried), {} received; lost while steady: {} {:?}; lost during the moves: {} of {} ({:.1}%) {:?}; {} received twice; {} counted as dropped; {} subscriptions; {} bench runs",
         p.acked.len(),
         acked_moving,
         p.failed,
@@ -535,9 +627,34 @@ async fn autoscaling_moves_small_to_medium_and_back() {
         100.0 * lost_moving.len() as f64 / acked_moving.max(1) as f64,
         lost_moving,
         p.duplicates,
+        p.dropped,
         subscriptions,
         bench_runs
     );
+    println!("broker logs: {}", logs.dir().display());
+    if !lost.is_empty() {
+        for line in p.around(&lost) {
+            println!("lost {line}");
+        }
+        let gaps = p.gap_positions(&lost);
+        let matters = |line: &str| {
+            gaps.iter().any(|&(stream, lo, hi)| {
+                if !line.contains(&format!("stream={stream}"))
+                    && !line.contains(&format!("stream: {stream}"))
+                {
+                    return false;
+                }
+                // Of the per-batch lines, only those near the gap.
+                !line.contains(" delivered ")
+                    || (lo..=hi).any(|q| line.contains(&format!(" seq={q} ")))
+            }) || line.contains("membership")
+                || line.contains("upstream")
+                || line.contains("draining")
+        };
+        for line in logs.grep(&matters, 120) {
+            println!("log {line}");
+        }
+    }
     assert!(p.acked.len() > 100, "the probe published through the moves");
     assert!(
         acked_moving > 50,
