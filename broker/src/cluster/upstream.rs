@@ -10,6 +10,7 @@
 //! here with no upstream yet seeds the upstream's starting position.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -27,10 +28,14 @@ use crate::server::Ctx;
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// Events gathered into one local publish when several are already waiting.
 const MAX_GATHER: usize = 256;
-/// When a topic's owner changes, the upstream at the former owner lives on this long beside
-/// the new one: brokers learn of a membership change up to a poll interval apart, and what the
-/// former owner still accepts meanwhile must reach the local subscribers too.
-const RE_AIM_OVERLAP: Duration = Duration::from_secs(3);
+/// When a topic's owner changes, the upstream at the former owner retires rather than stopping:
+/// brokers learn of a membership change at different times, and what the former owner still
+/// accepts until it learns must reach the local subscribers too. A retiring upstream goes on
+/// relaying (and resubscribing at the former owner, from where it stood, should its link break)
+/// as long as the former owner still places the topic on itself. It ends once the former owner
+/// has learned of the change (which ends its peers' subscriptions of a topic it no longer owns,
+/// after delivering what it accepted) or cannot be reached, and after this long in any case.
+const RETIRE_LIMIT: Duration = Duration::from_secs(30);
 
 /// Where a topic's relay stands: one past the owner's last event relayed here.
 type At = Arc<parking_lot::Mutex<Option<Position>>>;
@@ -48,6 +53,8 @@ struct Upstream {
     owner: String,
     task: JoinHandle<()>,
     at: At,
+    /// Set when the upstream retires (see [`RETIRE_LIMIT`]).
+    retiring: Arc<AtomicBool>,
 }
 
 impl Upstreams {
@@ -62,8 +69,8 @@ impl Upstreams {
 
     /// Starts an upstream for every topic with local plain-client subscribers that another
     /// member owns, and stops the ones no longer needed. One pointing at a former owner is
-    /// replaced by one at the new owner that resumes where it stood, and is stopped after
-    /// [`RE_AIM_OVERLAP`].
+    /// replaced by one at the new owner that resumes where it stood, and retires (see
+    /// [`RETIRE_LIMIT`]).
     pub fn reconcile(&self, ctx: &Arc<Ctx>) {
         // Held from reading the subscribers to the last change: two reconciles racing (the last
         // two subscribers of a topic leaving at once) must not let the one that read the older
@@ -93,13 +100,13 @@ impl Upstreams {
             match desired.get(topic) {
                 Some(m) if m.id == up.owner => return true,
                 Some(_) => {
-                    // Re-aimed: overlap, and carry the position over.
+                    // Re-aimed: carry the position over, and retire.
                     carried.insert(topic.clone(), Arc::clone(&up.at));
-                    stop_after_overlap(&up.task);
+                    up.retire();
                 }
                 // This broker owns the topic now; the former owner may still accept
                 // publishes until it learns of the change.
-                None if wanted.contains(topic.as_str()) => stop_after_overlap(&up.task),
+                None if wanted.contains(topic.as_str()) => up.retire(),
                 None => up.task.abort(),
             }
             false
@@ -122,12 +129,14 @@ impl Upstreams {
                 }),
             };
             let at = Arc::new(parking_lot::Mutex::new(from));
+            let retiring = Arc::new(AtomicBool::new(false));
             tracing::debug!(%topic, owner = %owner.id, from = ?*at.lock(), "upstream subscription");
             let task = tokio::spawn(run(
                 Arc::downgrade(ctx),
                 topic.clone(),
                 owner.clone(),
                 Arc::clone(&at),
+                Arc::clone(&retiring),
             ));
             tasks.insert(
                 topic,
@@ -135,6 +144,7 @@ impl Upstreams {
                     owner: owner.id,
                     task,
                     at,
+                    retiring,
                 },
             );
         }
@@ -151,24 +161,34 @@ impl Upstreams {
     }
 }
 
-/// Stops an upstream once [`RE_AIM_OVERLAP`] has passed.
-fn stop_after_overlap(task: &JoinHandle<()>) {
-    let task = task.abort_handle();
-    tokio::spawn(async move {
-        tokio::time::sleep(RE_AIM_OVERLAP).await;
-        task.abort();
-    });
+impl Upstream {
+    /// Lets the current subscription run until it ends, subscribes no more, and stops the task
+    /// after [`RETIRE_LIMIT`] in any case.
+    fn retire(&self) {
+        self.retiring.store(true, Ordering::SeqCst);
+        tracing::debug!(owner = %self.owner, "upstream retiring");
+        let task = self.task.abort_handle();
+        tokio::spawn(async move {
+            tokio::time::sleep(RETIRE_LIMIT).await;
+            task.abort();
+        });
+    }
 }
 
 /// Holds the subscription at `owner` and relays into the local topic until aborted, keeping
-/// `at` current; every new subscription resumes from `at`.
-async fn run(ctx: Weak<Ctx>, topic: String, owner: Member, at: At) {
+/// `at` current; every new subscription resumes from `at`. Once `retiring` is set it goes on
+/// only while the former owner still places the topic on itself (see [`RETIRE_LIMIT`]).
+async fn run(ctx: Weak<Ctx>, topic: String, owner: Member, at: At, retiring: Arc<AtomicBool>) {
     loop {
         let Some(strong) = ctx.upgrade() else {
             return;
         };
         let client = match strong.peers.client(&owner).await {
             Ok(c) => c,
+            Err(e) if retiring.load(Ordering::SeqCst) => {
+                tracing::debug!(%topic, owner = %owner.id, error = %e, "retired upstream ended: the former owner is unreachable");
+                return;
+            }
             Err(e) => {
                 tracing::debug!(%topic, error = %e, "upstream owner unavailable");
                 drop(strong);
@@ -176,6 +196,10 @@ async fn run(ctx: Weak<Ctx>, topic: String, owner: Member, at: At) {
                 continue;
             }
         };
+        if retiring.load(Ordering::SeqCst) && !still_owns(&client, &owner, &topic).await {
+            tracing::debug!(%topic, owner = %owner.id, "retired upstream ended: the former owner has learned of the change");
+            return;
+        }
         let from = *at.lock();
         let mut sub = match client.subscribe_from(&topic, from).await {
             Ok(s) => s,
@@ -184,6 +208,9 @@ async fn run(ctx: Weak<Ctx>, topic: String, owner: Member, at: At) {
                     strong.peers.failed(&owner, &e).await;
                 }
                 tracing::debug!(%topic, error = %e, "upstream subscribe refused");
+                if retiring.load(Ordering::SeqCst) {
+                    return;
+                }
                 drop(strong);
                 tokio::time::sleep(RETRY_PAUSE).await;
                 continue;
@@ -239,5 +266,20 @@ async fn run(ctx: Weak<Ctx>, topic: String, owner: Member, at: At) {
         }
         tracing::debug!(%topic, "upstream subscription ended; resubscribing");
         tokio::time::sleep(RETRY_PAUSE).await;
+    }
+}
+
+/// Whether `owner` still places `topic` on itself, by the member list it reports (a retiring
+/// upstream's question: has the former owner learned of the change yet?).
+async fn still_owns(client: &starling_client::Client, owner: &Member, topic: &str) -> bool {
+    match client.cluster_info().await {
+        Ok(info) => {
+            starling_placement::owner(
+                info.members.iter().map(|m| m.id.as_str()),
+                Kind::Topic,
+                topic.as_bytes(),
+            ) == Some(owner.id.as_str())
+        }
+        Err(_) => false,
     }
 }

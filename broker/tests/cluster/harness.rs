@@ -19,7 +19,7 @@ pub const SOON: Duration = Duration::from_secs(15);
 /// How often the brokers re-read the members file in these tests.
 pub const POLL: Duration = Duration::from_millis(100);
 
-/// Brokers sharing one certificate and one members file.
+/// Brokers sharing one certificate and one member list (a file per broker).
 pub struct TestCluster {
     dir: PathBuf,
     /// Every broker ever started, by id, with its fixed QUIC port.
@@ -27,6 +27,8 @@ pub struct TestCluster {
     /// The running brokers.
     pub running: BTreeMap<String, RunningBroker>,
     fingerprint: [u8; 32],
+    /// The member list last written for every broker: a broker started later reads it.
+    current: Vec<String>,
 }
 
 impl TestCluster {
@@ -52,6 +54,7 @@ impl TestCluster {
             ports: BTreeMap::new(),
             running: BTreeMap::new(),
             fingerprint,
+            current: Vec::new(),
         };
         for id in ids {
             c.ports.insert((*id).to_string(), free_udp_port());
@@ -64,12 +67,29 @@ impl TestCluster {
         c
     }
 
-    fn members_path(&self) -> PathBuf {
-        self.dir.join("members")
+    /// Broker `viewer`'s own members file: each broker reads its own, so a test can let one
+    /// learn of a change later than the others.
+    fn members_path(&self, viewer: &str) -> PathBuf {
+        self.dir.join(format!("members-{viewer}"))
     }
 
-    /// Writes the members file: `ids` (ports assigned on first sight).
+    /// Writes the member list `ids` (ports assigned on first sight) for every broker ever
+    /// started and every broker in `ids`.
     pub fn write_members(&mut self, ids: &[&str]) {
+        for id in ids {
+            self.ports
+                .entry((*id).to_string())
+                .or_insert_with(free_udp_port);
+        }
+        let viewers: Vec<String> = self.ports.keys().cloned().collect();
+        let viewers: Vec<&str> = viewers.iter().map(String::as_str).collect();
+        self.write_members_seen_by(&viewers, ids);
+        self.current = ids.iter().map(|id| (*id).to_string()).collect();
+    }
+
+    /// Writes the member list `ids` for the brokers `viewers` only: the others keep the list
+    /// they have until a later write reaches them.
+    pub fn write_members_seen_by(&mut self, viewers: &[&str], ids: &[&str]) {
         let mut text = String::from("# test cluster\n");
         for id in ids {
             let port = *self
@@ -78,10 +98,12 @@ impl TestCluster {
                 .or_insert_with(free_udp_port);
             text.push_str(&format!("{id} 127.0.0.1:{port}\n"));
         }
-        // Write-then-rename, so a poll never sees half a file.
-        let tmp = self.dir.join("members.tmp");
-        std::fs::write(&tmp, text).expect("write members");
-        std::fs::rename(&tmp, self.members_path()).expect("rename members");
+        for viewer in viewers {
+            // Write-then-rename, so a poll never sees half a file.
+            let tmp = self.dir.join(format!("members-{viewer}.tmp"));
+            std::fs::write(&tmp, &text).expect("write members");
+            std::fs::rename(&tmp, self.members_path(viewer)).expect("rename members");
+        }
     }
 
     /// The epoch the brokers compute for `ids`.
@@ -100,7 +122,7 @@ impl TestCluster {
             http_listen: Some("127.0.0.1:0".parse().expect("addr")),
             tls_cert_file: Some(Some(self.dir.join("tls.crt"))),
             tls_key_file: Some(Some(self.dir.join("tls.key"))),
-            cluster_members_file: Some(Some(self.members_path())),
+            cluster_members_file: Some(Some(self.members_path(id))),
             cluster_poll_interval_ms: Some(POLL.as_millis() as u64),
             cluster_peer_timeout_ms: Some(300),
             drain_timeout_ms: Some(3_000),
@@ -130,6 +152,11 @@ impl TestCluster {
         self.ports
             .entry(id.to_string())
             .or_insert_with(free_udp_port);
+        if !self.members_path(id).exists() {
+            let current = self.current.clone();
+            let current: Vec<&str> = current.iter().map(String::as_str).collect();
+            self.write_members_seen_by(&[id], &current);
+        }
         let b = self.boot(id).await;
         self.running.insert(id.to_string(), b);
     }

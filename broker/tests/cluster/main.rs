@@ -5,5 +5,6 @@
 
 mod failure;
 mod harness;
+mod late;
 mod meet;
 mod scale;

@@ -1,0 +1,107 @@
+//! A former owner that learns of a membership change late: until it learns, it still accepts
+//! (and acks) publishes routed to it by brokers that have not learned either, and what it
+//! accepted must still reach the subscribers, however late it learns (within the retire limit).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use starling_placement::Kind;
+
+use crate::harness::{SOON, TestCluster, index, payload};
+
+/// How long the former owner stays unaware of the change: longer than any fixed overlap would be.
+const LATE: Duration = Duration::from_secs(5);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_former_owner_that_learns_late_still_delivers_what_it_acked() {
+    let ids = ["a", "b", "c"];
+    let mut c = TestCluster::start("late", &ids).await;
+    // Owned by c among a, b, c, and by a once c has left.
+    let topic = (0..100_000)
+        .map(|i| format!("late-{i}"))
+        .find(|t| {
+            starling_placement::owner(ids, Kind::Topic, t.as_bytes()) == Some("c")
+                && starling_placement::owner(["a", "b"], Kind::Topic, t.as_bytes()) == Some("a")
+        })
+        .expect("a topic placed on c, then on a");
+
+    // A plain subscriber on b: b relays the topic from its owner.
+    let subscriber = c.plain_client("b").await;
+    let mut sub = subscriber.subscribe(&topic).await.expect("subscribe");
+    let deadline = Instant::now() + SOON;
+    while c.metric("c", "starling_subscriptions", "").await < 1.0 {
+        assert!(Instant::now() < deadline, "b's upstream reaches c");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A plain publisher on c, acked, every 10 ms until stopped.
+    let publisher = c.plain_client("c").await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let publishing = {
+        let topic = topic.clone();
+        let stop = Arc::clone(&stop);
+        tokio::spawn(async move {
+            let mut acked = BTreeSet::new();
+            let mut i = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                if publisher.publish_acked(&topic, payload(i)).await.is_ok() {
+                    acked.insert(i);
+                }
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            publisher.close().await;
+            acked
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // a and b learn that c left; c keeps the old list, so it still owns the topic and accepts.
+    c.write_members_seen_by(&["a", "b"], &["a", "b"]);
+    c.converge(&["a", "b"]).await;
+    let accepted_before = c.metric("c", "starling_published_messages_total", "").await;
+    tokio::time::sleep(LATE).await;
+    let accepted_late =
+        c.metric("c", "starling_published_messages_total", "").await - accepted_before;
+
+    // c learns at last; its publisher's messages now go to a.
+    c.write_members_seen_by(&["c"], &["a", "b"]);
+    let want = c.epoch_of(&["a", "b"]);
+    let probe = c.plain_client("c").await;
+    let deadline = Instant::now() + SOON;
+    while probe.cluster_info().await.map(|i| i.epoch).unwrap_or(0) != want {
+        assert!(Instant::now() < deadline, "c learns the new list");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    probe.close().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, Ordering::SeqCst);
+    let acked = publishing.await.expect("publisher");
+
+    let mut received = BTreeSet::new();
+    let deadline = Instant::now() + SOON;
+    while !acked.is_subset(&received) && Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_millis(500), sub.next_event()).await {
+            Ok(Some(Ok(e))) => {
+                received.insert(index(&e.payload));
+            }
+            Ok(other) => panic!("subscription ended: {other:?}"),
+            Err(_) => {}
+        }
+    }
+    let lost: Vec<u64> = acked.difference(&received).copied().collect();
+    assert!(
+        accepted_late > 100.0,
+        "c accepted as the owner while it was late ({accepted_late} messages)"
+    );
+    assert!(
+        lost.is_empty(),
+        "{} of {} acked messages lost ({accepted_late} accepted by c while late): {lost:?}",
+        lost.len(),
+        acked.len()
+    );
+    subscriber.close().await;
+    c.shutdown().await;
+}
