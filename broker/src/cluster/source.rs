@@ -32,6 +32,10 @@ pub enum Source {
     },
 }
 
+/// Longest one read of the list may take before it is abandoned (and tried again at the next
+/// poll).
+const READ_LIMIT: Duration = Duration::from_secs(5);
+
 impl Source {
     /// The source the config names, if any.
     pub async fn from_config(cfg: &BrokerConfig) -> Result<Option<Source>, BrokerError> {
@@ -60,8 +64,15 @@ impl Source {
         }))
     }
 
-    /// Reads and parses the list once.
+    /// Reads and parses the list once, within [`READ_LIMIT`]: a request that hangs (an
+    /// overloaded API server) must not freeze the view until the HTTP client gives up.
     pub async fn read(&self) -> Result<MemberSet, String> {
+        tokio::time::timeout(READ_LIMIT, self.read_unlimited())
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {READ_LIMIT:?}")))
+    }
+
+    async fn read_unlimited(&self) -> Result<MemberSet, String> {
         let text = match self {
             Source::File(path) => tokio::fs::read_to_string(path)
                 .await
