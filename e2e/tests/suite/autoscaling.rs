@@ -77,6 +77,8 @@ async fn service_addr(ns: &TestNamespace) -> String {
 /// Status polls, printed and optionally recorded.
 struct Recorder {
     start: Instant,
+    /// `start` in seconds since the Unix epoch, to read the times beside the brokers' logs.
+    start_unix: f64,
     file: Option<std::fs::File>,
 }
 
@@ -92,6 +94,9 @@ impl Recorder {
         });
         Recorder {
             start: Instant::now(),
+            start_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
             file,
         }
     }
@@ -251,6 +256,27 @@ impl Probe {
             received_at: HashMap::new(),
             dropped: 0,
         }
+    }
+
+    /// One line per number sent: when it was acked, and where and when it was received
+    /// (empty fields when it was not), for reading a run beside the brokers' logs.
+    fn write_csv(&self, path: &std::path::Path) {
+        let mut out = String::from("n,acked_at,stream,seq,received_at\n");
+        for n in 1..=self.sent {
+            let acked = self
+                .acked_at
+                .get(&n)
+                .map(|t| format!("{t:.3}"))
+                .unwrap_or_default();
+            let (stream, seq, at) = self
+                .received_at
+                .get(&n)
+                .map_or_else(Default::default, |(p, t)| {
+                    (p.stream.to_string(), p.seq.to_string(), format!("{t:.3}"))
+                });
+            out.push_str(&format!("{n},{acked},{stream},{seq},{at}\n"));
+        }
+        let _ = std::fs::write(path, out);
     }
 
     /// For each of the first `lost` numbers: when it was acked, and where and when the
@@ -631,7 +657,12 @@ async fn autoscaling_moves_small_to_medium_and_back() {
         subscriptions,
         bench_runs
     );
-    println!("broker logs: {}", logs.dir().display());
+    p.write_csv(&logs.dir().join("probe.csv"));
+    println!(
+        "broker logs and probe.csv: {} (second 0 of the probe is {:.3} s after the Unix epoch, UTC)",
+        logs.dir().display(),
+        rec.start_unix
+    );
     if !lost.is_empty() {
         for line in p.around(&lost) {
             println!("lost {line}");
