@@ -174,6 +174,15 @@ impl Cluster {
         route_in(&self.view.read().current, &self.self_id, kind, key)
     }
 
+    /// [`Cluster::route`], and the epoch of the view it was decided in.
+    pub fn route_at(&self, kind: Kind, key: &[u8]) -> (Route, u64) {
+        let view = self.view.read();
+        (
+            route_in(&view.current, &self.self_id, kind, key),
+            view.current.epoch(),
+        )
+    }
+
     /// The member that owned `key` before the last change, when that was another member, the
     /// hand-off window is still open and the key's owner changed.
     pub fn previous_owner(&self, kind: Kind, key: &[u8]) -> Option<Member> {

@@ -11,7 +11,9 @@
 //! its order is kept) and is forwarded over the peer link; an acked one is acked only when the
 //! owner acked it. A peer that sends an acked publish for a topic this broker does not own
 //! (their views of the membership differ for a moment) is refused with `Moved`, so no ack is
-//! ever given for a message not enqueued at the current owner.
+//! ever given for a message not enqueued at the current owner. A request accepted here as the
+//! owner that reaches its worker after a membership change moved the topic goes to the new
+//! owner instead of the local topic (see `publish_local`).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -56,8 +58,8 @@ impl Drop for InFlight {
 }
 
 enum Job {
-    /// Publish into the local topic.
-    Local(TopicMsg),
+    /// Publish into the local topic; routed here in the view of this membership epoch.
+    Local(TopicMsg, u64),
     /// Forward to the topic's owner.
     Forward {
         owner: Member,
@@ -102,7 +104,9 @@ impl Publisher {
                         tokio::spawn(async move {
                             while let Some(w) = rx.recv().await {
                                 match w.job {
-                                    Job::Local(msg) => ctx.topics.publish(&w.topic, msg).await,
+                                    Job::Local(msg, epoch) => {
+                                        publish_local(&ctx, &w.topic, msg, epoch).await
+                                    }
                                     Job::Forward {
                                         owner,
                                         payloads,
@@ -135,6 +139,50 @@ impl Publisher {
             None => Err(()),
         }
     }
+}
+
+/// Publishes a request this broker accepted as the topic's owner into the local topic, unless
+/// the membership changed since and another member owns the topic now: then it goes to that
+/// owner, where the topic's subscribers are headed (a former owner ends its peers' subscriptions
+/// shortly after it learns of a change, so what it numbered later would reach nobody). An
+/// `ack_on_commit` ack completes when the new owner acks; a message already acked on receipt
+/// is published here after all if the new owner does not take it.
+async fn publish_local(ctx: &Arc<Ctx>, topic: &str, msg: TopicMsg, epoch: u64) {
+    if ctx.cluster.is_clustered()
+        && ctx.cluster.epoch() != epoch
+        && let Route::Peer(owner) = ctx.cluster.route(Kind::Topic, topic.as_bytes())
+    {
+        if msg.ack.is_some() {
+            return forward(ctx, topic, owner, msg.payloads, msg.ack).await;
+        }
+        match relocate(ctx, topic, &owner, msg.payloads.clone()).await {
+            Ok(()) => return,
+            Err(why) => {
+                tracing::debug!(%topic, owner = %owner.id, %why, "publish kept here: the new owner did not take it");
+            }
+        }
+    }
+    ctx.topics.publish(topic, msg).await;
+}
+
+/// Hands already-acked messages to the topic's new owner and waits for its ack.
+async fn relocate(
+    ctx: &Arc<Ctx>,
+    topic: &str,
+    owner: &Member,
+    payloads: Vec<Bytes>,
+) -> Result<(), String> {
+    let client = ctx.peers.client(owner).await.map_err(|e| e.to_string())?;
+    let acked = client
+        .publish_batch_pipelined(topic, payloads)
+        .await
+        .map_err(|e| e.to_string())?;
+    acked.await.map_err(|e| e.to_string())?;
+    ctx.metrics
+        .cluster_forwarded
+        .with_label_values(&["publish"])
+        .inc();
+    Ok(())
 }
 
 /// Forwards one request to the topic's owner; an acked one is acked when the owner acks it.
@@ -282,7 +330,8 @@ pub async fn serve(
         let bytes: usize = payloads.iter().map(Bytes::len).sum();
         ctx.metrics.publish_requests.inc();
 
-        let owner = match ctx.cluster.route(Kind::Topic, topic.as_bytes()) {
+        let (route, epoch) = ctx.cluster.route_at(Kind::Topic, topic.as_bytes());
+        let owner = match route {
             Route::Local => None,
             Route::Peer(owner) => Some(owner),
         };
@@ -342,11 +391,14 @@ pub async fn serve(
         if publisher
             .submit(
                 topic,
-                Job::Local(TopicMsg {
-                    payloads,
-                    ack: commit_ack,
-                    origin: None,
-                }),
+                Job::Local(
+                    TopicMsg {
+                        payloads,
+                        ack: commit_ack,
+                        origin: None,
+                    },
+                    epoch,
+                ),
                 in_flight,
             )
             .await
