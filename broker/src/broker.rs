@@ -12,6 +12,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use starling_config::BrokerConfig;
+use starling_placement::Kind;
 use starling_proto::FrameDecoder;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -21,7 +22,7 @@ use crate::cache::{Cache, CacheConfig};
 use crate::cluster::peers::Peers;
 use crate::cluster::source::Source;
 use crate::cluster::upstream::Upstreams;
-use crate::cluster::{Cluster, MemberSet, handoff, peer_token};
+use crate::cluster::{Cluster, MemberSet, Route, handoff, peer_token};
 use crate::error::BrokerError;
 use crate::health::{Health, Phase};
 use crate::http::{self, HttpState};
@@ -180,6 +181,12 @@ impl Broker {
                 replay_max_total_bytes: usize::try_from(cfg.replay_max_total_bytes)
                     .unwrap_or(usize::MAX),
                 epoch: cluster.changes(),
+                owns: {
+                    let cluster = Arc::clone(&cluster);
+                    Arc::new(move |topic: &str| {
+                        cluster.route(Kind::Topic, topic.as_bytes()) == Route::Local
+                    })
+                },
             },
             Arc::clone(&metrics),
             Arc::clone(&lanes),

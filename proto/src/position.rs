@@ -8,7 +8,8 @@ use std::collections::VecDeque;
 ///
 /// Every event a topic's owner accepts gets a position: the owner's current stream id and a
 /// sequence number counting up within that stream. A broker draws a new stream id when it
-/// starts serving the topic and after every membership change; ids are nonzero and grow with
+/// starts serving the topic and after every membership change that leaves the topic with it (a
+/// late batch at a former owner continues the old stream); ids are nonzero and grow with
 /// the stream's start time (wall-clock milliseconds in the high bits, 20 random bits below), so
 /// a broker can tell which streams started after a given one. Brokers relaying a topic from its owner keep the owner's positions, so
 /// one event has the same position wherever it is delivered. In a `Subscribe` it names the

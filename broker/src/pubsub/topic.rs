@@ -10,8 +10,9 @@
 //!
 //! Events relayed from the topic's owner (an upstream subscription, see `cluster::upstream`)
 //! arrive already numbered: they keep the owner's positions, skip the batcher, and events this
-//! task already relayed are dropped. A new stream id is drawn when the task starts and after
-//! every membership change, so one position never names two different events.
+//! task already relayed are dropped. A new stream id is drawn when the task starts and for the
+//! first batch after every membership change that leaves the topic here, so one position never
+//! names two different events; a late batch at a former owner continues its stream.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -77,6 +78,8 @@ pub struct TopicSettings {
     pub replay_max_total_bytes: usize,
     /// The cluster's membership epoch; a change starts a new stream.
     pub epoch: watch::Receiver<u64>,
+    /// Whether this broker owns a topic now (always, outside a cluster).
+    pub owns: Arc<dyn Fn(&str) -> bool + Send + Sync>,
 }
 
 struct Shared {
@@ -495,12 +498,20 @@ impl TopicTask {
     /// Numbers a local batch in the current stream, delivers it and completes its acks.
     async fn fanout(&mut self, batch: Batch<AckToken>) {
         if self.epoch.has_changed().unwrap_or(false) {
-            // Membership changed: this broker may have stopped and started owning the topic
-            // since its last batch, so number on in a stream nobody has seen.
             self.epoch.mark_unchanged();
-            self.stream = new_stream_id();
-            self.next_seq = 0;
-            tracing::debug!(topic = %self.name, stream = self.stream, "membership changed: new stream");
+            if (self.shared.settings.owns)(&self.name) {
+                // Membership changed: this broker may have stopped and started owning the
+                // topic since its last batch, so number on in a stream nobody has seen.
+                self.stream = new_stream_id();
+                self.next_seq = 0;
+                tracing::debug!(topic = %self.name, stream = self.stream, "membership changed: new stream");
+            } else {
+                // A late batch at a former owner (accepted just before it learned of the
+                // change): it continues the stream its subscribers followed. A fresh id would
+                // be newer than the new owner's stream, and a subscriber that received this
+                // batch would then resume past the new owner's stream and miss its events.
+                tracing::debug!(topic = %self.name, stream = self.stream, "membership changed: late batch at a former owner");
+            }
         }
         let m = &self.shared.metrics;
         let events = batch.payloads.len();
