@@ -162,8 +162,8 @@ impl Upstreams {
 }
 
 impl Upstream {
-    /// Lets the current subscription run until it ends, subscribes no more, and stops the task
-    /// after [`RETIRE_LIMIT`] in any case.
+    /// Marks the upstream retiring (it goes on only while the former owner still places the
+    /// topic on itself, see [`RETIRE_LIMIT`]) and stops its task after that limit in any case.
     fn retire(&self) {
         self.retiring.store(true, Ordering::SeqCst);
         tracing::debug!(owner = %self.owner, "upstream retiring");
