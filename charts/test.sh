@@ -157,6 +157,8 @@ check(len(crs) == 1 and grants(crs[0]) == WANT_RULES,
       "default: one ClusterRole with exactly the operator's verbs")
 check(len(crs) == 1 and grants(crs[0]).get(("", "configmaps"), set()) >= {"get", "list", "watch"},
       "default: the operator holds get/list/watch on configmaps, which the brokers' Role grants (RBAC escalation check)")
+check(len(crs) == 1 and grants(crs[0]).get(("", "pods"), set()) >= {"list"},
+      "default: the operator holds list on pods, which the brokers' Role grants (RBAC escalation check)")
 check(not kinds(full, "ClusterRole") and not kinds(full, "ClusterRoleBinding"),
       "watchNamespaces: no cluster-wide RBAC")
 watch_roles = [r for r in kinds(full, "Role") if not r["metadata"]["name"].endswith("-leader-election")]

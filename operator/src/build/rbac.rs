@@ -1,23 +1,37 @@
-//! The brokers' RBAC: a Role `<cluster>-broker` allowing `get`, `list` and `watch` on the one
-//! ConfigMap `<cluster>-members`, bound to the brokers' ServiceAccount. Nothing else: the
-//! brokers only read their member list.
+//! The brokers' RBAC: a Role `<cluster>-broker`, bound to the brokers' ServiceAccount, allowing
+//! `get`, `list` and `watch` on the one ConfigMap `<cluster>-members`, and `list` on pods.
+//! Nothing else: the brokers read their member list, and look up a peer's pod IP.
 
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 
 use super::child_meta;
 use crate::validate::ValidatedCluster;
 
-/// Renders the Role.
+/// Renders the Role: two rules.
+///
+/// - `get`, `list`, `watch` on the members ConfigMap only: the brokers poll their member list.
+/// - `list` on pods: a broker lists pods with the field selector `metadata.name=<pod>` to read
+///   a peer's `status.podIP`, because after a pod restarts its DNS name can keep answering with
+///   the old address for up to 30 s (CoreDNS caching). RBAC cannot restrict `list` by
+///   `resourceNames`, so this covers every pod of the namespace. No `get` and no `watch`.
 pub fn role(v: &ValidatedCluster) -> Role {
     Role {
         metadata: child_meta(v, &v.names.role),
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec![String::new()]),
-            resources: Some(vec!["configmaps".to_string()]),
-            resource_names: Some(vec![v.names.members_config_map.clone()]),
-            verbs: ["get", "list", "watch"].map(String::from).to_vec(),
-            ..PolicyRule::default()
-        }]),
+        rules: Some(vec![
+            PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["configmaps".to_string()]),
+                resource_names: Some(vec![v.names.members_config_map.clone()]),
+                verbs: ["get", "list", "watch"].map(String::from).to_vec(),
+                ..PolicyRule::default()
+            },
+            PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["pods".to_string()]),
+                verbs: vec!["list".to_string()],
+                ..PolicyRule::default()
+            },
+        ]),
     }
 }
 
@@ -46,19 +60,29 @@ mod tests {
     use starling_config::{Profile, Tier};
 
     #[test]
-    fn the_role_reads_only_the_members_configmap() {
+    fn the_role_reads_the_members_configmap_and_lists_pods() {
         let v = cluster(Profile::Balanced, Tier::Small, |_| {});
         let r = role(&v);
         assert_eq!(r.metadata.name.as_deref(), Some("events-broker"));
-        let rules = r.rules.unwrap_or_default();
-        assert_eq!(rules.len(), 1);
-        assert_eq!(rules[0].api_groups, Some(vec![String::new()]));
-        assert_eq!(rules[0].resources, Some(vec!["configmaps".to_string()]));
         assert_eq!(
-            rules[0].resource_names,
-            Some(vec!["events-members".to_string()])
+            r.rules,
+            Some(vec![
+                PolicyRule {
+                    api_groups: Some(vec![String::new()]),
+                    resources: Some(vec!["configmaps".to_string()]),
+                    resource_names: Some(vec!["events-members".to_string()]),
+                    verbs: vec!["get".into(), "list".into(), "watch".into()],
+                    non_resource_urls: None,
+                },
+                PolicyRule {
+                    api_groups: Some(vec![String::new()]),
+                    resources: Some(vec!["pods".to_string()]),
+                    resource_names: None,
+                    verbs: vec!["list".into()],
+                    non_resource_urls: None,
+                },
+            ])
         );
-        assert_eq!(rules[0].verbs, vec!["get", "list", "watch"]);
         assert_eq!(
             r.metadata.owner_references.map(|o| o.len()),
             Some(1),
