@@ -191,7 +191,10 @@ impl Broker {
             Arc::clone(&metrics),
             Arc::clone(&lanes),
         );
-        let peers = Arc::new(Peers::new(&cfg, token, leaf_sha256, Arc::clone(&metrics)));
+        let peers = Arc::new(
+            Peers::new(&cfg, token, leaf_sha256, Arc::clone(&metrics))
+                .with_pod_ips(source.as_ref().and_then(Source::pod_ips)),
+        );
 
         let (stop_tx, stop_rx) = watch::channel(false);
         let http_state = Arc::new(HttpState {

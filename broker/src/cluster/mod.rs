@@ -9,6 +9,7 @@
 pub mod handoff;
 pub mod members;
 pub mod peers;
+pub mod pod_ips;
 pub mod source;
 pub mod upstream;
 

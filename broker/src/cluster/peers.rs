@@ -2,7 +2,9 @@
 //! authenticated with the cluster token and pinned to the cluster's shared certificate. A
 //! member that cannot be reached is reported `Unavailable` at once for
 //! `cluster_peer_timeout_ms` before the next attempt, so requests for its topics and keys fail
-//! fast instead of queueing behind connection attempts.
+//! fast instead of queueing behind connection attempts. In Kubernetes, a member that does not
+//! answer at its name is tried once more at its pod's current IP (see [`super::pod_ips`]): a
+//! restarted pod's DNS record can stay cached for 30 s.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,6 +14,7 @@ use starling_client::{Client, ClientConfig, ClientError, Trust};
 use starling_config::BrokerConfig;
 
 use super::Member;
+use super::pod_ips::{PodIps, at_ip, host_of};
 use crate::metrics::Metrics;
 
 /// A request for another member could not be served.
@@ -30,6 +33,8 @@ pub struct Peers {
     retry_after: Duration,
     links: parking_lot::Mutex<HashMap<String, Arc<Link>>>,
     metrics: Arc<Metrics>,
+    /// Where a member that cannot be reached by its name is looked up (Kubernetes only).
+    pod_ips: Option<PodIps>,
 }
 
 struct Link {
@@ -64,7 +69,16 @@ impl Peers {
             retry_after: timeout,
             links: parking_lot::Mutex::new(HashMap::new()),
             metrics,
+            pod_ips: None,
         }
+    }
+
+    /// Reaches a member that does not answer at its name by its pod's current IP, looked up
+    /// with `pod_ips` (a restarted pod's DNS name can answer with the old address for as long
+    /// as DNS caches hold it).
+    pub fn with_pod_ips(mut self, pod_ips: Option<PodIps>) -> Peers {
+        self.pod_ips = pod_ips;
+        self
     }
 
     /// The link to `member`, connecting if needed.
@@ -96,7 +110,11 @@ impl Peers {
         }
         let mut cfg = self.template.clone();
         cfg.server = member.addr.clone();
-        match Client::connect(cfg).await {
+        let connected = match Client::connect(cfg).await {
+            Err(by_name) => self.connect_by_pod_ip(member).await.ok_or(by_name),
+            ok => ok,
+        };
+        match connected {
             Ok(client) => {
                 state.client = Some(client.clone());
                 state.down_since = None;
@@ -118,6 +136,32 @@ impl Peers {
                     member: member.id.clone(),
                     reason,
                 })
+            }
+        }
+    }
+
+    /// Connects to `member` at its pod's current IP, keeping its name for TLS; `None` without
+    /// a pod lookup, when the lookup fails or finds no IP, or when that address does not answer
+    /// either.
+    async fn connect_by_pod_ip(&self, member: &Member) -> Option<Client> {
+        let ip = match self.pod_ips.as_ref()?.ip(&member.id).await {
+            Ok(ip) => ip?,
+            Err(e) => {
+                tracing::debug!(member = %member.id, error = %e, "pod IP lookup failed");
+                return None;
+            }
+        };
+        let mut cfg = self.template.clone();
+        cfg.server = at_ip(&member.addr, ip)?;
+        cfg.server_name = host_of(&member.addr).map(str::to_string);
+        match Client::connect(cfg).await {
+            Ok(client) => {
+                tracing::info!(member = %member.id, addr = %member.addr, %ip, "peer reached at its pod IP: its name does not answer (a restarted pod whose DNS record is still cached?)");
+                Some(client)
+            }
+            Err(e) => {
+                tracing::debug!(member = %member.id, %ip, error = %e, "peer not reached at its pod IP either");
+                None
             }
         }
     }

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use starling_config::BrokerConfig;
 use tokio::sync::watch;
 
+use super::pod_ips::PodIps;
 use super::{Cluster, MemberSet};
 use crate::error::BrokerError;
 
@@ -29,6 +30,8 @@ pub enum Source {
         api: Box<kube::Api<ConfigMap>>,
         /// The ConfigMap's name.
         name: String,
+        /// Pod lookups in the same namespace (see [`PodIps`]).
+        pods: Box<PodIps>,
     },
 }
 
@@ -59,9 +62,18 @@ impl Source {
             BrokerError::Membership(format!("cannot reach the Kubernetes API: {e}"))
         })?;
         Ok(Some(Source::ConfigMap {
-            api: Box::new(kube::Api::namespaced(client, &namespace)),
+            api: Box::new(kube::Api::namespaced(client.clone(), &namespace)),
             name: name.clone(),
+            pods: Box::new(PodIps::new(client, &namespace)),
         }))
+    }
+
+    /// Pod lookups, when the members come from Kubernetes.
+    pub fn pod_ips(&self) -> Option<PodIps> {
+        match self {
+            Source::File(_) => None,
+            Source::ConfigMap { pods, .. } => Some(PodIps::clone(pods)),
+        }
     }
 
     /// Reads and parses the list once, within [`READ_LIMIT`]: a request that hangs (an
@@ -77,7 +89,7 @@ impl Source {
             Source::File(path) => tokio::fs::read_to_string(path)
                 .await
                 .map_err(|e| format!("{}: {e}", path.display()))?,
-            Source::ConfigMap { api, name } => {
+            Source::ConfigMap { api, name, .. } => {
                 let cm = api
                     .get(name)
                     .await
