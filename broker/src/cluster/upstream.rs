@@ -47,6 +47,10 @@ pub struct Upstreams {
     /// Resume positions of subscribers that resumed here while no upstream existed for their
     /// topic; the upstream starts from them.
     seeds: parking_lot::Mutex<HashMap<String, Position>>,
+    /// Set by [`Upstreams::stop_all`] (the drain): no upstream starts after it. One started
+    /// then would begin at the owner's live events and could hand a subscriber still being
+    /// drained an event past a gap, moving its resume position beyond events it never got.
+    stopped: AtomicBool,
 }
 
 struct Upstream {
@@ -76,6 +80,9 @@ impl Upstreams {
         // two subscribers of a topic leaving at once) must not let the one that read the older
         // subscriber set apply it last, which would leave an upstream nobody needs.
         let mut tasks = self.tasks.lock();
+        if self.stopped.load(Ordering::SeqCst) {
+            return;
+        }
         let topics: Vec<Arc<str>> = ctx
             .subscribers
             .lock()
@@ -153,9 +160,11 @@ impl Upstreams {
             .set(i64::try_from(tasks.len()).unwrap_or(i64::MAX));
     }
 
-    /// Stops every upstream.
+    /// Stops every upstream, for good (the drain).
     pub fn stop_all(&self) {
-        for (_, up) in self.tasks.lock().drain() {
+        let mut tasks = self.tasks.lock();
+        self.stopped.store(true, Ordering::SeqCst);
+        for (_, up) in tasks.drain() {
             up.task.abort();
         }
     }
