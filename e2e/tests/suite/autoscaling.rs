@@ -12,6 +12,11 @@
 //! (seconds, observed publish msg/s, utilisation, effective tier, rendered tier, ready
 //! brokers, recommendation); `e2e/plot-autoscaling.py` turns it into the plot of
 //! `docs/autoscaling.md`.
+//!
+//! Every broker pod's log (per-batch topic trace, cluster and subscription debug) is kept in
+//! `STARLING_E2E_LOG_DIR` (default `$TMPDIR/starling-e2e-logs`)`/<namespace>/`, with
+//! `probe.csv`: when each probe number was acked, and at which position and when it arrived. A
+//! lost number is printed with the positions of its neighbours and the log lines around them.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
