@@ -391,14 +391,11 @@ impl RunningBroker {
             .subscribers
             .lock()
             .values()
-            .map(|r| Arc::clone(&r.sub))
+            .map(|r| (Arc::clone(&r.sub), r.quic.clone()))
             .collect();
-        let finishing = subs.into_iter().map(|sub| async move {
-            let mut stream = sub.stream.lock().await;
-            if stream.finish().is_ok() {
-                let _ = stream.stopped().await;
-            }
-        });
+        let finishing = subs
+            .into_iter()
+            .map(|(sub, quic)| crate::server::subscribe::finish_for_drain(sub, quic));
         let _ =
             tokio::time::timeout_at(deadline.into(), futures::future::join_all(finishing)).await;
         let _ = self.stop_tx.send(true);

@@ -58,13 +58,19 @@ pub async fn serve(ctx: Arc<Ctx>, incoming: quinn::Incoming, mut stop: watch::Re
         Ok(Ok(granted)) => {
             let role = Role::from_features(granted);
             let publisher = publish::Publisher::new(Arc::clone(&ctx), conn_id, granted, role);
+            let link = Link {
+                id: conn_id,
+                quic: conn.clone(),
+                granted,
+                role,
+            };
             loop {
                 tokio::select! {
                     stream = conn.accept_bi() => match stream {
                         Ok((send, recv)) => {
                             let ctx = Arc::clone(&ctx);
                             let publisher = publisher.clone();
-                            tokio::spawn(route_stream(ctx, conn_id, granted, role, publisher, send, recv));
+                            tokio::spawn(route_stream(ctx, link.clone(), publisher, send, recv));
                         }
                         Err(e) => {
                             tracing::debug!(conn_id, error = %e, "connection closed");
@@ -162,12 +168,23 @@ async fn handshake(ctx: &Ctx, conn: &quinn::Connection) -> Result<u64, String> {
     Ok(granted)
 }
 
+/// The connection a stream arrived on, as its handlers need it.
+#[derive(Clone)]
+pub struct Link {
+    /// The connection's id (for lane picking and logs).
+    pub id: u64,
+    /// The QUIC connection (the drain reads its statistics to tell a silent peer).
+    pub quic: quinn::Connection,
+    /// Features granted in the handshake.
+    pub granted: u64,
+    /// What the client said it is.
+    pub role: Role,
+}
+
 /// Reads a stream's first frame and hands the stream to the matching handler.
 async fn route_stream(
     ctx: Arc<Ctx>,
-    conn_id: u64,
-    granted: u64,
-    role: Role,
+    link: Link,
     publisher: publish::Publisher,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
@@ -192,10 +209,10 @@ async fn route_stream(
                 return publish::serve(ctx, publisher, frame, send, recv, buf).await;
             }
             Frame::Subscribe(s) => {
-                return subscribe::serve(ctx, conn_id, role, s, send, recv, buf).await;
+                return subscribe::serve(ctx, link, s, send, recv, buf).await;
             }
             Frame::CachePut(_) | Frame::CacheGet(_) | Frame::CacheDelete(_)
-                if granted & features::CACHE == 0 =>
+                if link.granted & features::CACHE == 0 =>
             {
                 let msg = "the CACHE feature was not requested in Hello";
                 reply::error(
@@ -208,7 +225,7 @@ async fn route_stream(
                 .await;
             }
             Frame::CachePut(_) | Frame::CacheGet(_) | Frame::CacheDelete(_) => {
-                return cache::serve(ctx, role, frame, send, recv, buf).await;
+                return cache::serve(ctx, link.role, frame, send, recv, buf).await;
             }
             Frame::Ping(p) => {
                 if write_frame(&mut send, &Frame::Pong(p)).await.is_err() {

@@ -76,4 +76,6 @@ pub struct Registered {
     pub role: Role,
     /// Ends the subscription with `Moved` (its topic moved to another member).
     pub kick: Arc<tokio::sync::Notify>,
+    /// The subscriber's connection (the drain tells a silent peer by its statistics).
+    pub quic: quinn::Connection,
 }

@@ -20,6 +20,7 @@ use starling_proto::{ErrorCode, Frame, Moved, Subscribe, SubscribeOk, read_frame
 
 use crate::cluster::{Role, Route};
 use crate::pubsub::subscriber::Subscriber;
+use crate::server::conn::Link;
 use crate::server::{Ctx, Registered, reply};
 
 /// Longest a subscription ended by an owner change waits for its queue to be written.
@@ -32,13 +33,13 @@ const KICK_GRACE: Duration = Duration::from_millis(250);
 /// Serves a subscription stream whose first frame was `req`.
 pub async fn serve(
     ctx: Arc<Ctx>,
-    conn_id: u64,
-    role: Role,
+    link: Link,
     req: Subscribe,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
     mut buf: BytesMut,
 ) {
+    let (conn_id, role) = (link.id, link.role);
     if ctx.health.phase() != crate::health::Phase::Serving {
         let msg = "broker is not serving (starting or draining)";
         reply::error(
@@ -91,6 +92,7 @@ pub async fn serve(
                 sub: Arc::clone(&sub),
                 role,
                 kick: Arc::clone(&kick),
+                quic: link.quic.clone(),
             },
         );
         if role == Role::Plain
@@ -166,6 +168,49 @@ pub async fn serve(
         ctx.upstreams.reconcile(&ctx);
     }
     tracing::debug!(id, topic = %req.topic, ?role, "subscription ended");
+}
+
+/// How long a peer may leave what the drain sent it unanswered before the drain stops waiting
+/// for it.
+const SILENT: Duration = Duration::from_secs(2);
+
+/// Finishes a subscription stream for the drain and waits until the subscriber acknowledged
+/// everything on it, so closing the connection cannot discard delivered batches. A subscriber
+/// that vanished without closing (a crash, a killed process) is noticed only after the QUIC
+/// idle timeout and would hold the drain, and the broker's topics with it, to the whole
+/// `drain_timeout_ms`: the wait also ends once this broker has been sending on the connection
+/// (data, the stream's end, retransmissions, keep-alives) for [`SILENT`] without receiving
+/// anything. A live peer acknowledges within round trips, and one that only stopped reading
+/// still answers keep-alives, so neither is given up on.
+pub async fn finish_for_drain(sub: Arc<Subscriber>, quic: quinn::Connection) {
+    let mut stream = sub.stream.lock().await;
+    if stream.finish().is_err() {
+        return;
+    }
+    let stopped = stream.stopped();
+    tokio::pin!(stopped);
+    let mut seen = quic.stats();
+    let mut unanswered_since: Option<tokio::time::Instant> = None;
+    loop {
+        tokio::select! {
+            _ = &mut stopped => return,
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+        let now = quic.stats();
+        if now.udp_rx.datagrams != seen.udp_rx.datagrams {
+            unanswered_since = None;
+            seen = now;
+        } else if now.udp_tx.datagrams != seen.udp_tx.datagrams {
+            let since = *unanswered_since.get_or_insert_with(tokio::time::Instant::now);
+            if since.elapsed() >= SILENT {
+                tracing::debug!(
+                    id = sub.id,
+                    "drain: the subscriber does not answer; not waiting for it"
+                );
+                return;
+            }
+        }
+    }
 }
 
 fn forget(ctx: &Ctx, sub: &Subscriber) {

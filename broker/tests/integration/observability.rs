@@ -90,3 +90,53 @@ async fn drain_flushes_queued_deliveries_and_turns_readiness_off() {
         .expect("the subscription gives up");
     assert!(end.as_ref().is_none_or(|r| r.is_err()), "{end:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_does_not_wait_for_a_subscriber_that_vanished() {
+    let b = start(
+        Profile::Balanced,
+        ConfigOverrides {
+            drain_timeout_ms: Some(10_000),
+            ..ConfigOverrides::default()
+        },
+    )
+    .await;
+    // A subscriber on a runtime of its own, which then stops without closing anything: to the
+    // broker the client vanished (as a crashed or killed process does).
+    let cfg = b.client_config();
+    let vanished = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let kept = rt.block_on(async {
+            let c = starling_client::Client::connect(cfg)
+                .await
+                .expect("client connects");
+            let s = c.subscribe("gone").await.expect("subscribe");
+            (c, s)
+        });
+        std::mem::forget(kept);
+        rt.shutdown_background();
+    });
+    vanished.join().expect("the vanishing subscriber's thread");
+    wait_metrics(&b, "the subscription is registered", |m| {
+        m.get("starling_subscriptions") == 1.0
+    })
+    .await;
+    let c = b.client().await;
+    for i in 0..3 {
+        c.publish_acked("gone", payload(i)).await.expect("publish");
+    }
+    c.close().await;
+    let started = std::time::Instant::now();
+    b.running.shutdown().await;
+    let took = started.elapsed();
+    // The subscriber never acknowledges the end of its stream; the drain notices the silence
+    // (2 s) instead of waiting out `drain_timeout_ms` (10 s), as it did before.
+    assert!(
+        took < Duration::from_secs(6),
+        "the drain waited {took:?} for a subscriber that is gone"
+    );
+}
