@@ -17,6 +17,13 @@ use super::Member;
 use super::pod_ips::{PodIps, at_ip, host_of};
 use crate::metrics::Metrics;
 
+/// How long the link to a member that left the list stays open. A member leaves the list before
+/// it learns that it did, and until then it still accepts publishes as the owner of its topics:
+/// the upstream subscriptions on this link (retiring, see `upstream`) must go on receiving
+/// them. Closing the link at once ended those subscriptions, and what the former owner accepted
+/// in the moment before it learned reached nobody.
+const DEPARTED_LINGER: Duration = Duration::from_secs(30);
+
 /// A request for another member could not be served.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("member {member} is unavailable: {reason}")]
@@ -191,7 +198,8 @@ impl Peers {
         unavailable
     }
 
-    /// Closes the links to members no longer in `keep`.
+    /// Forgets the links to members no longer in `keep`, and closes them after
+    /// [`DEPARTED_LINGER`].
     pub fn retain(&self, keep: &[Member]) {
         let gone: Vec<Arc<Link>> = {
             let mut links = self.links.lock();
@@ -207,6 +215,7 @@ impl Peers {
         };
         for link in gone {
             tokio::spawn(async move {
+                tokio::time::sleep(DEPARTED_LINGER).await;
                 if let Some(client) = link.state.lock().await.client.take() {
                     client.close().await;
                 }

@@ -1,6 +1,7 @@
-//! A former owner that learns of a membership change late: until it learns, it still accepts
-//! (and acks) publishes routed to it by brokers that have not learned either, and what it
-//! accepted must still reach the subscribers, however late it learns (within the retire limit).
+//! A former owner that learns of a membership change after the brokers relaying its topics:
+//! until it learns, it still accepts (and acks) publishes as the owner, and what it accepted
+//! must still reach the subscribers, whether it learns seconds later (within the retire limit)
+//! or a moment later.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -14,18 +15,85 @@ use crate::harness::{SOON, TestCluster, index, payload};
 /// How long the former owner stays unaware of the change: longer than any fixed overlap would be.
 const LATE: Duration = Duration::from_secs(5);
 
+/// A topic owned by c among a, b, c, and by a once c has left.
+fn moving_from_c_to_a(prefix: &str) -> String {
+    (0..100_000)
+        .map(|i| format!("{prefix}-{i}"))
+        .find(|t| {
+            starling_placement::owner(["a", "b", "c"], Kind::Topic, t.as_bytes()) == Some("c")
+                && starling_placement::owner(["a", "b"], Kind::Topic, t.as_bytes()) == Some("a")
+        })
+        .unwrap_or_else(|| panic!("no {prefix}-N placed on c, then on a"))
+}
+
+/// Waits until broker `id` reports the epoch of `members`.
+async fn learned(c: &TestCluster, id: &str, members: &[&str]) {
+    let want = c.epoch_of(members);
+    let probe = c.plain_client(id).await;
+    let deadline = Instant::now() + SOON;
+    while probe.cluster_info().await.map(|i| i.epoch).unwrap_or(0) != want {
+        assert!(Instant::now() < deadline, "{id} learns the new list");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    probe.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_publish_the_former_owner_accepts_just_before_it_learns_is_delivered() {
+    let ids = ["a", "b", "c"];
+    let mut c = TestCluster::start("late-moment", &ids).await;
+    let topic = moving_from_c_to_a("moment");
+    let subscriber = c.plain_client("b").await;
+    let mut sub = subscriber.subscribe(&topic).await.expect("subscribe");
+    let deadline = Instant::now() + SOON;
+    while c.metric("c", "starling_subscriptions", "").await < 1.0 {
+        assert!(Instant::now() < deadline, "b's upstream reaches c");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let publisher = c.plain_client("c").await;
+    publisher
+        .publish_acked(&topic, payload(0))
+        .await
+        .expect("c accepts as the owner");
+
+    // b (relaying the topic from c) and a learn that c left; c still owns the topic, accepts
+    // and acks one more message, and learns a moment later, before b's link to it would have
+    // been re-established.
+    c.write_members_seen_by(&["a", "b"], &["a", "b"]);
+    learned(&c, "b", &["a", "b"]).await;
+    publisher
+        .publish_acked(&topic, payload(1))
+        .await
+        .expect("c, not knowing yet, accepts as the owner");
+    c.write_members_seen_by(&["c"], &["a", "b"]);
+    learned(&c, "c", &["a", "b"]).await;
+
+    let mut received = BTreeSet::new();
+    let deadline = Instant::now() + SOON;
+    while received.len() < 2 && Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_millis(500), sub.next_event()).await {
+            Ok(Some(Ok(e))) => {
+                received.insert(index(&e.payload));
+            }
+            Ok(other) => panic!("subscription ended: {other:?}"),
+            Err(_) => {}
+        }
+    }
+    assert_eq!(
+        received,
+        BTreeSet::from([0, 1]),
+        "both acked messages reach the subscriber on b"
+    );
+    publisher.close().await;
+    subscriber.close().await;
+    c.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_former_owner_that_learns_late_still_delivers_what_it_acked() {
     let ids = ["a", "b", "c"];
     let mut c = TestCluster::start("late", &ids).await;
-    // Owned by c among a, b, c, and by a once c has left.
-    let topic = (0..100_000)
-        .map(|i| format!("late-{i}"))
-        .find(|t| {
-            starling_placement::owner(ids, Kind::Topic, t.as_bytes()) == Some("c")
-                && starling_placement::owner(["a", "b"], Kind::Topic, t.as_bytes()) == Some("a")
-        })
-        .expect("a topic placed on c, then on a");
+    let topic = moving_from_c_to_a("late");
 
     // A plain subscriber on b: b relays the topic from its owner.
     let subscriber = c.plain_client("b").await;
@@ -68,14 +136,7 @@ async fn a_former_owner_that_learns_late_still_delivers_what_it_acked() {
 
     // c learns at last; its publisher's messages now go to a.
     c.write_members_seen_by(&["c"], &["a", "b"]);
-    let want = c.epoch_of(&["a", "b"]);
-    let probe = c.plain_client("c").await;
-    let deadline = Instant::now() + SOON;
-    while probe.cluster_info().await.map(|i| i.epoch).unwrap_or(0) != want {
-        assert!(Instant::now() < deadline, "c learns the new list");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    probe.close().await;
+    learned(&c, "c", &["a", "b"]).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     stop.store(true, Ordering::SeqCst);
     let acked = publishing.await.expect("publisher");
