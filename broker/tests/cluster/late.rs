@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use starling_client::{Client, Subscription};
 use starling_placement::Kind;
 
 use crate::harness::{SOON, TestCluster, index, payload};
@@ -24,6 +25,35 @@ fn moving_from_c_to_a(prefix: &str) -> String {
                 && starling_placement::owner(["a", "b"], Kind::Topic, t.as_bytes()) == Some("a")
         })
         .unwrap_or_else(|| panic!("no {prefix}-N placed on c, then on a"))
+}
+
+/// A plain subscriber of `topic` on b, once b's upstream subscription has reached c: b relays
+/// the topic from its owner.
+async fn subscribed_on_b(c: &TestCluster, topic: &str) -> (Client, Subscription) {
+    let subscriber = c.plain_client("b").await;
+    let sub = subscriber.subscribe(topic).await.expect("subscribe");
+    let deadline = Instant::now() + SOON;
+    while c.metric("c", "starling_subscriptions", "").await < 1.0 {
+        assert!(Instant::now() < deadline, "b's upstream reaches c");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (subscriber, sub)
+}
+
+/// The message indices `sub` receives until all of `want` arrived or [`SOON`] passed.
+async fn receive_until(sub: &mut Subscription, want: &BTreeSet<u64>) -> BTreeSet<u64> {
+    let mut received = BTreeSet::new();
+    let deadline = Instant::now() + SOON;
+    while !want.is_subset(&received) && Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_millis(500), sub.next_event()).await {
+            Ok(Some(Ok(e))) => {
+                received.insert(index(&e.payload));
+            }
+            Ok(other) => panic!("subscription ended: {other:?}"),
+            Err(_) => {}
+        }
+    }
+    received
 }
 
 /// Waits until broker `id` reports the epoch of `members`.
@@ -43,13 +73,7 @@ async fn a_publish_the_former_owner_accepts_just_before_it_learns_is_delivered()
     let ids = ["a", "b", "c"];
     let mut c = TestCluster::start("late-moment", &ids).await;
     let topic = moving_from_c_to_a("moment");
-    let subscriber = c.plain_client("b").await;
-    let mut sub = subscriber.subscribe(&topic).await.expect("subscribe");
-    let deadline = Instant::now() + SOON;
-    while c.metric("c", "starling_subscriptions", "").await < 1.0 {
-        assert!(Instant::now() < deadline, "b's upstream reaches c");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (subscriber, mut sub) = subscribed_on_b(&c, &topic).await;
     let publisher = c.plain_client("c").await;
     publisher
         .publish_acked(&topic, payload(0))
@@ -68,17 +92,7 @@ async fn a_publish_the_former_owner_accepts_just_before_it_learns_is_delivered()
     c.write_members_seen_by(&["c"], &["a", "b"]);
     learned(&c, "c", &["a", "b"]).await;
 
-    let mut received = BTreeSet::new();
-    let deadline = Instant::now() + SOON;
-    while received.len() < 2 && Instant::now() < deadline {
-        match tokio::time::timeout(Duration::from_millis(500), sub.next_event()).await {
-            Ok(Some(Ok(e))) => {
-                received.insert(index(&e.payload));
-            }
-            Ok(other) => panic!("subscription ended: {other:?}"),
-            Err(_) => {}
-        }
-    }
+    let received = receive_until(&mut sub, &BTreeSet::from([0, 1])).await;
     assert_eq!(
         received,
         BTreeSet::from([0, 1]),
@@ -95,14 +109,7 @@ async fn a_former_owner_that_learns_late_still_delivers_what_it_acked() {
     let mut c = TestCluster::start("late", &ids).await;
     let topic = moving_from_c_to_a("late");
 
-    // A plain subscriber on b: b relays the topic from its owner.
-    let subscriber = c.plain_client("b").await;
-    let mut sub = subscriber.subscribe(&topic).await.expect("subscribe");
-    let deadline = Instant::now() + SOON;
-    while c.metric("c", "starling_subscriptions", "").await < 1.0 {
-        assert!(Instant::now() < deadline, "b's upstream reaches c");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (subscriber, mut sub) = subscribed_on_b(&c, &topic).await;
 
     // A plain publisher on c, acked, every 10 ms until stopped.
     let publisher = c.plain_client("c").await;
@@ -141,17 +148,7 @@ async fn a_former_owner_that_learns_late_still_delivers_what_it_acked() {
     stop.store(true, Ordering::SeqCst);
     let acked = publishing.await.expect("publisher");
 
-    let mut received = BTreeSet::new();
-    let deadline = Instant::now() + SOON;
-    while !acked.is_subset(&received) && Instant::now() < deadline {
-        match tokio::time::timeout(Duration::from_millis(500), sub.next_event()).await {
-            Ok(Some(Ok(e))) => {
-                received.insert(index(&e.payload));
-            }
-            Ok(other) => panic!("subscription ended: {other:?}"),
-            Err(_) => {}
-        }
-    }
+    let received = receive_until(&mut sub, &acked).await;
     let lost: Vec<u64> = acked.difference(&received).copied().collect();
     assert!(
         accepted_late > 100.0,
