@@ -284,27 +284,33 @@ impl Probe {
         let _ = std::fs::write(path, out);
     }
 
+    /// The nearest numbers received before and after `n` (within 50), with where and when.
+    fn neighbours(&self, n: u64) -> [Option<(u64, &(Position, f64))>; 2] {
+        let received = |k: u64| self.received_at.get(&k).map(|r| (k, r));
+        [
+            (1..50).filter_map(|d| n.checked_sub(d)).find_map(received),
+            (1..50).map(|d| n + d).find_map(received),
+        ]
+    }
+
     /// For each of the first `lost` numbers: when it was acked, and where and when the
     /// numbers received just before and after it were.
     fn around(&self, lost: &[u64]) -> Vec<String> {
-        let near = |n: u64, step: fn(u64) -> Option<u64>| {
-            let mut k = n;
-            for _ in 0..50 {
-                k = step(k)?;
-                if let Some((pos, at)) = self.received_at.get(&k) {
-                    return Some(format!("#{k} at {}:{} ({at:.1}s)", pos.stream, pos.seq));
-                }
-            }
-            None
+        let show = |near: Option<(u64, &(Position, f64))>| {
+            near.map_or_else(
+                || "-".to_string(),
+                |(k, (pos, at))| format!("#{k} at {}:{} ({at:.1}s)", pos.stream, pos.seq),
+            )
         };
         lost.iter()
             .take(5)
             .map(|&n| {
+                let [before, after] = self.neighbours(n);
                 format!(
                     "#{n} acked at {:.1}s; received before: {}; after: {}",
                     self.acked_at.get(&n).copied().unwrap_or(f64::NAN),
-                    near(n, |k| k.checked_sub(1)).unwrap_or_else(|| "-".into()),
-                    near(n, |k| k.checked_add(1)).unwrap_or_else(|| "-".into()),
+                    show(before),
+                    show(after),
                 )
             })
             .collect()
@@ -313,16 +319,12 @@ impl Probe {
     /// The streams of the numbers received next to the first lost ones, and the sequence
     /// numbers around the gap in each: what to look for in the brokers' logs.
     fn gap_positions(&self, lost: &[u64]) -> Vec<(u64, u64, u64)> {
-        let mut out = Vec::new();
-        for &n in lost.iter().take(5) {
-            let before =
-                (1..50).find_map(|d| n.checked_sub(d).and_then(|k| self.received_at.get(&k)));
-            let after = (1..50).find_map(|d| self.received_at.get(&(n + d)));
-            for (pos, _) in [before, after].into_iter().flatten() {
-                out.push((pos.stream, pos.seq.saturating_sub(3), pos.seq + 3));
-            }
-        }
-        out
+        lost.iter()
+            .take(5)
+            .flat_map(|&n| self.neighbours(n))
+            .flatten()
+            .map(|(_, (pos, _))| (pos.stream, pos.seq.saturating_sub(3), pos.seq + 3))
+            .collect()
     }
 }
 
