@@ -4,26 +4,40 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: demo demo-local test fmt-check lint unit e2e manifests manifests-check chart-test docs crds help
+.PHONY: demo demo-local test test-phases deps fmt-check lint unit e2e manifests manifests-check chart-test docs crds help
 
 help:
 	@echo "make demo       - local Kubernetes + operator + a BrokerCluster, pub/sub through it"
 	@echo "make demo-local - a broker on this machine (no Kubernetes) and a pub/sub round trip"
 	@echo "make test       - the whole suite: fmt, clippy, unit/integration, manifests, e2e"
+	@echo "make deps       - install/build the tools the suite and the demo use (cached, idempotent)"
 	@echo "make e2e        - only the end-to-end suite (starts and stops a local cluster)"
 	@echo "make docs       - regenerate the generated parts of docs/"
 	@echo "make crds       - regenerate crds/, the chart CRD copy and manifests/install.yaml"
 
 ## The demo: a local single-node Kubernetes with the operator and a BrokerCluster, and a
 ## pub/sub round trip through its Service. `demo-local` is the same round trip without Kubernetes.
-demo:
+demo: deps
 	./scripts/demo-k8s.sh
 
 demo-local:
 	./scripts/demo-local.sh
 
-## The whole test suite. .ci/run calls exactly this.
-test: fmt-check lint unit bench-smoke manifests-check e2e
+## The whole test suite. .ci/run calls exactly this. Cheap phases first, so a fmt or clippy
+## failure shows within minutes; `deps` (the first time on a machine: Kubernetes and helm built
+## from the Go module proxy, about 8 minutes) runs before the first phase that uses its tools.
+## scripts/fresh-check.sh runs these phases one by one on an empty HOME.
+TEST_PHASES := fmt-check lint unit bench-smoke deps manifests-check e2e
+test: $(TEST_PHASES)
+
+test-phases:
+	@echo $(TEST_PHASES)
+
+## Every tool from outside the Rust and Go toolchains that the suite or the demo runs: Debian
+## packages, Kubernetes, etcd, CoreDNS, local-path-provisioner and helm, cached under
+## ~/.cache/starling by version. A second run checks markers and returns in seconds.
+deps:
+	./e2e/cluster/install.sh
 
 fmt-check:
 	$(CARGO) fmt --all --check
@@ -35,13 +49,13 @@ unit:
 	$(CARGO) test --workspace --exclude starling-e2e
 
 ## End-to-end: local cluster, images, chart checks, helm install, the Rust e2e suite, teardown.
-e2e:
+e2e: deps
 	./e2e/run.sh
 
-manifests-check:
+manifests-check: deps
 	./scripts/render-manifests.sh --check
 
-chart-test:
+chart-test: deps
 	./charts/test.sh $(KUBECONFIG)
 
 ## Generators (their outputs are committed; tests fail when they drift).
@@ -49,11 +63,11 @@ docs:
 	UPDATE_DOCS=1 $(CARGO) test -p starling-config --test docs
 	$(CARGO) run -q -p starling-operator --bin crdgen -- --write-docs docs/operator.md
 
-crds:
+crds: deps
 	$(CARGO) run -q -p starling-operator --bin crdgen > crds/brokercluster.yaml
 	./scripts/render-manifests.sh
 
-manifests:
+manifests: deps
 	./scripts/render-manifests.sh
 
 ## Benchmark smoke run (seconds, tiny counts): an embedded broker under the lossless `block`
