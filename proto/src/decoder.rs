@@ -1,9 +1,11 @@
 //! [`FrameDecoder`]: splits frames off a growing receive buffer.
 //!
 //! The header's `payload_len` is checked against `max_frame_bytes` before
-//! anything is reserved, so a peer cannot make the receiver allocate more
-//! than one maximal frame. Blob fields of decoded frames are zero-copy
-//! slices of the received frame.
+//! anything is reserved. Even a valid length is never reserved up front: the
+//! buffer grows as bytes arrive (at most doubling what was received, see
+//! [`GROW_FLOOR`]), so a peer that announces a maximal frame and then sends
+//! nothing costs the receiver a few KiB, not `max_frame_bytes`. Blob fields of
+//! decoded frames are zero-copy slices of the received frame.
 
 use bytes::{Buf, BytesMut};
 
@@ -11,6 +13,11 @@ use crate::error::DecodeError;
 use crate::frame::{Frame, decode_payload};
 use crate::header::Header;
 use crate::limits::HEADER_LEN;
+
+/// The least a partial frame's buffer is grown by. Above it, growth follows
+/// the bytes already received (the buffer at most doubles), never the length
+/// the header announces.
+pub const GROW_FLOOR: usize = 4096;
 
 /// Streaming frame decoder with a payload size limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,8 +41,9 @@ impl FrameDecoder {
     ///
     /// * `Ok(Some(frame))`: exactly one frame was removed from `src`.
     /// * `Ok(None)`: `src` holds an incomplete frame; read more and call
-    ///   again. Capacity for the rest of the frame may have been reserved
-    ///   (never beyond the validated frame length).
+    ///   again. Capacity may have been reserved for part of the rest: at most
+    ///   `max(src.len(), GROW_FLOOR)` bytes, never beyond the validated frame
+    ///   length.
     /// * `Err(_)`: the stream is corrupt and should be abandoned. Header
     ///   errors leave `src` untouched; payload errors consume the frame.
     pub fn decode(&self, src: &mut BytesMut) -> Result<Option<Frame>, DecodeError> {
@@ -52,7 +60,8 @@ impl FrameDecoder {
         let payload_len = usize::try_from(header.payload_len).map_err(|_| too_large.clone())?;
         let total = HEADER_LEN.checked_add(payload_len).ok_or(too_large)?;
         if src.len() < total {
-            src.reserve(total - src.len());
+            let rest = total - src.len();
+            src.reserve(rest.min(src.len().max(GROW_FLOOR)));
             return Ok(None);
         }
         let mut payload = src.split_to(total).freeze();
@@ -106,5 +115,44 @@ mod tests {
         assert_eq!(FrameDecoder::new(8).decode(&mut buf), Ok(None));
         assert!(buf.capacity() >= 16);
         assert_eq!(buf.len(), 8);
+    }
+
+    #[test]
+    fn a_large_partial_frame_grows_with_the_bytes_received() {
+        // A 1 MiB frame announced by its header, its payload then arriving in 1 KiB pieces.
+        let payload = vec![7u8; 1 << 20];
+        let mut whole = BytesMut::new();
+        Frame::Publish(crate::messages::Publish {
+            request_id: 1,
+            ack: crate::messages::AckMode::None,
+            topic: "t".into(),
+            payload: payload.into(),
+        })
+        .encode(&mut whole);
+        let dec = FrameDecoder::new(2 << 20);
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&whole.split_to(HEADER_LEN));
+        assert_eq!(dec.decode(&mut buf), Ok(None));
+        assert!(
+            buf.capacity() <= HEADER_LEN + GROW_FLOOR,
+            "{}",
+            buf.capacity()
+        );
+        let mut decoded = None;
+        while !whole.is_empty() {
+            let piece = whole.split_to(whole.len().min(1024));
+            buf.extend_from_slice(&piece);
+            // In proportion to what arrived (the decoder's step plus the buffer's own
+            // doubling), never to the 1 MiB the header announced.
+            assert!(
+                buf.capacity() <= 4 * (buf.len() + GROW_FLOOR),
+                "{}",
+                buf.capacity()
+            );
+            if let Some(frame) = dec.decode(&mut buf).unwrap() {
+                decoded = Some(frame);
+            }
+        }
+        assert!(matches!(decoded, Some(Frame::Publish(p)) if p.payload.len() == 1 << 20));
     }
 }

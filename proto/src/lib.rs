@@ -51,7 +51,7 @@ pub mod position;
 pub mod validate;
 mod wire;
 
-pub use decoder::FrameDecoder;
+pub use decoder::{FrameDecoder, GROW_FLOOR};
 pub use error::DecodeError;
 pub use error_code::ErrorCode;
 pub use event_batch::{encode_event_batch, event_batch_encoded_len};
