@@ -68,7 +68,9 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     window("cache_conn_recv_window"),
     window("cache_stream_recv_window"),
     range("max_concurrent_streams", Some(4), Some(1 << 20)),
-    range("idle_timeout_ms", Some(1_000), None),
+    // An hour: a dead peer's connection (and everything it holds) is released within it, and the
+    // value always fits QUIC's idle-timeout varint, so nothing that validates fails at start.
+    range("idle_timeout_ms", Some(1_000), Some(3_600_000)),
     range(
         "max_frame_bytes",
         Some(FRAME_BYTES_RANGE.0 as u64),
@@ -234,6 +236,22 @@ mod tests {
             ..Default::default()
         });
         assert!(msg.contains("fanout_batch_size"), "{msg}");
+    }
+
+    #[test]
+    fn an_idle_timeout_past_an_hour_is_refused_before_start() {
+        let msg = errors(ConfigOverrides {
+            idle_timeout_ms: Some(u64::MAX),
+            ..Default::default()
+        });
+        assert!(msg.contains("idle_timeout_ms"), "{msg}");
+        assert!(
+            errors(ConfigOverrides {
+                idle_timeout_ms: Some(3_600_000),
+                ..Default::default()
+            })
+            .is_empty()
+        );
     }
 
     #[test]
