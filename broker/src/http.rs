@@ -1,16 +1,26 @@
 //! The HTTP listener: `/metrics` (Prometheus text), `/healthz`, `/readyz` and `/config`.
+//!
+//! The listener has fixed budgets, so a client that opens connections and never finishes a
+//! request (slowloris) cannot hold the port or the broker's memory: at most
+//! [`MAX_CONNECTIONS`] connections are served at once (more are closed as soon as they are
+//! accepted), a request head must arrive within [`HEADER_READ_TIMEOUT`], and a connection lives
+//! at most [`CONNECTION_LIFETIME`]. Each closure is counted in `starling_http_refused_total`.
+//! An accept error (for example EMFILE) backs off from [`ACCEPT_BACKOFF_MIN`] up to
+//! [`ACCEPT_BACKOFF_MAX`] instead of retrying in a hot loop. The endpoints are for the kubelet's
+//! probes and Prometheus, a handful of clients, so the budgets are constants, not config knobs.
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 
 use crate::cache::Cache;
 use crate::health::{Health, Phase};
@@ -27,6 +37,21 @@ pub struct HttpState {
     /// The effective config as YAML.
     pub config_yaml: String,
 }
+
+/// HTTP connections served at once. Probes and scrapes need a few; more are closed on accept.
+/// It bounds the listener's memory and file descriptors; keeping strangers off the port is the
+/// NetworkPolicy's job.
+pub const MAX_CONNECTIONS: usize = 256;
+/// Time a connection has to deliver a complete request head (first byte included).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest life of one connection, keep-alive included.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+/// First pause after a failed accept; it doubles on each further failure.
+pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+/// Longest pause after failed accepts.
+pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// Label values of `starling_http_refused_total`.
+pub const REFUSAL_REASONS: [&str; 3] = ["connection_cap", "header_timeout", "lifetime"];
 
 /// The Prometheus text exposition content type.
 pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -76,29 +101,64 @@ pub fn route(state: &HttpState, method: &Method, path: &str) -> Response<Full<By
     }
 }
 
-/// Serves HTTP/1.1 on `listener` until `stop` turns true.
+/// Serves HTTP/1.1 on `listener` until `stop` turns true, within the module's budgets.
 pub async fn serve(listener: TcpListener, state: Arc<HttpState>, mut stop: watch::Receiver<bool>) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut backoff = ACCEPT_BACKOFF_MIN;
     loop {
         let (stream, _) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok(a) => a,
+                Ok(a) => {
+                    backoff = ACCEPT_BACKOFF_MIN;
+                    a
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "http accept failed");
+                    tracing::warn!(error = %e, pause_ms = backoff.as_millis() as u64, "http accept failed");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = stop.changed() => return,
+                    }
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
                     continue;
                 }
             },
             _ = stop.changed() => return,
         };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            state
+                .metrics
+                .http_refused
+                .with_label_values(&["connection_cap"])
+                .inc();
+            drop(stream);
+            continue;
+        };
         let state = Arc::clone(&state);
         tokio::spawn(async move {
+            let _slot = slot;
+            let metrics = Arc::clone(&state.metrics);
             let svc = service_fn(move |req: Request<Incoming>| {
                 let resp = route(&state, req.method(), req.uri().path());
                 async move { Ok::<_, Infallible>(resp) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), svc);
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "http connection error");
+            match tokio::time::timeout(CONNECTION_LIFETIME, conn).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) if e.is_timeout() => {
+                    metrics
+                        .http_refused
+                        .with_label_values(&["header_timeout"])
+                        .inc();
+                    tracing::debug!(error = %e, "http connection closed: no request head in time");
+                }
+                Ok(Err(e)) => tracing::debug!(error = %e, "http connection error"),
+                Err(_) => {
+                    metrics.http_refused.with_label_values(&["lifetime"]).inc();
+                    tracing::debug!("http connection closed: lifetime reached");
+                }
             }
         });
     }

@@ -118,6 +118,11 @@ pub struct Metrics {
     /// Cache entries handed off to their new owner (`pushed`) or read from their previous
     /// owner on a miss (`pulled`).
     pub cluster_handoff_keys: IntCounterVec,
+    /// HTTP connections closed by the listener's budgets, by reason (`connection_cap`: accepted
+    /// and closed at once because [`crate::http::MAX_CONNECTIONS`] were open; `header_timeout`:
+    /// no complete request head within [`crate::http::HEADER_READ_TIMEOUT`]; `lifetime`: open
+    /// longer than [`crate::http::CONNECTION_LIFETIME`]).
+    pub http_refused: IntCounterVec,
 }
 
 fn counter(r: &Registry, name: &str, help: &str) -> prometheus::Result<IntCounter> {
@@ -383,6 +388,12 @@ impl Metrics {
                 "Cache entries handed off to their new owner or read from their previous owner.",
                 &["direction"],
             )?,
+            http_refused: counter_vec(
+                &r,
+                "starling_http_refused_total",
+                "HTTP connections closed by the listener's budgets, by reason.",
+                &["reason"],
+            )?,
             registry: r,
         };
         // Create every fixed label combination up front so each series exists (at 0) from the
@@ -393,6 +404,9 @@ impl Metrics {
             DropReason::SubscriberClosed,
         ] {
             m.dropped_events.with_label_values(&[reason.label()]);
+        }
+        for reason in crate::http::REFUSAL_REASONS {
+            m.http_refused.with_label_values(&[reason]);
         }
         for op in ["publish", "subscribe", "cache"] {
             m.cluster_forwarded.with_label_values(&[op]);

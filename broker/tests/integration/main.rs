@@ -7,6 +7,7 @@ mod bad_input;
 mod cache;
 mod common;
 mod delivery;
+mod http_budget;
 mod observability;
 mod retention;
 mod slow_subscriber;
