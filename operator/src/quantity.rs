@@ -1,8 +1,11 @@
-//! Just enough of Kubernetes quantity parsing to compare a request with a limit.
+//! Kubernetes quantity parsing, enough to compare a request with a limit.
 //!
-//! Accepts `<number><suffix>` with a decimal number and one of the binary (`Ki`…`Ei`), decimal
-//! (`m`, `k`, `M`…`E`) or exponent (`e3`, `E-2`) suffixes. Values are returned in nano-units so
-//! `1` and `1000m` compare equal without floating point.
+//! Accepts what the API server's `resource.Quantity` accepts: a signed decimal number with any
+//! number of fractional digits, then one of the binary (`Ki`…`Ei`), decimal (`n`, `u`, `m`, `k`,
+//! `M`…`E`) or exponent (`e3`, `E-2`) suffixes. Values are returned in nano-units so `1` and
+//! `1000m` compare equal without floating point; precision below a nano-unit is rounded up, as
+//! the API server does. Hand-written because k8s-openapi's `Quantity` is only the string: it
+//! carries no parser.
 
 /// A quantity in units of 10⁻⁹, or `None` when the text is not a quantity or does not fit.
 pub fn parse_nanos(text: &str) -> Option<i128> {
@@ -20,52 +23,64 @@ pub fn parse_nanos(text: &str) -> Option<i128> {
     if (whole.is_empty() && frac.is_empty())
         || !whole.bytes().all(|b| b.is_ascii_digit())
         || !frac.bytes().all(|b| b.is_ascii_digit())
-        || frac.len() > 9
     {
         return None;
     }
+    // Trailing fractional zeros carry no value; dropping them keeps long inputs in range.
+    let frac = frac.trim_end_matches('0');
     let mut mantissa: i128 = 0;
     for b in whole.bytes().chain(frac.bytes()) {
         mantissa = mantissa
             .checked_mul(10)?
             .checked_add(i128::from(b - b'0'))?;
     }
-    // mantissa × 10^(9 − frac digits) is the value in nano-units before the suffix.
-    let nanos = mantissa.checked_mul(10i128.pow(9 - frac.len() as u32))?;
-    let value = apply_suffix(nanos, suffix)?;
-    Some(if negative { -value } else { value })
+    let (multiplier, exp10) = suffix_scale(suffix)?;
+    let value = mantissa.checked_mul(multiplier)?;
+    // value × 10^(exp10 − frac digits) units, i.e. × 10^(scale) nano-units.
+    let scale = i64::from(exp10) + 9 - frac.len() as i64;
+    let nanos = if scale >= 0 {
+        value.checked_mul(10i128.checked_pow(u32::try_from(scale).ok()?)?)?
+    } else {
+        div_round_up(value, u32::try_from(-scale).ok()?)
+    };
+    Some(if negative { -nanos } else { nanos })
 }
 
-fn apply_suffix(nanos: i128, suffix: &str) -> Option<i128> {
-    let binary = |power: u32| nanos.checked_mul(1i128 << (10 * power));
-    let decimal = |exp: i32| -> Option<i128> {
-        if exp >= 0 {
-            nanos.checked_mul(10i128.checked_pow(exp as u32)?)
-        } else {
-            Some(nanos / 10i128.checked_pow(exp.unsigned_abs())?)
-        }
-    };
+/// `value / 10^exp`, rounded away from zero when anything is cut off.
+fn div_round_up(value: i128, exp: u32) -> i128 {
+    match 10i128.checked_pow(exp) {
+        Some(d) => value / d + i128::from(value % d != 0),
+        // 10^exp > i128::MAX > value: any non-zero value rounds up to one nano-unit.
+        None => i128::from(value != 0),
+    }
+}
+
+/// The suffix as (integer multiplier, power of ten).
+fn suffix_scale(suffix: &str) -> Option<(i128, i32)> {
+    let binary = |power: u32| Some((1i128 << (10 * power), 0));
     match suffix {
-        "" => Some(nanos),
+        "" => Some((1, 0)),
         "Ki" => binary(1),
         "Mi" => binary(2),
         "Gi" => binary(3),
         "Ti" => binary(4),
         "Pi" => binary(5),
         "Ei" => binary(6),
-        "m" => decimal(-3),
-        "k" => decimal(3),
-        "M" => decimal(6),
-        "G" => decimal(9),
-        "T" => decimal(12),
-        "P" => decimal(15),
-        "E" => decimal(18),
+        "n" => Some((1, -9)),
+        "u" => Some((1, -6)),
+        "m" => Some((1, -3)),
+        "k" => Some((1, 3)),
+        "M" => Some((1, 6)),
+        "G" => Some((1, 9)),
+        "T" => Some((1, 12)),
+        "P" => Some((1, 15)),
+        "E" => Some((1, 18)),
         s if s.starts_with(['e', 'E']) => {
             let exp: i32 = s[1..].parse().ok()?;
             if exp.unsigned_abs() > 30 {
                 return None;
             }
-            decimal(exp)
+            Some((1, exp))
         }
         _ => None,
     }
@@ -87,9 +102,54 @@ mod tests {
     }
 
     #[test]
+    fn every_suffix_the_api_server_accepts() {
+        assert_eq!(parse_nanos("1n"), Some(1));
+        assert_eq!(parse_nanos("250u"), Some(250_000));
+        assert_eq!(parse_nanos("1u"), parse_nanos("1000n"));
+        assert_eq!(parse_nanos("1.25m"), Some(1_250_000));
+        assert_eq!(parse_nanos("1E"), parse_nanos("1e18"));
+    }
+
+    #[test]
+    fn precision_below_a_nano_unit_is_rounded_up() {
+        assert_eq!(parse_nanos("0.0000000001"), Some(1));
+        assert_eq!(parse_nanos("1.0000000001"), Some(1_000_000_001));
+        assert_eq!(parse_nanos("0.5n"), Some(1));
+        assert_eq!(parse_nanos("1.500000000000"), Some(1_500_000_000));
+        assert_eq!(
+            parse_nanos("0.00000000000000000000000000000000000000000001"),
+            Some(1)
+        );
+        assert_eq!(parse_nanos("0.000"), Some(0));
+    }
+
+    #[test]
     fn garbage_is_refused() {
-        for bad in ["", "Gi", "1.2.3", "1Xi", "one", "1e", "--1", "1e99"] {
+        for bad in [
+            "", "Gi", "1.2.3", "1Xi", "one", "1e", "--1", "1e99", "1N", "1mu",
+        ] {
             assert_eq!(parse_nanos(bad), None, "{bad}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any whole number of milli-units, written in each of the equivalent forms, parses to
+        /// the same value, and the order of two values is kept.
+        #[test]
+        fn equivalent_spellings_agree(a in 0u64..1u64 << 50, b in 0u64..1u64 << 50) {
+            let nanos = i128::from(a) * 1_000_000;
+            proptest::prop_assert_eq!(parse_nanos(&format!("{a}m")), Some(nanos));
+            proptest::prop_assert_eq!(parse_nanos(&format!("{}u", u128::from(a) * 1000)), Some(nanos));
+            proptest::prop_assert_eq!(parse_nanos(&format!("{}n", u128::from(a) * 1_000_000)), Some(nanos));
+            proptest::prop_assert_eq!(
+                parse_nanos(&format!("{}.{:03}", a / 1000, a % 1000)),
+                Some(nanos)
+            );
+            proptest::prop_assert_eq!(parse_nanos(&format!("{a}e-3")), Some(nanos));
+            proptest::prop_assert_eq!(
+                parse_nanos(&format!("{a}m")) < parse_nanos(&format!("{b}m")),
+                a < b
+            );
         }
     }
 }
