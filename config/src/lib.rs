@@ -34,7 +34,7 @@ pub use error::{ConfigError, FieldError};
 pub use knobs::{BrokerConfig, ConfigFile, ConfigOverrides, KNOBS, KnobDoc};
 pub use profile::Profile;
 pub use resolve::{ENV_PREFIX, Layer, Sources, compose, resolve};
-pub use tier::{Resources, Tier, TierSizing};
+pub use tier::{MAX_REPLICAS, Resources, Tier, TierSizing};
 pub use tier_overrides::{TierOverride, TierTable};
 
 /// Default UDP port of the QUIC listener.

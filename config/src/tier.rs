@@ -59,6 +59,14 @@ pub struct Resources {
     pub memory_limit: String,
 }
 
+/// The most brokers one cluster may run, whether set by `spec.replicas`, `/scale` or a tier
+/// override. Every broker keeps a QUIC link to every other one, so a cluster of `n` holds
+/// `n(n-1)/2` links and each membership change re-places topics across all `n`; 100 (4,950
+/// links) is far beyond the largest tier (5) yet small enough that the member list and every
+/// object rendered from it stay a few KiB. Without a cap, one spec with `replicas: 2147483647`
+/// made the operator build a member list of about 170 GB.
+pub const MAX_REPLICAS: u32 = 100;
+
 /// Everything a tier sets.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct TierSizing {

@@ -67,6 +67,12 @@ impl TierTable {
                     format!("{tier}.replicas must be at least 1"),
                 ));
             }
+            if o.replicas.is_some_and(|r| r > crate::MAX_REPLICAS) {
+                return Err(ConfigError::parse(
+                    origin,
+                    format!("{tier}.replicas must be at most {}", crate::MAX_REPLICAS),
+                ));
+            }
             if o.capacity_msgs_per_sec == Some(0) {
                 return Err(ConfigError::parse(
                     origin,
@@ -139,5 +145,13 @@ mod tests {
             .err()
             .map(|e| e.to_string());
         assert!(err.unwrap_or_default().contains("medium.replicas"));
+        let err = TierTable::from_yaml("large:\n  replicas: 101\n", "t")
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.unwrap_or_default()
+                .contains("large.replicas must be at most 100")
+        );
+        assert!(TierTable::from_yaml("large:\n  replicas: 100\n", "t").is_ok());
     }
 }

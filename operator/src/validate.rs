@@ -198,6 +198,17 @@ pub fn validate(
             format!("replicas must be at least 1, got {replicas}"),
         );
     }
+    // Also checked here, before anything is rendered, for objects the API server admitted
+    // before the CRD carried the rule.
+    if i64::from(replicas) > i64::from(starling_config::MAX_REPLICAS) {
+        problem(
+            Reason::InvalidSpec,
+            format!(
+                "replicas must be at most {}, got {replicas}",
+                starling_config::MAX_REPLICAS
+            ),
+        );
+    }
     if let Some(a) = &spec.autoscaling {
         if a.min_tier > a.max_tier {
             problem(

@@ -63,6 +63,12 @@ pub fn keep_field_description(schema: &mut Schema) {
 /// `spec.replicas`.
 pub fn replicas_rules(schema: &mut Schema) {
     push(schema, "self >= 1", "replicas must be at least 1");
+    let max = starling_config::MAX_REPLICAS;
+    push(
+        schema,
+        &format!("self <= {max}"),
+        &format!("replicas must be at most {max}"),
+    );
 }
 
 /// `spec.image`.

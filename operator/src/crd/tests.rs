@@ -310,6 +310,12 @@ fn assert_refused(spec: Value, expected: &str) {
 #[test]
 fn admission_rules_refuse_with_readable_messages() {
     assert_refused(json!({"replicas": 0}), "replicas must be at least 1");
+    assert_refused(json!({"replicas": 101}), "replicas must be at most 100");
+    assert_refused(
+        json!({"replicas": 2147483647}),
+        "replicas must be at most 100",
+    );
+    assert!(admit(json!({"replicas": 100})).is_empty());
     assert_refused(
         json!({"autoscaling": {"minTier": "large", "maxTier": "medium"}}),
         "minTier must not be a larger tier than autoscaling.maxTier",

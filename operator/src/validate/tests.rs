@@ -356,3 +356,18 @@ fn cluster_membership_knobs_are_refused_in_spec_config() {
         );
     }
 }
+
+#[test]
+fn a_huge_replica_count_is_refused_before_anything_is_rendered() {
+    let e = refused(BrokerClusterSpec {
+        replicas: Some(i32::MAX),
+        ..BrokerClusterSpec::default()
+    });
+    assert_eq!(e.reason(), Reason::InvalidSpec);
+    assert!(
+        e.message()
+            .contains("replicas must be at most 100, got 2147483647"),
+        "{}",
+        e.message()
+    );
+}
