@@ -77,7 +77,8 @@ for phase in $phases; do
   t0=$SECONDS
   echo "== make $phase" >&2
   if (cd "$work/starling" && "${fresh_env[@]}" make "$phase"); then
-    printf '%-16s %6ds  ok\n' "$phase" $((SECONDS - t0)) | tee -a "$timings"
+    printf '%-16s %6ds  ok      load %s\n' "$phase" $((SECONDS - t0)) \
+      "$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$timings"
   else
     rc=$?
     printf '%-16s %6ds  FAILED (exit %d)\n' "$phase" $((SECONDS - t0)) "$rc" | tee -a "$timings"
