@@ -30,7 +30,7 @@ use crate::metrics::Metrics;
 use crate::pubsub::batcher::Limits;
 use crate::pubsub::lanes::Lanes;
 use crate::pubsub::topic::{TopicSettings, Topics};
-use crate::server::{Ctx, conn};
+use crate::server::{Ctx, admit, conn};
 use crate::tls::{self, TlsMaterial};
 use crate::transport;
 
@@ -288,16 +288,44 @@ async fn on_membership_changes(
     }
 }
 
+/// Accepts connection attempts within the admission budgets (see [`admit`]) and spawns a task
+/// for each one served.
 async fn accept_loop(ctx: Arc<Ctx>, endpoint: quinn::Endpoint, mut stop: watch::Receiver<bool>) {
+    let limits = admit::Limits {
+        max_connections: ctx.cfg.max_connections as usize,
+        retry_threshold: ctx.cfg.handshake_retry_threshold as usize,
+    };
+    let (connections, handshakes) = (admit::InProgress::default(), admit::InProgress::default());
     loop {
         tokio::select! {
             incoming = endpoint.accept() => match incoming {
                 Some(incoming) => {
-                    if ctx.health.phase() != Phase::Serving {
-                        incoming.refuse();
-                        continue;
+                    let load = admit::Load {
+                        serving: ctx.health.phase() == Phase::Serving,
+                        open: connections.count(),
+                        handshaking: handshakes.count(),
+                        validated: incoming.remote_address_validated(),
+                    };
+                    match admit::decide(load, limits) {
+                        admit::Admission::Accept => {
+                            let slots = (connections.enter(), handshakes.enter());
+                            tokio::spawn(conn::serve(Arc::clone(&ctx), incoming, slots, stop.clone()));
+                        }
+                        // An unvalidated attempt may always be retried; should quinn say
+                        // otherwise, it is served rather than dropped.
+                        admit::Admission::Retry => match incoming.retry() {
+                            Ok(()) => ctx.metrics.quic_retries.inc(),
+                            Err(e) => {
+                                let slots = (connections.enter(), handshakes.enter());
+                                let incoming = e.into_incoming();
+                                tokio::spawn(conn::serve(Arc::clone(&ctx), incoming, slots, stop.clone()));
+                            }
+                        },
+                        admit::Admission::Refuse(why) => {
+                            ctx.metrics.quic_refused.with_label_values(&[why.label()]).inc();
+                            incoming.refuse();
+                        }
                     }
-                    tokio::spawn(conn::serve(Arc::clone(&ctx), incoming, stop.clone()));
                 }
                 None => return,
             },

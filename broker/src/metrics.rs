@@ -123,6 +123,14 @@ pub struct Metrics {
     /// no complete request head within [`crate::http::HEADER_READ_TIMEOUT`]; `lifetime`: open
     /// longer than [`crate::http::CONNECTION_LIFETIME`]).
     pub http_refused: IntCounterVec,
+    /// QUIC connection attempts refused by admission, by reason (see
+    /// [`crate::server::admit::Refusal`]).
+    pub quic_refused: IntCounterVec,
+    /// QUIC Retries sent because `handshake_retry_threshold` handshakes were in progress.
+    pub quic_retries: IntCounter,
+    /// Streams closed because their first frame did not arrive within
+    /// `stream_first_frame_timeout_ms`.
+    pub streams_timed_out: IntCounter,
 }
 
 fn counter(r: &Registry, name: &str, help: &str) -> prometheus::Result<IntCounter> {
@@ -394,6 +402,22 @@ impl Metrics {
                 "HTTP connections closed by the listener's budgets, by reason.",
                 &["reason"],
             )?,
+            quic_refused: counter_vec(
+                &r,
+                "starling_quic_refused_total",
+                "QUIC connection attempts refused by admission, by reason.",
+                &["reason"],
+            )?,
+            quic_retries: counter(
+                &r,
+                "starling_quic_retries_total",
+                "QUIC Retries sent to make a new address prove itself during a handshake burst.",
+            )?,
+            streams_timed_out: counter(
+                &r,
+                "starling_streams_timed_out_total",
+                "Streams closed because their first frame did not arrive in time.",
+            )?,
             registry: r,
         };
         // Create every fixed label combination up front so each series exists (at 0) from the
@@ -407,6 +431,9 @@ impl Metrics {
         }
         for reason in crate::http::REFUSAL_REASONS {
             m.http_refused.with_label_values(&[reason]);
+        }
+        for reason in crate::server::admit::Refusal::ALL {
+            m.quic_refused.with_label_values(&[reason.label()]);
         }
         for op in ["publish", "subscribe", "cache"] {
             m.cluster_forwarded.with_label_values(&[op]);

@@ -45,7 +45,7 @@ impl CachePool {
         value: Bytes,
         ttl: Option<Duration>,
         timeout: Duration,
-    ) -> Result<(), ClientError> {
+    ) -> Result<bool, ClientError> {
         check_key(&key)?;
         let ttl_ms = ttl_millis(ttl);
         let stream = self.stream(connector).await?;
@@ -58,7 +58,7 @@ impl CachePool {
             })
         };
         match stream.call(build, timeout).await? {
-            Frame::CacheOk(_) => Ok(()),
+            Frame::CacheOk(ok) => Ok(ok.existed),
             other => Err(unexpected("cache_ok", &other)),
         }
     }

@@ -190,13 +190,14 @@ impl Client {
         ))
     }
 
-    /// Stores `value` under `key`, expiring after `ttl` when given.
+    /// Stores `value` under `key`, expiring after `ttl` when given; `true` when it replaced a
+    /// live value.
     pub async fn cache_put(
         &self,
         key: impl Into<Bytes>,
         value: impl Into<Bytes>,
         ttl: Option<Duration>,
-    ) -> Result<(), ClientError> {
+    ) -> Result<bool, ClientError> {
         let inner = self.open()?;
         let (key, value) = (key.into(), value.into());
         inner

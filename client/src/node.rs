@@ -119,7 +119,7 @@ impl Node {
         key: Bytes,
         value: Bytes,
         ttl: Option<Duration>,
-    ) -> Result<(), ClientError> {
+    ) -> Result<bool, ClientError> {
         self.cache
             .put(&self.connector, key, value, ttl, self.request_timeout)
             .await

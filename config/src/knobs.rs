@@ -155,6 +155,20 @@ knobs! {
     /// Largest frame payload (bytes, excluding the 8-byte header) the broker accepts or sends.
     max_frame_bytes: u32,
 
+    ["Admission"]
+    /// Most QUIC connections (clients and peer brokers) open at once. A connection attempt past
+    /// it is refused at once (QUIC `CONNECTION_REFUSED`) and counted in
+    /// `starling_quic_refused_total{reason="max_connections"}`.
+    max_connections: u32,
+    /// QUIC handshakes in progress from which on a new connection attempt must first prove its
+    /// address with a QUIC Retry (one extra round trip; spoofed source addresses never get
+    /// further). 0 makes every client prove its address.
+    handshake_retry_threshold: u32,
+    /// How long (ms) a new stream may take to deliver its complete first frame. A stream that
+    /// has not is answered with an `Error` and closed, and counted in
+    /// `starling_streams_timed_out_total`.
+    stream_first_frame_timeout_ms: u64,
+
     ["Batching"]
     /// A topic flushes its pending EventBatch once it holds this many events.
     event_batch_max_events: u32,

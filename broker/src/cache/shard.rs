@@ -112,23 +112,28 @@ impl Shard {
     ///
     /// The caller must have checked that the entry fits in the budget on
     /// its own. An entry whose deadline is already due replaces (removes)
-    /// the old value but is not stored.
+    /// the old value but is not stored. Also returns whether a live value
+    /// was replaced.
     pub(super) fn insert(
         &mut self,
         key: Bytes,
         value: Bytes,
         deadline: Option<Instant>,
         now: Instant,
-    ) -> Reclaimed {
+    ) -> (Reclaimed, bool) {
         let mut reclaimed = Reclaimed::default();
+        let mut replaced = false;
         if let Some(&slot) = self.map.get(key.as_ref())
             && let Some(old) = self.remove_slot(slot)
-            && old.is_expired(now)
         {
-            reclaimed.expired += 1;
+            if old.is_expired(now) {
+                reclaimed.expired += 1;
+            } else {
+                replaced = true;
+            }
         }
         if deadline.is_some_and(|d| d <= now) {
-            return reclaimed;
+            return (reclaimed, replaced);
         }
         let size = accounted_size(key.len(), value.len());
         self.make_room(size, now, &mut reclaimed);
@@ -146,7 +151,7 @@ impl Shard {
         }
         self.map.insert(key, slot);
         self.bytes = self.bytes.saturating_add(size);
-        reclaimed
+        (reclaimed, replaced)
     }
 
     /// Copies of the live entries whose key satisfies `pred`, with their deadlines.

@@ -96,12 +96,13 @@ impl Cache {
     }
 
     /// Stores `value` under `key`, replacing any previous value and its TTL.
-    /// `ttl: None` means the entry never expires.
+    /// `ttl: None` means the entry never expires. Returns true when a live (unexpired) value was
+    /// replaced.
     ///
     /// # Errors
     ///
     /// [`CacheError::ValueTooLarge`] as described for [`put_at`](Self::put_at).
-    pub fn put(&self, key: Bytes, value: Bytes, ttl: Option<Duration>) -> Result<(), CacheError> {
+    pub fn put(&self, key: Bytes, value: Bytes, ttl: Option<Duration>) -> Result<bool, CacheError> {
         self.put_at(key, value, ttl, Instant::now())
     }
 
@@ -122,16 +123,16 @@ impl Cache {
         value: Bytes,
         ttl: Option<Duration>,
         now: Instant,
-    ) -> Result<(), CacheError> {
+    ) -> Result<bool, CacheError> {
         self.check_size(&key, &value)?;
         let deadline = ttl.and_then(|ttl| now.checked_add(ttl));
         let cell = self.cell(&key);
         let mut shard = cell.shard.lock();
-        let reclaimed = shard.insert(key, value, deadline, now);
+        let (reclaimed, replaced) = shard.insert(key, value, deadline, now);
         cell.counters.put();
         cell.counters.reclaimed(reclaimed);
         cell.counters.set_gauges(shard.len(), shard.bytes());
-        Ok(())
+        Ok(replaced)
     }
 
     /// Returns the live value under `key`; never returns an expired entry.

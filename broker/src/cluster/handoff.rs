@@ -99,7 +99,7 @@ async fn push(
                 .cache_put(e.key.clone(), e.value.clone(), e.ttl)
                 .await
             {
-                Ok(()) => {
+                Ok(_replaced) => {
                     ctx.cache.remove_exported(&e);
                     result.moved += 1;
                 }

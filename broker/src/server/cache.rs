@@ -175,10 +175,10 @@ async fn forward(ctx: &Ctx, owner: Member, frame: Frame) -> Frame {
     let result = match frame {
         Frame::CachePut(p) => {
             let ttl = (p.ttl_ms > 0).then(|| Duration::from_millis(p.ttl_ms));
-            client.cache_put(p.key, p.value, ttl).await.map(|()| {
+            client.cache_put(p.key, p.value, ttl).await.map(|existed| {
                 Frame::CacheOk(CacheOk {
                     request_id,
-                    existed: false,
+                    existed,
                 })
             })
         }
@@ -220,11 +220,11 @@ fn answer_locally(ctx: &Ctx, frame: Frame) -> Frame {
         Frame::CachePut(p) => {
             let ttl = (p.ttl_ms > 0).then(|| Duration::from_millis(p.ttl_ms));
             match ctx.cache.put(p.key, p.value, ttl) {
-                Ok(()) => {
+                Ok(existed) => {
                     ops.with_label_values(&["put", "ok"]).inc();
                     Frame::CacheOk(CacheOk {
                         request_id: p.request_id,
-                        existed: false,
+                        existed,
                     })
                 }
                 Err(e) => {

@@ -12,6 +12,7 @@ use starling_proto::{
 use tokio::sync::watch;
 
 use crate::cluster::Role;
+use crate::server::admit::Slot;
 use crate::server::{Ctx, cache, publish, reply, subscribe};
 use crate::tls::ALPN_CACHE;
 
@@ -32,7 +33,15 @@ pub const OFFERED_FEATURES: u64 =
     features::BATCH_PUBLISH | features::CACHE | features::CLUSTER | features::AUTH_TOKEN;
 
 /// Serves one incoming connection until it closes or the broker stops.
-pub async fn serve(ctx: Arc<Ctx>, incoming: quinn::Incoming, mut stop: watch::Receiver<bool>) {
+/// `slots` count the connection among the admitted ones until this returns, and among the
+/// handshakes in progress until the Starling handshake is over.
+pub async fn serve(
+    ctx: Arc<Ctx>,
+    incoming: quinn::Incoming,
+    slots: (Slot, Slot),
+    mut stop: watch::Receiver<bool>,
+) {
+    let (_admitted, handshaking) = slots;
     let conn = match incoming.await {
         Ok(c) => c,
         Err(e) => {
@@ -54,7 +63,9 @@ pub async fn serve(ctx: Arc<Ctx>, incoming: quinn::Incoming, mut stop: watch::Re
     }
     tracing::debug!(conn_id, %remote, is_cache, "connection open");
 
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&ctx, &conn)).await {
+    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&ctx, &conn)).await;
+    drop(handshaking);
+    match handshake {
         Ok(Ok(granted)) => {
             let role = Role::from_features(granted);
             let publisher = publish::Publisher::new(Arc::clone(&ctx), conn_id, granted, role);
@@ -164,8 +175,26 @@ async fn handshake(ctx: &Ctx, conn: &quinn::Connection) -> Result<u64, String> {
         .await
         .map_err(|e| e.to_string())?;
     let _ = send.finish();
-    tracing::debug!(client = %hello.client_name, version, granted, "handshake complete");
+    tracing::debug!(client = %loggable_name(&hello.client_name), version, granted, "handshake complete");
     Ok(granted)
+}
+
+/// Longest prefix of a client's self-chosen name (in characters) that reaches the logs.
+const LOGGED_NAME_CHARS: usize = 64;
+
+/// A client's self-chosen `Hello.client_name` as it may appear in a log line: at most
+/// [`LOGGED_NAME_CHARS`] characters, with newlines, other control characters and quotes escaped,
+/// so that a name can neither forge a log line nor flood the log.
+fn loggable_name(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .take(LOGGED_NAME_CHARS)
+        .flat_map(char::escape_debug)
+        .collect();
+    if name.chars().nth(LOGGED_NAME_CHARS).is_some() {
+        out.push('…');
+    }
+    out
 }
 
 /// The connection a stream arrived on, as its handlers need it.
@@ -181,7 +210,27 @@ pub struct Link {
     pub role: Role,
 }
 
-/// Reads a stream's first frame and hands the stream to the matching handler.
+/// Closes a stream whose first frame did not arrive in time: an `Error` frame saying so, then
+/// the stream is finished and its receive side stopped, which releases whatever partial frame
+/// it had buffered.
+async fn first_frame_timed_out(
+    ctx: &Ctx,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    after: Duration,
+) {
+    ctx.metrics.streams_timed_out.inc();
+    let msg = format!("no complete first frame within {} ms", after.as_millis());
+    reply::error(&mut send, &ctx.metrics, 0, ErrorCode::InvalidRequest, msg).await;
+    let _ = send.finish();
+    let _ = recv.stop(quinn::VarInt::from_u32(u32::from(
+        ErrorCode::InvalidRequest.as_u16(),
+    )));
+}
+
+/// Reads a stream's first frame (within `stream_first_frame_timeout_ms`) and hands the stream to
+/// the matching handler. A stream that stays open for Pings or cluster-info requests waits for
+/// its next request without a limit: it is one of the connection's `max_concurrent_streams`.
 async fn route_stream(
     ctx: Arc<Ctx>,
     link: Link,
@@ -191,8 +240,22 @@ async fn route_stream(
 ) {
     let mut buf = BytesMut::new();
     let read_chunk = ctx.cfg.publish_chunk_bytes as usize;
+    let first_frame_timeout = Duration::from_millis(ctx.cfg.stream_first_frame_timeout_ms);
+    let mut first = true;
     loop {
-        let frame = match read_frame(&mut recv, &mut buf, &ctx.decoder, read_chunk).await {
+        let read = read_frame(&mut recv, &mut buf, &ctx.decoder, read_chunk);
+        let frame = if first {
+            first = false;
+            match tokio::time::timeout(first_frame_timeout, read).await {
+                Ok(read) => read,
+                Err(_) => {
+                    return first_frame_timed_out(&ctx, send, recv, first_frame_timeout).await;
+                }
+            }
+        } else {
+            read.await
+        };
+        let frame = match frame {
             Ok(Some(f)) => f,
             Ok(None) => {
                 let _ = send.finish();
@@ -250,5 +313,21 @@ async fn route_stream(
                 .await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loggable_name;
+
+    #[test]
+    fn a_client_name_cannot_forge_or_flood_log_lines() {
+        assert_eq!(loggable_name("starling-cli/0.1"), "starling-cli/0.1");
+        let forged = "x\n2026-11-24T00:00:00Z  INFO admin logged in\r\u{1b}[2J";
+        let logged = loggable_name(forged);
+        assert!(!logged.contains('\n') && !logged.contains('\r') && !logged.contains('\u{1b}'));
+        assert!(logged.starts_with("x\\n2026"), "{logged}");
+        let long = "a".repeat(10_000);
+        assert_eq!(loggable_name(&long), format!("{}…", "a".repeat(64)));
     }
 }

@@ -1,12 +1,14 @@
 //! The QUIC side of the broker: accepting connections, the handshake, and routing each stream
 //! to its handler by its first frame.
 //!
+//! - [`admit`]: whether a connection attempt is served, retried or refused.
 //! - [`conn`]: one connection: handshake, then one task per stream.
 //! - [`publish`]: publish streams and the per-connection publish workers.
 //! - [`subscribe`]: subscription streams.
 //! - [`cache`]: cache request/response streams.
 //! - [`reply`]: writing frames and typed errors back to a stream.
 
+pub mod admit;
 pub mod cache;
 pub mod conn;
 pub mod publish;

@@ -11,7 +11,11 @@ use crate::common::*;
 async fn put_get_delete_and_ttl() {
     let b = start_default().await;
     let c = b.client().await;
-    c.cache_put("k", "v", None).await.expect("put");
+    assert!(!c.cache_put("k", "v0", None).await.expect("put"));
+    assert!(
+        c.cache_put("k", "v", None).await.expect("put"),
+        "CacheOk.existed: a live value was replaced"
+    );
     assert_eq!(
         c.cache_get("k").await.expect("get"),
         Some(Bytes::from_static(b"v"))

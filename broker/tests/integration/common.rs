@@ -81,6 +81,21 @@ impl TestBroker {
 
     /// Raw QUIC connection (ALPN `starling/1`) trusting the broker's certificate.
     pub async fn raw(&self, stream_window: Option<u32>) -> quinn::Connection {
+        self.try_raw(stream_window).await.expect("handshake")
+    }
+
+    /// [`raw`](Self::raw), returning a refused or failed handshake instead of failing the test.
+    pub async fn try_raw(
+        &self,
+        stream_window: Option<u32>,
+    ) -> Result<quinn::Connection, quinn::ConnectionError> {
+        let ep = self.raw_endpoint(stream_window);
+        ep.connect(self.addr(), "localhost").expect("connect").await
+    }
+
+    /// A client endpoint (one UDP socket) for raw connections to this broker; many connections
+    /// may share it.
+    pub fn raw_endpoint(&self, stream_window: Option<u32>) -> quinn::Endpoint {
         let mut roots = rustls::RootCertStore::empty();
         roots
             .add(CertificateDer::from(self.running.certificate_der.clone()))
@@ -103,10 +118,7 @@ impl TestBroker {
         let mut ep =
             quinn::Endpoint::client("127.0.0.1:0".parse().expect("addr")).expect("endpoint");
         ep.set_default_client_config(cfg);
-        ep.connect(self.addr(), "localhost")
-            .expect("connect")
-            .await
-            .expect("handshake")
+        ep
     }
 
     /// Raw connection that has completed the Starling handshake.

@@ -3,6 +3,7 @@
 //!
 //! One test binary with a module per area keeps link time down on small machines.
 
+mod admission;
 mod bad_input;
 mod cache;
 mod common;

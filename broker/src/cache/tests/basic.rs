@@ -41,6 +41,20 @@ fn overwrite_replaces_value_and_accounting() {
 }
 
 #[test]
+fn put_reports_whether_a_live_value_was_replaced() {
+    let t0 = std::time::Instant::now();
+    let ttl = std::time::Duration::from_secs(1);
+    let cache = one_shard(1 << 20);
+    assert_eq!(cache.put_at(b("k"), b("v1"), Some(ttl), t0), Ok(false));
+    assert_eq!(cache.put_at(b("k"), b("v2"), Some(ttl), t0), Ok(true));
+    // The value expired before the put: nothing live was replaced.
+    assert_eq!(cache.put_at(b("k"), b("v3"), None, t0 + ttl * 2), Ok(false));
+    assert_eq!(cache.put_at(b("k"), b("v4"), None, t0 + ttl * 2), Ok(true));
+    assert!(cache.delete(b"k"));
+    assert_eq!(cache.put(b("k"), b("v5"), None), Ok(false));
+}
+
+#[test]
 fn delete_reports_whether_a_live_entry_existed() {
     let cache = one_shard(1 << 20);
     cache.put(b("k"), b("v"), None).unwrap();

@@ -116,7 +116,7 @@ impl Model {
         value: Vec<u8>,
         ttl: Option<Duration>,
         now: Instant,
-    ) -> Result<(), CacheError> {
+    ) -> Result<bool, CacheError> {
         if value.len() > MAX_VALUE_BYTES {
             return Err(CacheError::ValueTooLarge {
                 size: value.len(),
@@ -132,14 +132,17 @@ impl Model {
         }
         self.stats.puts += 1;
         let s = &mut self.shards[shard];
-        if let Some(i) = s.position(&key)
-            && s.entries.remove(i).expired(now)
-        {
-            self.stats.expirations += 1;
+        let mut replaced = false;
+        if let Some(i) = s.position(&key) {
+            if s.entries.remove(i).expired(now) {
+                self.stats.expirations += 1;
+            } else {
+                replaced = true;
+            }
         }
         let deadline = ttl.map(|ttl| now + ttl);
         if deadline.is_some_and(|d| d <= now) {
-            return Ok(());
+            return Ok(replaced);
         }
         while s.bytes() + size > SHARD_BUDGET {
             if let Some(i) = s.earliest_expired(now) {
@@ -158,7 +161,7 @@ impl Model {
             deadline,
             seq,
         });
-        Ok(())
+        Ok(replaced)
     }
 
     fn get(&mut self, shard: usize, key: &[u8], now: Instant) -> Option<Bytes> {

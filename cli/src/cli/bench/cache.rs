@@ -188,7 +188,7 @@ async fn worker(
                 client
                     .cache_put(key, keys.value.clone(), None)
                     .await
-                    .map(|()| true)
+                    .map(|_replaced| true)
             }
             Phase::GetHit => {
                 let key = keys.present[rng.below(n)].clone();
