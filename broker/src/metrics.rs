@@ -8,6 +8,8 @@ use prometheus::{
     Opts, Registry, TextEncoder,
 };
 
+use starling_config::metric_names as names;
+
 use crate::cache::CacheStats;
 
 /// Why events were dropped.
@@ -204,23 +206,23 @@ impl Metrics {
             )?,
             published_messages: counter(
                 &r,
-                "starling_published_messages_total",
+                names::PUBLISHED_MESSAGES,
                 "Messages accepted from publishers.",
             )?,
             published_bytes: counter(
                 &r,
-                "starling_published_bytes_total",
+                names::PUBLISHED_BYTES,
                 "Publish payload bytes accepted.",
             )?,
             publish_acks: counter(&r, "starling_publish_acks_total", "Publish acks sent.")?,
             delivered_events: counter(
                 &r,
-                "starling_delivered_events_total",
+                names::DELIVERED_EVENTS,
                 "Events written to subscriber streams.",
             )?,
             delivered_bytes: counter(
                 &r,
-                "starling_delivered_bytes_total",
+                names::DELIVERED_BYTES,
                 "EventBatch bytes written to subscriber streams.",
             )?,
             dropped_events: counter_vec(
@@ -335,12 +337,12 @@ impl Metrics {
             cache_bytes: gauge(&r, "starling_cache_bytes", "Accounted cache bytes.")?,
             ready: gauge(
                 &r,
-                "starling_ready",
+                names::READY,
                 "1 while the broker is ready, 0 while starting or draining.",
             )?,
             process_cpu: {
                 let c = Counter::new(
-                    "starling_process_cpu_seconds_total",
+                    names::PROCESS_CPU_SECONDS,
                     "User and system CPU seconds of the broker process (10 ms resolution).",
                 )?;
                 r.register(Box::new(c.clone()))?;
@@ -543,5 +545,18 @@ mod tests {
             rendered, documented,
             "docs/operations.md metric table and the registry differ"
         );
+    }
+
+    #[test]
+    fn every_series_other_components_read_is_exported_unlabelled() {
+        let m = Metrics::new().expect("metrics");
+        let text = m.render();
+        for name in starling_config::metric_names::READ_BY_OTHERS {
+            let unlabelled = format!("\n{name} ");
+            assert!(
+                text.contains(&unlabelled),
+                "{name} is not exported unlabelled"
+            );
+        }
     }
 }

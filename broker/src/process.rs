@@ -7,7 +7,17 @@ const TICKS_PER_SECOND: f64 = 100.0;
 
 /// User plus system CPU seconds of this process, or `None` where `/proc` is unavailable.
 pub fn cpu_seconds() -> Option<f64> {
-    let text = std::fs::read_to_string("/proc/self/stat").ok()?;
+    stat_cpu_seconds("/proc/self/stat")
+}
+
+/// User plus system CPU seconds of process `pid` (a broker the bench started, for example),
+/// or `None` where `/proc` is unavailable or the process is gone.
+pub fn cpu_seconds_of(pid: u32) -> Option<f64> {
+    stat_cpu_seconds(&format!("/proc/{pid}/stat"))
+}
+
+fn stat_cpu_seconds(path: &str) -> Option<f64> {
+    let text = std::fs::read_to_string(path).ok()?;
     let (user, system) = parse_stat(&text)?;
     Some((user + system) as f64 / TICKS_PER_SECOND)
 }
@@ -41,6 +51,7 @@ mod tests {
     fn this_process_has_used_some_cpu() {
         if std::path::Path::new("/proc/self/stat").exists() {
             assert!(cpu_seconds().is_some_and(|s| s >= 0.0));
+            assert!(cpu_seconds_of(std::process::id()).is_some_and(|s| s >= 0.0));
         }
     }
 }

@@ -6,13 +6,9 @@ use std::sync::Arc;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use sha2::{Digest, Sha256};
+use starling_proto::alpn;
 
 use crate::error::BrokerError;
-
-/// ALPN of publish/subscribe connections.
-pub const ALPN_EVENTS: &[u8] = b"starling/1";
-/// ALPN of cache connections.
-pub const ALPN_CACHE: &[u8] = b"starling-cache/1";
 
 /// A certificate chain and its key.
 pub struct TlsMaterial {
@@ -76,7 +72,7 @@ impl TlsMaterial {
             .with_no_client_auth()
             .with_single_cert(self.chain.clone(), self.key.clone_key())
             .map_err(|e| BrokerError::Tls(e.to_string()))?;
-        cfg.alpn_protocols = vec![ALPN_EVENTS.to_vec(), ALPN_CACHE.to_vec()];
+        cfg.alpn_protocols = vec![alpn::EVENTS.to_vec(), alpn::CACHE.to_vec()];
         cfg.max_early_data_size = 0;
         Ok(cfg)
     }

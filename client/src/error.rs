@@ -99,9 +99,27 @@ impl ClientError {
         }
     }
 
-    /// Whether the error means the connection (not just one request) is gone.
-    pub fn is_connection_error(&self) -> bool {
-        matches!(self, ClientError::Connection(_) | ClientError::Closed)
+    /// Whether the error means the link to the server is broken, as opposed to one request
+    /// being refused: the connection could not be made, was lost or closed, timed out, failed
+    /// locally or failed TLS. A new connection may help; resending on this one will not.
+    pub fn is_link_failure(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Connect(_)
+                | ClientError::Connection(_)
+                | ClientError::Closed
+                | ClientError::Timeout
+                | ClientError::Io(_)
+                | ClientError::Tls(_)
+        )
+    }
+
+    /// Whether the same request can succeed if made again later: a broken link (except a TLS
+    /// refusal, which repeats) or a refusal by the server (a member that is draining, a topic
+    /// that moved). Configuration, validation and protocol errors repeat and are not transient.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ClientError::Server { .. })
+            || (self.is_link_failure() && !matches!(self, ClientError::Tls(_)))
     }
 }
 
@@ -155,6 +173,23 @@ fn from_stream_io(io: std::io::Error) -> ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_failures_and_transient_errors_are_told_apart() {
+        let server = ClientError::Server {
+            code: ErrorCode::Moved,
+            message: "elsewhere".into(),
+        };
+        let tls = ClientError::Tls("bad certificate".into());
+        let topic = ClientError::InvalidTopic("".into());
+        assert!(ClientError::Closed.is_link_failure() && ClientError::Closed.is_transient());
+        assert!(ClientError::Timeout.is_link_failure() && ClientError::Timeout.is_transient());
+        // A TLS refusal breaks the link but repeats on every attempt.
+        assert!(tls.is_link_failure() && !tls.is_transient());
+        // A server refusal leaves the link up, and may succeed later.
+        assert!(!server.is_link_failure() && server.is_transient());
+        assert!(!topic.is_link_failure() && !topic.is_transient());
+    }
 
     #[test]
     fn read_errors_map_to_typed_variants() {

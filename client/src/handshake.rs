@@ -2,16 +2,13 @@
 //! connection's first bidirectional stream, and [`ServerInfo`], what it tells us.
 
 use bytes::BytesMut;
-use starling_proto::{Frame, FrameDecoder, Hello, HelloOk, PROTOCOL_VERSION, features, read_frame};
+use starling_proto::{Frame, FrameDecoder, Hello, HelloOk, PROTOCOL_VERSION, read_frame};
 
 use crate::ClientError;
 use crate::error::ProtocolError;
 
 /// Largest handshake answer accepted before the server's own limit is known.
 const HANDSHAKE_MAX_FRAME: u32 = 64 * 1024;
-
-/// Features every connection asks for.
-const BASE_FEATURES: u64 = features::BATCH_PUBLISH | features::CACHE;
 
 /// What a connection announces about itself in `Hello`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,12 +24,14 @@ pub(crate) enum Role {
 }
 
 impl Role {
+    /// The feature bits this role asks for (the protocol's mapping, [`starling_proto::Role`]).
     fn features(&self) -> u64 {
-        match self {
-            Role::Plain => BASE_FEATURES,
-            Role::Routed => BASE_FEATURES | features::CLUSTER,
-            Role::Peer(_) => BASE_FEATURES | features::AUTH_TOKEN,
-        }
+        let role = match self {
+            Role::Plain => starling_proto::Role::Plain,
+            Role::Routed => starling_proto::Role::Routed,
+            Role::Peer(_) => starling_proto::Role::Peer,
+        };
+        role.requested()
     }
 
     fn token(&self) -> Option<bytes::Bytes> {
@@ -133,7 +132,7 @@ pub(crate) async fn handshake(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use starling_proto::{ErrorCode, ErrorFrame, Ping};
+    use starling_proto::{ErrorCode, ErrorFrame, Ping, features};
 
     fn ok(version: u8) -> Frame {
         Frame::HelloOk(HelloOk {

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use starling_proto::Position;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::ClientError;
 use crate::client::Inner;
 use crate::pump::StopRequest;
 use crate::subscription::{BatchItem, Subscription};
@@ -50,7 +49,7 @@ pub(crate) async fn relay(
                     return;
                 }
             }
-            Some(Err(e)) if !worth_resubscribing(&e) => {
+            Some(Err(e)) if !e.is_transient() => {
                 let _ = out.send(Err(e)).await;
                 return;
             }
@@ -63,7 +62,7 @@ pub(crate) async fn relay(
                     };
                     match inner.subscribe_routed(&topic, resume.0).await {
                         Ok(sub) => break sub,
-                        Err(e) if Instant::now() >= deadline || !worth_resubscribing(&e) => {
+                        Err(e) if Instant::now() >= deadline || !e.is_transient() => {
                             let _ = out.send(Err(e)).await;
                             return;
                         }
@@ -100,22 +99,10 @@ impl ResumePoint {
     }
 }
 
-/// Errors after which a new subscription can help.
-fn worth_resubscribing(e: &ClientError) -> bool {
-    matches!(
-        e,
-        ClientError::Server { .. }
-            | ClientError::Connect(_)
-            | ClientError::Connection(_)
-            | ClientError::Closed
-            | ClientError::Timeout
-            | ClientError::Io(_)
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ClientError;
 
     #[test]
     fn the_resume_point_follows_the_newest_stream() {
@@ -132,8 +119,8 @@ mod tests {
 
     #[test]
     fn only_transient_errors_resubscribe() {
-        assert!(worth_resubscribing(&ClientError::Closed));
-        assert!(worth_resubscribing(&ClientError::Connect("refused".into())));
-        assert!(!worth_resubscribing(&ClientError::InvalidTopic("x".into())));
+        assert!(ClientError::Closed.is_transient());
+        assert!(ClientError::Connect("refused".into()).is_transient());
+        assert!(!ClientError::InvalidTopic("x".into()).is_transient());
     }
 }

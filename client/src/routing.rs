@@ -2,14 +2,10 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// 64-bit FNV-1a: stable across processes and Rust versions, unlike `DefaultHasher`.
+/// 64-bit FNV-1a of `bytes` (the workspace's one definition, in `starling-placement`):
+/// stable across processes and Rust versions, unlike `DefaultHasher`.
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        hash ^= u64::from(*b);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
+    starling_placement::hash::fnv1a(starling_placement::hash::FNV_OFFSET, bytes)
 }
 
 /// Position of a stream in a pool of `conns × streams_per_conn` streams.

@@ -10,10 +10,10 @@ use crate::ClientError;
 use crate::config::Trust;
 use crate::verify::PinnedVerifier;
 
-/// ALPN of publish and subscribe connections.
-pub const ALPN_PUBSUB: &[u8] = b"starling/1";
-/// ALPN of cache connections.
-pub const ALPN_CACHE: &[u8] = b"starling-cache/1";
+/// ALPN of publish and subscribe connections (defined by the wire protocol).
+pub const ALPN_PUBSUB: &[u8] = starling_proto::alpn::EVENTS;
+/// ALPN of cache connections (defined by the wire protocol).
+pub const ALPN_CACHE: &[u8] = starling_proto::alpn::CACHE;
 
 /// A rustls client config for `trust`, offering only `alpn`.
 pub(crate) fn rustls_config(

@@ -8,6 +8,7 @@
 //! - [`tier`]: the three deployment tiers (replicas, resources, capacity, queue and lane sizing).
 //! - [`tier_overrides`]: an operator's admin overrides of the tier table (replicas, CPU, memory,
 //!   capacity).
+//! - [`metric_names`]: the broker metric names that other components (the autoscaler) read.
 //! - [`client`]: the client-side pool sizing that SDKs take from the same tables.
 //! - [`resolve`]: `profile ⊕ tier ⊕ overrides`, plus loading from a file and `STARLING_*` variables.
 //! - [`validate`]: rejects impossible combinations with messages that name the field.
@@ -21,6 +22,7 @@ pub mod client;
 pub mod enums;
 pub mod error;
 pub mod knobs;
+pub mod metric_names;
 pub mod profile;
 pub mod reference;
 pub mod resolve;

@@ -9,7 +9,8 @@
 //! | module | job |
 //! | --- | --- |
 //! | [`limits`] | protocol version, header length and field limits |
-//! | [`features`] | feature bits exchanged in the handshake |
+//! | [`alpn`] | the ALPN names of event and cache connections |
+//! | [`features`] | feature bits exchanged in the handshake, and the [`Role`] they encode |
 //! | [`kind`] | [`FrameKind`]: frame type numbers and metric names |
 //! | [`frame`] | the [`Frame`] enum, its encoder and payload dispatch |
 //! | `header` (private) | reading and writing the 8-byte frame header |
@@ -36,6 +37,7 @@
     )
 )]
 
+pub mod alpn;
 pub mod decoder;
 pub mod error;
 pub mod error_code;
@@ -55,6 +57,7 @@ pub use decoder::{FrameDecoder, GROW_FLOOR};
 pub use error::DecodeError;
 pub use error_code::ErrorCode;
 pub use event_batch::{encode_event_batch, event_batch_encoded_len};
+pub use features::Role;
 pub use frame::Frame;
 pub use io::{ReadError, read_frame, write_frame};
 pub use kind::FrameKind;

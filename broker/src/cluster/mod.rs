@@ -18,36 +18,14 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use starling_placement::Kind;
-use starling_proto::{ClusterInfo, features};
+use starling_proto::ClusterInfo;
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
 pub use members::{Member, MemberSet, MembersError};
 
-/// What a connection said it is in its `Hello`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// An ordinary client: requests for other members' topics and keys are forwarded.
-    Plain,
-    /// A routing SDK (asked for `CLUSTER`): a subscription or cache request for a topic or
-    /// key owned elsewhere is answered with `Moved`; publishes are still forwarded.
-    Routed,
-    /// Another member, authenticated with the cluster token: served here, never forwarded.
-    Peer,
-}
-
-impl Role {
-    /// The role of a connection that was granted `granted` (after the token check).
-    pub fn from_features(granted: u64) -> Role {
-        if granted & features::AUTH_TOKEN != 0 {
-            Role::Peer
-        } else if granted & features::CLUSTER != 0 {
-            Role::Routed
-        } else {
-            Role::Plain
-        }
-    }
-}
+/// What a connection said it is in its `Hello` (the mapping to feature bits is the protocol's).
+pub use starling_proto::Role;
 
 /// Where a request goes.
 #[derive(Debug, Clone, PartialEq, Eq)]

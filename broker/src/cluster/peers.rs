@@ -180,7 +180,7 @@ impl Peers {
             member: member.id.clone(),
             reason: e.to_string(),
         };
-        if !is_link_failure(e) {
+        if !e.is_link_failure() {
             return unavailable;
         }
         let link = self.links.lock().get(&member.id).cloned();
@@ -232,17 +232,4 @@ impl Peers {
             }
         }
     }
-}
-
-/// Whether `e` means the link itself is broken (as opposed to a refused request).
-pub fn is_link_failure(e: &ClientError) -> bool {
-    matches!(
-        e,
-        ClientError::Connect(_)
-            | ClientError::Connection(_)
-            | ClientError::Closed
-            | ClientError::Timeout
-            | ClientError::Io(_)
-            | ClientError::Tls(_)
-    )
 }

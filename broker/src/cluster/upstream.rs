@@ -19,7 +19,6 @@ use starling_placement::Kind;
 use starling_proto::Position;
 use tokio::task::JoinHandle;
 
-use super::peers::is_link_failure;
 use super::{Member, Role, Route};
 use crate::pubsub::topic::TopicMsg;
 use crate::server::Ctx;
@@ -213,7 +212,7 @@ async fn run(ctx: Weak<Ctx>, topic: String, owner: Member, at: At, retiring: Arc
         let mut sub = match client.subscribe_from(&topic, from).await {
             Ok(s) => s,
             Err(e) => {
-                if is_link_failure(&e) {
+                if e.is_link_failure() {
                     strong.peers.failed(&owner, &e).await;
                 }
                 tracing::debug!(%topic, error = %e, "upstream subscribe refused");

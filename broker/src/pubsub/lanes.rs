@@ -13,6 +13,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures::FutureExt;
 use starling_config::LaneShard;
+use starling_placement::hash::mix;
 use tokio::sync::mpsc;
 
 use prometheus::{IntCounter, IntGauge};
@@ -26,15 +27,6 @@ pub struct LanePicker {
     lanes: usize,
     shard: LaneShard,
     next: AtomicUsize,
-}
-
-/// A 64-bit mixer (splitmix64 finaliser) so sequential ids spread evenly.
-fn mix(mut x: u64) -> u64 {
-    x ^= x >> 30;
-    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x ^= x >> 27;
-    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 impl LanePicker {

@@ -14,7 +14,6 @@ use tokio::sync::watch;
 use crate::cluster::Role;
 use crate::server::admit::Slot;
 use crate::server::{Ctx, cache, publish, reply, subscribe};
-use crate::tls::ALPN_CACHE;
 
 /// Application close codes sent with CONNECTION_CLOSE.
 pub mod close_code {
@@ -57,7 +56,7 @@ pub async fn serve(
         .handshake_data()
         .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
         .and_then(|d| d.protocol)
-        .is_some_and(|p| p == ALPN_CACHE);
+        .is_some_and(|p| p == starling_proto::alpn::CACHE);
     if is_cache && let Ok(w) = quinn::VarInt::from_u64(ctx.cfg.cache_conn_recv_window) {
         conn.set_receive_window(w);
     }
@@ -67,7 +66,7 @@ pub async fn serve(
     drop(handshaking);
     match handshake {
         Ok(Ok(granted)) => {
-            let role = Role::from_features(granted);
+            let role = Role::from_granted(granted);
             let publisher = publish::Publisher::new(Arc::clone(&ctx), conn_id, granted, role);
             let link = Link {
                 id: conn_id,

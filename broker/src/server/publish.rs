@@ -24,7 +24,6 @@ use tokio::sync::{Semaphore, mpsc};
 
 use starling_placement::Kind;
 
-use crate::cluster::peers::is_link_failure;
 use crate::cluster::{Member, Role, Route};
 use crate::health::Phase;
 use crate::pubsub::ack::{AckItem, AckToken};
@@ -225,7 +224,7 @@ async fn forward(
                     match acked.await {
                         Ok(()) => token.ack(),
                         Err(e) => {
-                            if is_link_failure(&e) {
+                            if e.is_link_failure() {
                                 ctx.peers.failed(&owner, &e).await;
                             }
                             ctx.metrics

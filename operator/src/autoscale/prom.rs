@@ -2,18 +2,11 @@
 //! (`GET /metrics`, format 0.0.4). Only unlabelled samples are read; comments, labelled series
 //! and every other metric are skipped. Pure.
 
-/// Series the autoscaler reads, all unlabelled counters of the broker.
-pub const PUBLISHED_MESSAGES: &str = "starling_published_messages_total";
-/// Events written to subscriber streams.
-pub const DELIVERED_EVENTS: &str = "starling_delivered_events_total";
-/// Publish payload bytes accepted.
-pub const PUBLISHED_BYTES: &str = "starling_published_bytes_total";
-/// EventBatch bytes written to subscriber streams.
-pub const DELIVERED_BYTES: &str = "starling_delivered_bytes_total";
-/// Process CPU seconds at 10 ms resolution.
-pub const CPU_SECONDS: &str = "starling_process_cpu_seconds_total";
-/// 1 while the broker serves.
-pub const READY: &str = "starling_ready";
+/// Series the autoscaler reads, all unlabelled (named once, in `starling-config`).
+pub use starling_config::metric_names::{
+    DELIVERED_BYTES, DELIVERED_EVENTS, PROCESS_CPU_SECONDS as CPU_SECONDS, PUBLISHED_BYTES,
+    PUBLISHED_MESSAGES, READY,
+};
 
 /// The counters of one broker at one scrape.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

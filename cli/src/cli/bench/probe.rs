@@ -45,23 +45,9 @@ pub(crate) fn parse_policy(config_yaml: &str) -> Option<SlowSubscriberPolicy> {
     })
 }
 
-/// USER_HZ: the unit of the times in `/proc/PID/stat` (100 on Linux).
-const CLOCK_TICKS: f64 = 100.0;
-
-/// User plus system CPU seconds of process `pid` from `/proc/PID/stat`.
+/// User plus system CPU seconds of process `pid` from `/proc/PID/stat` (the broker's parser).
 pub(crate) fn process_cpu_s(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat_cpu(&stat)
-}
-
-/// utime + stime (fields 14 and 15) of a `/proc/PID/stat` line, in seconds.
-fn parse_stat_cpu(stat: &str) -> Option<f64> {
-    // The command name may contain spaces and parentheses: split after the last ')'.
-    let (_, rest) = stat.rsplit_once(')')?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) / CLOCK_TICKS)
+    starling_broker::process::cpu_seconds_of(pid)
 }
 
 /// CPU seconds used so far by this process's threads whose name starts with
@@ -113,10 +99,6 @@ mod tests {
 
     #[test]
     fn reads_process_cpu_from_proc_stat() {
-        let line =
-            "42 (my (odd) name) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 4 0 100 0 0";
-        assert_eq!(parse_stat_cpu(line), Some(3.0));
-        assert_eq!(parse_stat_cpu("garbage"), None);
         if std::path::Path::new("/proc/self/stat").exists() {
             assert!(process_cpu_s(std::process::id()).is_some());
         }
