@@ -87,8 +87,11 @@ refuse "a tier with zero replicas" "at '/tiers/small/replicas': minimum: got 0, 
 refuse "a tier memory that is no quantity" "at '/tiers/small/memory/request'" --set tiers.small.memory.request=lots
 refuse "an unknown tier field" "at '/tiers/medium': additional properties 'cores' not allowed" --set tiers.medium.cores=4
 refuse "a tier capacity of zero" "at '/tiers/large/capacityMsgsPerSec': minimum: got 0, want 1" --set tiers.large.capacityMsgsPerSec=0
-refuse "an https Prometheus URL" "at '/autoscaler/prometheusUrl'" --set autoscaler.prometheusUrl=https://prometheus:9090
-refuse "a Prometheus URL without http://" "at '/autoscaler/prometheusUrl'" --set autoscaler.prometheusUrl=prometheus:9090
+refuse "a Prometheus URL with another scheme" "at '/autoscaler/prometheusUrl'" --set autoscaler.prometheusUrl=ftp://prometheus:9090
+refuse "a Prometheus URL without http(s)://" "at '/autoscaler/prometheusUrl'" --set autoscaler.prometheusUrl=prometheus:9090
+refuse "two Prometheus bearer tokens" "set serviceAccount or secretName, not both" \
+  --set autoscaler.prometheusUrl=https://prometheus --set autoscaler.prometheusBearerToken.serviceAccount=true \
+  --set autoscaler.prometheusBearerToken.secretName=reader
 refuse "a Prometheus rate window that is no duration" "at '/autoscaler/prometheusRateWindow'" \
   --set autoscaler.prometheusUrl=http://prometheus:9090 --set autoscaler.prometheusRateWindow=often
 refuse "a misspelt value" "additional properties 'replica' not allowed" --set replica=2
@@ -223,8 +226,17 @@ check(yaml.safe_load(cm["data"]["tiers.yaml"]) == {
     "large": {"memoryRequest": "1Gi", "memoryLimit": "2Gi", "capacityMsgsPerSec": 250000},
 }, "full: tier overrides in the --tier-overrides format, only the set fields, quantities as strings")
 check({"name": "STARLING_OPERATOR_TIER_OVERRIDES", "value": "/etc/starling-operator/tiers.yaml"} in c["env"]
-      and c["volumeMounts"] == [{"name": "tiers", "mountPath": "/etc/starling-operator", "readOnly": True}],
+      and {"name": "tiers", "mountPath": "/etc/starling-operator", "readOnly": True} in c["volumeMounts"],
       "full: the overrides file is mounted and named in STARLING_OPERATOR_TIER_OVERRIDES")
+volumes = {v["name"]: v for v in d["spec"]["template"]["spec"]["volumes"]}
+check("--prometheus-ca-file=/etc/starling-operator/prometheus-ca/ca.pem" in c["args"]
+      and {"name": "prometheus-ca", "mountPath": "/etc/starling-operator/prometheus-ca", "readOnly": True} in c["volumeMounts"]
+      and volumes["prometheus-ca"]["secret"] == {"secretName": "prometheus-ca", "items": [{"key": "ca.pem", "path": "ca.pem"}]},
+      "full: autoscaler.prometheusCaSecret is mounted and named in --prometheus-ca-file")
+check("--prometheus-bearer-token-file=/etc/starling-operator/prometheus-token/token" in c["args"]
+      and {"name": "prometheus-token", "mountPath": "/etc/starling-operator/prometheus-token", "readOnly": True} in c["volumeMounts"]
+      and volumes["prometheus-token"]["secret"] == {"secretName": "prometheus-reader", "items": [{"key": "token", "path": "token"}]},
+      "full: autoscaler.prometheusBearerToken.secretName is mounted and named in --prometheus-bearer-token-file")
 (pm,) = kinds(full, "PodMonitor")
 check(pm["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "starling-broker",
                                                 "app.kubernetes.io/managed-by": "starling-operator"}
@@ -233,14 +245,14 @@ check(pm["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "starl
       "full: PodMonitor selects the broker pods' labels and http port in the watched namespaces")
 check(len(kinds(full, "ServiceMonitor")) == 1 and len(kinds(full, "NetworkPolicy")) == 1,
       "full: ServiceMonitor and NetworkPolicy rendered")
-check("--prometheus-url=http://prometheus-operated.monitoring:9090" in c["args"]
+check("--prometheus-url=https://prometheus-operated.monitoring/prom" in c["args"]
       and '--prometheus-selector=kubernetes_namespace="{namespace}",kubernetes_pod_name=~"{name}-[0-9]+"' in c["args"]
       and "--prometheus-rate-window=2m" in c["args"],
       "full: autoscaler.prometheusUrl, prometheusSelector and prometheusRateWindow reach the operator")
 (np,) = kinds(full, "NetworkPolicy")
-check({"ports": [{"port": 9090, "protocol": "TCP"}],
+check({"ports": [{"port": 443, "protocol": "TCP"}],
        "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]} in np["spec"]["egress"],
-      "full: the NetworkPolicy lets the operator reach Prometheus's port (from the URL), at prometheusPeers")
+      "full: the NetworkPolicy lets the operator reach Prometheus's port (443 for an https URL without one), at prometheusPeers")
 sys.exit(1 if failures else 0)
 PY
 then objects_rc=0; else objects_rc=$?; fi

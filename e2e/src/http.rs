@@ -1,40 +1,41 @@
-//! Minimal HTTP/1.1 GET over a TCP socket, for broker and operator endpoints reachable from the
-//! node (pod IPs are routed on the node, and Service ClusterIPs through kube-proxy).
+//! HTTP GETs for broker, operator and Prometheus endpoints reachable from the node (pod IPs are
+//! routed on the node, and Service ClusterIPs through kube-proxy), through the operator's own
+//! HTTP client (`starling_operator::autoscale::fetch`), so the suite parses no HTTP by hand.
 
 use std::net::SocketAddr;
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use starling_operator::autoscale::fetch::Fetcher;
 
 use crate::E2eError;
 
+/// Longest wait for one answer.
+const TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest body read.
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+fn fetcher() -> Result<&'static Fetcher, E2eError> {
+    static FETCHER: OnceLock<Result<Fetcher, String>> = OnceLock::new();
+    FETCHER
+        .get_or_init(|| Fetcher::new(None).map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| E2eError::Http(e.clone()))
+}
+
 /// `GET path` on `addr`: status code and body.
 pub async fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), E2eError> {
-    let fut = async {
-        let mut s = tokio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| E2eError::Http(format!("{addr}: {e}")))?;
-        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-        s.write_all(req.as_bytes())
-            .await
-            .map_err(|e| E2eError::Http(e.to_string()))?;
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw)
-            .await
-            .map_err(|e| E2eError::Http(e.to_string()))?;
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        let status = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        Ok((status, body))
-    };
-    tokio::time::timeout(Duration::from_secs(10), fut)
+    get_url(&format!("http://{addr}{path}")).await
+}
+
+/// `GET url`: status code and body.
+pub async fn get_url(url: &str) -> Result<(u16, String), E2eError> {
+    let answer = fetcher()?
+        .get(url, "*/*", None, TIMEOUT, MAX_BODY)
         .await
-        .map_err(|_| E2eError::Http(format!("{addr}{path}: no answer in 10s")))?
+        .map_err(|e| E2eError::Http(format!("{url}: {e}")))?;
+    Ok((
+        answer.status,
+        String::from_utf8_lossy(&answer.body).into_owned(),
+    ))
 }

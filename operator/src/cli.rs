@@ -2,6 +2,7 @@
 //! the main loop: logs, metrics endpoint, leader election, controllers, graceful shutdown.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -86,10 +87,27 @@ pub struct Args {
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
     /// Prometheus server the tier autoscaler reads its signals from with PromQL
-    /// (`http://host[:port][/prefix]`; https is not supported). Unset: it scrapes every broker
-    /// pod's `/metrics` directly.
+    /// (`http(s)://host[:port][/prefix]`). Unset: it scrapes every broker pod's `/metrics`
+    /// directly.
     #[arg(long, env = "STARLING_OPERATOR_PROMETHEUS_URL", value_name = "URL")]
     pub prometheus_url: Option<PrometheusUrl>,
+    /// PEM bundle of the CA(s) that sign an `https://` Prometheus's certificate, trusted on top
+    /// of the system's roots. Used only with `--prometheus-url`.
+    #[arg(
+        long,
+        env = "STARLING_OPERATOR_PROMETHEUS_CA_FILE",
+        value_name = "FILE"
+    )]
+    pub prometheus_ca_file: Option<PathBuf>,
+    /// File holding a bearer token sent to Prometheus (`Authorization: Bearer`), read again for
+    /// every round so a rotated (projected service-account) token is picked up. Used only with
+    /// `--prometheus-url`.
+    #[arg(
+        long,
+        env = "STARLING_OPERATOR_PROMETHEUS_BEARER_TOKEN_FILE",
+        value_name = "FILE"
+    )]
+    pub prometheus_bearer_token_file: Option<PathBuf>,
     /// Series selector of the broker pods' series in Prometheus, with `{namespace}` and
     /// `{name}` (the BrokerCluster's) filled in. Used only with `--prometheus-url`.
     #[arg(
@@ -132,11 +150,19 @@ fn parse_selector(text: &str) -> Result<String, promql::SelectorError> {
 
 impl Args {
     /// The autoscaler's Prometheus source, when `--prometheus-url` is set.
-    pub fn prometheus_source(&self) -> Result<Option<PromQlSource>, promql::SelectorError> {
+    pub fn prometheus_source(&self) -> Result<Option<PromQlSource>, promql::SourceError> {
         self.prometheus_url
             .clone()
             .map(|url| {
-                PromQlSource::new(url, &self.prometheus_selector, self.prometheus_rate_window)
+                PromQlSource::new(
+                    url,
+                    &self.prometheus_selector,
+                    self.prometheus_rate_window,
+                    promql::Access {
+                        ca_file: self.prometheus_ca_file.clone(),
+                        bearer_token_file: self.prometheus_bearer_token_file.clone(),
+                    },
+                )
             })
             .transpose()
     }
@@ -327,7 +353,7 @@ mod tests {
     fn prometheus_flags_parse_and_bad_values_are_clean_errors() {
         let a = Args::try_parse_from(["starling-operator"]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(a.prometheus_url, None);
-        assert_eq!(a.prometheus_source(), Ok(None));
+        assert!(matches!(a.prometheus_source(), Ok(None)));
         assert_eq!(a.prometheus_selector, promql::DEFAULT_SELECTOR);
         assert_eq!(a.prometheus_rate_window, Duration::from_secs(60));
         let b = Args::try_parse_from([
@@ -342,20 +368,15 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         let src = b.prometheus_source().unwrap_or_else(|e| panic!("{e}"));
         let src = src.unwrap_or_else(|| panic!("a source"));
-        assert_eq!(src.url.host, "prometheus.monitoring");
-        assert_eq!(src.url.port, 9090);
+        assert_eq!(src.url.host(), "prometheus.monitoring");
+        assert_eq!(src.url.port(), 9090);
         assert_eq!(src.rate_window, Duration::from_secs(120));
         assert!(src.selector.starts_with("kubernetes_namespace="));
         for (flag, value, want) in [
             (
                 "--prometheus-url",
-                "https://p:9090",
-                "https is not supported",
-            ),
-            (
-                "--prometheus-url",
                 "prometheus:9090",
-                "must start with http://",
+                "scheme must be http or https",
             ),
             ("--prometheus-url", "http://p:99999", "port"),
             ("--prometheus-rate-window", "1 minute", "not a duration"),

@@ -123,13 +123,31 @@ memoryLimit and capacityMsgsPerSec, quantities as strings.
 {{- end -}}
 
 {{/*
-The TCP port of autoscaler.prometheusUrl: the one after the host, else 80.
+The TCP port of autoscaler.prometheusUrl: the one after the host, else the scheme's (80 for
+http, 443 for https).
 */}}
 {{- define "starling-operator.prometheusPort" -}}
-{{- $host := (urlParse .Values.autoscaler.prometheusUrl).host -}}
-{{- if regexMatch ":[0-9]+$" $host -}}
-{{- regexFind "[0-9]+$" $host -}}
+{{- $url := urlParse .Values.autoscaler.prometheusUrl -}}
+{{- if regexMatch ":[0-9]+$" $url.host -}}
+{{- regexFind "[0-9]+$" $url.host -}}
+{{- else if eq (lower $url.scheme) "https" -}}
+443
 {{- else -}}
 80
+{{- end -}}
+{{- end -}}
+
+{{/*
+The file the operator reads Prometheus's bearer token from, or "" for none. Fails when both
+sources are set.
+*/}}
+{{- define "starling-operator.prometheusTokenFile" -}}
+{{- $t := .Values.autoscaler.prometheusBearerToken -}}
+{{- if and $t.serviceAccount $t.secretName -}}
+{{- fail "autoscaler.prometheusBearerToken: set serviceAccount or secretName, not both." -}}
+{{- else if $t.serviceAccount -}}
+/var/run/secrets/kubernetes.io/serviceaccount/token
+{{- else if $t.secretName -}}
+{{- printf "/etc/starling-operator/prometheus-token/%s" $t.secretKey -}}
 {{- end -}}
 {{- end -}}

@@ -29,12 +29,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The value of a one-sample instant query, if Prometheus has it.
 async fn query(prom: SocketAddr, q: &str) -> Option<f64> {
-    let (status, body) = http::get(
-        prom,
-        &format!("/api/v1/query?query={}", promql::percent_encode(q)),
-    )
-    .await
-    .ok()?;
+    let url: promql::PrometheusUrl = format!("http://{prom}").parse().ok()?;
+    let (status, body) = http::get_url(&url.query_url(q, Timestamp::now()))
+        .await
+        .ok()?;
     if status != 200 {
         return None;
     }
@@ -181,6 +179,7 @@ scrape_configs:
             .expect("Prometheus URL"),
         promql::DEFAULT_SELECTOR,
         Duration::from_secs(30),
+        promql::Access::default(),
     )
     .expect("PromQL source");
     let listed = Api::<Pod>::namespaced(env.client.clone(), &ns.name)

@@ -1,7 +1,7 @@
 //! The tier autoscaler: moves a BrokerCluster between tiers from its brokers' own metrics.
 //!
 //! - [`duration`]: the duration strings of `spec.autoscaling`.
-//! - [`http1`]: the split of the HTTP/1.0 answers both signal sources read. Pure.
+//! - [`fetch`]: the one HTTP client both signal sources use (hyper-util with rustls).
 //! - [`prom`]: reads the needed series from a broker's `/metrics` text. Pure.
 //! - [`promql`]: the optional Prometheus source (`--prometheus-url`): the same observation
 //!   from PromQL queries instead of scraping the pods.
@@ -20,7 +20,7 @@
 
 pub mod decide;
 pub mod duration;
-pub mod http1;
+pub mod fetch;
 pub mod prom;
 pub mod promql;
 pub mod rates;

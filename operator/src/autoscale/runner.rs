@@ -26,10 +26,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
-use super::http1::split_response;
+use super::fetch::{FetchError, Fetcher};
 use super::rates::{Observation, PodScrape, Round, Tracker, secs_between};
 use super::report::{status_block, status_patch};
 use super::{Input, Policy, decide, prom};
@@ -44,17 +43,14 @@ use crate::validate::effective_tier;
 /// Longest wait for one broker's `/metrics`.
 pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Largest `/metrics` body read.
-const MAX_BODY: u64 = 8 * 1024 * 1024;
+const MAX_BODY: usize = 8 * 1024 * 1024;
 
 /// Why one broker could not be scraped.
 #[derive(Debug, thiserror::Error)]
 pub enum ScrapeError {
-    /// Connect, write or read failed.
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    /// No answer within [`SCRAPE_TIMEOUT`].
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
+    /// Connect, send, receive, the deadline or the size cap.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
     /// Not a 200.
     #[error("answered HTTP {0}")]
     Status(u16),
@@ -63,24 +59,25 @@ pub enum ScrapeError {
     Parse(#[from] prom::ParseError),
 }
 
-/// `GET /metrics` over HTTP/1.0 (no chunking, the server closes the connection).
-pub async fn fetch_metrics(addr: SocketAddr, timeout: Duration) -> Result<String, ScrapeError> {
-    let fut = async {
-        let mut s = tokio::net::TcpStream::connect(addr).await?;
-        s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-            .await?;
-        let mut raw = Vec::new();
-        s.take(MAX_BODY).read_to_end(&mut raw).await?;
-        Ok::<_, ScrapeError>(String::from_utf8_lossy(&raw).into_owned())
-    };
-    let text = tokio::time::timeout(timeout, fut)
-        .await
-        .map_err(|_| ScrapeError::Timeout(timeout))??;
-    let (code, _, body) = split_response(&text);
-    if code != 200 {
-        return Err(ScrapeError::Status(code));
+/// `GET /metrics` of the broker at `addr` (plain HTTP on the pod network).
+pub async fn fetch_metrics(
+    fetcher: &Fetcher,
+    addr: SocketAddr,
+    timeout: Duration,
+) -> Result<String, ScrapeError> {
+    let answer = fetcher
+        .get(
+            &format!("http://{addr}/metrics"),
+            "text/plain",
+            None,
+            timeout,
+            MAX_BODY,
+        )
+        .await?;
+    if answer.status != 200 {
+        return Err(ScrapeError::Status(answer.status));
     }
-    Ok(body.to_string())
+    Ok(String::from_utf8_lossy(&answer.body).into_owned())
 }
 
 /// A broker pod to scrape.
@@ -143,6 +140,13 @@ pub async fn run(
     stores: Vec<Store<BrokerCluster>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let fetcher = match Fetcher::new(None) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::error!(error = %e, "the autoscaler's HTTP client cannot be built; autoscaling is off");
+            return;
+        }
+    };
     let mut states: HashMap<(String, String), ClusterState> = HashMap::new();
     loop {
         tokio::select! {
@@ -175,7 +179,7 @@ pub async fn run(
                 continue;
             }
             state.next_due = now + policy.scrape_interval;
-            if let Err(e) = round(&ctx, &bc, &policy, state).await {
+            if let Err(e) = round(&ctx, &fetcher, &bc, &policy, state).await {
                 tracing::warn!(cluster = %key.1, namespace = %key.0, error = %e, "autoscaler round failed");
             }
         }
@@ -196,12 +200,12 @@ impl ClusterState {
     }
 }
 
-async fn scrape(target: Target) -> Result<PodScrape, (String, String)> {
+async fn scrape(fetcher: &Fetcher, target: Target) -> Result<PodScrape, (String, String)> {
     let Some(addr) = target.addr else {
         return Err((target.pod, "no pod IP yet".into()));
     };
     let at = Timestamp::now();
-    match fetch_metrics(addr, SCRAPE_TIMEOUT).await {
+    match fetch_metrics(fetcher, addr, SCRAPE_TIMEOUT).await {
         Ok(text) => match prom::parse(&text) {
             Ok(sample) => Ok(PodScrape {
                 pod: target.pod,
@@ -217,6 +221,7 @@ async fn scrape(target: Target) -> Result<PodScrape, (String, String)> {
 
 async fn round(
     ctx: &Context,
+    fetcher: &Fetcher,
     bc: &BrokerCluster,
     policy: &Policy,
     state: &mut ClusterState,
@@ -255,7 +260,8 @@ async fn round(
             obs
         }
         None => {
-            let results = futures::future::join_all(targets.into_iter().map(scrape)).await;
+            let results =
+                futures::future::join_all(targets.into_iter().map(|t| scrape(fetcher, t))).await;
             let (mut scraped, mut failed) = (Vec::new(), Vec::new());
             for r in results {
                 match r {
@@ -398,6 +404,8 @@ mod tests {
         assert_eq!(t[0].uid, "uid-b-0");
     }
 
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
     #[tokio::test]
     async fn fetches_over_http_and_refuses_errors() -> Result<(), Box<dyn std::error::Error>> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -414,9 +422,12 @@ mod tests {
                 }
             }
         });
-        let body = fetch_metrics(addr, Duration::from_secs(5)).await?;
+        let fetcher = Fetcher::new(None)?;
+        let body = fetch_metrics(&fetcher, addr, Duration::from_secs(5)).await?;
         assert_eq!(body, "starling_ready 1\n");
-        let err = fetch_metrics(addr, Duration::from_secs(5)).await.err();
+        let err = fetch_metrics(&fetcher, addr, Duration::from_secs(5))
+            .await
+            .err();
         assert!(matches!(err, Some(ScrapeError::Status(503))), "{err:?}");
         server.await?;
         Ok(())
