@@ -187,6 +187,7 @@ impl Broker {
                         cluster.route(Kind::Topic, topic.as_bytes()) == Route::Local
                     })
                 },
+                max_topics: cfg.max_topics as usize,
             },
             Arc::clone(&metrics),
             Arc::clone(&lanes),

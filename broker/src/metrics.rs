@@ -133,6 +133,31 @@ pub struct Metrics {
     /// Streams closed because their first frame did not arrive within
     /// `stream_first_frame_timeout_ms`.
     pub streams_timed_out: IntCounter,
+    /// Requests refused with `LimitExceeded`, by the budget they hit ([`Limit`]).
+    pub limit_refusals: IntCounterVec,
+}
+
+/// A broker-wide budget a request can hit (the `limit` label of
+/// `starling_limit_refusals_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// `max_topics`: a publish or subscription would create one topic too many.
+    Topics,
+    /// `max_subscriptions`: one subscription too many.
+    Subscriptions,
+}
+
+impl Limit {
+    /// Every limit, for pre-creating the labelled series.
+    pub const ALL: [Limit; 2] = [Limit::Topics, Limit::Subscriptions];
+
+    /// The label value: the knob's name.
+    pub fn label(self) -> &'static str {
+        match self {
+            Limit::Topics => "max_topics",
+            Limit::Subscriptions => "max_subscriptions",
+        }
+    }
 }
 
 fn counter(r: &Registry, name: &str, help: &str) -> prometheus::Result<IntCounter> {
@@ -420,6 +445,12 @@ impl Metrics {
                 "starling_streams_timed_out_total",
                 "Streams closed because their first frame did not arrive in time.",
             )?,
+            limit_refusals: counter_vec(
+                &r,
+                "starling_limit_refusals_total",
+                "Requests refused with LimitExceeded, by the budget they hit.",
+                &["limit"],
+            )?,
             registry: r,
         };
         // Create every fixed label combination up front so each series exists (at 0) from the
@@ -436,6 +467,9 @@ impl Metrics {
         }
         for reason in crate::server::admit::Refusal::ALL {
             m.quic_refused.with_label_values(&[reason.label()]);
+        }
+        for limit in Limit::ALL {
+            m.limit_refusals.with_label_values(&[limit.label()]);
         }
         for op in ["publish", "subscribe", "cache"] {
             m.cluster_forwarded.with_label_values(&[op]);
@@ -458,6 +492,13 @@ impl Metrics {
             }
         }
         Ok(m)
+    }
+
+    /// Counts a request refused because it hit `limit`.
+    pub fn limit_refused(&self, limit: Limit) {
+        self.limit_refusals
+            .with_label_values(&[limit.label()])
+            .inc();
     }
 
     /// Counts dropped events.

@@ -168,6 +168,18 @@ knobs! {
     /// has not is answered with an `Error` and closed, and counted in
     /// `starling_streams_timed_out_total`.
     stream_first_frame_timeout_ms: u64,
+    /// Most topics alive at once (a topic is alive while it has subscribers or traffic, and for
+    /// a minute after). A publish or subscription that would create one more is
+    /// refused with `Error` code `LimitExceeded` and counted in
+    /// `starling_limit_refusals_total{limit="max_topics"}`; existing topics are unaffected. A
+    /// live topic costs about 10 KiB besides what it retains for replay (measured with one
+    /// message each), so the default bounds topic state near 160 MiB.
+    max_topics: u32,
+    /// Most subscriptions open at once on this broker, over all connections. A `Subscribe` past
+    /// it is refused with `LimitExceeded` and counted in
+    /// `starling_limit_refusals_total{limit="max_subscriptions"}`. (Per connection, the stream
+    /// limit `max_concurrent_streams` bounds them too.)
+    max_subscriptions: u32,
 
     ["Batching"]
     /// A topic flushes its pending EventBatch once it holds this many events.

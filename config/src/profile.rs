@@ -62,6 +62,8 @@ impl Profile {
             max_connections: 4096,
             handshake_retry_threshold: 128,
             stream_first_frame_timeout_ms: 10_000,
+            max_topics: 16_384,
+            max_subscriptions: 65_536,
             event_batch_max_events: 64,
             event_batch_max_bytes: (64 * KIB) as u32,
             event_batch_max_delay_us: 250,

@@ -1,7 +1,7 @@
 //! [`ErrorCode`]: the stable `u16` codes carried by
 //! [`ErrorFrame`](crate::ErrorFrame).
 //!
-//! Codes 1..=11 are assigned below and never change meaning. Any other
+//! Codes 1..=12 are assigned below and never change meaning. Any other
 //! value decodes to [`ErrorCode::Other`] so that newer peers can add codes
 //! without breaking older ones.
 
@@ -30,9 +30,12 @@ pub enum ErrorCode {
     Moved,
     /// 11: an unexpected server-side failure.
     Internal,
+    /// 12: the request would take the server past one of its configured budgets (topics,
+    /// subscriptions); retrying helps only once usage has dropped.
+    LimitExceeded,
     /// Any code not assigned above, kept verbatim.
     ///
-    /// `Other(n)` with an assigned `n` (1..=11) encodes as `n` and
+    /// `Other(n)` with an assigned `n` (1..=12) encodes as `n` and
     /// therefore decodes back as the named variant.
     Other(u16),
 }
@@ -52,6 +55,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => 9,
             ErrorCode::Moved => 10,
             ErrorCode::Internal => 11,
+            ErrorCode::LimitExceeded => 12,
             ErrorCode::Other(code) => code,
         }
     }
@@ -70,6 +74,7 @@ impl ErrorCode {
             9 => ErrorCode::Unavailable,
             10 => ErrorCode::Moved,
             11 => ErrorCode::Internal,
+            12 => ErrorCode::LimitExceeded,
             other => ErrorCode::Other(other),
         }
     }
@@ -88,6 +93,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Moved => "moved",
             ErrorCode::Internal => "internal",
+            ErrorCode::LimitExceeded => "limit_exceeded",
             ErrorCode::Other(_) => "other",
         }
     }
@@ -107,8 +113,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn assigned_codes_are_one_to_eleven() {
-        for value in 1..=11u16 {
+    fn assigned_codes_are_one_to_twelve() {
+        for value in 1..=12u16 {
             let code = ErrorCode::from_u16(value);
             assert!(!matches!(code, ErrorCode::Other(_)), "{value}");
             assert_eq!(code.as_u16(), value);
@@ -117,7 +123,7 @@ mod tests {
 
     #[test]
     fn unassigned_codes_are_kept() {
-        for value in [0u16, 12, 999, u16::MAX] {
+        for value in [0u16, 13, 999, u16::MAX] {
             assert_eq!(ErrorCode::from_u16(value), ErrorCode::Other(value));
             assert_eq!(ErrorCode::Other(value).as_u16(), value);
         }

@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -80,6 +81,18 @@ pub struct TopicSettings {
     pub epoch: watch::Receiver<u64>,
     /// Whether this broker owns a topic now (always, outside a cluster).
     pub owns: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    /// Most topics alive at once (`max_topics`), checked by [`Topics::reserve`].
+    pub max_topics: usize,
+}
+
+/// A new topic was refused: `max_topics` are alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{max} topics are alive, the most this broker allows (max_topics); publish to or subscribe on an existing topic, or retry once idle topics have retired"
+)]
+pub struct TopicLimit {
+    /// The `max_topics` in force.
+    pub max: usize,
 }
 
 struct Shared {
@@ -117,6 +130,8 @@ pub struct Topics {
     shards: Vec<RwLock<HashMap<Arc<str>, TopicHandle>>>,
     hasher: ahash::RandomState,
     shared: Arc<Shared>,
+    /// Topics in the registry (the cap's own count: the gauge is the metric).
+    live: AtomicUsize,
 }
 
 impl Topics {
@@ -130,7 +145,30 @@ impl Topics {
                 metrics,
                 lanes,
             }),
+            live: AtomicUsize::new(0),
         })
+    }
+
+    /// Makes sure `topic` exists, creating it unless `max_topics` topics are alive. Ingress
+    /// calls it before accepting a publish or a subscription, so the budget is enforced where
+    /// the client can still be told; the topic then exists when the request reaches it (a
+    /// topic retired in between is created again, past the cap by at most the requests in
+    /// flight).
+    pub fn reserve(self: &Arc<Self>, topic: &str) -> Result<(), TopicLimit> {
+        if self.shard(topic).read().contains_key(topic) {
+            return Ok(());
+        }
+        let mut shard = self.shard(topic).write();
+        if shard.contains_key(topic) {
+            return Ok(());
+        }
+        let max = self.shared.settings.max_topics;
+        if self.live.fetch_add(1, Ordering::AcqRel) >= max {
+            self.live.fetch_sub(1, Ordering::AcqRel);
+            return Err(TopicLimit { max });
+        }
+        self.spawn_topic(&mut shard, topic);
+        Ok(())
     }
 
     fn shard(&self, topic: &str) -> &RwLock<HashMap<Arc<str>, TopicHandle>> {
@@ -138,6 +176,8 @@ impl Topics {
         &self.shards[i]
     }
 
+    /// The handle of `topic`, created when absent, whatever the cap (for requests admitted by
+    /// [`Topics::reserve`] and for the cluster's internal traffic).
     fn handle(self: &Arc<Self>, topic: &str) -> TopicHandle {
         if let Some(h) = self.shard(topic).read().get(topic) {
             return h.clone();
@@ -146,6 +186,17 @@ impl Topics {
         if let Some(h) = shard.get(topic) {
             return h.clone();
         }
+        self.live.fetch_add(1, Ordering::AcqRel);
+        self.spawn_topic(&mut shard, topic)
+    }
+
+    /// Registers `topic` in its (write-locked) shard and starts its task. `live` already
+    /// counts it.
+    fn spawn_topic(
+        self: &Arc<Self>,
+        shard: &mut HashMap<Arc<str>, TopicHandle>,
+        topic: &str,
+    ) -> TopicHandle {
         let name: Arc<str> = Arc::from(topic);
         let (data_tx, data_rx) = mpsc::channel(self.shared.settings.queue_depth.max(1));
         let (control_tx, control_rx) = mpsc::unbounded_channel();
@@ -290,6 +341,7 @@ impl Topics {
             return false;
         }
         shard.remove(name);
+        self.live.fetch_sub(1, Ordering::AcqRel);
         self.shared.metrics.topics.dec();
         true
     }

@@ -26,6 +26,7 @@ use starling_placement::Kind;
 
 use crate::cluster::{Member, Role, Route};
 use crate::health::Phase;
+use crate::metrics::Limit;
 use crate::pubsub::ack::{AckItem, AckToken};
 use crate::pubsub::topic::TopicMsg;
 use crate::server::{Ctx, reply};
@@ -371,6 +372,24 @@ pub async fn serve(
             }
         }
 
+        if let Err(limit) = ctx.topics.reserve(&topic) {
+            // Refused before it is counted or acked; without an ack the refusal counter is
+            // the only trace.
+            ctx.metrics.limit_refused(Limit::Topics);
+            if ack == AckMode::Ack {
+                let why = limit.to_string();
+                send_error(
+                    &ctx,
+                    &ack_tx,
+                    &permits,
+                    request_id,
+                    ErrorCode::LimitExceeded,
+                    why,
+                )
+                .await;
+            }
+            continue;
+        }
         // Counted where the topic lives, so a cluster's sum counts each message once (a
         // forwarded one is counted in `starling_cluster_forwarded_total` on the way).
         ctx.metrics.published_messages.inc_by(count.into());

@@ -19,6 +19,7 @@ use starling_placement::Kind;
 use starling_proto::{ErrorCode, Frame, Moved, Subscribe, SubscribeOk, read_frame, write_frame};
 
 use crate::cluster::{Role, Route};
+use crate::metrics::Limit;
 use crate::pubsub::subscriber::Subscriber;
 use crate::server::conn::Link;
 use crate::server::{Ctx, Registered, reply};
@@ -69,6 +70,20 @@ pub async fn serve(
         let _ = send.finish();
         return;
     }
+    if let Err(limit) = ctx.topics.reserve(&req.topic) {
+        ctx.metrics.limit_refused(Limit::Topics);
+        let why = limit.to_string();
+        reply::error(
+            &mut send,
+            &ctx.metrics,
+            req.request_id,
+            ErrorCode::LimitExceeded,
+            &why,
+        )
+        .await;
+        let _ = send.finish();
+        return;
+    }
     let id = ctx.next_sub_id.fetch_add(1, Ordering::Relaxed);
     let lane = ctx.lanes.picker.pick(id, conn_id);
     let sub = Arc::new(Subscriber::new(
@@ -86,15 +101,39 @@ pub async fn serve(
         // Register before answering, so every publish the client makes after `SubscribeOk`
         // reaches it; hold the stream so no EventBatch can overtake `SubscribeOk`.
         let mut stream = sub.stream.lock().await;
-        ctx.subscribers.lock().insert(
-            id,
-            Registered {
-                sub: Arc::clone(&sub),
-                role,
-                kick: Arc::clone(&kick),
-                quic: link.quic.clone(),
-            },
-        );
+        let max = ctx.cfg.max_subscriptions as usize;
+        let admitted = {
+            let mut subscribers = ctx.subscribers.lock();
+            let room = subscribers.len() < max;
+            if room {
+                subscribers.insert(
+                    id,
+                    Registered {
+                        sub: Arc::clone(&sub),
+                        role,
+                        kick: Arc::clone(&kick),
+                        quic: link.quic.clone(),
+                    },
+                );
+            }
+            room
+        };
+        if !admitted {
+            ctx.metrics.limit_refused(Limit::Subscriptions);
+            let why = format!(
+                "{max} subscriptions are open, the most this broker allows (max_subscriptions)"
+            );
+            reply::error(
+                &mut stream,
+                &ctx.metrics,
+                req.request_id,
+                ErrorCode::LimitExceeded,
+                &why,
+            )
+            .await;
+            let _ = stream.finish();
+            return;
+        }
         if role == Role::Plain
             && let Some(from) = req.resume
             && ctx.cluster.route(Kind::Topic, req.topic.as_bytes()) != Route::Local

@@ -147,16 +147,6 @@ async fn a_stream_without_its_first_frame_is_closed_after_the_timeout() {
     b.running.shutdown().await;
 }
 
-/// Resident set size of this test process (broker and clients together), in bytes.
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_flood_is_refused_while_a_bystander_keeps_its_latency() {
     const ATTEMPTS: usize = 2_000;

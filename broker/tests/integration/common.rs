@@ -295,3 +295,13 @@ pub fn index(p: &Bytes) -> u32 {
     b.copy_from_slice(&p[..4]);
     u32::from_be_bytes(b)
 }
+
+/// Resident set size of this test process (broker and clients together), in bytes.
+pub fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}

@@ -9,6 +9,7 @@ mod cache;
 mod common;
 mod delivery;
 mod http_budget;
+mod limits;
 mod observability;
 mod retention;
 mod slow_subscriber;

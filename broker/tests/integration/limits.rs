@@ -1,0 +1,193 @@
+//! Broker-wide budgets over real QUIC: `max_topics` and `max_subscriptions`. A request past a
+//! budget is refused with `LimitExceeded` and counted; what exists keeps being served, and a
+//! flood of new topic names neither grows the broker past its budget nor slows a bystander.
+
+use std::time::{Duration, Instant};
+
+use starling_client::ClientError;
+use starling_config::{ConfigOverrides, Profile};
+use starling_proto::ErrorCode;
+
+use crate::common::*;
+
+fn limit_exceeded<T>(r: &Result<T, ClientError>) -> bool {
+    matches!(
+        r,
+        Err(ClientError::Server {
+            code: ErrorCode::LimitExceeded,
+            ..
+        })
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_topic_past_max_topics_is_refused_and_existing_ones_are_served() {
+    let b = start(
+        Profile::Balanced,
+        ConfigOverrides {
+            max_topics: Some(4),
+            ..ConfigOverrides::default()
+        },
+    )
+    .await;
+    let c = b.client().await;
+    let mut sub = c.subscribe("t0").await.expect("subscribe t0");
+    for t in ["t1", "t2", "t3"] {
+        c.publish_acked(t, payload(0))
+            .await
+            .expect("publish within the budget");
+    }
+    let publish = c.publish_acked("t4", payload(0)).await;
+    assert!(
+        limit_exceeded(&publish),
+        "fifth topic by publish: {publish:?}"
+    );
+    let subscribe = c.subscribe("t5").await;
+    assert!(limit_exceeded(&subscribe), "by subscribe");
+    // The topics that exist are untouched.
+    c.publish_acked("t0", payload(7))
+        .await
+        .expect("publish to t0");
+    assert_eq!(index(&recv_n(&mut sub, 1).await[0].1), 7);
+    let mut again = c
+        .subscribe("t3")
+        .await
+        .expect("subscribe to an existing topic");
+    c.publish_acked("t3", payload(8))
+        .await
+        .expect("publish to t3");
+    assert_eq!(index(&recv_n(&mut again, 1).await[0].1), 8);
+    let m = b.metrics().await;
+    assert_eq!(
+        m.get("starling_limit_refusals_total{limit=max_topics}"),
+        2.0
+    );
+    assert_eq!(m.get("starling_topics"), 4.0);
+    assert_eq!(
+        m.get("starling_protocol_errors_total{code=limit_exceeded}"),
+        2.0
+    );
+    b.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_past_max_subscriptions_is_refused_until_one_ends() {
+    let b = start(
+        Profile::Balanced,
+        ConfigOverrides {
+            max_subscriptions: Some(3),
+            ..ConfigOverrides::default()
+        },
+    )
+    .await;
+    let c = b.client().await;
+    let mut subs = Vec::new();
+    for i in 0..3 {
+        subs.push(
+            c.subscribe(&format!("s{i}"))
+                .await
+                .expect("within the budget"),
+        );
+    }
+    let fourth = c.subscribe("s3").await;
+    assert!(limit_exceeded(&fourth), "fourth subscription");
+    let m = b.metrics().await;
+    assert_eq!(
+        m.get("starling_limit_refusals_total{limit=max_subscriptions}"),
+        1.0
+    );
+    assert_eq!(m.get("starling_subscriptions"), 3.0);
+    // Ending one frees its place once the broker has let it go.
+    drop(subs.pop());
+    let deadline = Instant::now() + SOON;
+    let mut s = loop {
+        match c.subscribe("s3").await {
+            Ok(s) => break s,
+            Err(e) if Instant::now() < deadline => {
+                assert!(limit_exceeded(&Err::<(), _>(e)));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("no place freed after an unsubscribe: {e}"),
+        }
+    };
+    c.publish_acked("s3", payload(3)).await.expect("publish");
+    assert_eq!(index(&recv_n(&mut s, 1).await[0].1), 3);
+    b.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_flood_stops_at_max_topics_while_a_bystander_keeps_its_latency() {
+    const NAMES: u32 = 20_000;
+    const CAP: u32 = 2_000;
+    let b = start(
+        Profile::Balanced,
+        ConfigOverrides {
+            max_topics: Some(CAP),
+            ..ConfigOverrides::default()
+        },
+    )
+    .await;
+    let bystander = b.client().await;
+    let mut sub = bystander.subscribe("bystander").await.expect("subscribe");
+    bystander
+        .publish_acked("bystander", payload(0))
+        .await
+        .expect("publish");
+    recv_n(&mut sub, 1).await;
+    let rss_before = rss_bytes();
+
+    // A hostile client invents a new topic name for every publish, without acks, as fast as it
+    // can.
+    let flooder = b.client().await;
+    let flood = tokio::spawn(async move {
+        for i in 0..NAMES {
+            flooder
+                .publish(&format!("flood.{i}"), payload(i))
+                .await
+                .expect("a fire-and-forget publish is sent");
+        }
+        flooder
+    });
+    let mut worst = Duration::ZERO;
+    let mut i = 1;
+    while !flood.is_finished() {
+        let t0 = Instant::now();
+        bystander
+            .publish_acked("bystander", payload(i))
+            .await
+            .expect("bystander publish during the flood");
+        assert_eq!(index(&recv_n(&mut sub, 1).await[0].1), i);
+        worst = worst.max(t0.elapsed());
+        i += 1;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _flooder = flood.await.expect("flood task");
+    // Every publish past the budget is counted once it has been read.
+    let refused = f64::from(NAMES - (CAP - 1));
+    let m = wait_metrics(&b, "every flood publish handled", |m| {
+        m.get("starling_limit_refusals_total{limit=max_topics}") >= refused
+    })
+    .await;
+    let rss_growth = rss_bytes().saturating_sub(rss_before);
+    assert_eq!(m.get("starling_topics"), f64::from(CAP));
+    assert_eq!(
+        m.get("starling_limit_refusals_total{limit=max_topics}"),
+        refused
+    );
+    assert!(
+        worst < Duration::from_secs(1),
+        "bystander round trip reached {worst:?} during the flood"
+    );
+    assert!(
+        rss_growth < 128 << 20,
+        "RSS grew by {} MiB for {CAP} topics",
+        rss_growth >> 20
+    );
+    eprintln!(
+        "topic flood: {NAMES} new names, {CAP} topics admitted, {refused} refused, bystander \
+         worst round trip {worst:?} over {i} publishes, RSS growth {} MiB ({} KiB per topic)",
+        rss_growth >> 20,
+        (rss_growth >> 10) / u64::from(CAP)
+    );
+    b.running.shutdown().await;
+}
