@@ -181,7 +181,10 @@ impl LaneWorker {
             if items.is_empty() {
                 return;
             }
-            let mut bufs: Vec<Bytes> = items.iter().map(|q| q.frame.clone()).collect();
+            let mut bufs: Vec<Bytes> = Vec::with_capacity(items.len());
+            for q in &items {
+                q.frame.push_into(&mut bufs);
+            }
             tracing::trace!(
                 lane = self.lane,
                 sub = sub.id,

@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use starling_proto::Position;
 
 /// One retained EventBatch.
@@ -165,32 +165,44 @@ impl Retained {
     }
 }
 
-/// Joins consecutive replay frames into chunks of at most `max_bytes` (a single larger frame
-/// stays alone). Concatenated frames are still a valid frame sequence on the stream, and a
-/// whole replay then takes a few slots of the subscriber's queue rather than one per batch, so
-/// a queue sized for live traffic does not drop the replay's oldest part.
-pub fn coalesce(batches: Vec<Replay>, max_bytes: usize) -> Vec<Replay> {
-    let mut out: Vec<Replay> = Vec::new();
-    let mut chunk = BytesMut::new();
-    let mut events = 0u32;
+/// Consecutive replay frames grouped into runs of at most `max_bytes` (a single larger frame
+/// stays alone), written back to back. A whole replay then takes a few slots of the
+/// subscriber's queue rather than one per batch, so a queue sized for live traffic does not
+/// drop the replay's oldest part. The frames are the retained `Bytes` themselves: grouping
+/// copies no payload, so a replay repeated by many resuming subscribers costs reference
+/// counts, not bytes.
+pub fn coalesce(batches: Vec<Replay>, max_bytes: usize) -> Vec<ReplayRun> {
+    let mut out: Vec<ReplayRun> = Vec::new();
+    let mut run: Vec<Bytes> = Vec::new();
+    let (mut bytes, mut events) = (0usize, 0u32);
     for b in batches {
-        if !chunk.is_empty() && chunk.len() + b.frame.len() > max_bytes {
-            out.push(Replay {
-                frame: std::mem::take(&mut chunk).freeze(),
+        if !run.is_empty() && bytes + b.frame.len() > max_bytes {
+            out.push(ReplayRun {
+                frames: std::mem::take(&mut run).into(),
                 events,
             });
-            events = 0;
+            (bytes, events) = (0, 0);
         }
-        chunk.extend_from_slice(&b.frame);
+        bytes += b.frame.len();
         events = events.saturating_add(b.events);
+        run.push(b.frame);
     }
-    if !chunk.is_empty() {
-        out.push(Replay {
-            frame: chunk.freeze(),
+    if !run.is_empty() {
+        out.push(ReplayRun {
+            frames: run.into(),
             events,
         });
     }
     out
+}
+
+/// Retained frames queued to a resuming subscriber as one item.
+#[derive(Debug, Clone)]
+pub struct ReplayRun {
+    /// The frames, in order (shared with the retained tail).
+    pub frames: std::sync::Arc<[Bytes]>,
+    /// Events in them.
+    pub events: u32,
 }
 
 #[cfg(test)]
@@ -303,11 +315,18 @@ mod tests {
                 events: 2,
             })
             .collect();
+        let originals: Vec<Bytes> = batches.iter().map(|b| b.frame.clone()).collect();
         let chunks = coalesce(batches, 25);
         let shape: Vec<(Vec<u8>, u32)> = chunks
             .iter()
-            .map(|c| (c.frame.to_vec(), c.events))
+            .map(|c| (c.frames.concat(), c.events))
             .collect();
+        // The runs hold the retained frames themselves, not copies.
+        let held: Vec<&Bytes> = chunks.iter().flat_map(|c| c.frames.iter()).collect();
+        assert_eq!(held.len(), originals.len());
+        for (h, o) in held.iter().zip(&originals) {
+            assert_eq!(h.as_ptr(), o.as_ptr(), "a replayed frame was copied");
+        }
         assert_eq!(shape.len(), 3);
         assert_eq!(shape[0].0, [vec![1; 10], vec![2; 10]].concat());
         assert_eq!(shape[0].1, 4);

@@ -1,7 +1,7 @@
 //! One subscription: its bounded queue of encoded EventBatches, the slow-subscriber policy, and
 //! the QUIC stream the batches are written to.
 //!
-//! The queue holds shared, already encoded frames (`Bytes`), so fanout costs a reference count
+//! The queue holds shared, already encoded frames ([`Frames`]), so fanout costs a reference count
 //! per subscriber, not a copy. A subscriber is pinned to one writer lane for its whole life and
 //! is handed to that lane at most once at a time (the `scheduled` flag), which is what keeps its
 //! batches in order.
@@ -18,11 +18,46 @@ use tokio::sync::Notify;
 
 use crate::metrics::{DropReason, Metrics};
 
-/// One encoded EventBatch waiting for its lane.
+/// The bytes of one queued item, always shared, never copied: one EventBatch frame (live
+/// fan-out, the same `Bytes` for every subscriber of the topic), or a run of retained frames
+/// written back to back (a replay: the retained tail's own `Bytes`, so however many
+/// subscribers resume, the tail is held once and counted once, in `starling_retained_bytes`).
+#[derive(Debug, Clone)]
+pub enum Frames {
+    /// One frame.
+    One(Bytes),
+    /// Consecutive frames, in order.
+    Run(Arc<[Bytes]>),
+}
+
+impl Frames {
+    /// Total bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Frames::One(b) => b.len(),
+            Frames::Run(run) => run.iter().map(Bytes::len).sum(),
+        }
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends the frames (reference counts, not bytes) to `out`, in order.
+    pub fn push_into(&self, out: &mut Vec<Bytes>) {
+        match self {
+            Frames::One(b) => out.push(b.clone()),
+            Frames::Run(run) => out.extend(run.iter().cloned()),
+        }
+    }
+}
+
+/// One encoded EventBatch (or a replay's run of them) waiting for its lane.
 #[derive(Debug, Clone)]
 pub struct Queued {
-    /// The whole frame, shared with every other subscriber of the topic.
-    pub frame: Bytes,
+    /// The frames, shared with every other subscriber of the topic and with the retained tail.
+    pub frame: Frames,
     /// Events in the batch.
     pub events: u32,
     /// When it entered this subscriber's queue.

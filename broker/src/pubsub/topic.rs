@@ -31,6 +31,7 @@ use crate::pubsub::ack::AckToken;
 use crate::pubsub::batcher::{Batch, Batcher, Limits};
 use crate::pubsub::lanes::Lanes;
 use crate::pubsub::retained::{Retained, coalesce};
+use crate::pubsub::subscriber::Frames;
 use crate::pubsub::subscriber::{Outcome, Queued, Subscriber};
 use crate::timer;
 
@@ -536,7 +537,7 @@ impl TopicTask {
         for chunk in chunks {
             m.replayed_events.inc_by(u64::from(chunk.events));
             let item = Queued {
-                frame: chunk.frame,
+                frame: Frames::Run(chunk.frames),
                 events: chunk.events,
                 enqueued: now,
             };
@@ -607,7 +608,7 @@ impl TopicTask {
         let mut closed = false;
         for sub in &self.subscribers {
             let item = Queued {
-                frame: frame.clone(),
+                frame: Frames::One(frame.clone()),
                 events,
                 enqueued: now,
             };

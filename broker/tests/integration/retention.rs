@@ -1,8 +1,12 @@
 //! The retained tail for resuming subscribers: bounded by `replay_window_ms` even when the
 //! topic goes quiet with its subscribers still attached, and by `replay_max_total_bytes` over
-//! all topics.
+//! all topics; and shared, not copied, by however many subscribers resume from it.
 
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
 use starling_config::{ConfigOverrides, Profile};
+use starling_proto::{Frame, Position, Subscribe, write_frame};
 
 use crate::common::*;
 
@@ -80,5 +84,100 @@ async fn all_topics_together_stay_under_the_broker_wide_cap() {
     .await;
     let held = m.get("starling_retained_bytes");
     assert!(held <= CAP, "retained {held} bytes, cap {CAP}");
+    b.running.shutdown().await;
+}
+
+/// A raw subscription resuming at the oldest possible position, over a 16 KiB stream window,
+/// that never reads: whatever the broker queues for it stays queued.
+async fn stalled_resumer(
+    b: &TestBroker,
+    topic: &str,
+) -> (quinn::Connection, quinn::SendStream, quinn::RecvStream) {
+    let conn = b.raw_ready(Some(16 * 1024)).await;
+    let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+    let sub = Frame::Subscribe(Subscribe {
+        request_id: 1,
+        topic: topic.into(),
+        resume: Some(Position { stream: 1, seq: 0 }),
+    });
+    write_frame(&mut send, &sub).await.expect("subscribe");
+    assert!(matches!(
+        read_one(&mut recv).await,
+        Some(Frame::SubscribeOk(_))
+    ));
+    (conn, send, recv)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_resuming_subscribers_share_the_retained_tail() {
+    const RESUMERS: usize = 60;
+    const BATCHES: u32 = 224;
+    let b = start(
+        Profile::Balanced,
+        ConfigOverrides {
+            replay_max_bytes: Some(16 << 20),
+            event_batch_max_events: Some(1),
+            ..ConfigOverrides::default()
+        },
+    )
+    .await;
+    let c = b.client().await;
+    // About 14 MiB retained: 224 batches of one 64 KiB event.
+    for i in 0..BATCHES {
+        let mut v = vec![0u8; 64 * 1024];
+        v[..4].copy_from_slice(&i.to_be_bytes());
+        c.publish_acked("tail", Bytes::from(v))
+            .await
+            .expect("publish");
+    }
+    let retained = wait_metrics(&b, "the tail is retained", |m| {
+        m.get("starling_retained_bytes") >= f64::from(BATCHES * 64 * 1024)
+    })
+    .await
+    .get("starling_retained_bytes");
+    let mut bystander = c.subscribe("bystander").await.expect("subscribe");
+    let rss_before = rss_bytes();
+
+    // Every resumer gets the whole tail queued, and reads none of it.
+    let mut held = Vec::new();
+    let mut worst = Duration::ZERO;
+    for i in 0..RESUMERS {
+        held.push(stalled_resumer(&b, "tail").await);
+        let t0 = Instant::now();
+        c.publish_acked("bystander", payload(i as u32))
+            .await
+            .expect("bystander publish");
+        assert_eq!(index(&recv_n(&mut bystander, 1).await[0].1), i as u32);
+        worst = worst.max(t0.elapsed());
+    }
+    let m = wait_metrics(&b, "every replay queued", |m| {
+        m.get("starling_replayed_events_total") >= f64::from(BATCHES) * RESUMERS as f64
+    })
+    .await;
+    let rss_growth = rss_bytes().saturating_sub(rss_before);
+    // A copy per replay would be RESUMERS × the tail, over 800 MiB.
+    assert!(
+        rss_growth < 128 << 20,
+        "RSS grew by {} MiB for {RESUMERS} replays of a {} MiB tail",
+        rss_growth >> 20,
+        (retained as u64) >> 20
+    );
+    // The tail is held once (the bystander's topic retains its few small batches besides).
+    let now_retained = m.get("starling_retained_bytes");
+    assert!(
+        now_retained >= retained && now_retained < retained + 65536.0,
+        "retained {now_retained} bytes, the tail alone is {retained}"
+    );
+    assert!(
+        worst < Duration::from_secs(1),
+        "bystander round trip reached {worst:?}"
+    );
+    eprintln!(
+        "replay amplification: {RESUMERS} resumers of a {} MiB tail, RSS growth {} MiB, \
+         bystander worst round trip {worst:?}",
+        (retained as u64) >> 20,
+        rss_growth >> 20
+    );
+    drop(held);
     b.running.shutdown().await;
 }
