@@ -229,14 +229,14 @@ check({"name": "STARLING_OPERATOR_TIER_OVERRIDES", "value": "/etc/starling-opera
       and {"name": "tiers", "mountPath": "/etc/starling-operator", "readOnly": True} in c["volumeMounts"],
       "full: the overrides file is mounted and named in STARLING_OPERATOR_TIER_OVERRIDES")
 volumes = {v["name"]: v for v in d["spec"]["template"]["spec"]["volumes"]}
-check("--prometheus-ca-file=/etc/starling-operator/prometheus-ca/ca.pem" in c["args"]
+check("--prometheus-ca=/etc/starling-operator/prometheus-ca/ca.pem" in c["args"]
       and {"name": "prometheus-ca", "mountPath": "/etc/starling-operator/prometheus-ca", "readOnly": True} in c["volumeMounts"]
       and volumes["prometheus-ca"]["secret"] == {"secretName": "prometheus-ca", "items": [{"key": "ca.pem", "path": "ca.pem"}]},
-      "full: autoscaler.prometheusCaSecret is mounted and named in --prometheus-ca-file")
-check("--prometheus-bearer-token-file=/etc/starling-operator/prometheus-token/token" in c["args"]
+      "full: autoscaler.prometheusCaSecret is mounted and named in --prometheus-ca")
+check("--prometheus-token-file=/etc/starling-operator/prometheus-token/token" in c["args"]
       and {"name": "prometheus-token", "mountPath": "/etc/starling-operator/prometheus-token", "readOnly": True} in c["volumeMounts"]
       and volumes["prometheus-token"]["secret"] == {"secretName": "prometheus-reader", "items": [{"key": "token", "path": "token"}]},
-      "full: autoscaler.prometheusBearerToken.secretName is mounted and named in --prometheus-bearer-token-file")
+      "full: autoscaler.prometheusBearerToken.secretName is mounted and named in --prometheus-token-file")
 (pm,) = kinds(full, "PodMonitor")
 check(pm["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "starling-broker",
                                                 "app.kubernetes.io/managed-by": "starling-operator"}

@@ -93,21 +93,17 @@ pub struct Args {
     pub prometheus_url: Option<PrometheusUrl>,
     /// PEM bundle of the CA(s) that sign an `https://` Prometheus's certificate, trusted on top
     /// of the system's roots. Used only with `--prometheus-url`.
-    #[arg(
-        long,
-        env = "STARLING_OPERATOR_PROMETHEUS_CA_FILE",
-        value_name = "FILE"
-    )]
-    pub prometheus_ca_file: Option<PathBuf>,
+    #[arg(long, env = "STARLING_OPERATOR_PROMETHEUS_CA", value_name = "FILE")]
+    pub prometheus_ca: Option<PathBuf>,
     /// File holding a bearer token sent to Prometheus (`Authorization: Bearer`), read again for
     /// every round so a rotated (projected service-account) token is picked up. Used only with
     /// `--prometheus-url`.
     #[arg(
         long,
-        env = "STARLING_OPERATOR_PROMETHEUS_BEARER_TOKEN_FILE",
+        env = "STARLING_OPERATOR_PROMETHEUS_TOKEN_FILE",
         value_name = "FILE"
     )]
-    pub prometheus_bearer_token_file: Option<PathBuf>,
+    pub prometheus_token_file: Option<PathBuf>,
     /// Series selector of the broker pods' series in Prometheus, with `{namespace}` and
     /// `{name}` (the BrokerCluster's) filled in. Used only with `--prometheus-url`.
     #[arg(
@@ -159,8 +155,8 @@ impl Args {
                     &self.prometheus_selector,
                     self.prometheus_rate_window,
                     promql::Access {
-                        ca_file: self.prometheus_ca_file.clone(),
-                        bearer_token_file: self.prometheus_bearer_token_file.clone(),
+                        ca_file: self.prometheus_ca.clone(),
+                        bearer_token_file: self.prometheus_token_file.clone(),
                     },
                 )
             })

@@ -5,7 +5,7 @@
 //!
 //! It is hyper-util's pooled client over hyper-rustls (TLS 1.2/1.3, the ring provider, HTTP/1.1
 //! with keep-alive); HTTPS servers are verified against the system's roots plus an optional CA
-//! bundle (`--prometheus-ca-file`). Nothing here parses HTTP by hand.
+//! bundle (`--prometheus-ca`). Nothing here parses HTTP by hand.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

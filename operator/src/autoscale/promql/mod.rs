@@ -152,7 +152,7 @@ pub enum SourceError {
     /// `--prometheus-selector`.
     #[error(transparent)]
     Selector(#[from] SelectorError),
-    /// `--prometheus-ca-file`.
+    /// `--prometheus-ca`.
     #[error(transparent)]
     Tls(#[from] TlsSetupError),
 }
@@ -160,9 +160,9 @@ pub enum SourceError {
 /// How the source authenticates to Prometheus and trusts it (beyond the system's roots).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Access {
-    /// `--prometheus-ca-file`: a PEM bundle trusted for an `https://` URL.
+    /// `--prometheus-ca`: a PEM bundle trusted for an `https://` URL.
     pub ca_file: Option<PathBuf>,
-    /// `--prometheus-bearer-token-file`: sent as `Authorization: Bearer`, read every round.
+    /// `--prometheus-token-file`: sent as `Authorization: Bearer`, read every round.
     pub bearer_token_file: Option<PathBuf>,
 }
 

@@ -51,7 +51,7 @@ fn urls_are_http_or_https_and_refused_clearly() {
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
-    assert!(e.contains("--prometheus-bearer-token-file"), "{e}");
+    assert!(e.contains("--prometheus-token-file"), "{e}");
 }
 
 #[test]

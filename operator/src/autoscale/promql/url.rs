@@ -20,7 +20,7 @@ pub struct UrlError {
 /// `--prometheus-url`: `http(s)://host[:port][/prefix]`. The port defaults to the scheme's
 /// (80, 443); the prefix (for a Prometheus behind `--web.route-prefix`, or a querier behind a
 /// path) to none. No credentials, query or fragment: a token goes in a file
-/// (`--prometheus-bearer-token-file`), never in the URL, where it would be logged.
+/// (`--prometheus-token-file`), never in the URL, where it would be logged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrometheusUrl {
     base: url::Url,
@@ -89,7 +89,7 @@ impl FromStr for PrometheusUrl {
         }
         if !base.username().is_empty() || base.password().is_some() {
             return Err(invalid(
-                "no user or password in the URL; give a token with --prometheus-bearer-token-file",
+                "no user or password in the URL; give a token with --prometheus-token-file",
             ));
         }
         if base.query().is_some() || base.fragment().is_some() {
