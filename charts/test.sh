@@ -449,7 +449,7 @@ PY
       sleep 1
     done
   }
-  has_status() { [[ -n "$("${K[@]}" get bc -n "$APPS" "$1" -o jsonpath='{.status.observedGeneration}')" ]]; }
+  has_status() { [[ -n "$("${K[@]}" get sbc -n "$APPS" "$1" -o jsonpath='{.status.observedGeneration}')" ]]; }
   has_event() {
     "${K[@]}" get events.events.k8s.io -n "$APPS" -o jsonpath='{range .items[*]}{.regarding.name}/{.reason}{"\n"}{end}' |
       grep -qx "$1/Created"
@@ -467,7 +467,7 @@ PY
       ok "operator created every child of $bc"
     else
       bad "operator created every child of $bc"; "${K[@]}" get -n "$APPS" "${objs[@]}" 2>&1 | tail -n 5
-      "${K[@]}" get bc -n "$APPS" "$bc" -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}' 2>&1 || true
+      "${K[@]}" get sbc -n "$APPS" "$bc" -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}' 2>&1 || true
     fi
     if until_ok 30 has_status "$bc"; then ok "operator wrote the status of $bc"; else bad "operator wrote the status of $bc"; fi
     if until_ok 30 has_event "$bc"; then ok "operator recorded a Created event for $bc"; else bad "operator recorded a Created event for $bc"; fi

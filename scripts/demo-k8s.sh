@@ -21,12 +21,12 @@ kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f - >/d
 kubectl apply -n "$NS" -f manifests/examples/small-balanced.yaml
 log "waiting for BrokerCluster small-balanced to become Ready"
 for _ in $(seq 1 120); do
-  ready=$(kubectl get bc small-balanced -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null || true)
+  ready=$(kubectl get sbc small-balanced -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null || true)
   [[ "$ready" == True ]] && break
   sleep 1
 done
 [[ "$ready" == True ]] || { kubectl describe bc small-balanced -n "$NS"; die "the BrokerCluster did not become Ready"; }
-kubectl get bc -n "$NS"
+kubectl get sbc -n "$NS"
 
 IP=$(kubectl get svc small-balanced -n "$NS" -o jsonpath='{.spec.clusterIP}')
 SERVER="$IP:7400"
@@ -52,7 +52,7 @@ cat <<NEXT
 
 Starling is running in your local cluster. Try:
   source $STATE_DIR/e2e.env
-  kubectl get bc -n $NS                          # tier, profile, readiness
+  kubectl get sbc -n $NS                          # tier, profile, readiness
   kubectl patch bc small-balanced -n $NS --type merge -p '{"spec":{"profile":"latency"}}'
   curl -s http://$pod_ip:9400/metrics | grep ^starling_   # the broker's metrics
   $CLI --server $SERVER --insecure sub demo      # and publish from another terminal

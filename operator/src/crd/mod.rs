@@ -37,6 +37,8 @@ pub const MAX_NAME_LEN: usize = 52;
     version = "v1alpha1",
     kind = "BrokerCluster",
     namespaced,
+    // `sbc`; `bc` collides with OpenShift's BuildConfig and is kept for one release only.
+    shortname = "sbc",
     shortname = "bc",
     category = "starling",
     status = "BrokerClusterStatus",
