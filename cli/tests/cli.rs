@@ -150,3 +150,30 @@ async fn sub_prints_lines_and_exits_after_count() {
     client.close().await;
     b.shutdown().await;
 }
+
+#[tokio::test]
+async fn prints_shell_completions_without_a_broker() {
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef starling"),
+        ("fish", "complete -c starling"),
+    ] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_starling"));
+        cmd.args(["completions", shell])
+            .env_remove("STARLING_SERVER");
+        let (code, out, err) = run(cmd).await;
+        assert_eq!(code, 0, "{shell}: {err}");
+        assert!(out.contains(marker), "{shell} script lacks {marker:?}");
+        for sub in ["pub", "sub", "cache", "bench", "completions"] {
+            assert!(
+                out.contains(sub),
+                "{shell} script lacks the {sub} subcommand"
+            );
+        }
+    }
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_starling"));
+    cmd.args(["completions", "tcsh"]);
+    let (code, _, err) = run(cmd).await;
+    assert_eq!(code, 2);
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

@@ -58,6 +58,13 @@ pub(crate) enum Command {
     Cache(CacheCommand),
     /// Benchmarks: pub/sub and cache workloads, the raw QUIC limit, reports.
     Bench(Box<super::bench::BenchArgs>),
+    /// Print a completion script for SHELL to stdout, e.g.
+    /// `starling completions bash > /etc/bash_completion.d/starling`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// `starling pub`.

@@ -17,6 +17,11 @@ use self::error::{CliError, Outcome};
 
 /// Connects with the global options and runs the chosen subcommand.
 pub(crate) async fn run(cli: Cli) -> Result<Outcome, CliError> {
+    if let Command::Completions { shell } = cli.command {
+        let mut command = <Cli as clap::CommandFactory>::command();
+        clap_complete::generate(shell, &mut command, "starling", &mut std::io::stdout());
+        return Ok(Outcome::Done);
+    }
     if let Command::Bench(args) = cli.command {
         let globals = bench::Globals {
             server: cli.server,
@@ -43,7 +48,7 @@ pub(crate) async fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Pub(a) => pub_cmd::run(&client, a).await,
         Command::Sub(a) => sub_cmd::run(&client, a).await,
         Command::Cache(c) => cache_cmd::run(&client, c).await,
-        Command::Bench(_) => Ok(Outcome::Done),
+        Command::Bench(_) | Command::Completions { .. } => Ok(Outcome::Done),
     };
     client.close().await;
     outcome

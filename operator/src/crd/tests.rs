@@ -103,7 +103,10 @@ fn names_columns_and_subresources() {
     let c = crd();
     assert_eq!(c.spec.group, GROUP);
     assert_eq!(c.spec.names.kind, "BrokerCluster");
-    assert_eq!(c.spec.names.short_names, Some(vec!["sbc".to_string(), "bc".to_string()]));
+    assert_eq!(
+        c.spec.names.short_names,
+        Some(vec!["sbc".to_string(), "bc".to_string()])
+    );
     assert_eq!(c.spec.scope, "Namespaced");
     let v = &c.spec.versions[0];
     assert_eq!(v.name, "v1alpha1");
