@@ -217,9 +217,11 @@ impl Metrics {
             &r,
             "starling_build_info",
             "Broker build information.",
-            &["version"],
+            &["version", "revision"],
         )?;
-        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        build
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), env!("STARLING_GIT_REVISION")])
+            .set(1);
         let size_buckets = prometheus::exponential_buckets(1.0, 2.0, 12)?;
         let byte_buckets = prometheus::exponential_buckets(64.0, 4.0, 10)?;
         let latency_buckets = prometheus::exponential_buckets(10e-6, 2.0, 18)?;
@@ -598,6 +600,33 @@ mod tests {
                 text.contains(&unlabelled),
                 "{name} is not exported unlabelled"
             );
+        }
+    }
+
+    #[test]
+    fn build_info_names_the_git_revision() {
+        let text = Metrics::new().expect("metrics").render();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("starling_build_info{"))
+            .expect("build_info exported");
+        let revision = line
+            .split("revision=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .expect("a revision label");
+        assert!(!revision.is_empty(), "{line}");
+        let head = std::process::Command::new("git")
+            .args(["rev-parse", "--short=12", "HEAD"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+        // Built from a git checkout (and not told otherwise): the checkout's commit.
+        if let Some(head) = head
+            && std::env::var_os("STARLING_GIT_REVISION").is_none()
+        {
+            assert!(revision.starts_with(&head), "{revision} is not HEAD {head}");
         }
     }
 }
