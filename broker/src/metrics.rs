@@ -310,7 +310,7 @@ impl Metrics {
                 "starling_subscriber_queued_batches",
                 "EventBatches queued across all subscribers.",
             )?,
-            connections: gauge(&r, "starling_connections", "Open client connections.")?,
+            connections: gauge(&r, "starling_open_connections", "Open client connections.")?,
             connections_total: counter(
                 &r,
                 "starling_connections_total",
@@ -627,6 +627,34 @@ mod tests {
             && std::env::var_os("STARLING_GIT_REVISION").is_none()
         {
             assert!(revision.starts_with(&head), "{revision} is not HEAD {head}");
+        }
+    }
+
+    #[test]
+    fn the_exposition_parses_with_no_colliding_families() {
+        let m = Metrics::new().expect("metrics");
+        m.lane_enqueued.with_label_values(&["0"]);
+        m.cluster_peer_up.with_label_values(&["b-1"]);
+        m.protocol_errors.with_label_values(&["bad_frame"]);
+        let text = m.render();
+        // An independent parser of the exposition formats: the whole text parses, and every
+        // family is distinct.
+        let parsed = openmetrics_parser::prometheus::parse_prometheus(&text);
+        assert!(parsed.is_ok(), "{:?}", parsed.err());
+        // In OpenMetrics a counter's family is its name without `_total`, so a counter `x_total`
+        // and a gauge `x` would be one family twice.
+        let names: BTreeSet<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        for name in &names {
+            if let Some(family) = name.strip_suffix("_total") {
+                assert!(
+                    !names.contains(family),
+                    "{name} and {family} are one OpenMetrics family"
+                );
+            }
         }
     }
 }

@@ -52,7 +52,7 @@ async fn connections_past_the_cap_are_refused_and_counted() {
         m.get("starling_quic_refused_total{reason=max_connections}"),
         5.0
     );
-    assert_eq!(m.get("starling_connections"), 3.0);
+    assert_eq!(m.get("starling_open_connections"), 3.0);
     // The admitted connections were not disturbed by the refusals.
     for c in &open {
         assert!(answers_ping(c).await);

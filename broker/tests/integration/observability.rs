@@ -16,7 +16,7 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
         "starling_delivered_events_total",
         "starling_delivery_latency_seconds",
         "starling_batch_events",
-        "starling_connections",
+        "starling_open_connections",
         "starling_cache_hits_total",
         "process_cpu_seconds_total",
     ] {
@@ -40,7 +40,7 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
         10.0
     );
     assert_eq!(after.get("starling_publish_acks_total"), 10.0);
-    assert!(after.get("starling_connections") >= 1.0);
+    assert!(after.get("starling_open_connections") >= 1.0);
     assert!(after.get("starling_delivery_latency_seconds_count") >= 1.0);
     assert_eq!(after.get("starling_cache_ops_total{op=put,result=ok}"), 1.0);
     assert_eq!(after.get("starling_cache_hits_total"), 1.0);
