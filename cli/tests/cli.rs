@@ -177,3 +177,78 @@ async fn prints_shell_completions_without_a_broker() {
     assert_eq!(code, 2);
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_json_for_sub_and_cache_get() {
+    let b = start_broker().await;
+    let mut sub = starling(&b);
+    sub.args(["--output", "json", "sub", "cli.json", "--count", "1"])
+        .stdout(Stdio::piped());
+    let waiting = tokio::spawn(sub.spawn().expect("spawn sub").wait_with_output());
+    let client = Client::connect(common::pinned_config(&b))
+        .await
+        .expect("connect");
+    let deadline = tokio::time::Instant::now() + SOON;
+    while !waiting.is_finished() {
+        assert!(tokio::time::Instant::now() < deadline, "sub never exited");
+        client
+            .publish_acked("cli.json", &[0xffu8, b'x'][..])
+            .await
+            .expect("publish");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let out = waiting.await.expect("join").expect("sub output");
+    assert!(out.status.success());
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(line["topic"], "cli.json");
+    assert_eq!(line["payload_base64"], "/3g=", "{line}");
+    assert!(
+        line["position"]["stream"].as_u64().is_some_and(|s| s > 0),
+        "{line}"
+    );
+
+    client.cache_put("k", "v1", None).await.expect("cache put");
+    let mut get = starling(&b);
+    get.args(["cache", "get", "k", "--output", "json"]);
+    let (code, out, _) = run(get).await;
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(
+        v,
+        serde_json::json!({"key": "k", "found": true, "value": "v1"})
+    );
+    let mut miss = starling(&b);
+    miss.args(["--output", "json", "cache", "get", "absent"]);
+    let (code, out, _) = run(miss).await;
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v, serde_json::json!({"key": "absent", "found": false}));
+    client.close().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_output_json_is_one_result_object() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_starling"));
+    cmd.args([
+        "--output",
+        "json",
+        "bench",
+        "--embedded",
+        "--policy",
+        "block",
+        "--no-progress",
+        "--count",
+        "500",
+        "--payload",
+        "64",
+        "--warmup",
+        "0ms",
+    ]);
+    let (code, out, err) = run(cmd).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert!(v.get("name").is_some_and(|n| n.is_string()), "{v}");
+    assert!(v.get("failure").is_none_or(|f| f.is_null()), "{v}");
+}

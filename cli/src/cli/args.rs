@@ -42,8 +42,22 @@ pub(crate) struct Cli {
     /// Connect and request timeout, e.g. 10s or 500ms.
     #[arg(long, value_parser = parse_duration, default_value = "10s", global = true)]
     pub(crate) timeout: Duration,
+    /// Output format of `sub`, `cache get` and `bench`: text, or json (one JSON object per line:
+    /// an event, a cache answer, a bench result).
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    pub(crate) output: Output,
     #[command(subcommand)]
     pub(crate) command: Command,
+}
+
+/// `--output`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Output {
+    /// Human-readable text (payloads and values as lines, bench tables).
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// The subcommands.

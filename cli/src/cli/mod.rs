@@ -6,6 +6,7 @@ pub(crate) mod bench;
 pub(crate) mod cache_cmd;
 pub(crate) mod duration;
 pub(crate) mod error;
+pub(crate) mod json;
 pub(crate) mod pub_cmd;
 pub(crate) mod sub_cmd;
 pub(crate) mod trust;
@@ -31,6 +32,7 @@ pub(crate) async fn run(cli: Cli) -> Result<Outcome, CliError> {
             profile: cli.profile,
             server_name: cli.server_name,
             timeout: cli.timeout,
+            output: cli.output,
         };
         bench::run(globals, *args).await?;
         return Ok(Outcome::Done);
@@ -46,8 +48,8 @@ pub(crate) async fn run(cli: Cli) -> Result<Outcome, CliError> {
     let client = Client::connect(cfg).await?;
     let outcome = match cli.command {
         Command::Pub(a) => pub_cmd::run(&client, a).await,
-        Command::Sub(a) => sub_cmd::run(&client, a).await,
-        Command::Cache(c) => cache_cmd::run(&client, c).await,
+        Command::Sub(a) => sub_cmd::run(&client, a, cli.output).await,
+        Command::Cache(c) => cache_cmd::run(&client, c, cli.output).await,
         Command::Bench(_) | Command::Completions { .. } => Ok(Outcome::Done),
     };
     client.close().await;

@@ -1,15 +1,19 @@
 //! `starling sub TOPIC [--count N]`: prints each payload as a line (lossy
-//! UTF-8), flushing per line.
+//! UTF-8), or with `--output json` each event as a JSON line, flushing per line.
 
 use std::io::Write;
 
 use starling_client::Client;
 
-use super::args::SubArgs;
+use super::args::{Output, SubArgs};
 use super::error::{CliError, Outcome};
 
 /// Prints events until `count` were printed, the subscription ends or stdout closes.
-pub(crate) async fn run(client: &Client, args: SubArgs) -> Result<Outcome, CliError> {
+pub(crate) async fn run(
+    client: &Client,
+    args: SubArgs,
+    output: Output,
+) -> Result<Outcome, CliError> {
     let mut sub = client.subscribe(&args.topic).await?;
     let mut printed = 0u64;
     if args.count == Some(0) {
@@ -17,7 +21,11 @@ pub(crate) async fn run(client: &Client, args: SubArgs) -> Result<Outcome, CliEr
     }
     while let Some(event) = sub.next_event().await {
         let event = event?;
-        match print_line(&event.payload) {
+        let line = match output {
+            Output::Text => String::from_utf8_lossy(&event.payload).into_owned(),
+            Output::Json => super::json::event_line(&args.topic, &event),
+        };
+        match print_line(&line) {
             Ok(()) => {}
             // The reader went away (e.g. `| head`): stop quietly.
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(Outcome::Done),
@@ -32,8 +40,8 @@ pub(crate) async fn run(client: &Client, args: SubArgs) -> Result<Outcome, CliEr
     Err(CliError::SubscriptionEnded)
 }
 
-fn print_line(payload: &[u8]) -> std::io::Result<()> {
+fn print_line(line: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", String::from_utf8_lossy(payload))?;
+    writeln!(out, "{line}")?;
     out.flush()
 }

@@ -61,6 +61,7 @@ use self::args::{BenchCommand, TargetArgs};
 pub(crate) use self::error::BenchError;
 use self::result::RunResult;
 use self::target::Target;
+use super::args::Output;
 
 /// The global `starling` options the bench uses.
 #[derive(Debug, Clone)]
@@ -79,6 +80,8 @@ pub(crate) struct Globals {
     pub(crate) server_name: Option<String>,
     /// `--timeout`.
     pub(crate) timeout: Duration,
+    /// `--output`.
+    pub(crate) output: Output,
 }
 
 /// Runs `starling bench …`. A run that lost messages under `block` (or
@@ -95,7 +98,7 @@ pub(crate) async fn run(g: Globals, args: BenchArgs) -> Result<(), BenchError> {
                 .unwrap_or_else(|| plan.default_name());
             let result = pubsub::run(&target, &plan, &name, progress(&args.target)).await;
             target.close().await;
-            finish(result?, &args.target)
+            finish(result?, &args.target, g.output)
         }
         Some(BenchCommand::Cache {
             cache: a,
@@ -105,7 +108,7 @@ pub(crate) async fn run(g: Globals, args: BenchArgs) -> Result<(), BenchError> {
             let name = t.name.clone().unwrap_or_else(|| cache::default_name(&a));
             let result = cache::run(&target, &a, &name, progress(&t)).await;
             target.close().await;
-            finish(result?, &t)
+            finish(result?, &t, g.output)
         }
         Some(BenchCommand::Matrix(m)) => {
             let spec = matrix::load(&m.spec)?;
@@ -126,7 +129,7 @@ pub(crate) async fn run(g: Globals, args: BenchArgs) -> Result<(), BenchError> {
         }
         Some(BenchCommand::QuicLimit(q)) => {
             let result = quic_limit::run(&q, g.profile).await?;
-            print!("{}", table::render(&result));
+            print_result(&result, g.output)?;
             if let Some(path) = &q.json {
                 result.write_json(path)?;
             }
@@ -139,9 +142,21 @@ pub(crate) async fn run(g: Globals, args: BenchArgs) -> Result<(), BenchError> {
     }
 }
 
+/// Prints a result: the table, or with `--output json` the result as one JSON line.
+fn print_result(result: &RunResult, output: Output) -> Result<(), BenchError> {
+    match output {
+        Output::Text => print!("{}", table::render(result)),
+        Output::Json => println!(
+            "{}",
+            serde_json::to_string(result).map_err(|e| BenchError::json("stdout", e))?
+        ),
+    }
+    Ok(())
+}
+
 /// Prints and writes a result, then fails if the run is not valid.
-fn finish(result: RunResult, t: &TargetArgs) -> Result<(), BenchError> {
-    print!("{}", table::render(&result));
+fn finish(result: RunResult, t: &TargetArgs, output: Output) -> Result<(), BenchError> {
+    print_result(&result, output)?;
     if let Some(path) = &t.json {
         result.write_json(path)?;
     }

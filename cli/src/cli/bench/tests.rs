@@ -20,6 +20,7 @@ fn globals() -> Globals {
         profile: Profile::Balanced,
         server_name: None,
         timeout: Duration::from_secs(10),
+        output: crate::cli::args::Output::Text,
     }
 }
 
