@@ -90,7 +90,7 @@ mod tests {
     fn names_round_trip_through_from_str_and_serde() {
         for v in LaneShard::ALL {
             assert_eq!(v.as_str().parse::<LaneShard>(), Ok(*v));
-            let yaml = serde_yaml::to_string(v).unwrap_or_default();
+            let yaml = serde_saphyr::to_string(v).unwrap_or_default();
             assert_eq!(yaml.trim(), v.as_str());
         }
         assert!("fast".parse::<SlowSubscriberPolicy>().is_err());

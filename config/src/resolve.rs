@@ -45,7 +45,7 @@ impl ConfigFile {
         if text.trim().is_empty() {
             return Ok(ConfigFile::default());
         }
-        serde_yaml::from_str(text).map_err(|e| ConfigError::parse(origin, e))
+        serde_saphyr::from_str(text).map_err(|e| ConfigError::parse(origin, e))
     }
 
     /// Reads and parses a config file.
@@ -63,7 +63,7 @@ impl BrokerConfig {
     /// hashed, and it parses back as a [`ConfigFile`] that resolves to the same config.
     pub fn to_yaml(&self) -> String {
         // Serialising plain structs, enums, strings and integers cannot fail.
-        serde_yaml::to_string(self).unwrap_or_default()
+        serde_saphyr::to_string(self).unwrap_or_default()
     }
 }
 
@@ -113,12 +113,13 @@ impl Layer {
         let mut layer = Layer::default();
         for (name, value) in sorted {
             let key = name[ENV_PREFIX.len()..].to_ascii_lowercase();
-            let scalar: serde_yaml::Value =
-                serde_yaml::from_str(&value).map_err(|e| ConfigError::parse(&name, e))?;
-            let mut map = serde_yaml::Mapping::new();
-            map.insert(serde_yaml::Value::String(key), scalar);
-            let one: ConfigFile = serde_yaml::from_value(serde_yaml::Value::Mapping(map))
-                .map_err(|e| ConfigError::parse(&name, e))?;
+            // The value is read as a YAML scalar, then typed as the one field it sets.
+            let scalar: serde_json::Value =
+                serde_saphyr::from_str(&value).map_err(|e| ConfigError::parse(&name, e))?;
+            let one: ConfigFile = serde_json::from_value(serde_json::Value::Object(
+                [(key, scalar)].into_iter().collect(),
+            ))
+            .map_err(|e| ConfigError::parse(&name, e))?;
             layer.merge(&Layer::from(one));
         }
         Ok(layer)

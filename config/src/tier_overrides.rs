@@ -59,7 +59,7 @@ impl TierTable {
             return Ok(TierTable::default());
         }
         let table: TierTable =
-            serde_yaml::from_str(text).map_err(|e| ConfigError::parse(origin, e))?;
+            serde_saphyr::from_str(text).map_err(|e| ConfigError::parse(origin, e))?;
         for (tier, o) in &table.0 {
             if o.replicas == Some(0) {
                 return Err(ConfigError::parse(

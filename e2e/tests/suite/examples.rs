@@ -18,7 +18,7 @@ async fn every_example_becomes_ready() {
     for file in files {
         let text = std::fs::read_to_string(&file).expect("read example");
         let bc: BrokerCluster =
-            serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         let name = bc.metadata.name.clone().expect("example has a name");
         let ns = env.namespace("example").await.expect("namespace");
         ns.create_cluster(&name, bc.spec.clone())
