@@ -3,6 +3,8 @@
 //! received, and the new broker first replays what it accepted before the subscriber was back.
 //! Real QUIC on loopback; the broker is drained as on SIGTERM, then a new one binds the port.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
+
 mod common;
 
 use std::net::SocketAddr;

@@ -2,6 +2,8 @@
 //! trust modes, acked / fire-and-forget / batch publishing, subscriptions,
 //! cache operations and close.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
+
 mod common;
 
 use std::time::Duration;

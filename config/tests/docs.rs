@@ -3,6 +3,8 @@
 //! and the tiers; run `make docs` (or `UPDATE_DOCS=1 cargo test -p starling-config --test docs`)
 //! to refresh it after changing them.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
+
 use std::path::PathBuf;
 
 const BEGIN: &str = "<!-- BEGIN GENERATED: starling_config::reference::configuration_reference -->";

@@ -1,5 +1,7 @@
 //! `read_frame` / `write_frame` over an in-memory tokio duplex pipe.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
+
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
     AckMode, DecodeError, EventBatch, Frame, FrameDecoder, Ping, Publish, ReadError,

@@ -1,6 +1,8 @@
 //! Hostile input: arbitrary bytes, truncations and bogus lengths must give
 //! `Ok(None)` or an error, never a panic, and never an oversized reservation.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
+
 mod common;
 
 use bytes::{BufMut, BytesMut};

@@ -1,6 +1,8 @@
 //! Property tests: every valid frame survives encode → decode unchanged,
 //! alone or in a stream split into arbitrary chunks.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
+
 mod common;
 
 use bytes::{Bytes, BytesMut};

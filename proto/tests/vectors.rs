@@ -2,6 +2,8 @@
 //! to the expected value and re-encode byte for byte; invalid ones fail
 //! with the stated error.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
+
 mod common;
 
 use std::collections::BTreeSet;

@@ -3,6 +3,8 @@
 //!
 //! One test binary with a module per area keeps link time down on small machines.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
+
 mod admission;
 mod bad_input;
 mod cache;

@@ -3,6 +3,8 @@
 //! builds and imports the images, and helm-installs the operator). Each test works in its own
 //! namespace; tests run one at a time (`--test-threads=1`) because the node has two cores.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
+
 mod autoscaling;
 mod bad_spec;
 mod cluster;
