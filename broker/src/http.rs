@@ -24,7 +24,7 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::cache::Cache;
 use crate::health::{Health, Phase};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, http_refusal};
 
 /// What the HTTP endpoints read.
 pub struct HttpState {
@@ -50,8 +50,6 @@ pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 /// Longest pause after failed accepts.
 pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
-/// Label values of `starling_http_refused_total`.
-pub const REFUSAL_REASONS: [&str; 3] = ["connection_cap", "header_timeout", "lifetime"];
 
 /// The Prometheus text exposition content type.
 pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -128,7 +126,7 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, mut stop: watch
             state
                 .metrics
                 .http_refused
-                .with_label_values(&["connection_cap"])
+                .with_label_values(&[http_refusal::CONNECTION_CAP])
                 .inc();
             drop(stream);
             continue;
@@ -150,13 +148,16 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, mut stop: watch
                 Ok(Err(e)) if e.is_timeout() => {
                     metrics
                         .http_refused
-                        .with_label_values(&["header_timeout"])
+                        .with_label_values(&[http_refusal::HEADER_TIMEOUT])
                         .inc();
                     tracing::debug!(error = %e, "http connection closed: no request head in time");
                 }
                 Ok(Err(e)) => tracing::debug!(error = %e, "http connection error"),
                 Err(_) => {
-                    metrics.http_refused.with_label_values(&["lifetime"]).inc();
+                    metrics
+                        .http_refused
+                        .with_label_values(&[http_refusal::LIFETIME])
+                        .inc();
                     tracing::debug!("http connection closed: lifetime reached");
                 }
             }

@@ -120,13 +120,9 @@ pub struct Metrics {
     /// Cache entries handed off to their new owner (`pushed`) or read from their previous
     /// owner on a miss (`pulled`).
     pub cluster_handoff_keys: IntCounterVec,
-    /// HTTP connections closed by the listener's budgets, by reason (`connection_cap`: accepted
-    /// and closed at once because [`crate::http::MAX_CONNECTIONS`] were open; `header_timeout`:
-    /// no complete request head within [`crate::http::HEADER_READ_TIMEOUT`]; `lifetime`: open
-    /// longer than [`crate::http::CONNECTION_LIFETIME`]).
+    /// HTTP connections closed by the listener's budgets, by reason ([`http_refusal`]).
     pub http_refused: IntCounterVec,
-    /// QUIC connection attempts refused by admission, by reason (see
-    /// [`crate::server::admit::Refusal`]).
+    /// QUIC connection attempts refused by admission, by reason ([`quic_refusal`]).
     pub quic_refused: IntCounterVec,
     /// QUIC Retries sent because `handshake_retry_threshold` handshakes were in progress.
     pub quic_retries: IntCounter,
@@ -135,6 +131,28 @@ pub struct Metrics {
     pub streams_timed_out: IntCounter,
     /// Requests refused with `LimitExceeded`, by the budget they hit ([`Limit`]).
     pub limit_refusals: IntCounterVec,
+}
+
+/// The `reason` values of `starling_http_refused_total`: the HTTP listener's budgets.
+pub mod http_refusal {
+    /// Accepted and closed at once: the connection cap was reached.
+    pub const CONNECTION_CAP: &str = "connection_cap";
+    /// No complete request head in time.
+    pub const HEADER_TIMEOUT: &str = "header_timeout";
+    /// Open longer than the connection lifetime.
+    pub const LIFETIME: &str = "lifetime";
+    /// Every reason, for pre-creating the labelled series.
+    pub const ALL: [&str; 3] = [CONNECTION_CAP, HEADER_TIMEOUT, LIFETIME];
+}
+
+/// The `reason` values of `starling_quic_refused_total`: QUIC admission's refusals.
+pub mod quic_refusal {
+    /// The broker is starting or draining.
+    pub const NOT_SERVING: &str = "not_serving";
+    /// `max_connections` connections are open.
+    pub const MAX_CONNECTIONS: &str = "max_connections";
+    /// Every reason, for pre-creating the labelled series.
+    pub const ALL: [&str; 2] = [NOT_SERVING, MAX_CONNECTIONS];
 }
 
 /// A broker-wide budget a request can hit (the `limit` label of
@@ -464,11 +482,11 @@ impl Metrics {
         ] {
             m.dropped_events.with_label_values(&[reason.label()]);
         }
-        for reason in crate::http::REFUSAL_REASONS {
+        for reason in http_refusal::ALL {
             m.http_refused.with_label_values(&[reason]);
         }
-        for reason in crate::server::admit::Refusal::ALL {
-            m.quic_refused.with_label_values(&[reason.label()]);
+        for reason in quic_refusal::ALL {
+            m.quic_refused.with_label_values(&[reason]);
         }
         for limit in Limit::ALL {
             m.limit_refusals.with_label_values(&[limit.label()]);

@@ -5,12 +5,14 @@
 //! not yet ended, the handshakes in progress and whether the attempt's address is already
 //! validated. The counts are the broker's own, taken at admission: quinn's
 //! `Endpoint::open_connections` only counts a connection once its task has polled it, so in a
-//! burst it lags behind the attempts already admitted (measured: 91 admitted under a cap of 64). The budgets come from the config:
-//! `max_connections` and `handshake_retry_threshold`. Each refusal and each Retry moves a
+//! burst it lags behind the attempts already admitted (measured: 91 admitted under a cap of
+//! 64). The budgets come from the config: `max_connections` and `handshake_retry_threshold`. Each refusal and each Retry moves a
 //! counter (`starling_quic_refused_total{reason}`, `starling_quic_retries_total`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::metrics::quic_refusal;
 
 /// Why a connection attempt was refused: the label of `starling_quic_refused_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,14 +24,11 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// Every refusal, for pre-creating the metric's series.
-    pub const ALL: [Refusal; 2] = [Refusal::NotServing, Refusal::MaxConnections];
-
     /// The metric label.
     pub const fn label(self) -> &'static str {
         match self {
-            Refusal::NotServing => "not_serving",
-            Refusal::MaxConnections => "max_connections",
+            Refusal::NotServing => quic_refusal::NOT_SERVING,
+            Refusal::MaxConnections => quic_refusal::MAX_CONNECTIONS,
         }
     }
 }

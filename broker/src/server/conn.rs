@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use crate::cluster::Role;
 use crate::server::admit::Slot;
+use crate::server::link::Link;
 use crate::server::{Ctx, cache, publish, reply, subscribe};
 
 /// Application close codes sent with CONNECTION_CLOSE.
@@ -194,19 +195,6 @@ fn loggable_name(name: &str) -> String {
         out.push('…');
     }
     out
-}
-
-/// The connection a stream arrived on, as its handlers need it.
-#[derive(Clone)]
-pub struct Link {
-    /// The connection's id (for lane picking and logs).
-    pub id: u64,
-    /// The QUIC connection (the drain reads its statistics to tell a silent peer).
-    pub quic: quinn::Connection,
-    /// Features granted in the handshake.
-    pub granted: u64,
-    /// What the client said it is.
-    pub role: Role,
 }
 
 /// Closes a stream whose first frame did not arrive in time: an `Error` frame saying so, then

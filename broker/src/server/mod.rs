@@ -3,6 +3,7 @@
 //!
 //! - [`admit`]: whether a connection attempt is served, retried or refused.
 //! - [`conn`]: one connection: handshake, then one task per stream.
+//! - [`link`]: what a stream handler knows about its connection.
 //! - [`publish`]: publish streams and the per-connection publish workers.
 //! - [`subscribe`]: subscription streams.
 //! - [`cache`]: cache request/response streams.
@@ -11,6 +12,7 @@
 pub mod admit;
 pub mod cache;
 pub mod conn;
+pub mod link;
 pub mod publish;
 pub mod reply;
 pub mod subscribe;

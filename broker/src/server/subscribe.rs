@@ -21,7 +21,7 @@ use starling_proto::{ErrorCode, Frame, Moved, Subscribe, SubscribeOk, read_frame
 use crate::cluster::{Role, Route};
 use crate::metrics::Limit;
 use crate::pubsub::subscriber::Subscriber;
-use crate::server::conn::Link;
+use crate::server::link::Link;
 use crate::server::{Ctx, Registered, reply};
 
 /// Longest a subscription ended by an owner change waits for its queue to be written.

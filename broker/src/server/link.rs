@@ -1,0 +1,18 @@
+//! [`Link`]: what a stream's handler knows about the connection the stream arrived on. Its own
+//! module so that the connection loop (which builds it) and the handlers (which read it) both
+//! depend on it rather than on each other.
+
+use crate::cluster::Role;
+
+/// The connection a stream arrived on, as its handlers need it.
+#[derive(Clone)]
+pub struct Link {
+    /// The connection's id (for lane picking and logs).
+    pub id: u64,
+    /// The QUIC connection (the drain reads its statistics to tell a silent peer).
+    pub quic: quinn::Connection,
+    /// Features granted in the handshake.
+    pub granted: u64,
+    /// What the client said it is.
+    pub role: Role,
+}
