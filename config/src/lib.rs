@@ -9,6 +9,8 @@
 //! - [`tier_overrides`]: an operator's admin overrides of the tier table (replicas, CPU, memory,
 //!   capacity).
 //! - [`metric_names`]: the broker metric names that other components (the autoscaler) read.
+//! - [`duration`]: the one duration grammar (`30s`, `500ms`, `1m30s`) of the CLI, the operator's
+//!   flags and the CRD.
 //! - [`client`]: the client-side pool sizing that SDKs take from the same tables.
 //! - [`resolve`]: `profile ⊕ tier ⊕ overrides`, plus loading from a file and `STARLING_*` variables.
 //! - [`validate`]: rejects impossible combinations with messages that name the field.
@@ -19,6 +21,7 @@
 //! overrides (config file, then `STARLING_*` environment variables).
 
 pub mod client;
+pub mod duration;
 pub mod enums;
 pub mod error;
 pub mod knobs;

@@ -1,53 +1,18 @@
-//! The duration strings of `spec.autoscaling` (`15s`, `3m`, `1h`, `1m30s`): parsing and
-//! printing. The syntax is the CRD's admission pattern (`crate::crd::rules::DURATION_PATTERN`):
-//! one or more `<digits><unit>` with unit `h`, `m` or `s`.
+//! The duration strings of `spec.autoscaling` (`15s`, `3m`, `1h`, `1m30s`, `500ms`): the
+//! workspace's one grammar, `starling_config::duration`, whose pattern the CRD admits
+//! (`crate::crd::rules::DURATION_PATTERN`).
 
 use std::time::Duration;
 
-/// Parses a duration such as `3m` or `1m30s`; `None` when it does not match the syntax or
+/// Parses a duration such as `3m` or `1m30s`; `None` when it does not match the grammar or
 /// overflows.
 pub fn parse(text: &str) -> Option<Duration> {
-    let mut total: u64 = 0;
-    let mut digits = String::new();
-    if text.is_empty() {
-        return None;
-    }
-    for c in text.chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let unit: u64 = match c {
-            'h' => 3600,
-            'm' => 60,
-            's' => 1,
-            _ => return None,
-        };
-        let n: u64 = digits.parse().ok()?;
-        digits.clear();
-        total = total.checked_add(n.checked_mul(unit)?)?;
-    }
-    if !digits.is_empty() {
-        return None;
-    }
-    Some(Duration::from_secs(total))
+    starling_config::duration::parse(text).ok()
 }
 
 /// Prints a duration the way it is written in a spec: `3m`, `1m30s`, `2h`, `0s`.
 pub fn format(d: Duration) -> String {
-    let secs = d.as_secs();
-    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
-    let mut out = String::new();
-    if h > 0 {
-        out.push_str(&format!("{h}h"));
-    }
-    if m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    if s > 0 || out.is_empty() {
-        out.push_str(&format!("{s}s"));
-    }
-    out
+    starling_config::duration::format(d)
 }
 
 #[cfg(test)]
@@ -61,11 +26,12 @@ mod tests {
         assert_eq!(parse("1h30m"), Some(Duration::from_secs(5400)));
         assert_eq!(parse("1m30s"), Some(Duration::from_secs(90)));
         assert_eq!(parse("0s"), Some(Duration::ZERO));
+        assert_eq!(parse("500ms"), Some(Duration::from_millis(500)));
         for bad in [
             "",
             "3",
             "m",
-            "3ms",
+            "3mm",
             "1.5m",
             "-1s",
             "3 m",
@@ -78,8 +44,8 @@ mod tests {
     #[test]
     fn the_admission_pattern_and_the_parser_agree() {
         let re = crate::crd::rules::DURATION_PATTERN;
-        assert_eq!(re, "^([0-9]+[hms])+$");
-        for ok in ["1s", "10m", "2h", "1h2m3s", "3m3m"] {
+        assert_eq!(re, starling_config::duration::PATTERN);
+        for ok in ["1s", "10m", "2h", "1h2m3s", "3m3m", "1s500ms"] {
             assert!(parse(ok).is_some(), "{ok}");
         }
     }

@@ -61,7 +61,9 @@ impl Policy {
     pub fn from_spec(a: &AutoscalingSpec) -> Result<Policy, String> {
         let dur = |field: &str, text: &str| {
             duration::parse(text).ok_or_else(|| {
-                format!("autoscaling.{field} `{text}` is not a duration such as 15s, 3m or 1h30m")
+                format!(
+                    "autoscaling.{field} `{text}` is not a duration such as 15s, 3m, 1h30m or 500ms"
+                )
             })
         };
         let pct = |field: &str, v: i32| match u32::try_from(v) {

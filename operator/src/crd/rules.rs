@@ -138,13 +138,13 @@ pub fn duration_rules(schema: &mut Schema) {
     push(
         schema,
         &format!("self.matches('{}')", DURATION_PATTERN),
-        "must be a duration such as 15s, 3m, 1h or 1m30s (units h, m, s)",
+        "must be a duration such as 15s, 3m, 1h, 1m30s or 500ms (units h, m, s, ms, us)",
     );
 }
 
-/// The duration syntax accepted by `spec.autoscaling`: one or more `<digits><unit>`, unit `h`,
-/// `m` or `s`.
-pub const DURATION_PATTERN: &str = "^([0-9]+[hms])+$";
+/// The duration syntax accepted by `spec.autoscaling`: the workspace's one grammar, one or
+/// more `<digits><unit>` with unit `h`, `m`, `s`, `ms` or `us`.
+pub const DURATION_PATTERN: &str = starling_config::duration::PATTERN;
 
 /// Default `autoscaling.scaleUpThreshold` (percent).
 pub fn default_scale_up_threshold() -> i32 {

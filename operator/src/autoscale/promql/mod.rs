@@ -265,7 +265,7 @@ pub fn parse_rate_window(text: &str) -> Result<Duration, String> {
         Some(d) if d >= Duration::from_secs(1) => Ok(d),
         Some(_) => Err("the rate window must be at least 1s".into()),
         None => Err(format!(
-            "`{text}` is not a duration such as 1m, 90s or 1m30s"
+            "`{text}` is not a duration such as 1m, 90s or 1m30s (at least 1s)"
         )),
     }
 }
