@@ -10,6 +10,7 @@ use starling_proto::{
     ErrorCode, Frame, HelloOk, PROTOCOL_VERSION, ReadError, features, read_frame, write_frame,
 };
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::cluster::Role;
 use crate::server::admit::Slot;
@@ -39,7 +40,7 @@ pub async fn serve(
     ctx: Arc<Ctx>,
     incoming: quinn::Incoming,
     slots: (Slot, Slot),
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let (_admitted, handshaking) = slots;
     let conn = match incoming.await {
@@ -51,6 +52,23 @@ pub async fn serve(
     };
     let conn_id = ctx.next_conn_id.fetch_add(1, Ordering::Relaxed);
     let remote = conn.remote_address();
+    // Every log line of this connection and of its streams carries the id and the address once,
+    // through this span.
+    let span = tracing::info_span!("conn", id = conn_id, %remote);
+    established(ctx, conn, conn_id, handshaking, stop)
+        .instrument(span)
+        .await;
+}
+
+/// Serves an established QUIC connection: the Starling handshake, then one task per stream,
+/// each in a `stream` span under the connection's.
+async fn established(
+    ctx: Arc<Ctx>,
+    conn: quinn::Connection,
+    conn_id: u64,
+    handshaking: Slot,
+    mut stop: watch::Receiver<bool>,
+) {
     ctx.metrics.connections.inc();
     ctx.metrics.connections_total.inc();
     let is_cache = conn
@@ -61,14 +79,14 @@ pub async fn serve(
     if is_cache && let Ok(w) = quinn::VarInt::from_u64(ctx.cfg.cache_conn_recv_window) {
         conn.set_receive_window(w);
     }
-    tracing::debug!(conn_id, %remote, is_cache, "connection open");
+    tracing::debug!(is_cache, "connection open");
 
     let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&ctx, &conn)).await;
     drop(handshaking);
     match handshake {
         Ok(Ok(granted)) => {
             let role = Role::from_granted(granted);
-            let publisher = publish::Publisher::new(Arc::clone(&ctx), conn_id, granted, role);
+            let publisher = publish::Publisher::new(Arc::clone(&ctx), granted, role);
             let link = Link {
                 id: conn_id,
                 quic: conn.clone(),
@@ -81,10 +99,14 @@ pub async fn serve(
                         Ok((send, recv)) => {
                             let ctx = Arc::clone(&ctx);
                             let publisher = publisher.clone();
-                            tokio::spawn(route_stream(ctx, link.clone(), publisher, send, recv));
+                            let span = tracing::debug_span!("stream", id = send.id().index());
+                            tokio::spawn(
+                                route_stream(ctx, link.clone(), publisher, send, recv)
+                                    .instrument(span),
+                            );
                         }
                         Err(e) => {
-                            tracing::debug!(conn_id, error = %e, "connection closed");
+                            tracing::debug!(error = %e, "connection closed");
                             break;
                         }
                     },
@@ -93,13 +115,13 @@ pub async fn serve(
             }
         }
         Ok(Err(reason)) => {
-            tracing::info!(conn_id, %remote, %reason, "handshake refused");
+            tracing::info!(%reason, "handshake refused");
             // Give the Error frame a moment to reach the client before closing.
             tokio::time::sleep(Duration::from_millis(50)).await;
             conn.close(close_code::HANDSHAKE_FAILED.into(), reason.as_bytes());
         }
         Err(_) => {
-            tracing::info!(conn_id, %remote, "handshake timed out");
+            tracing::info!("handshake timed out");
             conn.close(close_code::HANDSHAKE_FAILED.into(), b"handshake timeout");
         }
     }

@@ -21,6 +21,7 @@ use std::sync::atomic::Ordering;
 use bytes::{Bytes, BytesMut};
 use starling_proto::{AckMode, ErrorCode, Frame, ReadError, features, read_frame};
 use tokio::sync::{Semaphore, mpsc};
+use tracing::Instrument;
 
 use starling_placement::Kind;
 
@@ -74,19 +75,17 @@ pub struct Publisher {
     inner: Arc<tokio::sync::OnceCell<Vec<mpsc::Sender<Work>>>>,
     ctx: Arc<Ctx>,
     hasher: ahash::RandomState,
-    conn_id: u64,
     granted: u64,
     role: Role,
 }
 
 impl Publisher {
-    /// The pipeline of connection `conn_id`, which was granted the `granted` feature bits.
-    pub fn new(ctx: Arc<Ctx>, conn_id: u64, granted: u64, role: Role) -> Self {
+    /// The pipeline of a connection that was granted the `granted` feature bits.
+    pub fn new(ctx: Arc<Ctx>, granted: u64, role: Role) -> Self {
         Publisher {
             inner: Arc::new(tokio::sync::OnceCell::new()),
             ctx,
             hasher: ahash::RandomState::with_seeds(7, 11, 13, 17),
-            conn_id,
             granted,
             role,
         }
@@ -101,21 +100,25 @@ impl Publisher {
                     .map(|_| {
                         let (tx, mut rx) = mpsc::channel::<Work>(depth);
                         let ctx = Arc::clone(&self.ctx);
-                        tokio::spawn(async move {
-                            while let Some(w) = rx.recv().await {
-                                match w.job {
-                                    Job::Local(msg, epoch) => {
-                                        publish_local(&ctx, &w.topic, msg, epoch).await
+                        tokio::spawn(
+                            async move {
+                                while let Some(w) = rx.recv().await {
+                                    match w.job {
+                                        Job::Local(msg, epoch) => {
+                                            publish_local(&ctx, &w.topic, msg, epoch).await
+                                        }
+                                        Job::Forward {
+                                            owner,
+                                            payloads,
+                                            ack,
+                                        } => forward(&ctx, &w.topic, owner, payloads, ack).await,
                                     }
-                                    Job::Forward {
-                                        owner,
-                                        payloads,
-                                        ack,
-                                    } => forward(&ctx, &w.topic, owner, payloads, ack).await,
+                                    drop(w.in_flight);
                                 }
-                                drop(w.in_flight);
                             }
-                        });
+                            // The span of the stream that started them, under the connection's.
+                            .instrument(tracing::Span::current()),
+                        );
                         tx
                     })
                     .collect()
@@ -431,7 +434,7 @@ pub async fn serve(
     drop(ack_tx);
     // Pending commit acks still hold senders; the writer ends once they are all completed.
     let _ = writer.await;
-    tracing::trace!(conn = publisher.conn_id, "publish stream closed");
+    tracing::trace!("publish stream closed");
 }
 
 async fn send_error(
