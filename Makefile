@@ -73,7 +73,7 @@ manifests: deps
 ## Benchmark smoke run (seconds, tiny counts): an embedded broker under the lossless `block`
 ## policy, closed and open loop, plus the cache and raw-QUIC modes. Fails on any loss.
 .PHONY: bench-smoke
-STARLING_BENCH = $(CARGO) run -q -p starling-cli --bin starling -- bench
+STARLING_BENCH = $(CARGO) run -q -p starling-bench --
 bench-smoke:
 	$(STARLING_BENCH) --embedded --policy block --no-progress --producers 2 --subscribers 2 --topics 2 --payload 128 --batch 4 --count 4000 --warmup 200ms
 	$(STARLING_BENCH) --embedded --policy block --no-progress --payload 256 --rate 5000 --count 2000 --warmup 100ms

@@ -45,8 +45,8 @@ log "installing the operator with helm ($OPERATOR_IMAGE, brokers $BROKER_IMAGE)"
   --set image.repository="${OPERATOR_IMAGE%:*}" --set image.tag="${OPERATOR_IMAGE##*:}" \
   --set brokerImage="$BROKER_IMAGE" \
   --wait --timeout 5m
-log "cargo build --release -p starling-cli (load generator of the autoscaling test)"
-cargo build --release -q -p starling-cli || die "building the starling CLI failed"
+log "cargo build --release -p starling-cli -p starling-bench (load generator of the autoscaling test)"
+cargo build --release -q -p starling-cli -p starling-bench || die "building the starling CLI and bench failed"
 STARLING_CLI="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/starling"
 cat > "$STATE_DIR/e2e.env" <<ENV
 export KUBECONFIG=$KUBECONFIG

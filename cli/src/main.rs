@@ -1,16 +1,34 @@
 //! `starling`: the command-line client of the Starling broker. Parses the
 //! arguments, runs one subcommand and turns its outcome into an exit code;
 //! every error is a single line on stderr.
+//!
+//! | module | job |
+//! | --- | --- |
+//! | `args` | clap definitions of the command line |
+//! | `commands` | runs the chosen subcommand |
+//! | `pub_cmd`, `sub_cmd`, `cache_cmd` | one runner per subcommand |
+//! | `bench` | `starling bench`: runs the separate `starling-bench` harness |
+//! | `json` | the `--output json` lines |
+//! | `duration` | duration arguments |
+//! | `error` | how a subcommand ends |
 
-mod cli;
+mod args;
+mod bench;
+mod cache_cmd;
+mod commands;
+mod duration;
+mod error;
+mod json;
+mod pub_cmd;
+mod sub_cmd;
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
 
-use cli::args::Cli;
-use cli::error::Outcome;
+use args::Cli;
+use error::{CliError, Outcome};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -25,6 +43,10 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
         Err(e) => {
+            // The harness printed its own error; its exit code is ours.
+            if let Some(CliError::Bench(code)) = e.downcast_ref::<CliError>() {
+                return ExitCode::from(u8::try_from(*code).unwrap_or(2));
+            }
             eprintln!("error: {}", one_line(&format!("{e:#}")));
             ExitCode::from(2)
         }
@@ -36,7 +58,7 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    Ok(runtime.block_on(cli::run(cli))?)
+    Ok(runtime.block_on(commands::run(cli))?)
 }
 
 /// Help and version go to stdout as usual; usage errors become one line.

@@ -229,28 +229,53 @@ async fn output_json_for_sub_and_cache_get() {
     b.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bench_output_json_is_one_result_object() {
+/// `starling bench` runs the harness named by STARLING_BENCH_BIN with the command line minus
+/// `bench` (and `--direct`), and exits with its code; here the "harness" is a script that
+/// records its arguments.
+#[tokio::test]
+async fn bench_runs_the_separate_harness_with_the_same_arguments() {
+    let dir = std::env::temp_dir().join(format!("starling-cli-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let script = dir.join("fake-bench");
+    let record = dir.join("args");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > {}\nexit 3\n",
+            record.display()
+        ),
+    )
+    .expect("write script");
+    let mut perms = std::fs::metadata(&script).expect("script").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&script, perms).expect("chmod");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_starling"));
-    cmd.args([
-        "--output",
-        "json",
+    cmd.env("STARLING_BENCH_BIN", &script).args([
+        "--profile",
+        "latency",
+        "--direct",
         "bench",
-        "--embedded",
-        "--policy",
-        "block",
-        "--no-progress",
-        "--count",
-        "500",
-        "--payload",
-        "64",
-        "--warmup",
-        "0ms",
+        "cache",
+        "--server",
+        "h:1",
+        "--help",
     ]);
-    let (code, out, err) = run(cmd).await;
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(out.lines().count(), 1, "{out}");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
-    assert!(v.get("name").is_some_and(|n| n.is_string()), "{v}");
-    assert!(v.get("failure").is_none_or(|f| f.is_null()), "{v}");
+    let (code, _, err) = run(cmd).await;
+    assert_eq!(code, 3, "the harness's exit code is kept: {err}");
+    assert!(err.is_empty(), "the harness reports its own errors: {err}");
+    let got = std::fs::read_to_string(&record).expect("the harness ran");
+    assert_eq!(
+        got.lines().collect::<Vec<_>>(),
+        ["--profile", "latency", "cache", "--server", "h:1", "--help"]
+    );
+
+    let mut missing = Command::new(env!("CARGO_BIN_EXE_starling"));
+    missing
+        .env("STARLING_BENCH_BIN", dir.join("absent"))
+        .args(["bench", "--embedded"]);
+    let (code, _, err) = run(missing).await;
+    assert_eq!(code, 2);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("cargo build -p starling-bench"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

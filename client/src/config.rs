@@ -29,6 +29,25 @@ impl Trust {
     pub fn fingerprint_hex(text: &str) -> Result<Trust, crate::ClientError> {
         crate::fingerprint::parse_hex(text).map(Trust::Fingerprint)
     }
+
+    /// The trust a command line chose with its three options (`--ca FILE`, `--insecure`,
+    /// `--fingerprint HEX`): exactly one must be given, else [`ClientError::Config`] says so.
+    ///
+    /// [`ClientError::Config`]: crate::ClientError::Config
+    pub fn select(
+        ca: Option<PathBuf>,
+        insecure: bool,
+        fingerprint: Option<&str>,
+    ) -> Result<Trust, crate::ClientError> {
+        match (ca, insecure, fingerprint) {
+            (Some(path), false, None) => Ok(Trust::CaFile(path)),
+            (None, true, None) => Ok(Trust::Insecure),
+            (None, false, Some(hex)) => Trust::fingerprint_hex(hex),
+            _ => Err(crate::ClientError::Config(
+                "choose exactly one of --ca FILE, --insecure or --fingerprint HEX".to_string(),
+            )),
+        }
+    }
 }
 
 /// QUIC transport settings of the client's connections.
@@ -182,6 +201,37 @@ impl ClientConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn select_takes_exactly_one_trust_option() {
+        assert!(matches!(
+            Trust::select(None, true, None),
+            Ok(Trust::Insecure)
+        ));
+        assert!(matches!(
+            Trust::select(Some("ca.pem".into()), false, None),
+            Ok(Trust::CaFile(p)) if p.as_os_str() == "ca.pem"
+        ));
+        let hex = "0f".repeat(32);
+        assert!(matches!(
+            Trust::select(None, false, Some(&hex)),
+            Ok(Trust::Fingerprint(fp)) if fp == [0x0f; 32]
+        ));
+        for (ca, insecure, fp) in [
+            (None, false, None),
+            (Some(PathBuf::from("x")), true, None),
+            (None, true, Some(hex.as_str())),
+        ] {
+            let err = Trust::select(ca, insecure, fp).map_err(|e| e.to_string());
+            assert_eq!(
+                err.err().as_deref(),
+                Some(
+                    "invalid configuration: choose exactly one of --ca FILE, --insecure or --fingerprint HEX"
+                )
+            );
+        }
+        assert!(Trust::select(None, false, Some("zz")).is_err());
+    }
 
     #[test]
     fn with_profile_reresolves_pools_and_windows() {

@@ -1,5 +1,5 @@
 // Checks that the header and the bookkeeping follow the same rules as the
-// Rust harness (client/src/cli/bench/payload.rs and tracker.rs).
+// Rust harness (bench/src/payload.rs and tracker.rs).
 package main
 
 import (

@@ -1,5 +1,5 @@
 // The benchmark message header, byte for byte the one `starling bench`
-// writes (client/src/cli/bench/payload.rs): big-endian
+// writes (bench/src/payload.rs): big-endian
 // magic u32 "STB1" | producer u32 | seq u64 | send_ns u64, then filler.
 package main
 

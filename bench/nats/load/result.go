@@ -1,5 +1,5 @@
 // The results schema `starling-bench/1`, field for field the one of
-// client/src/cli/bench/result.rs, so `starling bench report` reads both.
+// bench/src/result.rs, so `starling bench report` reads both.
 package main
 
 import (

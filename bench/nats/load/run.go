@@ -1,6 +1,6 @@
 // The pub/sub run: connect and subscribe, start producers (closed loop with
 // a credit window, or open loop on a schedule), wait for every delivery,
-// then compute the same figures as client/src/cli/bench/pubsub.rs.
+// then compute the same figures as bench/src/pubsub.rs.
 package main
 
 import (

@@ -1,5 +1,5 @@
 // One subscriber's bookkeeping, the same rules as the Rust tracker
-// (client/src/cli/bench/tracker.rs): per-producer counts and next expected
+// (bench/src/tracker.rs): per-producer counts and next expected
 // sequence (loss, reordering, duplicates), latency of messages sent at or
 // after the window start, and deliveries received inside the window.
 package main

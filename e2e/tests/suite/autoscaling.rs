@@ -473,10 +473,12 @@ async fn tier_events(ns: &TestNamespace) -> Vec<String> {
 #[tokio::test]
 async fn autoscaling_moves_small_to_medium_and_back() {
     let env = Env::new().await.expect("e2e environment");
+    let harness = cli().with_file_name("starling-bench");
     assert!(
-        cli().is_file(),
-        "the load generator {} is missing: cargo build --release -p starling-cli",
-        cli().display()
+        cli().is_file() && harness.is_file(),
+        "the load generator {} (which runs {}) is missing: cargo build --release -p starling-cli -p starling-bench",
+        cli().display(),
+        harness.display()
     );
     let ns = env.namespace("autoscale").await.expect("namespace");
     ns.create_cluster(

@@ -7,11 +7,11 @@ use std::net::SocketAddr;
 use starling_client::{ClientConfig, Profile, Trust, certificate_fingerprint};
 use starling_config::{ConfigOverrides, SlowSubscriberPolicy, compose};
 
-use super::Globals;
 use super::args::TargetArgs;
 use super::embedded::{BROKER_THREAD, EmbeddedBroker};
 use super::error::BenchError;
 use super::probe;
+use crate::args::Globals;
 
 /// Thread-name prefixes of the embedded broker (runtime and batch timer).
 const BROKER_THREADS: &[&str] = &[BROKER_THREAD, "starling-hires"];
@@ -46,7 +46,7 @@ impl Target {
         if t.embedded {
             return Self::embedded(g, t).await;
         }
-        let trust = super::super::trust::select(g.ca.clone(), g.insecure, g.fingerprint.as_deref())
+        let trust = Trust::select(g.ca.clone(), g.insecure, g.fingerprint.as_deref())
             .map_err(|e| BenchError::Usage(e.to_string()))?;
         let mut base = client_config(g, g.server.clone(), trust);
         base.server_name = g.server_name.clone();

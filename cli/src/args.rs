@@ -70,8 +70,14 @@ pub(crate) enum Command {
     /// Cache operations.
     #[command(subcommand)]
     Cache(CacheCommand),
-    /// Benchmarks: pub/sub and cache workloads, the raw QUIC limit, reports.
-    Bench(Box<super::bench::BenchArgs>),
+    /// Benchmarks: pub/sub and cache workloads, the raw QUIC limit, reports (runs the
+    /// `starling-bench` harness; `starling bench --help` lists its options).
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// The harness's options and subcommand.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Print a completion script for SHELL to stdout, e.g.
     /// `starling completions bash > /etc/bash_completion.d/starling`.
     Completions {

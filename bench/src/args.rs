@@ -6,9 +6,44 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use starling_client::Profile;
 use starling_config::SlowSubscriberPolicy;
 
-use super::super::duration::parse_duration;
+/// `--output`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Output {
+    /// Human-readable tables.
+    #[default]
+    Text,
+    /// One JSON result object per line.
+    Json,
+}
+
+/// The global options (those `starling` has too: `--server`, `--ca`, …) the bench uses.
+#[derive(Debug, Clone)]
+pub(crate) struct Globals {
+    /// `--server`.
+    pub(crate) server: String,
+    /// `--ca`.
+    pub(crate) ca: Option<PathBuf>,
+    /// `--insecure`.
+    pub(crate) insecure: bool,
+    /// `--fingerprint`.
+    pub(crate) fingerprint: Option<String>,
+    /// `--profile`.
+    pub(crate) profile: Profile,
+    /// `--server-name`.
+    pub(crate) server_name: Option<String>,
+    /// `--timeout`.
+    pub(crate) timeout: Duration,
+    /// `--output`.
+    pub(crate) output: Output,
+}
+
+/// Duration arguments, in the workspace's one grammar (`30s`, `500ms`, `1m30s`).
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    starling_config::duration::parse(text).map_err(|e| e.to_string())
+}
 
 /// `starling bench`: the pub/sub workload, or one of the subcommands.
 #[derive(Debug, Args)]

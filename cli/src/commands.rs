@@ -1,20 +1,11 @@
-//! The `starling` command line: argument definitions, trust selection,
-//! duration parsing and one runner per subcommand.
+//! Runs the chosen subcommand with the global options: completions and `bench` need no
+//! connection; the others connect once and call one runner.
 
-pub(crate) mod args;
-pub(crate) mod bench;
-pub(crate) mod cache_cmd;
-pub(crate) mod duration;
-pub(crate) mod error;
-pub(crate) mod json;
-pub(crate) mod pub_cmd;
-pub(crate) mod sub_cmd;
-pub(crate) mod trust;
+use starling_client::{Client, ClientConfig, Trust};
 
-use starling_client::{Client, ClientConfig};
-
-use self::args::{Cli, Command};
-use self::error::{CliError, Outcome};
+use crate::args::{Cli, Command};
+use crate::error::{CliError, Outcome};
+use crate::{bench, cache_cmd, pub_cmd, sub_cmd};
 
 /// Connects with the global options and runs the chosen subcommand.
 pub(crate) async fn run(cli: Cli) -> Result<Outcome, CliError> {
@@ -23,21 +14,10 @@ pub(crate) async fn run(cli: Cli) -> Result<Outcome, CliError> {
         clap_complete::generate(shell, &mut command, "starling", &mut std::io::stdout());
         return Ok(Outcome::Done);
     }
-    if let Command::Bench(args) = cli.command {
-        let globals = bench::Globals {
-            server: cli.server,
-            ca: cli.ca,
-            insecure: cli.insecure,
-            fingerprint: cli.fingerprint,
-            profile: cli.profile,
-            server_name: cli.server_name,
-            timeout: cli.timeout,
-            output: cli.output,
-        };
-        bench::run(globals, *args).await?;
-        return Ok(Outcome::Done);
+    if let Command::Bench { .. } = cli.command {
+        return bench::exec();
     }
-    let trust = trust::select(cli.ca.clone(), cli.insecure, cli.fingerprint.as_deref())?;
+    let trust = Trust::select(cli.ca.clone(), cli.insecure, cli.fingerprint.as_deref())?;
     let mut cfg = ClientConfig::new(cli.server.clone(), trust)
         .with_profile(cli.profile)
         .with_client_name(format!("starling-cli/{}", env!("CARGO_PKG_VERSION")));
@@ -50,7 +30,7 @@ pub(crate) async fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Pub(a) => pub_cmd::run(&client, a).await,
         Command::Sub(a) => sub_cmd::run(&client, a, cli.output).await,
         Command::Cache(c) => cache_cmd::run(&client, c, cli.output).await,
-        Command::Bench(_) | Command::Completions { .. } => Ok(Outcome::Done),
+        Command::Bench { .. } | Command::Completions { .. } => Ok(Outcome::Done),
     };
     client.close().await;
     outcome

@@ -7,9 +7,10 @@ use starling_client::Profile;
 use starling_config::SlowSubscriberPolicy;
 
 use super::args::{CacheArgs, PubSubArgs, TargetArgs};
+use super::cache;
 use super::pubsub::{self, PubSubPlan};
 use super::target::Target;
-use super::{Globals, cache};
+use crate::args::Globals;
 
 fn globals() -> Globals {
     Globals {
@@ -20,7 +21,7 @@ fn globals() -> Globals {
         profile: Profile::Balanced,
         server_name: None,
         timeout: Duration::from_secs(10),
-        output: crate::cli::args::Output::Text,
+        output: crate::args::Output::Text,
     }
 }
 

@@ -5,8 +5,8 @@
 //! a minute apart, under the same machine load).
 
 use super::progress::human;
-use super::report::{Cell, LIMIT, find, median};
 use super::table::us;
+use crate::report_cells::{Cell, LIMIT, find, median};
 
 /// Workloads whose delivered rate must be ≥ 1.5× NATS-with-TLS.
 const PEAK_TARGETS: [&str; 2] = ["1p1s-256B", "1p10s-4KB"];

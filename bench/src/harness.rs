@@ -1,88 +1,15 @@
-//! `starling bench`: Starling's benchmark harness.
-//!
-//! | subcommand | what it does |
-//! | --- | --- |
-//! | *(none)* | pub/sub workload: producers → topics → subscribers, closed or open loop |
-//! | `cache` | cache put / get-hit / get-miss phases |
-//! | `matrix --spec FILE` | a list of workloads → `results.json` and SVG plots |
-//! | `quic-limit` | raw quinn bulk throughput and round trip: the ceiling |
-//! | `report` | medians of many result files → markdown table and plots |
-//!
-//! Every run prints a human summary and can write a [`result::RunResult`] as
-//! JSON (`--json FILE`); the Go load program for NATS (`bench/nats/load`)
-//! writes the same schema, and `bench/compare` drives all of them.
-//!
-//! # Module map
-//! | module | job |
-//! | --- | --- |
-//! | `args` | clap definitions |
-//! | `target` | embedded or external broker, client config, broker CPU clock |
-//! | `embedded`, `probe` | in-process broker; `/metrics`, `/config`, `/proc` readers |
-//! | `clock`, `payload` | run epoch and open-loop schedule; the 24-byte message header |
-//! | `producer`, `subscriber`, `tracker`, `summary` | the pub/sub workload's two ends, its bookkeeping and its figures |
-//! | `pubsub`, `cache`, `quic_limit`, `matrix`, `report` | one per subcommand |
-//! | `targets`, `report_plots` | the report's target verdicts and plots |
-//! | `result`, `table`, `plot`, `progress` | JSON schema, human summary, SVG plots, progress bar |
-
-mod args;
-mod cache;
-mod clock;
-mod embedded;
-mod error;
-mod matrix;
-mod payload;
-mod plot;
-mod probe;
-mod producer;
-mod progress;
-mod pubsub;
-mod quic_limit;
-mod report;
-mod report_plots;
-mod result;
-mod subscriber;
-mod summary;
-mod table;
-mod target;
-mod targets;
-mod tracker;
-
-#[cfg(test)]
-mod tests;
+//! Runs one `starling-bench` command: the pub/sub workload or a subcommand, then prints (or
+//! writes) its result and fails a lossless run that lost messages.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
-use std::time::Duration;
 
-use starling_client::Profile;
-
-pub(crate) use self::args::BenchArgs;
-use self::args::{BenchCommand, TargetArgs};
-pub(crate) use self::error::BenchError;
-use self::result::RunResult;
-use self::target::Target;
-use super::args::Output;
-
-/// The global `starling` options the bench uses.
-#[derive(Debug, Clone)]
-pub(crate) struct Globals {
-    /// `--server`.
-    pub(crate) server: String,
-    /// `--ca`.
-    pub(crate) ca: Option<PathBuf>,
-    /// `--insecure`.
-    pub(crate) insecure: bool,
-    /// `--fingerprint`.
-    pub(crate) fingerprint: Option<String>,
-    /// `--profile`.
-    pub(crate) profile: Profile,
-    /// `--server-name`.
-    pub(crate) server_name: Option<String>,
-    /// `--timeout`.
-    pub(crate) timeout: Duration,
-    /// `--output`.
-    pub(crate) output: Output,
-}
+pub(crate) use crate::args::BenchArgs;
+use crate::args::{BenchCommand, TargetArgs};
+use crate::args::{Globals, Output};
+pub(crate) use crate::error::BenchError;
+use crate::result::RunResult;
+use crate::target::Target;
+use crate::{cache, matrix, pubsub, quic_limit, report, table};
 
 /// Runs `starling bench …`. A run that lost messages under `block` (or
 /// reordered or duplicated any) fails after its results are printed and written.

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::error::BenchError;
 use super::plot::{self, Axes, Corner, Scale, Series};
-use super::report::{Cell, LIMIT, SYSTEM_ORDER, find};
+use crate::report_cells::{Cell, LIMIT, SYSTEM_ORDER, find};
 
 /// `delivered_msgs.svg`, `p99_latency.svg` and `latency_vs_load.svg` in `out`.
 pub(crate) fn plots(cells: &[Cell], out: &Path) -> Result<(), BenchError> {

@@ -1,0 +1,123 @@
+//! `starling bench ARGS`: runs the benchmark harness, the separate `starling-bench` binary, with
+//! this command line minus the word `bench` (the harness takes the same global options), so
+//! `starling bench` keeps its command line while this binary links neither the broker nor the
+//! plotting stack. The harness is looked for in `STARLING_BENCH_BIN`, then next to this
+//! executable (where cargo and an install put it), then on `PATH`. Its exit code is ours.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::error::{CliError, Outcome};
+
+/// The harness binary's name.
+const BINARY: &str = "starling-bench";
+
+/// Global options of `starling` that take a value as the next argument.
+const VALUED: [&str; 7] = [
+    "--server",
+    "--ca",
+    "--fingerprint",
+    "--profile",
+    "--server-name",
+    "--timeout",
+    "--output",
+];
+
+/// The harness's arguments: `argv` (without the program name) minus the `bench` subcommand
+/// word and minus `--direct` (cluster routing, which the harness does not take). Pure.
+pub(crate) fn harness_args(argv: &[OsString]) -> Vec<OsString> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut removed = false;
+    let mut value_next = false;
+    for a in argv {
+        if removed {
+            out.push(a.clone());
+            continue;
+        }
+        if value_next {
+            value_next = false;
+            out.push(a.clone());
+            continue;
+        }
+        match a.to_str() {
+            Some("bench") => removed = true,
+            Some("--direct") => {}
+            Some(flag) if VALUED.contains(&flag) => {
+                value_next = true;
+                out.push(a.clone());
+            }
+            _ => out.push(a.clone()),
+        }
+    }
+    out
+}
+
+/// Where the harness is.
+fn locate() -> PathBuf {
+    if let Some(p) = std::env::var_os("STARLING_BENCH_BIN") {
+        return p.into();
+    }
+    std::env::current_exe()
+        .ok()
+        .map(|exe| exe.with_file_name(BINARY))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from(BINARY))
+}
+
+/// Runs the harness with this process's arguments.
+pub(crate) fn exec() -> Result<Outcome, CliError> {
+    let program = locate();
+    let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let status = Command::new(&program)
+        .args(harness_args(&argv))
+        .status()
+        .map_err(|e| {
+            CliError::Usage(format!(
+                "`starling bench` runs {} ({e}); build it with `cargo build -p starling-bench` \
+                 (it is installed next to `starling`) or set STARLING_BENCH_BIN",
+                program.display()
+            ))
+        })?;
+    match status.code() {
+        Some(0) => Ok(Outcome::Done),
+        Some(code) => Err(CliError::Bench(code)),
+        None => Err(CliError::Bench(2)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<OsString> {
+        list.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn drops_the_subcommand_word_and_cluster_routing_only() {
+        assert_eq!(
+            harness_args(&args(&[
+                "--profile",
+                "latency",
+                "bench",
+                "--server",
+                "x:1",
+                "--rate",
+                "5"
+            ])),
+            args(&["--profile", "latency", "--server", "x:1", "--rate", "5"])
+        );
+        // A value that happens to read `bench` is a value, and later words stay.
+        assert_eq!(
+            harness_args(&args(&[
+                "--server", "bench", "--direct", "bench", "cache", "bench"
+            ])),
+            args(&["--server", "bench", "cache", "bench"])
+        );
+        assert_eq!(
+            harness_args(&args(&["bench", "--direct", "--help"])),
+            args(&["--direct", "--help"])
+        );
+    }
+}
