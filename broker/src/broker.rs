@@ -222,6 +222,11 @@ impl Broker {
             next_conn_id: AtomicU64::new(1),
             next_sub_id: AtomicU64::new(1),
             publishes_in_flight: AtomicU64::new(0),
+            publish_budget: Arc::new(tokio::sync::Semaphore::new(
+                usize::try_from(cfg.max_inflight_publish_bytes)
+                    .unwrap_or(usize::MAX)
+                    .min(tokio::sync::Semaphore::MAX_PERMITS),
+            )),
             subscribers: parking_lot::Mutex::new(Default::default()),
             cluster: Arc::clone(&cluster),
             peers,

@@ -131,6 +131,10 @@ pub struct Metrics {
     pub streams_timed_out: IntCounter,
     /// Requests refused with `LimitExceeded`, by the budget they hit ([`Limit`]).
     pub limit_refusals: IntCounterVec,
+    /// Bytes of publish payloads held against `max_inflight_publish_bytes`.
+    pub publish_inflight_bytes: IntGauge,
+    /// Times a publish stream waited for `max_inflight_publish_bytes` before reading on.
+    pub publish_budget_waits: IntCounter,
 }
 
 /// The `reason` values of `starling_http_refused_total`: the HTTP listener's budgets.
@@ -470,6 +474,16 @@ impl Metrics {
                 "starling_limit_refusals_total",
                 "Requests refused with LimitExceeded, by the budget they hit.",
                 &["limit"],
+            )?,
+            publish_inflight_bytes: gauge(
+                &r,
+                "starling_publish_inflight_bytes",
+                "Publish payload bytes read and not yet handed to their topic or owner.",
+            )?,
+            publish_budget_waits: counter(
+                &r,
+                "starling_publish_budget_waits_total",
+                "Times a publish stream waited for max_inflight_publish_bytes before reading on.",
             )?,
             registry: r,
         };

@@ -180,6 +180,14 @@ knobs! {
     /// `starling_limit_refusals_total{limit="max_subscriptions"}`. (Per connection, the stream
     /// limit `max_concurrent_streams` bounds them too.)
     max_subscriptions: u32,
+    /// Most bytes of publish payloads read from clients and not yet handed to their topic (or
+    /// forwarded to its owner), over all connections. A publish stream that would pass it waits
+    /// before it reads its next frame, so QUIC flow control slows that client down; nothing is
+    /// refused or lost. Waits are counted in `starling_publish_budget_waits_total`, the bytes
+    /// held in `starling_publish_inflight_bytes`. Streams from other members are not counted
+    /// (their origin counted them), so two brokers forwarding to each other cannot wait on
+    /// each other.
+    max_inflight_publish_bytes: u64,
 
     ["Batching"]
     /// A topic flushes its pending EventBatch once it holds this many events.

@@ -64,6 +64,7 @@ impl Profile {
             stream_first_frame_timeout_ms: 10_000,
             max_topics: 16_384,
             max_subscriptions: 65_536,
+            max_inflight_publish_bytes: 256 * MIB,
             event_batch_max_events: 64,
             event_batch_max_bytes: (64 * KIB) as u32,
             event_batch_max_delay_us: 250,

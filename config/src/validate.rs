@@ -81,6 +81,7 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("stream_first_frame_timeout_ms", Some(100), Some(600_000)),
     range("max_topics", Some(1), Some(1 << 24)),
     range("max_subscriptions", Some(1), Some(1 << 24)),
+    range("max_inflight_publish_bytes", Some(1 << 16), Some(1 << 40)),
     at_least_one("event_batch_max_events"),
     at_least_one("event_batch_max_bytes"),
     range("event_batch_max_delay_us", None, Some(MAX_BATCH_DELAY_US)),

@@ -58,6 +58,8 @@ pub struct Ctx {
     pub next_sub_id: AtomicU64,
     /// Publish requests past the drain check that have not reached their topic or owner yet.
     pub publishes_in_flight: AtomicU64,
+    /// `max_inflight_publish_bytes` as permits of one byte each (see `publish::Budget`).
+    pub publish_budget: Arc<tokio::sync::Semaphore>,
     /// Live subscriptions by id, so the drain can finish their streams cleanly and a
     /// membership change can move them.
     pub subscribers: parking_lot::Mutex<HashMap<u64, Registered>>,

@@ -41,20 +41,69 @@ struct Work {
 
 /// Counts one publish request in `Ctx::publishes_in_flight` from before the drain check until
 /// it has reached its topic (or its owner): a drain waits for the count to reach zero before it
-/// flushes the topics, so nothing acked on receipt is still on its way when streams finish.
-pub struct InFlight(Arc<Ctx>);
+/// flushes the topics, so nothing acked on receipt is still on its way when streams finish. It
+/// also holds the request's bytes of `max_inflight_publish_bytes` ([`Budget`]) until then.
+pub struct InFlight {
+    ctx: Arc<Ctx>,
+    /// Released with the request (dropped with it).
+    _budget: Option<Budget>,
+}
 
 impl InFlight {
-    fn new(ctx: &Arc<Ctx>) -> InFlight {
+    fn new(ctx: &Arc<Ctx>, budget: Option<Budget>) -> InFlight {
         ctx.publishes_in_flight.fetch_add(1, Ordering::SeqCst);
         std::sync::atomic::fence(Ordering::SeqCst);
-        InFlight(Arc::clone(ctx))
+        InFlight {
+            ctx: Arc::clone(ctx),
+            _budget: budget,
+        }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.publishes_in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.ctx.publishes_in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A publish request's share of `max_inflight_publish_bytes`: its payload bytes (at least 1,
+/// at most the whole budget), held from when its frame was read until it reached its topic or
+/// owner, and counted in `starling_publish_inflight_bytes` meanwhile.
+pub struct Budget {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    gauge: prometheus::IntGauge,
+    bytes: i64,
+}
+
+impl Budget {
+    /// Takes `bytes` of the budget, waiting (and counting the wait) while it is exhausted, so the
+    /// stream is not read meanwhile and QUIC flow control holds its client back. `None` once
+    /// the budget is closed (never, in practice).
+    async fn take(ctx: &Ctx, bytes: usize) -> Option<Budget> {
+        let whole = usize::try_from(ctx.cfg.max_inflight_publish_bytes).unwrap_or(usize::MAX);
+        let n = u32::try_from(bytes.clamp(1, whole.max(1))).unwrap_or(u32::MAX);
+        let sem = Arc::clone(&ctx.publish_budget);
+        let permit = match Arc::clone(&sem).try_acquire_many_owned(n) {
+            Ok(p) => p,
+            Err(tokio::sync::TryAcquireError::NoPermits) => {
+                ctx.metrics.publish_budget_waits.inc();
+                sem.acquire_many_owned(n).await.ok()?
+            }
+            Err(tokio::sync::TryAcquireError::Closed) => return None,
+        };
+        let gauge = ctx.metrics.publish_inflight_bytes.clone();
+        gauge.add(i64::from(n));
+        Some(Budget {
+            _permit: permit,
+            gauge,
+            bytes: i64::from(n),
+        })
+    }
+}
+
+impl Drop for Budget {
+    fn drop(&mut self) {
+        self.gauge.sub(self.bytes);
     }
 }
 
@@ -313,8 +362,19 @@ pub async fn serve(
                 continue;
             }
         };
+        // Bytes read from a client count against the broker-wide budget; a member's were
+        // counted where they entered the cluster.
+        let bytes: usize = payloads.iter().map(Bytes::len).sum();
+        let budget = if publisher.role == Role::Peer {
+            None
+        } else {
+            match Budget::take(&ctx, bytes).await {
+                Some(b) => Some(b),
+                None => break,
+            }
+        };
         // Counted before the drain check, so a drain that starts now waits for this request.
-        let in_flight = InFlight::new(&ctx);
+        let in_flight = InFlight::new(&ctx, budget);
         if ctx.health.phase() == Phase::Draining {
             if ack == AckMode::Ack {
                 send_error(
@@ -330,7 +390,6 @@ pub async fn serve(
             continue;
         }
         let count = payloads.len() as u32;
-        let bytes: usize = payloads.iter().map(Bytes::len).sum();
         ctx.metrics.publish_requests.inc();
 
         let (route, epoch) = ctx.cluster.route_at(Kind::Topic, topic.as_bytes());

@@ -1,12 +1,15 @@
-//! Broker-wide budgets over real QUIC: `max_topics` and `max_subscriptions`. A request past a
-//! budget is refused with `LimitExceeded` and counted; what exists keeps being served, and a
-//! flood of new topic names neither grows the broker past its budget nor slows a bystander.
+//! Broker-wide budgets over real QUIC: `max_topics` and `max_subscriptions`, where a request
+//! past the budget is refused with `LimitExceeded` and counted while what exists keeps being
+//! served (a flood of new topic names neither grows the broker past its budget nor slows a
+//! bystander); and `max_inflight_publish_bytes`, where a publisher past the budget is slowed,
+//! not refused, and nothing is lost.
 
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use starling_client::ClientError;
 use starling_config::{ConfigOverrides, Profile};
-use starling_proto::ErrorCode;
+use starling_proto::{ErrorCode, Frame, Subscribe, write_frame};
 
 use crate::common::*;
 
@@ -189,5 +192,86 @@ async fn a_topic_flood_stops_at_max_topics_while_a_bystander_keeps_its_latency()
         rss_growth >> 20,
         (rss_growth >> 10) / u64::from(CAP)
     );
+    b.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_bytes_in_flight_stay_under_the_budget_and_nothing_is_lost() {
+    const BUDGET: u64 = 64 * 1024;
+    const MESSAGES: u32 = 120;
+    let b = start(
+        Profile::Balanced,
+        ConfigOverrides {
+            max_inflight_publish_bytes: Some(BUDGET),
+            pub_queue_depth: Some(64),
+            subscriber_queue_capacity: Some(4),
+            event_batch_max_events: Some(1),
+            slow_subscriber_policy: Some(starling_config::SlowSubscriberPolicy::Block),
+            ..ConfigOverrides::default()
+        },
+    )
+    .await;
+    let c = b.client().await;
+    let mut healthy = c.subscribe("held").await.expect("subscribe");
+    // A subscriber that never reads: under `block` the topic waits for it, so publishes back up.
+    let stalled = b.raw_ready(Some(16 * 1024)).await;
+    let (mut send, mut recv) = stalled.open_bi().await.expect("stream");
+    let sub = Frame::Subscribe(Subscribe {
+        request_id: 1,
+        topic: "held".into(),
+        resume: None,
+    });
+    write_frame(&mut send, &sub).await.expect("subscribe");
+    assert!(matches!(
+        read_one(&mut recv).await,
+        Some(Frame::SubscribeOk(_))
+    ));
+
+    let publisher = b.client().await;
+    let flood = tokio::spawn(async move {
+        for i in 0..MESSAGES {
+            let mut v = vec![0u8; 16 * 1024];
+            v[..4].copy_from_slice(&i.to_be_bytes());
+            publisher
+                .publish("held", Bytes::from(v))
+                .await
+                .expect("publish");
+        }
+        publisher
+    });
+    // While the topic is held, the bytes in flight never pass the budget, and the publisher
+    // is made to wait.
+    let mut highest = 0.0f64;
+    let deadline = Instant::now() + SOON;
+    let m = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the publisher never had to wait for the budget"
+        );
+        let m = b.metrics().await;
+        highest = highest.max(m.get("starling_publish_inflight_bytes"));
+        if m.get("starling_publish_budget_waits_total") > 0.0
+            && m.get("starling_publish_inflight_bytes") > 0.0
+        {
+            break m;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert!(
+        m.get("starling_publish_inflight_bytes") <= BUDGET as f64 && highest <= BUDGET as f64,
+        "in flight {} (highest seen {highest}) past the budget {BUDGET}",
+        m.get("starling_publish_inflight_bytes")
+    );
+    // The stuck subscriber goes; everything flows to the healthy one, in order, none lost.
+    drop((send, recv));
+    stalled.close(0u32.into(), b"gone");
+    let got = recv_n(&mut healthy, MESSAGES as usize).await;
+    let order: Vec<u32> = got.iter().map(|(_, p)| index(p)).collect();
+    assert_eq!(order, (0..MESSAGES).collect::<Vec<_>>());
+    let _publisher = flood.await.expect("publisher");
+    wait_metrics(&b, "the budget is all released", |m| {
+        m.get("starling_publish_inflight_bytes") == 0.0
+    })
+    .await;
     b.running.shutdown().await;
 }
