@@ -1,6 +1,7 @@
 //! Admission budgets over real QUIC: the connection cap, QUIC Retry during a handshake burst,
-//! and the first-frame timeout of streams. Each refusal is typed and counted, and a client
-//! inside the budgets keeps being served.
+//! the first-frame timeout of streams, and a flood of streams each holding a partial frame of
+//! the largest size. Each refusal is typed and counted, and a client inside the budgets keeps
+//! being served.
 
 use std::time::{Duration, Instant};
 
@@ -242,5 +243,69 @@ async fn a_connection_flood_is_refused_while_a_bystander_keeps_its_latency() {
         rss_growth >> 20
     );
     drop(held);
+    b.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_flood_of_partial_max_size_frames_stays_small() {
+    const CONNS: usize = 4;
+    const STREAMS: usize = 64;
+    const SENT: usize = 16 * 1024;
+    let b = start_default().await;
+    let bystander = b.client().await;
+    let mut sub = bystander.subscribe("bystander").await.expect("subscribe");
+    bystander
+        .publish_acked("bystander", payload(0))
+        .await
+        .expect("publish");
+    recv_n(&mut sub, 1).await;
+    let rss_before = rss_bytes();
+
+    // Every stream announces a frame of the largest allowed size and sends only 16 KiB of it.
+    // Memory reserved from the announced size would be 4 MiB per stream, 1 GiB in all.
+    let (mut held, mut conns) = (Vec::new(), Vec::new());
+    for _ in 0..CONNS {
+        let conn = b.raw_ready(None).await;
+        for _ in 0..STREAMS {
+            let (mut send, recv) = conn.open_bi().await.expect("stream");
+            let mut h = BytesMut::new();
+            h.put_u8(FRAMING_VERSION);
+            h.put_u8(0x10);
+            h.put_u16(0);
+            h.put_u32(4 << 20);
+            h.put_slice(&[7u8; SENT]);
+            send.write_all(&h).await.expect("write");
+            held.push((send, recv));
+        }
+        conns.push(conn);
+    }
+    // Let the bytes reach the broker and its decoders.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t0 = Instant::now();
+    bystander
+        .publish_acked("bystander", payload(1))
+        .await
+        .expect("bystander publish during the flood");
+    assert_eq!(index(&recv_n(&mut sub, 1).await[0].1), 1);
+    let round_trip = t0.elapsed();
+    let rss_growth = rss_bytes().saturating_sub(rss_before);
+    assert!(
+        rss_growth < 128 << 20,
+        "RSS grew by {} MiB for {} partial frames of 4 MiB",
+        rss_growth >> 20,
+        CONNS * STREAMS
+    );
+    assert!(
+        round_trip < Duration::from_secs(1),
+        "bystander round trip {round_trip:?}"
+    );
+    eprintln!(
+        "stream flood: {} streams holding {} KiB of a 4 MiB frame each, RSS growth {} MiB, \
+         bystander round trip {round_trip:?}",
+        CONNS * STREAMS,
+        SENT >> 10,
+        rss_growth >> 20
+    );
+    drop((held, conns));
     b.running.shutdown().await;
 }
