@@ -161,13 +161,7 @@ async fn a_connection_flood_is_refused_while_a_bystander_keeps_its_latency() {
         },
     )
     .await;
-    let bystander = b.client().await;
-    let mut sub = bystander.subscribe("bystander").await.expect("subscribe");
-    bystander
-        .publish_acked("bystander", payload(0))
-        .await
-        .expect("publish");
-    recv_n(&mut sub, 1).await;
+    let mut bystander = Bystander::start(&b).await;
     let rss_before = rss_bytes();
 
     // One client socket for the whole flood, so that what RSS measures is the broker's side.
@@ -201,20 +195,8 @@ async fn a_connection_flood_is_refused_while_a_bystander_keeps_its_latency() {
     };
 
     // The bystander publishes and receives throughout; each round trip is timed.
-    let mut worst = Duration::ZERO;
-    let mut i = 1;
-    while !flood.is_finished() {
-        let t0 = Instant::now();
-        bystander
-            .publish_acked("bystander", payload(i))
-            .await
-            .expect("bystander publish during the flood");
-        let got = recv_n(&mut sub, 1).await;
-        assert_eq!(index(&got[0].1), i);
-        worst = worst.max(t0.elapsed());
-        i += 1;
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let i = bystander.until_finished(&flood).await;
+    let worst = bystander.worst;
     let (admitted, refusals, held) = flood.await.expect("flood task");
     let rss_growth = rss_bytes().saturating_sub(rss_before);
     let m = b.metrics().await;
@@ -252,13 +234,7 @@ async fn a_stream_flood_of_partial_max_size_frames_stays_small() {
     const STREAMS: usize = 64;
     const SENT: usize = 16 * 1024;
     let b = start_default().await;
-    let bystander = b.client().await;
-    let mut sub = bystander.subscribe("bystander").await.expect("subscribe");
-    bystander
-        .publish_acked("bystander", payload(0))
-        .await
-        .expect("publish");
-    recv_n(&mut sub, 1).await;
+    let mut bystander = Bystander::start(&b).await;
     let rss_before = rss_bytes();
 
     // Every stream announces a frame of the largest allowed size and sends only 16 KiB of it.
@@ -281,13 +257,7 @@ async fn a_stream_flood_of_partial_max_size_frames_stays_small() {
     }
     // Let the bytes reach the broker and its decoders.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let t0 = Instant::now();
-    bystander
-        .publish_acked("bystander", payload(1))
-        .await
-        .expect("bystander publish during the flood");
-    assert_eq!(index(&recv_n(&mut sub, 1).await[0].1), 1);
-    let round_trip = t0.elapsed();
+    let round_trip = bystander.round_trip().await;
     let rss_growth = rss_bytes().saturating_sub(rss_before);
     assert!(
         rss_growth < 128 << 20,

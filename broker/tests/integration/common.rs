@@ -305,3 +305,60 @@ pub fn rss_bytes() -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
 }
+
+/// A well-behaved client that publishes to its own topic and receives each message back, timing
+/// every round trip: what an ordinary user sees while a test attacks the broker.
+pub struct Bystander {
+    client: Client,
+    sub: Subscription,
+    next: u32,
+    /// The slowest round trip so far.
+    pub worst: Duration,
+}
+
+impl Bystander {
+    /// Subscribes to `bystander` and makes a first round trip.
+    pub async fn start(b: &TestBroker) -> Bystander {
+        let client = b.client().await;
+        let sub = client.subscribe("bystander").await.expect("subscribe");
+        let mut me = Bystander {
+            client,
+            sub,
+            next: 0,
+            worst: Duration::ZERO,
+        };
+        me.round_trip().await;
+        me.worst = Duration::ZERO;
+        me
+    }
+
+    /// One acked publish and its delivery, in order; returns how long it took.
+    pub async fn round_trip(&mut self) -> Duration {
+        let t0 = std::time::Instant::now();
+        self.client
+            .publish_acked("bystander", payload(self.next))
+            .await
+            .expect("bystander publish");
+        let got = recv_n(&mut self.sub, 1).await;
+        assert_eq!(
+            index(&got[0].1),
+            self.next,
+            "bystander message out of order"
+        );
+        self.next += 1;
+        let took = t0.elapsed();
+        self.worst = self.worst.max(took);
+        took
+    }
+
+    /// Round trips every 10 ms until `task` has finished; returns how many were made.
+    pub async fn until_finished<T>(&mut self, task: &tokio::task::JoinHandle<T>) -> u32 {
+        let mut n = 0;
+        while !task.is_finished() {
+            self.round_trip().await;
+            n += 1;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        n
+    }
+}

@@ -130,13 +130,7 @@ async fn a_topic_flood_stops_at_max_topics_while_a_bystander_keeps_its_latency()
         },
     )
     .await;
-    let bystander = b.client().await;
-    let mut sub = bystander.subscribe("bystander").await.expect("subscribe");
-    bystander
-        .publish_acked("bystander", payload(0))
-        .await
-        .expect("publish");
-    recv_n(&mut sub, 1).await;
+    let mut bystander = Bystander::start(&b).await;
     let rss_before = rss_bytes();
 
     // A hostile client invents a new topic name for every publish, without acks, as fast as it
@@ -151,19 +145,8 @@ async fn a_topic_flood_stops_at_max_topics_while_a_bystander_keeps_its_latency()
         }
         flooder
     });
-    let mut worst = Duration::ZERO;
-    let mut i = 1;
-    while !flood.is_finished() {
-        let t0 = Instant::now();
-        bystander
-            .publish_acked("bystander", payload(i))
-            .await
-            .expect("bystander publish during the flood");
-        assert_eq!(index(&recv_n(&mut sub, 1).await[0].1), i);
-        worst = worst.max(t0.elapsed());
-        i += 1;
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let i = bystander.until_finished(&flood).await;
+    let worst = bystander.worst;
     let _flooder = flood.await.expect("flood task");
     // Every publish past the budget is counted once it has been read.
     let refused = f64::from(NAMES - (CAP - 1));
