@@ -4,7 +4,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: demo demo-local test test-phases deps fmt-check lint unit e2e manifests manifests-check chart-test docs crds help
+.PHONY: demo demo-local test test-phases deps fmt-check lint unit e2e manifests manifests-check chart-test promtool-check docs crds help
 
 help:
 	@echo "make demo       - local Kubernetes + operator + a BrokerCluster, pub/sub through it"
@@ -27,7 +27,7 @@ demo-local:
 ## failure shows within minutes; `deps` (the first time on a machine: Kubernetes and helm built
 ## from the Go module proxy, about 8 minutes) runs before the first phase that uses its tools.
 ## scripts/fresh-check.sh runs these phases one by one on an empty HOME.
-TEST_PHASES := fmt-check lint unit bench-smoke deps manifests-check e2e
+TEST_PHASES := fmt-check lint unit bench-smoke deps promtool-check manifests-check e2e
 test: $(TEST_PHASES)
 
 test-phases:
@@ -57,6 +57,11 @@ manifests-check: deps
 
 chart-test: deps
 	./charts/test.sh $(KUBECONFIG)
+
+## The chart's alert rules and dashboard, with promtool (Debian's prometheus package, from
+## `deps`): check rules, the alerts' unit tests, and every dashboard query parsed as PromQL.
+promtool-check: deps
+	./charts/promtool-check.sh
 
 ## Generators (their outputs are committed; tests fail when they drift).
 docs:

@@ -90,7 +90,7 @@ else
   log "packages: all ${#DEB_PACKAGES[@]} present"
 fi
 STEP=tools
-for t in containerd ctr runc iptables python3 gcc openssl; do
+for t in containerd ctr runc iptables python3 gcc openssl prometheus promtool; do
   command -v "$t" >/dev/null || die "$t not found on PATH after installing packages"
 done
 [[ -x /usr/lib/cni/bridge ]] || die "CNI plugins missing from /usr/lib/cni (containernetworking-plugins)"
