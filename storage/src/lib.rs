@@ -1,0 +1,38 @@
+//! Starling's durable log: the on-disk, append-only, segmented record log that a durable
+//! topic's owner appends each sealed batch (one encoded `EventBatch` frame) to, numbered with
+//! its [`Position`].
+//!
+//! - [`record`]: the record format (magic, version, position, event count, timestamp,
+//!   payload, CRC-32C) and its bounded decoder.
+//! - [`segment`]: segment files named by their first position, and reading records back.
+//! - [`index`]: the sparse position/time → offset index beside each segment (a cache).
+//! - [`log`](Log): the writer ([`Log`]), the shared handle ([`LogView`]), the config and
+//!   fsync policy.
+//! - [`recovery`](RecoveryReport): what opening a log scans, truncates and rebuilds.
+//! - [`reader`](Reader): iterators from a position or a time.
+//! - [`retention`]: deleting whole segments by bytes and age.
+//! - [`Flusher`]: the background sync for the `Interval` policy.
+//! - [`LogStats`]: counters and figures for metrics.
+//!
+//! The layout on disk is described in `docs/architecture.md`, "Durable log".
+
+pub mod error;
+mod flusher;
+pub mod index;
+mod log;
+mod reader;
+pub mod record;
+mod recovery;
+pub mod retention;
+pub mod segment;
+mod stats;
+
+pub use error::{Error, Malformed, Result};
+pub use flusher::Flusher;
+pub use log::{Appended, FsyncPolicy, Log, LogConfig, LogView, Synced, now_ms};
+pub use reader::Reader;
+pub use recovery::RecoveryReport;
+pub use retention::{RetentionPolicy, RetentionReport};
+pub use segment::Record;
+pub use starling_proto::Position;
+pub use stats::LogStats;
