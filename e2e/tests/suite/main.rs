@@ -10,6 +10,7 @@ mod bad_spec;
 mod cluster;
 mod examples;
 mod lifecycle;
+mod observability;
 mod operator;
 mod prometheus;
 mod pubsub;

@@ -11,7 +11,9 @@
 //! The operator's PromQL signal source (`--prometheus-url`, `autoscale::promql`) is then run
 //! against this Prometheus and must rate the cluster's broker pod with a publish rate above 0.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -24,24 +26,138 @@ use starling_e2e::{Env, http, wait};
 use starling_operator::autoscale::promql::{self, PromQlSource};
 use starling_operator::autoscale::runner::targets;
 use starling_operator::crd::BrokerClusterSpec;
-use starling_operator::names::Names;
+use starling_operator::names::{self, Names};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The value of a one-sample instant query, if Prometheus has it.
-async fn query(prom: SocketAddr, q: &str) -> Option<f64> {
-    let url: promql::PrometheusUrl = format!("http://{prom}").parse().ok()?;
-    let (status, body) = http::get_url(&url.query_url(q, Timestamp::now()))
-        .await
-        .ok()?;
-    if status != 200 {
-        return None;
+/// A Debian `prometheus` process on this node, scraping the pods of some namespaces through
+/// [`serve_discovery`], with rule files loaded. Killed on drop.
+pub(crate) struct Prometheus {
+    /// Its HTTP address.
+    pub addr: SocketAddr,
+    child: tokio::process::Child,
+    sd_task: tokio::task::JoinHandle<()>,
+    dir: PathBuf,
+}
+
+/// One sample of an instant query's result vector.
+#[derive(Debug, Clone)]
+pub(crate) struct Sample {
+    /// The series' labels.
+    pub labels: BTreeMap<String, String>,
+    /// Its value (NaN and infinities included, as Prometheus answers them).
+    pub value: f64,
+}
+
+impl Prometheus {
+    /// Starts Prometheus (scrape and rule evaluation every 2 s) on the pods of `namespaces`,
+    /// loading `rule_files` as they are.
+    pub(crate) async fn start(env: &Env, namespaces: Vec<String>, rule_files: &[PathBuf]) -> Self {
+        let sd = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("sd listener");
+        let sd_addr = sd.local_addr().expect("sd addr");
+        let dir = std::env::temp_dir().join(format!(
+            "starling-prom-{}-{:08x}",
+            namespaces.first().map(String::as_str).unwrap_or("none"),
+            rand::random::<u32>()
+        ));
+        let sd_task = tokio::spawn(serve_discovery(env.clone(), namespaces, sd));
+        std::fs::create_dir_all(dir.join("data")).expect("dir");
+        let rules: String = rule_files
+            .iter()
+            .map(|f| format!("  - {}\n", f.display()))
+            .collect();
+        let cfg = format!(
+            r#"global: {{scrape_interval: 2s, evaluation_interval: 2s}}
+rule_files:
+{}scrape_configs:
+  - job_name: starling
+    http_sd_configs:
+      - url: http://{sd_addr}/targets
+        refresh_interval: 2s
+"#,
+            if rules.is_empty() { "  []\n" } else { &rules }
+        );
+        std::fs::write(dir.join("prometheus.yml"), cfg).expect("config");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("port")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+        let child = tokio::process::Command::new("prometheus")
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("Debian's prometheus is installed (e2e/cluster/install.sh)");
+        Prometheus {
+            addr,
+            child,
+            sd_task,
+            dir,
+        }
     }
-    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-    v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+
+    /// `GET path` of its HTTP API as JSON, if it answers 200.
+    pub(crate) async fn api(&self, path: &str) -> Option<serde_json::Value> {
+        let (status, body) = http::get(self.addr, path).await.ok()?;
+        if status != 200 {
+            return None;
+        }
+        serde_json::from_str(&body).ok()
+    }
+
+    /// The result vector of an instant query of `q` now, if the query succeeds.
+    pub(crate) async fn query_vector(&self, q: &str) -> Option<Vec<Sample>> {
+        let url: promql::PrometheusUrl = format!("http://{}", self.addr).parse().ok()?;
+        let (status, body) = http::get_url(&url.query_url(q, Timestamp::now()))
+            .await
+            .ok()?;
+        if status != 200 {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        if v["data"]["resultType"] != "vector" {
+            return None;
+        }
+        v["data"]["result"]
+            .as_array()?
+            .iter()
+            .map(|r| {
+                let labels = serde_json::from_value(r["metric"].clone()).ok()?;
+                let value = r["value"][1].as_str()?.parse().ok()?;
+                Some(Sample { labels, value })
+            })
+            .collect()
+    }
+
+    /// The value of a one-sample instant query, if Prometheus has it.
+    pub(crate) async fn value(&self, q: &str) -> Option<f64> {
+        self.query_vector(q).await?.first().map(|s| s.value)
+    }
+
+    /// Stops Prometheus and its discovery endpoint and removes its data.
+    pub(crate) async fn stop(mut self) {
+        let _ = self.child.kill().await;
+        self.sd_task.abort();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// Kubernetes-backed HTTP service discovery: lists the pods of `namespaces` from the API
-/// server on every request and answers in Prometheus's `http_sd` format.
+/// server on every request and answers in Prometheus's `http_sd` format. Like the chart's
+/// PodMonitor (`podTargetLabels`), a pod's `starling.dev/cluster` label becomes the target
+/// label `starling_dev_cluster`.
 async fn serve_discovery(env: Env, namespaces: Vec<String>, listener: tokio::net::TcpListener) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
@@ -58,6 +174,15 @@ async fn serve_discovery(env: Env, namespaces: Vec<String>, listener: tokio::net
                 let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.clone()) else {
                     continue;
                 };
+                let mut labels = serde_json::json!({ "namespace": ns, "pod": name });
+                if let Some(cluster) = pod
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(names::CLUSTER_LABEL))
+                {
+                    labels["starling_dev_cluster"] = cluster.clone().into();
+                }
                 let ports = pod
                     .spec
                     .iter()
@@ -67,7 +192,7 @@ async fn serve_discovery(env: Env, namespaces: Vec<String>, listener: tokio::net
                 {
                     groups.push(serde_json::json!({
                         "targets": [format!("{ip}:{}", port.container_port)],
-                        "labels": { "namespace": ns, "pod": name },
+                        "labels": labels,
                     }));
                 }
             }
@@ -98,48 +223,13 @@ async fn prometheus_discovers_and_scrapes_brokers_and_operator() {
     .expect("create");
     ns.wait_ready("watched").await.expect("Ready");
 
-    let sd = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("sd listener");
-    let sd_addr = sd.local_addr().expect("sd addr");
-    let sd_task = tokio::spawn(serve_discovery(
-        env.clone(),
+    let prom = Prometheus::start(
+        &env,
         vec![ns.name.clone(), env.operator_namespace.clone()],
-        sd,
-    ));
-    let dir = std::env::temp_dir().join(format!("starling-prom-{}", ns.name));
-    std::fs::create_dir_all(dir.join("data")).expect("dir");
-    let cfg = format!(
-        r#"global: {{scrape_interval: 2s, evaluation_interval: 2s}}
-scrape_configs:
-  - job_name: starling
-    http_sd_configs:
-      - url: http://{sd_addr}/targets
-        refresh_interval: 2s
-"#
-    );
-    std::fs::write(dir.join("prometheus.yml"), cfg).expect("config");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let prom_addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
-    let mut prom = tokio::process::Command::new("prometheus")
-        .arg(format!(
-            "--config.file={}",
-            dir.join("prometheus.yml").display()
-        ))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("data").display()
-        ))
-        .arg(format!("--web.listen-address={prom_addr}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("Debian's prometheus is installed (e2e/cluster/install.sh)");
+        &[],
+    )
+    .await;
+    let prom_addr = prom.addr;
 
     let published = format!(
         "sum(starling_published_messages_total{{namespace=\"{}\"}})",
@@ -153,7 +243,7 @@ scrape_configs:
             .expect("publish");
     }
     let first = wait::until("broker series scraped", Duration::from_secs(90), || async {
-        query(prom_addr, &published).await.filter(|v| *v >= 10.0)
+        prom.value(&published).await.filter(|v| *v >= 10.0)
     })
     .await
     .expect("Prometheus scrapes the broker's publish counter");
@@ -164,9 +254,7 @@ scrape_configs:
             .expect("publish");
     }
     wait::until("broker counter moves", Duration::from_secs(60), || async {
-        query(prom_addr, &published)
-            .await
-            .filter(|v| *v >= first + 10.0)
+        prom.value(&published).await.filter(|v| *v >= first + 10.0)
     })
     .await
     .expect("the publish counter moves");
@@ -241,7 +329,7 @@ scrape_configs:
     let before = wait::until(
         "operator series scraped",
         Duration::from_secs(90),
-        || async { query(prom_addr, &reconciles).await.filter(|v| *v > 0.0) },
+        || async { prom.value(&reconciles).await.filter(|v| *v > 0.0) },
     )
     .await
     .expect("Prometheus scrapes the operator's reconcile counter");
@@ -251,13 +339,11 @@ scrape_configs:
     wait::until(
         "reconcile counter moves",
         Duration::from_secs(90),
-        || async { query(prom_addr, &reconciles).await.filter(|v| *v > before) },
+        || async { prom.value(&reconciles).await.filter(|v| *v > before) },
     )
     .await
     .expect("the reconcile counter moves");
 
-    let _ = prom.kill().await;
-    sd_task.abort();
-    let _ = std::fs::remove_dir_all(&dir);
+    prom.stop().await;
     ns.delete().await;
 }
