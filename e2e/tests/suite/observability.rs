@@ -21,6 +21,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::Api;
 use kube::api::PostParams;
+use starling_client::{ClientConfig, Trust};
 use starling_e2e::{Env, wait};
 use starling_operator::crd::BrokerClusterSpec;
 
@@ -125,8 +126,14 @@ fn panel_queries(dashboard: &serde_json::Value, vars: &Vars) -> Vec<PanelQuery> 
 }
 
 /// Publishes, subscribes and uses the cache until stopped, so rates and the latency and
-/// hit-ratio panels have something to show.
-async fn traffic(client: starling_client::Client, stop: tokio::sync::watch::Receiver<bool>) {
+/// hit-ratio panels have something to show. `direct` are clients of single brokers without
+/// cluster routing: they publish to topics that other members own, which the brokers forward,
+/// so every broker opens its peer links (they are opened on first use).
+async fn traffic(
+    client: starling_client::Client,
+    direct: Vec<starling_client::Client>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
     let mut sub = client.subscribe("dashboard").await.expect("subscribe");
     client
         .cache_put("dashboard-key", b"value".to_vec(), None)
@@ -143,8 +150,28 @@ async fn traffic(client: starling_client::Client, stop: tokio::sync::watch::Rece
         if i.is_multiple_of(3) {
             let _ = client.cache_get(format!("absent-{i}")).await;
         }
+        for (n, c) in direct.iter().enumerate() {
+            let topic = format!("dashboard-{}", (i as usize + n) % 8);
+            let _ = c.publish_acked(&topic, i.to_be_bytes().to_vec()).await;
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// A client of one broker pod, without cluster routing.
+async fn direct_client(ip: std::net::IpAddr) -> starling_client::Client {
+    let mut cfg = ClientConfig::new(format!("{ip}:7400"), Trust::Insecure);
+    cfg.cluster_routing = false;
+    wait::until(
+        &format!("connection to broker {ip}"),
+        Duration::from_secs(60),
+        || {
+            let cfg = cfg.clone();
+            async move { starling_client::Client::connect(cfg).await.ok() }
+        },
+    )
+    .await
+    .expect("direct client")
 }
 
 #[tokio::test]
@@ -204,7 +231,12 @@ async fn dashboard_queries_and_alert_rules_on_real_brokers() {
 
     let client = ns.client("pack").await.expect("client");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let traffic_task = tokio::spawn(traffic(client, stop_rx));
+    let mut direct = Vec::new();
+    for pod in ns.broker_pods("pack").await.expect("broker pods") {
+        direct.push(direct_client(pod.ip.expect("pod IP")).await);
+    }
+    assert_eq!(direct.len(), 2, "two broker pods");
+    let traffic_task = tokio::spawn(traffic(client, direct, stop_rx));
 
     // The operator is scraped before its reconciles are made to fail, so the errors are rated
     // from increases this Prometheus saw.
@@ -310,16 +342,22 @@ async fn dashboard_queries_and_alert_rules_on_real_brokers() {
     )
     .await
     .expect("the rate panels show the test's traffic");
-    let peers = prom
-        .query_vector(&by_title("Peers up"))
-        .await
-        .expect("peers");
-    assert_eq!(
-        peers.len(),
-        2,
-        "each of the two brokers links to the other: {peers:?}"
-    );
-    assert!(peers.iter().all(|s| s.value == 1.0), "{peers:?}");
+    let peers = wait::until(
+        "both brokers' peer links up",
+        Duration::from_secs(60),
+        || async {
+            let peers = prom.query_vector(&by_title("Peers up")).await?;
+            let up: BTreeSet<String> = peers
+                .iter()
+                .filter(|s| s.value == 1.0)
+                .filter_map(|s| s.labels.get("pod").cloned())
+                .collect();
+            (up.len() == 2).then_some(peers)
+        },
+    )
+    .await
+    .expect("each broker has a working link to the other");
+    eprintln!("peer links: {peers:?}");
     wait::until(
         "a cache hit ratio between 0 and 1",
         Duration::from_secs(60),
