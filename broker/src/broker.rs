@@ -8,7 +8,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use starling_config::BrokerConfig;
@@ -19,10 +18,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::cache::{Cache, CacheConfig};
+use crate::cluster::forward::Forwarder;
+use crate::cluster::handoff::{self, Handoff};
 use crate::cluster::peers::Peers;
 use crate::cluster::source::Source;
 use crate::cluster::upstream::Upstreams;
-use crate::cluster::{Cluster, MemberSet, Route, handoff, peer_token};
+use crate::cluster::{Cluster, MemberSet, Route, peer_token};
 use crate::error::BrokerError;
 use crate::health::{Health, Phase};
 use crate::http::{self, HttpState};
@@ -30,7 +31,8 @@ use crate::metrics::Metrics;
 use crate::pubsub::batcher::Limits;
 use crate::pubsub::lanes::Lanes;
 use crate::pubsub::topic::{TopicSettings, Topics};
-use crate::server::{Ctx, admit, conn};
+use crate::server::{self, admit, conn};
+use crate::state::{PublishGate, State, Subscriptions};
 use crate::tls::{self, TlsMaterial};
 use crate::transport;
 
@@ -57,7 +59,7 @@ pub struct RunningBroker {
     pub fingerprint: String,
     /// DER of the leaf certificate, so in-process clients can trust a self-signed broker.
     pub certificate_der: Vec<u8>,
-    ctx: Arc<Ctx>,
+    state: Arc<State>,
     endpoint: quinn::Endpoint,
     stop_tx: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -204,34 +206,42 @@ impl Broker {
             health: Arc::clone(&health),
             config_yaml: cfg.to_yaml(),
         });
-        tasks.push(tokio::spawn(http::serve(
+        tasks.push(tokio::spawn(http::serve_http(
             http_listener,
             http_state,
             stop_rx.clone(),
         )));
 
-        let ctx = Arc::new(Ctx {
+        let state = Arc::new(State {
             decoder: FrameDecoder::new(cfg.max_frame_bytes),
             cfg: Arc::clone(&cfg),
+            forward: Forwarder::new(
+                Arc::clone(&cluster),
+                Arc::clone(&peers),
+                Arc::clone(&metrics),
+            ),
+            upstreams: Upstreams::new(
+                Arc::clone(&cluster),
+                Arc::clone(&peers),
+                Arc::clone(&topics),
+                Arc::clone(&metrics),
+            ),
+            handoff: Arc::new(Handoff::new(
+                Arc::clone(&cluster),
+                Arc::clone(&cache),
+                Arc::clone(&peers),
+                Arc::clone(&metrics),
+            )),
             metrics,
             topics,
             lanes,
             cache,
             health: Arc::clone(&health),
             server_id: self.server_id,
-            next_conn_id: AtomicU64::new(1),
-            next_sub_id: AtomicU64::new(1),
-            publishes_in_flight: AtomicU64::new(0),
-            publish_budget: Arc::new(tokio::sync::Semaphore::new(
-                usize::try_from(cfg.max_inflight_publish_bytes)
-                    .unwrap_or(usize::MAX)
-                    .min(tokio::sync::Semaphore::MAX_PERMITS),
-            )),
-            subscribers: parking_lot::Mutex::new(Default::default()),
+            subscriptions: Arc::new(Subscriptions::default()),
+            publishes: Arc::new(PublishGate::new(cfg.max_inflight_publish_bytes)),
             cluster: Arc::clone(&cluster),
             peers,
-            upstreams: Upstreams::default(),
-            handoff_wake: Arc::new(tokio::sync::Notify::new()),
         });
         if let Some(source) = source {
             tasks.push(tokio::spawn(crate::cluster::source::poll(
@@ -241,32 +251,33 @@ impl Broker {
                 stop_rx.clone(),
             )));
             tasks.push(tokio::spawn(on_membership_changes(
-                Arc::downgrade(&ctx),
+                Arc::downgrade(&state),
                 cluster.changes(),
                 stop_rx.clone(),
             )));
             tasks.push(tokio::spawn(handoff::run(
-                Arc::downgrade(&ctx),
-                Arc::clone(&ctx.handoff_wake),
+                Arc::downgrade(&state.handoff),
                 cluster.changes(),
                 poll_every,
                 stop_rx.clone(),
             )));
         }
         tasks.push(tokio::spawn(accept_loop(
-            Arc::clone(&ctx),
+            server::ingress(&state),
+            Arc::clone(&state.health),
+            Arc::clone(&state.metrics),
             endpoint.clone(),
             stop_rx,
         )));
         health.set(Phase::Serving);
-        ctx.metrics.ready.set(1);
+        state.metrics.ready.set(1);
         tracing::info!(%quic_addr, %http_addr, profile = %cfg.profile, tier = ?cfg.tier, "broker serving");
         Ok(RunningBroker {
             quic_addr,
             http_addr,
             fingerprint,
             certificate_der,
-            ctx,
+            state,
             endpoint,
             stop_tx,
             tasks,
@@ -277,7 +288,7 @@ impl Broker {
 /// Moves subscriptions and upstreams, and closes links to departed members, after every
 /// membership change.
 async fn on_membership_changes(
-    ctx: std::sync::Weak<Ctx>,
+    state: std::sync::Weak<State>,
     mut changes: watch::Receiver<u64>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -286,20 +297,30 @@ async fn on_membership_changes(
             r = changes.changed() => if r.is_err() { return },
             _ = stop.changed() => return,
         }
-        let Some(ctx) = ctx.upgrade() else {
+        let Some(state) = state.upgrade() else {
             return;
         };
-        ctx.peers.retain(ctx.cluster.view().current.members());
-        crate::server::subscribe::on_membership_change(&ctx);
+        state.peers.retain(state.cluster.view().current.members());
+        server::subscribe::on_membership_change(
+            &state.subscriptions,
+            &state.cluster,
+            &state.upstreams,
+        );
     }
 }
 
 /// Accepts connection attempts within the admission budgets (see [`admit`]) and spawns a task
 /// for each one served.
-async fn accept_loop(ctx: Arc<Ctx>, endpoint: quinn::Endpoint, mut stop: watch::Receiver<bool>) {
+async fn accept_loop(
+    ingress: Arc<conn::Handles>,
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+    endpoint: quinn::Endpoint,
+    mut stop: watch::Receiver<bool>,
+) {
     let limits = admit::Limits {
-        max_connections: ctx.cfg.max_connections as usize,
-        retry_threshold: ctx.cfg.handshake_retry_threshold as usize,
+        max_connections: ingress.cfg.max_connections as usize,
+        retry_threshold: ingress.cfg.handshake_retry_threshold as usize,
     };
     let (connections, handshakes) = (admit::InProgress::default(), admit::InProgress::default());
     loop {
@@ -307,7 +328,7 @@ async fn accept_loop(ctx: Arc<Ctx>, endpoint: quinn::Endpoint, mut stop: watch::
             incoming = endpoint.accept() => match incoming {
                 Some(incoming) => {
                     let load = admit::Load {
-                        serving: ctx.health.phase() == Phase::Serving,
+                        serving: health.phase() == Phase::Serving,
                         open: connections.count(),
                         handshaking: handshakes.count(),
                         validated: incoming.remote_address_validated(),
@@ -315,20 +336,20 @@ async fn accept_loop(ctx: Arc<Ctx>, endpoint: quinn::Endpoint, mut stop: watch::
                     match admit::decide(load, limits) {
                         admit::Admission::Accept => {
                             let slots = (connections.enter(), handshakes.enter());
-                            tokio::spawn(conn::serve(Arc::clone(&ctx), incoming, slots, stop.clone()));
+                            tokio::spawn(conn::serve_connection(Arc::clone(&ingress), incoming, slots, stop.clone()));
                         }
                         // An unvalidated attempt may always be retried; should quinn say
                         // otherwise, it is served rather than dropped.
                         admit::Admission::Retry => match incoming.retry() {
-                            Ok(()) => ctx.metrics.quic_retries.inc(),
+                            Ok(()) => metrics.quic_retries.inc(),
                             Err(e) => {
                                 let slots = (connections.enter(), handshakes.enter());
                                 let incoming = e.into_incoming();
-                                tokio::spawn(conn::serve(Arc::clone(&ctx), incoming, slots, stop.clone()));
+                                tokio::spawn(conn::serve_connection(Arc::clone(&ingress), incoming, slots, stop.clone()));
                             }
                         },
                         admit::Admission::Refuse(why) => {
-                            ctx.metrics.quic_refused.with_label_values(&[why.label()]).inc();
+                            metrics.quic_refused.with_label_values(&[why.label()]).inc();
                             incoming.refuse();
                         }
                     }
@@ -343,63 +364,58 @@ async fn accept_loop(ctx: Arc<Ctx>, endpoint: quinn::Endpoint, mut stop: watch::
 impl RunningBroker {
     /// The broker's metrics (for tests and embedding).
     pub fn metrics(&self) -> &Metrics {
-        &self.ctx.metrics
+        &self.state.metrics
     }
 
     /// The lifecycle state.
     pub fn health(&self) -> &Health {
-        &self.ctx.health
+        &self.state.health
     }
 
     /// The effective config.
     pub fn config(&self) -> &BrokerConfig {
-        &self.ctx.cfg
+        &self.state.cfg
     }
 
     /// The broker's id (its member id in a cluster).
     pub fn server_id(&self) -> &str {
-        &self.ctx.server_id
+        &self.state.server_id
     }
 
     /// Stops at once, as a crash would look to peers and clients: no drain, no hand-off; the
     /// connections are closed and the sockets released.
     pub async fn abort(self) {
         let _ = self.stop_tx.send(true);
-        self.ctx.upstreams.stop_all();
+        self.state.upstreams.stop_all();
         self.endpoint
             .close(conn::close_code::SHUTDOWN.into(), b"broker aborted");
         for t in self.tasks {
             t.abort();
         }
-        self.ctx.peers.close().await;
-        self.ctx.health.set(Phase::Stopped);
+        self.state.peers.close().await;
+        self.state.health.set(Phase::Stopped);
     }
 
     /// Drains and stops: readiness off, refuse new work, flush topics, wait for subscriber
     /// queues to empty (at most `drain_timeout_ms`), then close every connection with
     /// application code 0 ("broker shutting down").
     pub async fn shutdown(self) {
-        let ctx = &self.ctx;
-        ctx.health.set(Phase::Draining);
-        ctx.metrics.ready.set(0);
-        let deadline = Instant::now() + Duration::from_millis(ctx.cfg.drain_timeout_ms);
-        tracing::info!(timeout_ms = ctx.cfg.drain_timeout_ms, "draining");
+        let state = &self.state;
+        state.health.set(Phase::Draining);
+        state.metrics.ready.set(0);
+        let deadline = Instant::now() + Duration::from_millis(state.cfg.drain_timeout_ms);
+        tracing::info!(timeout_ms = state.cfg.drain_timeout_ms, "draining");
         // Publishes accepted before the phase changed (acked on receipt, perhaps) reach their
         // topics first; new ones are refused from now on.
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        while ctx
-            .publishes_in_flight
-            .load(std::sync::atomic::Ordering::SeqCst)
-            > 0
-            && Instant::now() < deadline
-        {
+        while state.publishes.in_flight() > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        let _ = tokio::time::timeout_at(deadline.into(), ctx.topics.flush_all()).await;
-        if ctx.cluster.is_clustered() {
+        let _ = tokio::time::timeout_at(deadline.into(), state.topics.flush_all()).await;
+        if state.cluster.is_clustered() {
             // Hand this broker's cache entries to the members that own them in its absence.
             if let Ok(pushed) =
-                tokio::time::timeout_at(deadline.into(), handoff::drain_to_successors(ctx)).await
+                tokio::time::timeout_at(deadline.into(), state.handoff.drain_to_successors()).await
                 && pushed.left > 0
             {
                 tracing::warn!(
@@ -408,10 +424,10 @@ impl RunningBroker {
                 );
             }
         }
-        while ctx.metrics.subscriber_queued_batches.get() > 0 && Instant::now() < deadline {
+        while state.metrics.subscriber_queued_batches.get() > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let left = ctx.metrics.subscriber_queued_batches.get();
+        let left = state.metrics.subscriber_queued_batches.get();
         if left > 0 {
             tracing::warn!(
                 batches = left,
@@ -420,24 +436,20 @@ impl RunningBroker {
         }
         // Finish every subscription stream and wait (within the deadline) until the peers have
         // acknowledged the data, so closing the connections cannot discard delivered batches.
-        ctx.upstreams.stop_all();
-        let subs: Vec<_> = ctx
-            .subscribers
-            .lock()
-            .values()
-            .map(|r| (Arc::clone(&r.sub), r.quic.clone()))
-            .collect();
-        let finishing = subs
+        state.upstreams.stop_all();
+        let finishing = state
+            .subscriptions
+            .all()
             .into_iter()
-            .map(|(sub, quic)| crate::server::subscribe::finish_for_drain(sub, quic));
+            .map(|(sub, quic)| server::subscribe::finish_for_drain(sub, quic));
         let _ =
             tokio::time::timeout_at(deadline.into(), futures::future::join_all(finishing)).await;
         let _ = self.stop_tx.send(true);
         self.endpoint
             .close(conn::close_code::SHUTDOWN.into(), b"broker shutting down");
         let _ = tokio::time::timeout(Duration::from_secs(2), self.endpoint.wait_idle()).await;
-        ctx.peers.close().await;
-        ctx.health.set(Phase::Stopped);
+        state.peers.close().await;
+        state.health.set(Phase::Stopped);
         for t in self.tasks {
             t.abort();
         }

@@ -100,7 +100,11 @@ pub fn route(state: &HttpState, method: &Method, path: &str) -> Response<Full<By
 }
 
 /// Serves HTTP/1.1 on `listener` until `stop` turns true, within the module's budgets.
-pub async fn serve(listener: TcpListener, state: Arc<HttpState>, mut stop: watch::Receiver<bool>) {
+pub async fn serve_http(
+    listener: TcpListener,
+    state: Arc<HttpState>,
+    mut stop: watch::Receiver<bool>,
+) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut backoff = ACCEPT_BACKOFF_MIN;
     loop {

@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod process;
 pub mod pubsub;
 pub mod server;
+pub mod state;
 pub mod telemetry;
 pub mod timer;
 pub mod tls;

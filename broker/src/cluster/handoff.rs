@@ -7,8 +7,12 @@
 //! - **Drain.** On SIGTERM a member pushes its own entries to the member that owns them when it
 //!   is gone (rendezvous over the other members), so a rolling restart or a scale-down does
 //!   not empty its share of the cache; the push above brings them back when it returns.
-//! - **Pull on miss** (in `server::cache`): for `cluster_handoff_window_ms` after a change or a
-//!   start, a miss at the owner asks the member that held the key before.
+//! - **Pull on miss** (asked by `server::cache`, done by [`super::forward`]): for
+//!   `cluster_handoff_window_ms` after a change or a start, a miss at the owner asks the member
+//!   that held the key before.
+//!
+//! [`Handoff`] holds only what the pushes use: the cluster view, the cache, the peer links and
+//! the metrics.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -17,9 +21,10 @@ use std::time::Duration;
 use starling_placement::Kind;
 use tokio::sync::{Notify, watch};
 
-use super::{Member, MemberSet, Route, route_in};
-use crate::cache::ExportedEntry;
-use crate::server::Ctx;
+use super::peers::Peers;
+use super::{Cluster, Member, MemberSet, Route, route_in};
+use crate::cache::{Cache, ExportedEntry};
+use crate::metrics::Metrics;
 
 /// What a push round achieved.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -30,111 +35,144 @@ pub struct Pushed {
     pub left: usize,
 }
 
-/// Pushes every entry this broker holds but does not own in the current view.
-pub async fn push_foreign(ctx: &Ctx) -> Pushed {
-    let cluster = &ctx.cluster;
-    let entries = ctx
-        .cache
-        .export_where(|k| cluster.route(Kind::CacheKey, k) != Route::Local);
-    push(ctx, entries, |key| {
-        match cluster.route(Kind::CacheKey, key) {
-            Route::Peer(m) => Some(m),
-            Route::Local => None,
-        }
-    })
-    .await
+/// The cache hand-off: pushes entries to their owners.
+pub struct Handoff {
+    cluster: Arc<Cluster>,
+    cache: Arc<Cache>,
+    peers: Arc<Peers>,
+    metrics: Arc<Metrics>,
+    /// Wakes [`run`] (a peer stored a key this broker does not own).
+    wake: Arc<Notify>,
 }
 
-/// On SIGTERM: pushes every entry to its owner among the OTHER members.
-pub async fn drain_to_successors(ctx: &Ctx) -> Pushed {
-    let view = ctx.cluster.view();
-    let others: Vec<Member> = view
-        .current
-        .members()
-        .iter()
-        .filter(|m| m.id != ctx.cluster.self_id())
-        .cloned()
-        .collect();
-    let Ok(rest) = MemberSet::new(others) else {
-        return Pushed::default();
-    };
-    let entries = ctx.cache.export_where(|_| true);
-    let me = ctx.cluster.self_id().to_string();
-    push(ctx, entries, |key| {
-        match route_in(&rest, &me, Kind::CacheKey, key) {
-            Route::Peer(m) => Some(m),
-            Route::Local => None,
-        }
-    })
-    .await
-}
-
-async fn push(
-    ctx: &Ctx,
-    entries: Vec<ExportedEntry>,
-    owner_of: impl Fn(&[u8]) -> Option<Member>,
-) -> Pushed {
-    let mut by_owner: HashMap<String, (Member, Vec<ExportedEntry>)> = HashMap::new();
-    for e in entries {
-        if let Some(owner) = owner_of(&e.key) {
-            by_owner
-                .entry(owner.id.clone())
-                .or_insert_with(|| (owner, Vec::new()))
-                .1
-                .push(e);
+impl Handoff {
+    /// A hand-off of `cache`'s entries over `peers`, by `cluster`'s view.
+    pub fn new(
+        cluster: Arc<Cluster>,
+        cache: Arc<Cache>,
+        peers: Arc<Peers>,
+        metrics: Arc<Metrics>,
+    ) -> Handoff {
+        Handoff {
+            cluster,
+            cache,
+            peers,
+            metrics,
+            wake: Arc::new(Notify::new()),
         }
     }
-    let mut result = Pushed::default();
-    for (_, (owner, entries)) in by_owner {
-        let client = match ctx.peers.client(&owner).await {
-            Ok(c) => c,
-            Err(_) => {
-                result.left += entries.len();
-                continue;
-            }
+
+    /// Asks for a push round soon (a peer stored a key this broker does not own).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Pushes every entry this broker holds but does not own in the current view.
+    pub async fn push_foreign(&self) -> Pushed {
+        let cluster = &self.cluster;
+        let entries = self
+            .cache
+            .export_where(|k| cluster.route(Kind::CacheKey, k) != Route::Local);
+        self.push(entries, |key| match cluster.route(Kind::CacheKey, key) {
+            Route::Peer(m) => Some(m),
+            Route::Local => None,
+        })
+        .await
+    }
+
+    /// On SIGTERM: pushes every entry to its owner among the OTHER members.
+    pub async fn drain_to_successors(&self) -> Pushed {
+        let view = self.cluster.view();
+        let others: Vec<Member> = view
+            .current
+            .members()
+            .iter()
+            .filter(|m| m.id != self.cluster.self_id())
+            .cloned()
+            .collect();
+        let Ok(rest) = MemberSet::new(others) else {
+            return Pushed::default();
         };
-        let mut iter = entries.into_iter();
-        for e in iter.by_ref() {
-            match client
-                .cache_put(e.key.clone(), e.value.clone(), e.ttl)
-                .await
-            {
-                Ok(_replaced) => {
-                    ctx.cache.remove_exported(&e);
-                    result.moved += 1;
-                }
-                Err(err) => {
-                    ctx.peers.failed(&owner, &err).await;
-                    result.left += 1;
-                    break;
-                }
+        let entries = self.cache.export_where(|_| true);
+        let me = self.cluster.self_id().to_string();
+        self.push(entries, |key| {
+            match route_in(&rest, &me, Kind::CacheKey, key) {
+                Route::Peer(m) => Some(m),
+                Route::Local => None,
+            }
+        })
+        .await
+    }
+
+    async fn push(
+        &self,
+        entries: Vec<ExportedEntry>,
+        owner_of: impl Fn(&[u8]) -> Option<Member>,
+    ) -> Pushed {
+        let mut by_owner: HashMap<String, (Member, Vec<ExportedEntry>)> = HashMap::new();
+        for e in entries {
+            if let Some(owner) = owner_of(&e.key) {
+                by_owner
+                    .entry(owner.id.clone())
+                    .or_insert_with(|| (owner, Vec::new()))
+                    .1
+                    .push(e);
             }
         }
-        result.left += iter.count();
+        let mut result = Pushed::default();
+        for (_, (owner, entries)) in by_owner {
+            let client = match self.peers.client(&owner).await {
+                Ok(c) => c,
+                Err(_) => {
+                    result.left += entries.len();
+                    continue;
+                }
+            };
+            let mut iter = entries.into_iter();
+            for e in iter.by_ref() {
+                match client
+                    .cache_put(e.key.clone(), e.value.clone(), e.ttl)
+                    .await
+                {
+                    Ok(_replaced) => {
+                        self.cache.remove_exported(&e);
+                        result.moved += 1;
+                    }
+                    Err(err) => {
+                        self.peers.failed(&owner, &err).await;
+                        result.left += 1;
+                        break;
+                    }
+                }
+            }
+            result.left += iter.count();
+        }
+        if result.moved > 0 {
+            self.metrics
+                .cluster_handoff_keys
+                .with_label_values(&["pushed"])
+                .inc_by(result.moved as u64);
+            tracing::info!(
+                moved = result.moved,
+                left = result.left,
+                "cache entries handed off"
+            );
+        }
+        result
     }
-    if result.moved > 0 {
-        ctx.metrics
-            .cluster_handoff_keys
-            .with_label_values(&["pushed"])
-            .inc_by(result.moved as u64);
-        tracing::info!(
-            moved = result.moved,
-            left = result.left,
-            "cache entries handed off"
-        );
-    }
-    result
 }
 
 /// Runs push rounds on membership changes, on `wake` (a peer stored a foreign key) and, while
 /// entries are left, every `every`.
 pub async fn run(
-    ctx: Weak<Ctx>,
-    wake: Arc<Notify>,
+    handoff: Weak<Handoff>,
     mut changes: watch::Receiver<u64>,
     every: Duration,
     mut stop: watch::Receiver<bool>,
 ) {
+    let Some(wake) = handoff.upgrade().map(|h| Arc::clone(&h.wake)) else {
+        return;
+    };
     let mut pending = false;
     loop {
         tokio::select! {
@@ -143,9 +181,9 @@ pub async fn run(
             () = tokio::time::sleep(every), if pending => {}
             _ = stop.changed() => return,
         }
-        let Some(ctx) = ctx.upgrade() else {
+        let Some(handoff) = handoff.upgrade() else {
             return;
         };
-        pending = push_foreign(&ctx).await.left > 0;
+        pending = handoff.push_foreign().await.left > 0;
     }
 }

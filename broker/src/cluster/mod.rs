@@ -6,6 +6,7 @@
 //! [`Cluster`] is the shared state: the current member list, the previous one (for the
 //! hand-off window) and the peer token. A broker without a member source is a cluster of one.
 
+pub mod forward;
 pub mod handoff;
 pub mod members;
 pub mod peers;

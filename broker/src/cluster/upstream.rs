@@ -8,6 +8,10 @@
 //! reached: a new subscription at the owner (after the owner restarted, or at a new owner)
 //! resumes from there, so the owner's retained tail fills the gap. A local subscriber resuming
 //! here with no upstream yet seeds the upstream's starting position.
+//!
+//! [`Upstreams`] holds only what relaying uses: the cluster view, the peer links, the local
+//! topics and the metrics. Which topics have local subscribers is asked of the caller (the
+//! subscription registry lives with the ingress side).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,9 +23,10 @@ use starling_placement::Kind;
 use starling_proto::Position;
 use tokio::task::JoinHandle;
 
-use super::{Member, Role, Route};
-use crate::pubsub::topic::TopicMsg;
-use crate::server::Ctx;
+use super::peers::Peers;
+use super::{Cluster, Member, Route};
+use crate::metrics::Metrics;
+use crate::pubsub::topic::{TopicMsg, Topics};
 
 /// Pause before an upstream subscription is tried again.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
@@ -40,8 +45,11 @@ const RETIRE_LIMIT: Duration = Duration::from_secs(30);
 type At = Arc<parking_lot::Mutex<Option<Position>>>;
 
 /// The upstream subscriptions of this broker, by topic.
-#[derive(Default)]
 pub struct Upstreams {
+    cluster: Arc<Cluster>,
+    peers: Arc<Peers>,
+    topics: Arc<Topics>,
+    metrics: Arc<Metrics>,
     tasks: parking_lot::Mutex<HashMap<String, Upstream>>,
     /// Resume positions of subscribers that resumed here while no upstream existed for their
     /// topic; the upstream starts from them.
@@ -61,6 +69,24 @@ struct Upstream {
 }
 
 impl Upstreams {
+    /// No upstreams yet; they relay from other members over `peers` into `topics`.
+    pub fn new(
+        cluster: Arc<Cluster>,
+        peers: Arc<Peers>,
+        topics: Arc<Topics>,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Upstreams> {
+        Arc::new(Upstreams {
+            cluster,
+            peers,
+            topics,
+            metrics,
+            tasks: parking_lot::Mutex::default(),
+            seeds: parking_lot::Mutex::default(),
+            stopped: AtomicBool::new(false),
+        })
+    }
+
     /// Notes that a local subscriber resumes `topic` from `from`: an upstream started for it
     /// asks the owner to replay from there (an existing one already relays, and the local
     /// topic's retained tail serves the resume).
@@ -73,8 +99,10 @@ impl Upstreams {
     /// Starts an upstream for every topic with local plain-client subscribers that another
     /// member owns, and stops the ones no longer needed. One pointing at a former owner is
     /// replaced by one at the new owner that resumes where it stood, and retires (see
-    /// [`RETIRE_LIMIT`]).
-    pub fn reconcile(&self, ctx: &Arc<Ctx>) {
+    /// [`RETIRE_LIMIT`]). `plain_topics` lists the topic of every local plain-client
+    /// subscription (routing clients and peers are sent to the owner instead, with `Moved`);
+    /// it is read under the upstreams' lock.
+    pub fn reconcile(self: &Arc<Self>, plain_topics: impl FnOnce() -> Vec<Arc<str>>) {
         // Held from reading the subscribers to the last change: two reconciles racing (the last
         // two subscribers of a topic leaving at once) must not let the one that read the older
         // subscriber set apply it last, which would leave an upstream nobody needs.
@@ -82,21 +110,14 @@ impl Upstreams {
         if self.stopped.load(Ordering::SeqCst) {
             return;
         }
-        let topics: Vec<Arc<str>> = ctx
-            .subscribers
-            .lock()
-            .values()
-            // Routing clients and peers are sent to the owner instead (`Moved`).
-            .filter(|r| r.role == Role::Plain)
-            .map(|r| Arc::clone(&r.sub.topic))
-            .collect();
+        let topics = plain_topics();
         let mut desired: HashMap<String, Member> = HashMap::new();
         let mut wanted: std::collections::HashSet<Arc<str>> = std::collections::HashSet::new();
         for topic in topics {
             if !wanted.insert(Arc::clone(&topic)) {
                 continue;
             }
-            if let Route::Peer(owner) = ctx.cluster.route(Kind::Topic, topic.as_bytes()) {
+            if let Route::Peer(owner) = self.cluster.route(Kind::Topic, topic.as_bytes()) {
                 desired.insert(topic.to_string(), owner);
             }
         }
@@ -128,9 +149,9 @@ impl Upstreams {
             let from = match carried.remove(&topic) {
                 Some(old) => *old.lock(),
                 None => seeds.remove(&topic).or_else(|| {
-                    ctx.cluster
+                    self.cluster
                         .owned_before_change(Kind::Topic, topic.as_bytes())
-                        .then(|| ctx.topics.reached(&topic))
+                        .then(|| self.topics.reached(&topic))
                         .flatten()
                 }),
             };
@@ -138,7 +159,7 @@ impl Upstreams {
             let retiring = Arc::new(AtomicBool::new(false));
             tracing::debug!(%topic, owner = %owner.id, from = ?*at.lock(), "upstream subscription");
             let task = tokio::spawn(run(
-                Arc::downgrade(ctx),
+                Arc::downgrade(self),
                 topic.clone(),
                 owner.clone(),
                 Arc::clone(&at),
@@ -154,7 +175,7 @@ impl Upstreams {
                 },
             );
         }
-        ctx.metrics
+        self.metrics
             .cluster_upstreams
             .set(i64::try_from(tasks.len()).unwrap_or(i64::MAX));
     }
@@ -186,9 +207,15 @@ impl Upstream {
 /// Holds the subscription at `owner` and relays into the local topic until aborted, keeping
 /// `at` current; every new subscription resumes from `at`. Once `retiring` is set it goes on
 /// only while the former owner still places the topic on itself (see [`RETIRE_LIMIT`]).
-async fn run(ctx: Weak<Ctx>, topic: String, owner: Member, at: At, retiring: Arc<AtomicBool>) {
+async fn run(
+    upstreams: Weak<Upstreams>,
+    topic: String,
+    owner: Member,
+    at: At,
+    retiring: Arc<AtomicBool>,
+) {
     loop {
-        let Some(strong) = ctx.upgrade() else {
+        let Some(strong) = upstreams.upgrade() else {
             return;
         };
         let client = match strong.peers.client(&owner).await {

@@ -5,7 +5,8 @@
 //! answered with `Moved` for a routing client, and served here for a peer (a forwarded request
 //! or a hand-off push; a peer's put of a key this broker does not own wakes the hand-off so
 //! the entry moves on to its owner). A miss at the owner during the hand-off window asks the
-//! member that held the key before (see `cluster::handoff`).
+//! member that held the key before (see `cluster::handoff`). Going to another member is the
+//! cluster side's job (`cluster::forward`); this module only decides that it happens.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,15 +14,39 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use starling_placement::Kind;
 use starling_proto::{
-    CacheGet, CacheOk, CacheValue, ErrorCode, ErrorFrame, Frame, Moved, ReadError, read_frame,
+    CacheGet, CacheOk, CacheValue, ErrorCode, ErrorFrame, Frame, FrameDecoder, Moved, ReadError,
+    read_frame,
 };
 
-use crate::cluster::{Member, Role, Route};
-use crate::server::{Ctx, reply};
+use crate::cache::Cache;
+use crate::cluster::forward::{CacheAnswer, CacheOp, CacheRefusal, Forwarder};
+use crate::cluster::handoff::Handoff;
+use crate::cluster::{Cluster, Member, Role, Route};
+use crate::health::{Health, Phase};
+use crate::metrics::Metrics;
+use crate::server::reply;
 
-/// Serves a cache stream whose first frame is `first`.
-pub async fn serve(
-    ctx: Arc<Ctx>,
+/// What a cache stream's handler uses.
+pub struct Handles {
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Frame decoder bounded by `max_frame_bytes`.
+    pub decoder: FrameDecoder,
+    /// Lifecycle state (writes are refused while draining).
+    pub health: Arc<Health>,
+    /// The local cache.
+    pub cache: Arc<Cache>,
+    /// Who owns each key.
+    pub cluster: Arc<Cluster>,
+    /// Requests for keys other members own.
+    pub forward: Forwarder,
+    /// Woken when a peer stores a key this broker does not own.
+    pub handoff: Arc<Handoff>,
+}
+
+/// Serves a cache stream whose first frame is `first`: answers each request in order.
+pub async fn serve_cache_stream(
+    h: Arc<Handles>,
     role: Role,
     first: Frame,
     mut send: quinn::SendStream,
@@ -32,11 +57,11 @@ pub async fn serve(
     let mut pending = Some(first);
     loop {
         if let Some(frame) = pending.take() {
-            answer(&ctx, role, frame).await.encode(&mut out);
+            answer(&h, role, frame).await.encode(&mut out);
         }
         // Answer every request already buffered before writing, so pipelined requests share
         // one write.
-        match ctx.decoder.decode(&mut buf) {
+        match h.decoder.decode(&mut buf) {
             Ok(Some(frame)) => {
                 pending = Some(frame);
                 if out.len() < 64 * 1024 {
@@ -46,7 +71,7 @@ pub async fn serve(
             Ok(None) => {}
             Err(e) => {
                 let _ = send.write_all(&out).await;
-                reply::read_failed(&mut send, &ctx.metrics, &ReadError::Decode(e)).await;
+                reply::read_failed(&mut send, &h.metrics, &ReadError::Decode(e)).await;
                 return;
             }
         }
@@ -59,12 +84,12 @@ pub async fn serve(
         if pending.is_some() {
             continue;
         }
-        match read_frame(&mut recv, &mut buf, &ctx.decoder, 16 * 1024).await {
+        match read_frame(&mut recv, &mut buf, &h.decoder, 16 * 1024).await {
             Ok(Some(frame)) => pending = Some(frame),
             Ok(None) => break,
             Err(ReadError::Io(_)) => return,
             Err(e) => {
-                reply::read_failed(&mut send, &ctx.metrics, &e).await;
+                reply::read_failed(&mut send, &h.metrics, &e).await;
                 return;
             }
         }
@@ -82,45 +107,42 @@ fn key_of(frame: &Frame) -> Option<&Bytes> {
     }
 }
 
-async fn answer(ctx: &Ctx, role: Role, frame: Frame) -> Frame {
+async fn answer(h: &Handles, role: Role, frame: Frame) -> Frame {
     if let Frame::CachePut(p) = &frame
-        && ctx.health.phase() == crate::health::Phase::Draining
+        && h.health.phase() == Phase::Draining
     {
         // What is written now would leave with this process (its entries are being handed
         // off), so refuse it rather than lose it.
         let msg = "broker is draining; write again in a moment".to_string();
-        return error(ctx, p.request_id, ErrorCode::Unavailable, msg);
+        return error(h, p.request_id, ErrorCode::Unavailable, msg);
     }
-    let route = key_of(&frame).map(|k| ctx.cluster.route(Kind::CacheKey, k));
+    let route = key_of(&frame).map(|k| h.cluster.route(Kind::CacheKey, k));
     match (route, role) {
-        (Some(Route::Peer(owner)), Role::Plain) => return forward(ctx, owner, frame).await,
+        (Some(Route::Peer(owner)), Role::Plain) => return forward(h, owner, frame).await,
         (Some(Route::Peer(owner)), Role::Routed) => {
-            ctx.metrics
-                .cluster_moved
-                .with_label_values(&["cache"])
-                .inc();
+            h.metrics.cluster_moved.with_label_values(&["cache"]).inc();
             return Frame::Moved(Moved {
                 request_id: reply::request_id(&frame),
-                epoch: ctx.cluster.epoch(),
+                epoch: h.cluster.epoch(),
                 owner: owner.addr,
             });
         }
         (Some(Route::Peer(_)), Role::Peer) if matches!(frame, Frame::CachePut(_)) => {
-            ctx.handoff_wake.notify_one();
+            h.handoff.wake();
         }
         _ => {}
     }
     let pull_from = match (&frame, role) {
-        (Frame::CacheGet(g), Role::Plain | Role::Routed) => ctx
+        (Frame::CacheGet(g), Role::Plain | Role::Routed) => h
             .cluster
             .handoff_source(Kind::CacheKey, &g.key)
             .map(|holder| (holder, g.key.clone())),
         _ => None,
     };
-    let local = answer_locally(ctx, frame);
+    let local = answer_locally(h, frame);
     match (local, pull_from) {
         (Frame::CacheValue(v), Some((holder, key))) if v.value.is_none() => {
-            pull(ctx, v.request_id, holder, key).await
+            pull(h, v.request_id, holder, key).await
         }
         (local, _) => local,
     }
@@ -130,29 +152,17 @@ async fn answer(ctx: &Ctx, role: Role, frame: Frame) -> Frame {
 /// holder that cannot be asked makes the answer `Unavailable`, never a false "absent"; and as
 /// the holder deletes a pushed entry only after this broker stored it, a holder's "absent"
 /// sends the request back to the local store once more.
-async fn pull(ctx: &Ctx, request_id: u64, holder: Member, key: Bytes) -> Frame {
-    let asked = match ctx.peers.client(&holder).await {
-        Ok(client) => client
-            .cache_get(key.clone())
-            .await
-            .map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
-    match asked {
-        Ok(Some(value)) => {
-            ctx.metrics
-                .cluster_handoff_keys
-                .with_label_values(&["pulled"])
-                .inc();
-            Frame::CacheValue(CacheValue {
-                request_id,
-                value: Some(value),
-            })
-        }
-        Ok(None) => answer_locally(ctx, Frame::CacheGet(CacheGet { request_id, key })),
-        Err(why) => unavailable(
-            ctx,
+async fn pull(h: &Handles, request_id: u64, holder: Member, key: Bytes) -> Frame {
+    match h.forward.pull(&holder, key.clone()).await {
+        Ok(Some(value)) => Frame::CacheValue(CacheValue {
             request_id,
+            value: Some(value),
+        }),
+        Ok(None) => answer_locally(h, Frame::CacheGet(CacheGet { request_id, key })),
+        Err(why) => error(
+            h,
+            request_id,
+            ErrorCode::Unavailable,
             format!(
                 "the key's previous holder {} cannot be asked: {why}",
                 holder.id
@@ -162,64 +172,37 @@ async fn pull(ctx: &Ctx, request_id: u64, holder: Member, key: Bytes) -> Frame {
 }
 
 /// Forwards a plain client's request to the key's owner.
-async fn forward(ctx: &Ctx, owner: Member, frame: Frame) -> Frame {
+async fn forward(h: &Handles, owner: Member, frame: Frame) -> Frame {
     let request_id = reply::request_id(&frame);
-    let client = match ctx.peers.client(&owner).await {
-        Ok(c) => c,
-        Err(e) => return unavailable(ctx, request_id, e.to_string()),
+    let op = match frame {
+        Frame::CachePut(p) => CacheOp::Put {
+            key: p.key,
+            value: p.value,
+            ttl: (p.ttl_ms > 0).then(|| Duration::from_millis(p.ttl_ms)),
+        },
+        Frame::CacheGet(g) => CacheOp::Get { key: g.key },
+        Frame::CacheDelete(d) => CacheOp::Delete { key: d.key },
+        other => return answer_locally(h, other),
     };
-    ctx.metrics
-        .cluster_forwarded
-        .with_label_values(&["cache"])
-        .inc();
-    let result = match frame {
-        Frame::CachePut(p) => {
-            let ttl = (p.ttl_ms > 0).then(|| Duration::from_millis(p.ttl_ms));
-            client.cache_put(p.key, p.value, ttl).await.map(|existed| {
-                Frame::CacheOk(CacheOk {
-                    request_id,
-                    existed,
-                })
-            })
-        }
-        Frame::CacheGet(g) => client
-            .cache_get(g.key)
-            .await
-            .map(|value| Frame::CacheValue(CacheValue { request_id, value })),
-        Frame::CacheDelete(d) => client.cache_delete(d.key).await.map(|existed| {
-            Frame::CacheOk(CacheOk {
-                request_id,
-                existed,
-            })
+    match h.forward.cache(&owner, op).await {
+        Ok(CacheAnswer::Value(value)) => Frame::CacheValue(CacheValue { request_id, value }),
+        Ok(CacheAnswer::Existed(existed)) => Frame::CacheOk(CacheOk {
+            request_id,
+            existed,
         }),
-        other => return answer_locally(ctx, other),
-    };
-    match result {
-        Ok(frame) => frame,
-        Err(starling_client::ClientError::Server { code, message }) => {
-            error(ctx, request_id, code, message)
-        }
-        Err(e) => {
-            let why = ctx.peers.failed(&owner, &e).await.to_string();
-            unavailable(ctx, request_id, why)
+        Err(CacheRefusal::Owner { code, message }) => error(h, request_id, code, message),
+        Err(CacheRefusal::Unavailable(why)) => {
+            error(h, request_id, ErrorCode::Unavailable, why.to_string())
         }
     }
 }
 
-fn unavailable(ctx: &Ctx, request_id: u64, why: String) -> Frame {
-    ctx.metrics
-        .cluster_forward_failures
-        .with_label_values(&["cache"])
-        .inc();
-    error(ctx, request_id, ErrorCode::Unavailable, why)
-}
-
-fn answer_locally(ctx: &Ctx, frame: Frame) -> Frame {
-    let ops = &ctx.metrics.cache_ops;
+fn answer_locally(h: &Handles, frame: Frame) -> Frame {
+    let ops = &h.metrics.cache_ops;
     match frame {
         Frame::CachePut(p) => {
             let ttl = (p.ttl_ms > 0).then(|| Duration::from_millis(p.ttl_ms));
-            match ctx.cache.put(p.key, p.value, ttl) {
+            match h.cache.put(p.key, p.value, ttl) {
                 Ok(existed) => {
                     ops.with_label_values(&["put", "ok"]).inc();
                     Frame::CacheOk(CacheOk {
@@ -229,12 +212,12 @@ fn answer_locally(ctx: &Ctx, frame: Frame) -> Frame {
                 }
                 Err(e) => {
                     ops.with_label_values(&["put", "refused"]).inc();
-                    error(ctx, p.request_id, ErrorCode::InvalidRequest, e.to_string())
+                    error(h, p.request_id, ErrorCode::InvalidRequest, e.to_string())
                 }
             }
         }
         Frame::CacheGet(g) => {
-            let value = ctx.cache.get(&g.key);
+            let value = h.cache.get(&g.key);
             ops.with_label_values(&["get", if value.is_some() { "hit" } else { "miss" }])
                 .inc();
             Frame::CacheValue(CacheValue {
@@ -243,7 +226,7 @@ fn answer_locally(ctx: &Ctx, frame: Frame) -> Frame {
             })
         }
         Frame::CacheDelete(d) => {
-            let existed = ctx.cache.delete(&d.key);
+            let existed = h.cache.delete(&d.key);
             ops.with_label_values(&["delete", if existed { "ok" } else { "absent" }])
                 .inc();
             Frame::CacheOk(CacheOk {
@@ -254,13 +237,13 @@ fn answer_locally(ctx: &Ctx, frame: Frame) -> Frame {
         Frame::Ping(p) => Frame::Pong(p),
         other => {
             let (code, msg) = reply::unexpected(&other, "cache");
-            error(ctx, reply::request_id(&other), code, msg)
+            error(h, reply::request_id(&other), code, msg)
         }
     }
 }
 
-fn error(ctx: &Ctx, request_id: u64, code: ErrorCode, message: String) -> Frame {
-    ctx.metrics
+fn error(h: &Handles, request_id: u64, code: ErrorCode, message: String) -> Frame {
+    h.metrics
         .protocol_errors
         .with_label_values(&[code.name()])
         .inc();

@@ -2,20 +2,46 @@
 //! stream, routed by the stream's first frame.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::BytesMut;
+use starling_config::BrokerConfig;
 use starling_proto::{
-    ErrorCode, Frame, HelloOk, PROTOCOL_VERSION, ReadError, features, read_frame, write_frame,
+    ErrorCode, Frame, FrameDecoder, HelloOk, PROTOCOL_VERSION, ReadError, features, read_frame,
+    write_frame,
 };
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use crate::cluster::Role;
+use crate::cluster::{Cluster, Role};
+use crate::metrics::Metrics;
 use crate::server::admit::Slot;
 use crate::server::link::Link;
-use crate::server::{Ctx, cache, publish, reply, subscribe};
+use crate::server::{cache, publish, reply, subscribe};
+
+/// What a connection uses: its own few handles, and those of the stream handlers it routes
+/// streams to.
+pub struct Handles {
+    /// The effective config (handshake, first-frame timeout, receive windows).
+    pub cfg: Arc<BrokerConfig>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Frame decoder bounded by `max_frame_bytes`.
+    pub decoder: FrameDecoder,
+    /// The cluster (the peer token, the epoch, `ClusterInfo`).
+    pub cluster: Arc<Cluster>,
+    /// Name sent in `HelloOk`.
+    pub server_id: String,
+    /// Connection id source.
+    pub next_conn_id: AtomicU64,
+    /// The publish streams' handles.
+    pub publish: Arc<publish::Handles>,
+    /// The subscription streams' handles.
+    pub subscribe: Arc<subscribe::Handles>,
+    /// The cache streams' handles.
+    pub cache: Arc<cache::Handles>,
+}
 
 /// Application close codes sent with CONNECTION_CLOSE.
 pub mod close_code {
@@ -36,8 +62,8 @@ pub const OFFERED_FEATURES: u64 =
 /// Serves one incoming connection until it closes or the broker stops.
 /// `slots` count the connection among the admitted ones until this returns, and among the
 /// handshakes in progress until the Starling handshake is over.
-pub async fn serve(
-    ctx: Arc<Ctx>,
+pub async fn serve_connection(
+    h: Arc<Handles>,
     incoming: quinn::Incoming,
     slots: (Slot, Slot),
     stop: watch::Receiver<bool>,
@@ -50,12 +76,12 @@ pub async fn serve(
             return;
         }
     };
-    let conn_id = ctx.next_conn_id.fetch_add(1, Ordering::Relaxed);
+    let conn_id = h.next_conn_id.fetch_add(1, Ordering::Relaxed);
     let remote = conn.remote_address();
     // Every log line of this connection and of its streams carries the id and the address once,
     // through this span.
     let span = tracing::info_span!("conn", id = conn_id, %remote);
-    established(ctx, conn, conn_id, handshaking, stop)
+    established(h, conn, conn_id, handshaking, stop)
         .instrument(span)
         .await;
 }
@@ -63,30 +89,30 @@ pub async fn serve(
 /// Serves an established QUIC connection: the Starling handshake, then one task per stream,
 /// each in a `stream` span under the connection's.
 async fn established(
-    ctx: Arc<Ctx>,
+    h: Arc<Handles>,
     conn: quinn::Connection,
     conn_id: u64,
     handshaking: Slot,
     mut stop: watch::Receiver<bool>,
 ) {
-    ctx.metrics.connections.inc();
-    ctx.metrics.connections_total.inc();
+    h.metrics.connections.inc();
+    h.metrics.connections_total.inc();
     let is_cache = conn
         .handshake_data()
         .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
         .and_then(|d| d.protocol)
         .is_some_and(|p| p == starling_proto::alpn::CACHE);
-    if is_cache && let Ok(w) = quinn::VarInt::from_u64(ctx.cfg.cache_conn_recv_window) {
+    if is_cache && let Ok(w) = quinn::VarInt::from_u64(h.cfg.cache_conn_recv_window) {
         conn.set_receive_window(w);
     }
     tracing::debug!(is_cache, "connection open");
 
-    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&ctx, &conn)).await;
+    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&h, &conn)).await;
     drop(handshaking);
     match handshake {
         Ok(Ok(granted)) => {
             let role = Role::from_granted(granted);
-            let publisher = publish::Publisher::new(Arc::clone(&ctx), granted, role);
+            let publisher = publish::Publisher::new(Arc::clone(&h.publish), granted, role);
             let link = Link {
                 id: conn_id,
                 quic: conn.clone(),
@@ -97,11 +123,11 @@ async fn established(
                 tokio::select! {
                     stream = conn.accept_bi() => match stream {
                         Ok((send, recv)) => {
-                            let ctx = Arc::clone(&ctx);
+                            let h = Arc::clone(&h);
                             let publisher = publisher.clone();
                             let span = tracing::debug_span!("stream", id = send.id().index());
                             tokio::spawn(
-                                route_stream(ctx, link.clone(), publisher, send, recv)
+                                route_stream(h, link.clone(), publisher, send, recv)
                                     .instrument(span),
                             );
                         }
@@ -125,15 +151,15 @@ async fn established(
             conn.close(close_code::HANDSHAKE_FAILED.into(), b"handshake timeout");
         }
     }
-    ctx.metrics.connections.dec();
+    h.metrics.connections.dec();
 }
 
 /// Reads `Hello` on the first stream and answers `HelloOk` (returning the granted features), or
 /// an `Error` and the reason.
-async fn handshake(ctx: &Ctx, conn: &quinn::Connection) -> Result<u64, String> {
+async fn handshake(h: &Handles, conn: &quinn::Connection) -> Result<u64, String> {
     let (mut send, mut recv) = conn.accept_bi().await.map_err(|e| e.to_string())?;
     let mut buf = BytesMut::new();
-    let frame = read_frame(&mut recv, &mut buf, &ctx.decoder, 4096).await;
+    let frame = read_frame(&mut recv, &mut buf, &h.decoder, 4096).await;
     let hello = match frame {
         Ok(Some(Frame::Hello(h))) => h,
         Ok(Some(other)) => {
@@ -141,13 +167,13 @@ async fn handshake(ctx: &Ctx, conn: &quinn::Connection) -> Result<u64, String> {
                 ErrorCode::InvalidRequest,
                 format!("expected Hello, got {}", other.name()),
             );
-            reply::error(&mut send, &ctx.metrics, 0, code, msg.clone()).await;
+            reply::error(&mut send, &h.metrics, 0, code, msg.clone()).await;
             return Err(msg);
         }
         Ok(None) => return Err("stream closed before Hello".into()),
         Err(e) => {
             let msg = e.to_string();
-            reply::read_failed(&mut send, &ctx.metrics, &e).await;
+            reply::read_failed(&mut send, &h.metrics, &e).await;
             return Err(msg);
         }
     };
@@ -158,7 +184,7 @@ async fn handshake(ctx: &Ctx, conn: &quinn::Connection) -> Result<u64, String> {
         );
         reply::error(
             &mut send,
-            &ctx.metrics,
+            &h.metrics,
             0,
             ErrorCode::UnsupportedVersion,
             msg.clone(),
@@ -170,11 +196,11 @@ async fn handshake(ctx: &Ctx, conn: &quinn::Connection) -> Result<u64, String> {
     let mut granted = hello.features & OFFERED_FEATURES;
     if granted & features::AUTH_TOKEN != 0 {
         let presented = hello.auth_token.as_deref().unwrap_or_default();
-        if !ctx.cluster.token_matches(presented) {
+        if !h.cluster.token_matches(presented) {
             let msg = "not a member of this cluster: the peer token does not match".to_string();
             reply::error(
                 &mut send,
-                &ctx.metrics,
+                &h.metrics,
                 0,
                 ErrorCode::Unauthorized,
                 msg.clone(),
@@ -189,9 +215,9 @@ async fn handshake(ctx: &Ctx, conn: &quinn::Connection) -> Result<u64, String> {
     let ok = Frame::HelloOk(HelloOk {
         version,
         features: granted,
-        server_id: ctx.server_id.clone(),
-        max_frame_bytes: ctx.cfg.max_frame_bytes,
-        epoch: ctx.cluster.epoch(),
+        server_id: h.server_id.clone(),
+        max_frame_bytes: h.cfg.max_frame_bytes,
+        epoch: h.cluster.epoch(),
     });
     write_frame(&mut send, &ok)
         .await
@@ -223,14 +249,14 @@ fn loggable_name(name: &str) -> String {
 /// the stream is finished and its receive side stopped, which releases whatever partial frame
 /// it had buffered.
 async fn first_frame_timed_out(
-    ctx: &Ctx,
+    h: &Handles,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
     after: Duration,
 ) {
-    ctx.metrics.streams_timed_out.inc();
+    h.metrics.streams_timed_out.inc();
     let msg = format!("no complete first frame within {} ms", after.as_millis());
-    reply::error(&mut send, &ctx.metrics, 0, ErrorCode::InvalidRequest, msg).await;
+    reply::error(&mut send, &h.metrics, 0, ErrorCode::InvalidRequest, msg).await;
     let _ = send.finish();
     let _ = recv.stop(quinn::VarInt::from_u32(u32::from(
         ErrorCode::InvalidRequest.as_u16(),
@@ -241,24 +267,24 @@ async fn first_frame_timed_out(
 /// the matching handler. A stream that stays open for Pings or cluster-info requests waits for
 /// its next request without a limit: it is one of the connection's `max_concurrent_streams`.
 async fn route_stream(
-    ctx: Arc<Ctx>,
+    h: Arc<Handles>,
     link: Link,
     publisher: publish::Publisher,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) {
     let mut buf = BytesMut::new();
-    let read_chunk = ctx.cfg.publish_chunk_bytes as usize;
-    let first_frame_timeout = Duration::from_millis(ctx.cfg.stream_first_frame_timeout_ms);
+    let read_chunk = h.cfg.publish_chunk_bytes as usize;
+    let first_frame_timeout = Duration::from_millis(h.cfg.stream_first_frame_timeout_ms);
     let mut first = true;
     loop {
-        let read = read_frame(&mut recv, &mut buf, &ctx.decoder, read_chunk);
+        let read = read_frame(&mut recv, &mut buf, &h.decoder, read_chunk);
         let frame = if first {
             first = false;
             match tokio::time::timeout(first_frame_timeout, read).await {
                 Ok(read) => read,
                 Err(_) => {
-                    return first_frame_timed_out(&ctx, send, recv, first_frame_timeout).await;
+                    return first_frame_timed_out(&h, send, recv, first_frame_timeout).await;
                 }
             }
         } else {
@@ -272,16 +298,32 @@ async fn route_stream(
             }
             Err(ReadError::Io(_)) => return,
             Err(e) => {
-                reply::read_failed(&mut send, &ctx.metrics, &e).await;
+                reply::read_failed(&mut send, &h.metrics, &e).await;
                 return;
             }
         };
         match frame {
             Frame::Publish(_) | Frame::PublishBatch(_) => {
-                return publish::serve(ctx, publisher, frame, send, recv, buf).await;
+                return publish::serve_publish_stream(
+                    Arc::clone(&h.publish),
+                    publisher,
+                    frame,
+                    send,
+                    recv,
+                    buf,
+                )
+                .await;
             }
             Frame::Subscribe(s) => {
-                return subscribe::serve(ctx, link, s, send, recv, buf).await;
+                return subscribe::serve_subscription(
+                    Arc::clone(&h.subscribe),
+                    link,
+                    s,
+                    send,
+                    recv,
+                    buf,
+                )
+                .await;
             }
             Frame::CachePut(_) | Frame::CacheGet(_) | Frame::CacheDelete(_)
                 if link.granted & features::CACHE == 0 =>
@@ -289,7 +331,7 @@ async fn route_stream(
                 let msg = "the CACHE feature was not requested in Hello";
                 reply::error(
                     &mut send,
-                    &ctx.metrics,
+                    &h.metrics,
                     reply::request_id(&frame),
                     ErrorCode::InvalidRequest,
                     msg,
@@ -297,7 +339,15 @@ async fn route_stream(
                 .await;
             }
             Frame::CachePut(_) | Frame::CacheGet(_) | Frame::CacheDelete(_) => {
-                return cache::serve(ctx, link.role, frame, send, recv, buf).await;
+                return cache::serve_cache_stream(
+                    Arc::clone(&h.cache),
+                    link.role,
+                    frame,
+                    send,
+                    recv,
+                    buf,
+                )
+                .await;
             }
             Frame::Ping(p) => {
                 if write_frame(&mut send, &Frame::Pong(p)).await.is_err() {
@@ -305,21 +355,14 @@ async fn route_stream(
                 }
             }
             Frame::ClusterInfoRequest(r) => {
-                let info = Frame::ClusterInfo(ctx.cluster.info(r.request_id));
+                let info = Frame::ClusterInfo(h.cluster.info(r.request_id));
                 if write_frame(&mut send, &info).await.is_err() {
                     return;
                 }
             }
             other => {
                 let (code, msg) = reply::unexpected(&other, "new");
-                reply::error(
-                    &mut send,
-                    &ctx.metrics,
-                    reply::request_id(&other),
-                    code,
-                    msg,
-                )
-                .await;
+                reply::error(&mut send, &h.metrics, reply::request_id(&other), code, msg).await;
             }
         }
     }

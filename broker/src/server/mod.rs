@@ -1,5 +1,8 @@
-//! The QUIC side of the broker: accepting connections, the handshake, and routing each stream
-//! to its handler by its first frame.
+//! The QUIC ingress: accepting connections, the handshake, and routing each stream to its
+//! handler by its first frame. Each handler decodes, checks and hands over: to a local topic,
+//! the cache, or (for a topic or key another member owns) the cluster side's
+//! [`Forwarder`](crate::cluster::forward::Forwarder). Each is given only the handles it uses,
+//! built once from the broker's [`State`] by [`ingress`].
 //!
 //! - [`admit`]: whether a connection attempt is served, retried or refused.
 //! - [`conn`]: one connection: handshake, then one task per stream.
@@ -17,71 +20,52 @@ pub mod publish;
 pub mod reply;
 pub mod subscribe;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use starling_config::BrokerConfig;
-use starling_proto::FrameDecoder;
+use crate::state::State;
 
-use crate::cache::Cache;
-use crate::cluster::peers::Peers;
-use crate::cluster::upstream::Upstreams;
-use crate::cluster::{Cluster, Role};
-use crate::health::Health;
-use crate::metrics::Metrics;
-use crate::pubsub::lanes::Lanes;
-use crate::pubsub::subscriber::Subscriber;
-use crate::pubsub::topic::Topics;
-
-/// Everything a connection handler needs, shared by all connections.
-pub struct Ctx {
-    /// The effective config.
-    pub cfg: Arc<BrokerConfig>,
-    /// Metrics.
-    pub metrics: Arc<Metrics>,
-    /// Topic registry.
-    pub topics: Arc<Topics>,
-    /// Writer lanes.
-    pub lanes: Arc<Lanes>,
-    /// The cache.
-    pub cache: Arc<Cache>,
-    /// Lifecycle state.
-    pub health: Arc<Health>,
-    /// Frame decoder bounded by `max_frame_bytes`.
-    pub decoder: FrameDecoder,
-    /// Name sent in `HelloOk`.
-    pub server_id: String,
-    /// Connection id source.
-    pub next_conn_id: AtomicU64,
-    /// Subscription id source (unique for the broker's life).
-    pub next_sub_id: AtomicU64,
-    /// Publish requests past the drain check that have not reached their topic or owner yet.
-    pub publishes_in_flight: AtomicU64,
-    /// `max_inflight_publish_bytes` as permits of one byte each (see `publish::Budget`).
-    pub publish_budget: Arc<tokio::sync::Semaphore>,
-    /// Live subscriptions by id, so the drain can finish their streams cleanly and a
-    /// membership change can move them.
-    pub subscribers: parking_lot::Mutex<HashMap<u64, Registered>>,
-    /// Membership and ownership.
-    pub cluster: Arc<Cluster>,
-    /// Links to the other members.
-    pub peers: Arc<Peers>,
-    /// Subscriptions held at topic owners for local subscribers.
-    pub upstreams: Upstreams,
-    /// Wakes the cache hand-off (a peer stored a key this broker does not own).
-    pub handoff_wake: Arc<tokio::sync::Notify>,
-}
-
-/// A live subscription.
-#[derive(Clone)]
-pub struct Registered {
-    /// The subscriber.
-    pub sub: Arc<Subscriber>,
-    /// Who subscribed.
-    pub role: Role,
-    /// Ends the subscription with `Moved` (its topic moved to another member).
-    pub kick: Arc<tokio::sync::Notify>,
-    /// The subscriber's connection (the drain tells a silent peer by its statistics).
-    pub quic: quinn::Connection,
+/// The handles of every stream handler, taken from `state`.
+pub fn ingress(state: &State) -> Arc<conn::Handles> {
+    let publish = publish::Handles {
+        cfg: Arc::clone(&state.cfg),
+        metrics: Arc::clone(&state.metrics),
+        decoder: state.decoder,
+        health: Arc::clone(&state.health),
+        topics: Arc::clone(&state.topics),
+        cluster: Arc::clone(&state.cluster),
+        forward: state.forward.clone(),
+        gate: Arc::clone(&state.publishes),
+    };
+    let subscribe = subscribe::Handles {
+        cfg: Arc::clone(&state.cfg),
+        metrics: Arc::clone(&state.metrics),
+        decoder: state.decoder,
+        health: Arc::clone(&state.health),
+        topics: Arc::clone(&state.topics),
+        lanes: Arc::clone(&state.lanes),
+        cluster: Arc::clone(&state.cluster),
+        upstreams: Arc::clone(&state.upstreams),
+        subscriptions: Arc::clone(&state.subscriptions),
+    };
+    let cache = cache::Handles {
+        metrics: Arc::clone(&state.metrics),
+        decoder: state.decoder,
+        health: Arc::clone(&state.health),
+        cache: Arc::clone(&state.cache),
+        cluster: Arc::clone(&state.cluster),
+        forward: state.forward.clone(),
+        handoff: Arc::clone(&state.handoff),
+    };
+    Arc::new(conn::Handles {
+        cfg: Arc::clone(&state.cfg),
+        metrics: Arc::clone(&state.metrics),
+        decoder: state.decoder,
+        cluster: Arc::clone(&state.cluster),
+        server_id: state.server_id.clone(),
+        next_conn_id: AtomicU64::new(1),
+        publish: Arc::new(publish),
+        subscribe: Arc::new(subscribe),
+        cache: Arc::new(cache),
+    })
 }

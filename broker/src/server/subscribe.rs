@@ -11,18 +11,47 @@
 //! broker accepted as the owner.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use starling_config::BrokerConfig;
 use starling_placement::Kind;
-use starling_proto::{ErrorCode, Frame, Moved, Subscribe, SubscribeOk, read_frame, write_frame};
+use starling_proto::{
+    ErrorCode, Frame, FrameDecoder, Moved, Subscribe, SubscribeOk, read_frame, write_frame,
+};
 
-use crate::cluster::{Role, Route};
-use crate::metrics::Limit;
+use crate::cluster::upstream::Upstreams;
+use crate::cluster::{Cluster, Role, Route};
+use crate::health::{Health, Phase};
+use crate::metrics::{Limit, Metrics};
+use crate::pubsub::lanes::Lanes;
 use crate::pubsub::subscriber::Subscriber;
+use crate::pubsub::topic::Topics;
 use crate::server::link::Link;
-use crate::server::{Ctx, Registered, reply};
+use crate::server::reply;
+use crate::state::{Registered, Subscriptions};
+
+/// What a subscription stream's handler uses.
+pub struct Handles {
+    /// The effective config (subscriber queue and policy, `max_subscriptions`).
+    pub cfg: Arc<BrokerConfig>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Frame decoder bounded by `max_frame_bytes`.
+    pub decoder: FrameDecoder,
+    /// Lifecycle state (no subscriptions unless serving).
+    pub health: Arc<Health>,
+    /// Topic registry.
+    pub topics: Arc<Topics>,
+    /// Writer lanes (a subscriber is pinned to one).
+    pub lanes: Arc<Lanes>,
+    /// Who owns each topic.
+    pub cluster: Arc<Cluster>,
+    /// Subscriptions held at topic owners for local subscribers.
+    pub upstreams: Arc<Upstreams>,
+    /// Live subscriptions.
+    pub subscriptions: Arc<Subscriptions>,
+}
 
 /// Longest a subscription ended by an owner change waits for its queue to be written.
 const KICK_DRAIN: Duration = Duration::from_secs(2);
@@ -31,9 +60,10 @@ const KICK_DRAIN: Duration = Duration::from_secs(2);
 /// within it.
 const KICK_GRACE: Duration = Duration::from_millis(250);
 
-/// Serves a subscription stream whose first frame was `req`.
-pub async fn serve(
-    ctx: Arc<Ctx>,
+/// Serves a subscription stream whose first frame was `req`, until the client unsubscribes,
+/// finishes the stream or disconnects, or its topic moves away.
+pub async fn serve_subscription(
+    h: Arc<Handles>,
     link: Link,
     req: Subscribe,
     mut send: quinn::SendStream,
@@ -41,11 +71,11 @@ pub async fn serve(
     mut buf: BytesMut,
 ) {
     let (conn_id, role) = (link.id, link.role);
-    if ctx.health.phase() != crate::health::Phase::Serving {
+    if h.health.phase() != Phase::Serving {
         let msg = "broker is not serving (starting or draining)";
         reply::error(
             &mut send,
-            &ctx.metrics,
+            &h.metrics,
             req.request_id,
             ErrorCode::Unavailable,
             msg,
@@ -55,27 +85,27 @@ pub async fn serve(
         return;
     }
     if role != Role::Plain
-        && let Route::Peer(owner) = ctx.cluster.route(Kind::Topic, req.topic.as_bytes())
+        && let Route::Peer(owner) = h.cluster.route(Kind::Topic, req.topic.as_bytes())
     {
-        ctx.metrics
+        h.metrics
             .cluster_moved
             .with_label_values(&["subscribe"])
             .inc();
         let moved = Frame::Moved(Moved {
             request_id: req.request_id,
-            epoch: ctx.cluster.epoch(),
+            epoch: h.cluster.epoch(),
             owner: owner.addr,
         });
         let _ = write_frame(&mut send, &moved).await;
         let _ = send.finish();
         return;
     }
-    if let Err(limit) = ctx.topics.reserve(&req.topic) {
-        ctx.metrics.limit_refused(Limit::Topics);
+    if let Err(limit) = h.topics.reserve(&req.topic) {
+        h.metrics.limit_refused(Limit::Topics);
         let why = limit.to_string();
         reply::error(
             &mut send,
-            &ctx.metrics,
+            &h.metrics,
             req.request_id,
             ErrorCode::LimitExceeded,
             &why,
@@ -84,48 +114,39 @@ pub async fn serve(
         let _ = send.finish();
         return;
     }
-    let id = ctx.next_sub_id.fetch_add(1, Ordering::Relaxed);
-    let lane = ctx.lanes.picker.pick(id, conn_id);
+    let id = h.subscriptions.next_id();
+    let lane = h.lanes.picker.pick(id, conn_id);
     let sub = Arc::new(Subscriber::new(
         id,
         conn_id,
         lane,
         Arc::from(req.topic.as_str()),
-        ctx.cfg.slow_subscriber_policy,
-        ctx.cfg.subscriber_queue_capacity as usize,
+        h.cfg.slow_subscriber_policy,
+        h.cfg.subscriber_queue_capacity as usize,
         send,
-        Arc::clone(&ctx.metrics),
+        Arc::clone(&h.metrics),
     ));
     let kick = Arc::new(tokio::sync::Notify::new());
     {
         // Register before answering, so every publish the client makes after `SubscribeOk`
         // reaches it; hold the stream so no EventBatch can overtake `SubscribeOk`.
         let mut stream = sub.stream.lock().await;
-        let max = ctx.cfg.max_subscriptions as usize;
-        let admitted = {
-            let mut subscribers = ctx.subscribers.lock();
-            let room = subscribers.len() < max;
-            if room {
-                subscribers.insert(
-                    id,
-                    Registered {
-                        sub: Arc::clone(&sub),
-                        role,
-                        kick: Arc::clone(&kick),
-                        quic: link.quic.clone(),
-                    },
-                );
-            }
-            room
+        let max = h.cfg.max_subscriptions as usize;
+        let entry = Registered {
+            sub: Arc::clone(&sub),
+            role,
+            kick: Arc::clone(&kick),
+            quic: link.quic.clone(),
         };
+        let admitted = h.subscriptions.admit(id, entry, max);
         if !admitted {
-            ctx.metrics.limit_refused(Limit::Subscriptions);
+            h.metrics.limit_refused(Limit::Subscriptions);
             let why = format!(
                 "{max} subscriptions are open, the most this broker allows (max_subscriptions)"
             );
             reply::error(
                 &mut stream,
-                &ctx.metrics,
+                &h.metrics,
                 req.request_id,
                 ErrorCode::LimitExceeded,
                 &why,
@@ -136,45 +157,45 @@ pub async fn serve(
         }
         if role == Role::Plain
             && let Some(from) = req.resume
-            && ctx.cluster.route(Kind::Topic, req.topic.as_bytes()) != Route::Local
+            && h.cluster.route(Kind::Topic, req.topic.as_bytes()) != Route::Local
         {
-            ctx.upstreams.seed(&req.topic, from);
+            h.upstreams.seed(&req.topic, from);
         }
-        ctx.topics.subscribe(Arc::clone(&sub), req.resume);
-        ctx.metrics.subscriptions.inc();
+        h.topics.subscribe(Arc::clone(&sub), req.resume);
+        h.metrics.subscriptions.inc();
         let ok = Frame::SubscribeOk(SubscribeOk {
             request_id: req.request_id,
             subscription_id: id,
         });
         if write_frame(&mut *stream, &ok).await.is_err() {
             drop(stream);
-            forget(&ctx, &sub);
+            forget(&h, &sub);
             return;
         }
     }
     if role == Role::Plain {
-        ctx.upstreams.reconcile(&ctx);
+        reconcile_upstreams(&h.upstreams, &h.subscriptions);
     }
-    tracing::debug!(id, topic = %req.topic, lane, ?role, resume = ?req.resume, server = %ctx.cluster.self_id(), "subscribed");
+    tracing::debug!(id, topic = %req.topic, lane, ?role, resume = ?req.resume, server = %h.cluster.self_id(), "subscribed");
 
     loop {
         let frame = tokio::select! {
-            f = read_frame(&mut recv, &mut buf, &ctx.decoder, 4096) => f,
+            f = read_frame(&mut recv, &mut buf, &h.decoder, 4096) => f,
             () = kick.notified() => {
                 // What this broker accepted as the owner goes out before the `Moved`: the
                 // client resumes at the new owner, which never had these events. Publishes
                 // routed here just before the change may still be on their way to the topic
                 // (acked on receipt): give them a moment, then flush and drain.
                 tokio::time::sleep(KICK_GRACE).await;
-                ctx.topics.flush(&req.topic).await;
+                h.topics.flush(&req.topic).await;
                 let deadline = tokio::time::Instant::now() + KICK_DRAIN;
                 while sub.queued() > 0 && tokio::time::Instant::now() < deadline {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
                 let mut stream = sub.stream.lock().await;
                 let msg = "the topic moved to another member; subscribe again";
-                reply::error(&mut stream, &ctx.metrics, req.request_id, ErrorCode::Moved, msg).await;
-                ctx.metrics.cluster_moved.with_label_values(&["subscribe"]).inc();
+                reply::error(&mut stream, &h.metrics, req.request_id, ErrorCode::Moved, msg).await;
+                h.metrics.cluster_moved.with_label_values(&["subscribe"]).inc();
                 break;
             }
         };
@@ -191,7 +212,7 @@ pub async fn serve(
                 let mut stream = sub.stream.lock().await;
                 reply::error(
                     &mut stream,
-                    &ctx.metrics,
+                    &h.metrics,
                     reply::request_id(&other),
                     code,
                     msg,
@@ -201,10 +222,10 @@ pub async fn serve(
             Ok(None) | Err(_) => break,
         }
     }
-    forget(&ctx, &sub);
+    forget(&h, &sub);
     let _ = sub.stream.lock().await.finish();
     if role == Role::Plain {
-        ctx.upstreams.reconcile(&ctx);
+        reconcile_upstreams(&h.upstreams, &h.subscriptions);
     }
     tracing::debug!(id, topic = %req.topic, ?role, "subscription ended");
 }
@@ -252,25 +273,26 @@ pub async fn finish_for_drain(sub: Arc<Subscriber>, quic: quinn::Connection) {
     }
 }
 
-fn forget(ctx: &Ctx, sub: &Subscriber) {
-    ctx.subscribers.lock().remove(&sub.id);
-    ctx.topics.unsubscribe(sub);
-    ctx.metrics.subscriptions.dec();
+fn forget(h: &Handles, sub: &Subscriber) {
+    h.subscriptions.remove(sub.id);
+    h.topics.unsubscribe(sub);
+    h.metrics.subscriptions.dec();
+}
+
+/// Makes the upstreams match the plain clients' subscriptions.
+fn reconcile_upstreams(upstreams: &Arc<Upstreams>, subscriptions: &Subscriptions) {
+    upstreams.reconcile(|| subscriptions.plain_topics());
 }
 
 /// After a membership change: ends, with `Moved`, the subscriptions of routing clients and
 /// peers whose topic this broker no longer owns, and re-aims the upstream subscriptions.
-pub fn on_membership_change(ctx: &Arc<Ctx>) {
-    let moved: Vec<Arc<tokio::sync::Notify>> = ctx
-        .subscribers
-        .lock()
-        .values()
-        .filter(|r| r.role != Role::Plain)
-        .filter(|r| ctx.cluster.route(Kind::Topic, r.sub.topic.as_bytes()) != Route::Local)
-        .map(|r| Arc::clone(&r.kick))
-        .collect();
-    for kick in moved {
+pub fn on_membership_change(
+    subscriptions: &Subscriptions,
+    cluster: &Cluster,
+    upstreams: &Arc<Upstreams>,
+) {
+    for kick in subscriptions.moved_away(cluster) {
         kick.notify_one();
     }
-    ctx.upstreams.reconcile(ctx);
+    reconcile_upstreams(upstreams, subscriptions);
 }

@@ -1,0 +1,167 @@
+//! The broker's shared state, assembled once by [`crate::broker`] at start-up. [`State`] is the
+//! composition root: it owns every long-lived handle, and each subsystem is handed only the
+//! handles it uses (the ingress handlers through `server::Ingress`, the cluster side through
+//! its own structs), never the whole of it.
+//!
+//! Two pieces of state belong to no single subsystem and live here: the registry of live
+//! subscriptions ([`Subscriptions`]: written by the subscription handler, read by the drain, by
+//! membership changes and by the upstreams) and the publish gate ([`PublishGate`]: held by
+//! publish requests on their way to their topic, waited for by the drain).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use starling_config::BrokerConfig;
+use starling_placement::Kind;
+use starling_proto::FrameDecoder;
+use tokio::sync::{Notify, Semaphore};
+
+use crate::cache::Cache;
+use crate::cluster::forward::Forwarder;
+use crate::cluster::handoff::Handoff;
+use crate::cluster::peers::Peers;
+use crate::cluster::upstream::Upstreams;
+use crate::cluster::{Cluster, Role, Route};
+use crate::health::Health;
+use crate::metrics::Metrics;
+use crate::pubsub::lanes::Lanes;
+use crate::pubsub::subscriber::Subscriber;
+use crate::pubsub::topic::Topics;
+
+/// Every long-lived handle of a running broker.
+pub struct State {
+    /// The effective config.
+    pub cfg: Arc<BrokerConfig>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Topic registry.
+    pub topics: Arc<Topics>,
+    /// Writer lanes.
+    pub lanes: Arc<Lanes>,
+    /// The cache.
+    pub cache: Arc<Cache>,
+    /// Lifecycle state.
+    pub health: Arc<Health>,
+    /// Frame decoder bounded by `max_frame_bytes`.
+    pub decoder: FrameDecoder,
+    /// Name sent in `HelloOk`.
+    pub server_id: String,
+    /// Live subscriptions.
+    pub subscriptions: Arc<Subscriptions>,
+    /// Publish requests on their way to their topic or owner.
+    pub publishes: Arc<PublishGate>,
+    /// Membership and ownership.
+    pub cluster: Arc<Cluster>,
+    /// Links to the other members.
+    pub peers: Arc<Peers>,
+    /// Requests handed to other members.
+    pub forward: Forwarder,
+    /// Subscriptions held at topic owners for local subscribers.
+    pub upstreams: Arc<Upstreams>,
+    /// The cache hand-off.
+    pub handoff: Arc<Handoff>,
+}
+
+/// A live subscription.
+#[derive(Clone)]
+pub struct Registered {
+    /// The subscriber.
+    pub sub: Arc<Subscriber>,
+    /// Who subscribed.
+    pub role: Role,
+    /// Ends the subscription with `Moved` (its topic moved to another member).
+    pub kick: Arc<Notify>,
+    /// The subscriber's connection (the drain tells a silent peer by its statistics).
+    pub quic: quinn::Connection,
+}
+
+/// Live subscriptions by id, so the drain can finish their streams cleanly and a membership
+/// change can move them.
+#[derive(Default)]
+pub struct Subscriptions {
+    /// Subscription id source (unique for the broker's life).
+    next_id: AtomicU64,
+    live: parking_lot::Mutex<HashMap<u64, Registered>>,
+}
+
+impl Subscriptions {
+    /// A fresh subscription id (from 1).
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Registers `entry` under `id` unless `max` subscriptions are live; false when refused.
+    pub fn admit(&self, id: u64, entry: Registered, max: usize) -> bool {
+        let mut live = self.live.lock();
+        let room = live.len() < max;
+        if room {
+            live.insert(id, entry);
+        }
+        room
+    }
+
+    /// Forgets subscription `id`.
+    pub fn remove(&self, id: u64) {
+        self.live.lock().remove(&id);
+    }
+
+    /// The topic of every plain client's subscription (what the upstreams relay for).
+    pub fn plain_topics(&self) -> Vec<Arc<str>> {
+        self.live
+            .lock()
+            .values()
+            // Routing clients and peers are sent to the owner instead (`Moved`).
+            .filter(|r| r.role == Role::Plain)
+            .map(|r| Arc::clone(&r.sub.topic))
+            .collect()
+    }
+
+    /// The kick of every routing client's and peer's subscription whose topic `cluster` no
+    /// longer places here.
+    pub fn moved_away(&self, cluster: &Cluster) -> Vec<Arc<Notify>> {
+        self.live
+            .lock()
+            .values()
+            .filter(|r| r.role != Role::Plain)
+            .filter(|r| cluster.route(Kind::Topic, r.sub.topic.as_bytes()) != Route::Local)
+            .map(|r| Arc::clone(&r.kick))
+            .collect()
+    }
+
+    /// Every live subscriber with its connection (for the drain).
+    pub fn all(&self) -> Vec<(Arc<Subscriber>, quinn::Connection)> {
+        self.live
+            .lock()
+            .values()
+            .map(|r| (Arc::clone(&r.sub), r.quic.clone()))
+            .collect()
+    }
+}
+
+/// Publish requests between their stream and their topic (or owner).
+pub struct PublishGate {
+    /// Publish requests past the drain check that have not reached their topic or owner yet.
+    pub in_flight: AtomicU64,
+    /// `max_inflight_publish_bytes` as permits of one byte each.
+    pub budget: Arc<Semaphore>,
+    /// `max_inflight_publish_bytes`, the most one request takes of the budget.
+    pub budget_bytes: usize,
+}
+
+impl PublishGate {
+    /// A gate with a budget of `max_bytes`.
+    pub fn new(max_bytes: u64) -> PublishGate {
+        let budget_bytes = usize::try_from(max_bytes).unwrap_or(usize::MAX);
+        PublishGate {
+            in_flight: AtomicU64::new(0),
+            budget: Arc::new(Semaphore::new(budget_bytes.min(Semaphore::MAX_PERMITS))),
+            budget_bytes,
+        }
+    }
+
+    /// Publish requests in flight now.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+}
