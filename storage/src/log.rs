@@ -421,12 +421,11 @@ impl Log {
                 });
             }
         }
-        if let Some(e) = entry {
-            if let Some(f) = active.index_file.as_mut() {
-                if f.write_all(&e.encode()).is_err() {
-                    active.index_file = None;
-                }
-            }
+        if let Some(e) = entry
+            && let Some(f) = active.index_file.as_mut()
+            && f.write_all(&e.encode()).is_err()
+        {
+            active.index_file = None;
         }
         active.len = offset + record_len;
         active.records += 1;
@@ -466,15 +465,15 @@ impl Log {
     /// named `base`.
     fn roll(&mut self, base: Position) -> Result<()> {
         let policy = self.shared.config.fsync;
-        if let Some(old) = &self.active {
-            if policy != FsyncPolicy::Never {
-                let started = Instant::now();
-                if let Err(e) = old.file.sync_data() {
-                    self.failed = Some(format!("fsync failed: {e}"));
-                    return Err(io_err(&old.seg.path)(e));
-                }
-                self.shared.stats.fsync(started.elapsed());
+        if let Some(old) = &self.active
+            && policy != FsyncPolicy::Never
+        {
+            let started = Instant::now();
+            if let Err(e) = old.file.sync_data() {
+                self.failed = Some(format!("fsync failed: {e}"));
+                return Err(io_err(&old.seg.path)(e));
             }
+            self.shared.stats.fsync(started.elapsed());
         }
         let dir = &self.shared.dir;
         let stem = segment::stem(base);

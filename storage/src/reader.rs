@@ -50,8 +50,11 @@ pub struct Reader {
 }
 
 impl Reader {
+    /// A reader placed at its start now (so retention deleting that segment before the
+    /// first `next` ends it with [`Error::Truncated`] rather than skipping silently); on an
+    /// empty log it is placed at the first `next` that finds a segment.
     pub(crate) fn new(shared: Arc<Shared>, start: Start) -> Reader {
-        Reader {
+        let mut reader = Reader {
             shared,
             start,
             seeking: true,
@@ -59,7 +62,12 @@ impl Reader {
             file: None,
             offset: 0,
             done: false,
+        };
+        if let Some((seg, offset)) = reader.locate() {
+            reader.seg = Some(seg);
+            reader.offset = offset;
         }
+        reader
     }
 
     /// Picks the segment and the offset to start scanning from (`None`: the log is empty).

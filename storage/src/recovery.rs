@@ -85,11 +85,12 @@ pub(crate) fn recover_segment(
     // the last one that holds.
     let mut start: Option<IndexEntry> = None;
     while let Some(last) = entries.last().copied() {
-        if let Some(h) = check_at(&file, last.offset, file_len).map_err(io_err(log_path))? {
-            if h.position == last.position && h.timestamp_ms == last.timestamp_ms {
-                start = Some(last);
-                break;
-            }
+        let checked = check_at(&file, last.offset, file_len).map_err(io_err(log_path))?;
+        if checked
+            .is_some_and(|h| h.position == last.position && h.timestamp_ms == last.timestamp_ms)
+        {
+            start = Some(last);
+            break;
         }
         entries.pop();
         dirty = true;
