@@ -1,105 +1,75 @@
-//! Topics: the registry, and the task that owns each topic's batch, stream positions, retained
-//! tail and subscriber list.
-//!
-//! Data flows one way: a publish worker sends messages to the topic's bounded channel; the topic
-//! task batches them (count, bytes, delay), numbers them in its current stream, encodes each
-//! EventBatch once, offers the shared frame to every subscriber queue, hands ready subscribers
-//! to their writer lanes, retains the frame for resuming subscribers, and then completes the
-//! batch's commit acks. A full channel makes publish workers wait, which stops the broker
-//! reading publisher streams, which lets QUIC flow control push back.
-//!
-//! Events relayed from the topic's owner (an upstream subscription, see `cluster::upstream`)
-//! arrive already numbered: they keep the owner's positions, skip the batcher, and events this
-//! task already relayed are dropped. A new stream id is drawn when the task starts and for the
-//! first batch after every membership change that leaves the topic here, so one position never
-//! names two different events; a late batch at a former owner continues its stream.
+//! One topic's task: it owns the topic's open batch, its stream position, its retained tail and
+//! its subscriber list. It batches local messages (count, bytes, delay), numbers each batch in
+//! its current stream, encodes it once, offers the shared frame to every subscriber queue,
+//! hands ready subscribers to their writer lanes, retains the frame for resuming subscribers,
+//! and completes the batch's commit acks. Relayed events keep the owner's positions and skip
+//! the batcher. A task with no subscribers and no traffic asks its registry to retire it
+//! ([`Retire`]), the one way back to the registry, so the two stay one-way.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::VecDeque;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use parking_lot::RwLock;
 use starling_proto::{
     ErrorCode, Position, SeenStreams, encode_event_batch, event_batch_encoded_len,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::{TopicMsg, TopicSettings};
 use crate::metrics::Metrics;
 use crate::pubsub::ack::AckToken;
-use crate::pubsub::batcher::{Batch, Batcher, Limits};
+use crate::pubsub::batcher::{Batch, Batcher};
 use crate::pubsub::lanes::Lanes;
 use crate::pubsub::retained::{Retained, coalesce};
 use crate::pubsub::subscriber::Frames;
 use crate::pubsub::subscriber::{Outcome, Queued, Subscriber};
 use crate::timer;
 
-/// Messages published to a topic in one request.
-#[derive(Debug)]
-pub struct TopicMsg {
-    /// Payloads in order.
-    pub payloads: Vec<Bytes>,
-    /// The commit ack to complete once they are enqueued to every subscriber.
-    pub ack: Option<AckToken>,
-    /// For events relayed from the topic's owner: the owner's position of the first payload
-    /// (the others follow consecutively). `None` for a publish, which this broker numbers.
-    pub origin: Option<Position>,
-}
-
-enum Control {
+/// Requests to a topic task besides messages.
+pub enum Control {
+    /// Add a subscriber, first replaying the retained events from the position when given.
     Subscribe(Arc<Subscriber>, Option<Position>),
+    /// Remove subscriber `id`.
     Unsubscribe(u64),
+    /// Seal the open batch and fan it out; answered when done.
     Flush(oneshot::Sender<()>),
 }
 
+/// How a registry reaches one topic's task.
 #[derive(Clone)]
-struct TopicHandle {
-    data: mpsc::Sender<TopicMsg>,
-    control: mpsc::UnboundedSender<Control>,
+pub struct TopicHandle {
+    /// The task's bounded message channel.
+    pub data: mpsc::Sender<TopicMsg>,
+    /// The task's control channel.
+    pub control: mpsc::UnboundedSender<Control>,
     /// One past the last event delivered, in the newest stream delivered.
-    reached: Reached,
+    pub reached: Reached,
 }
 
 /// One past the last event a topic delivered, in the newest stream it delivered.
-type Reached = Arc<parking_lot::Mutex<Option<Position>>>;
+pub type Reached = Arc<parking_lot::Mutex<Option<Position>>>;
 
-/// Settings every topic task shares.
-pub struct TopicSettings {
-    /// Batch limits.
-    pub limits: Limits,
-    /// Capacity of each topic's inbound channel (`pub_queue_depth`).
-    pub queue_depth: usize,
-    /// A topic with no subscribers and no traffic for this long is retired.
-    pub idle_retire: Duration,
-    /// How long the fanned-out batches are retained for resuming subscribers.
-    pub replay_window: Duration,
-    /// Most bytes retained per topic.
-    pub replay_max_bytes: usize,
-    /// Most bytes retained by all topics together.
-    pub replay_max_total_bytes: usize,
-    /// The cluster's membership epoch; a change starts a new stream.
-    pub epoch: watch::Receiver<u64>,
-    /// Whether this broker owns a topic now (always, outside a cluster).
-    pub owns: Arc<dyn Fn(&str) -> bool + Send + Sync>,
-    /// Most topics alive at once (`max_topics`), checked by [`Topics::reserve`].
-    pub max_topics: usize,
+/// What a topic task asks of the registry that started it.
+pub trait Retire: Send + Sync {
+    /// Removes the idle topic `name` from the registry, unless a message or a subscription can
+    /// still reach its task (see `Topics`); true when removed, and the task then ends.
+    fn retire(
+        &self,
+        name: &str,
+        data: &mpsc::Receiver<TopicMsg>,
+        control: &mpsc::UnboundedReceiver<Control>,
+    ) -> bool;
 }
 
-/// A new topic was refused: `max_topics` are alive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{max} topics are alive, the most this broker allows (max_topics); publish to or subscribe on an existing topic, or retry once idle topics have retired"
-)]
-pub struct TopicLimit {
-    /// The `max_topics` in force.
-    pub max: usize,
-}
-
-struct Shared {
-    settings: TopicSettings,
-    metrics: Arc<Metrics>,
-    lanes: Arc<Lanes>,
+/// What every topic task shares: the settings, the metrics and the writer lanes.
+pub struct Shared {
+    /// Settings every topic task shares.
+    pub settings: TopicSettings,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Writer lanes.
+    pub lanes: Arc<Lanes>,
 }
 
 impl Shared {
@@ -110,7 +80,7 @@ impl Shared {
     }
 
     /// Records bytes a topic's retained tail let go.
-    fn retained_freed(&self, freed: usize) {
+    pub fn retained_freed(&self, freed: usize) {
         self.retained_changed(-(freed as isize));
     }
 
@@ -121,231 +91,45 @@ impl Shared {
     }
 }
 
-const SHARDS: usize = 16;
-
 /// Largest queue item a replay is joined into.
 const REPLAY_CHUNK_BYTES: usize = 256 * 1024;
 
-/// All topics, sharded by name so lookups don't contend on one lock.
-pub struct Topics {
-    shards: Vec<RwLock<HashMap<Arc<str>, TopicHandle>>>,
-    hasher: ahash::RandomState,
-    shared: Arc<Shared>,
-    /// Topics in the registry (the cap's own count: the gauge is the metric).
-    live: AtomicUsize,
-}
-
-impl Topics {
-    /// An empty registry.
-    pub fn new(settings: TopicSettings, metrics: Arc<Metrics>, lanes: Arc<Lanes>) -> Arc<Topics> {
-        Arc::new(Topics {
-            shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
-            hasher: ahash::RandomState::with_seeds(1, 2, 3, 4),
-            shared: Arc::new(Shared {
-                settings,
-                metrics,
-                lanes,
-            }),
-            live: AtomicUsize::new(0),
-        })
-    }
-
-    /// Makes sure `topic` exists, creating it unless `max_topics` topics are alive. Ingress
-    /// calls it before accepting a publish or a subscription, so the budget is enforced where
-    /// the client can still be told; the topic then exists when the request reaches it (a
-    /// topic retired in between is created again, past the cap by at most the requests in
-    /// flight).
-    pub fn reserve(self: &Arc<Self>, topic: &str) -> Result<(), TopicLimit> {
-        if self.shard(topic).read().contains_key(topic) {
-            return Ok(());
-        }
-        let mut shard = self.shard(topic).write();
-        if shard.contains_key(topic) {
-            return Ok(());
-        }
-        let max = self.shared.settings.max_topics;
-        if self.live.fetch_add(1, Ordering::AcqRel) >= max {
-            self.live.fetch_sub(1, Ordering::AcqRel);
-            return Err(TopicLimit { max });
-        }
-        self.spawn_topic(&mut shard, topic);
-        Ok(())
-    }
-
-    fn shard(&self, topic: &str) -> &RwLock<HashMap<Arc<str>, TopicHandle>> {
-        let i = (self.hasher.hash_one(topic) as usize) % SHARDS;
-        &self.shards[i]
-    }
-
-    /// The handle of `topic`, created when absent, whatever the cap (for requests admitted by
-    /// [`Topics::reserve`] and for the cluster's internal traffic).
-    fn handle(self: &Arc<Self>, topic: &str) -> TopicHandle {
-        if let Some(h) = self.shard(topic).read().get(topic) {
-            return h.clone();
-        }
-        let mut shard = self.shard(topic).write();
-        if let Some(h) = shard.get(topic) {
-            return h.clone();
-        }
-        self.live.fetch_add(1, Ordering::AcqRel);
-        self.spawn_topic(&mut shard, topic)
-    }
-
-    /// Registers `topic` in its (write-locked) shard and starts its task. `live` already
-    /// counts it.
-    fn spawn_topic(
-        self: &Arc<Self>,
-        shard: &mut HashMap<Arc<str>, TopicHandle>,
-        topic: &str,
-    ) -> TopicHandle {
-        let name: Arc<str> = Arc::from(topic);
-        let (data_tx, data_rx) = mpsc::channel(self.shared.settings.queue_depth.max(1));
-        let (control_tx, control_rx) = mpsc::unbounded_channel();
-        let reached: Reached = Arc::new(parking_lot::Mutex::new(None));
-        let handle = TopicHandle {
-            data: data_tx,
-            control: control_tx,
-            reached: Arc::clone(&reached),
-        };
-        shard.insert(Arc::clone(&name), handle.clone());
-        self.shared.metrics.topics.inc();
-        let settings = &self.shared.settings;
-        let mut epoch = settings.epoch.clone();
-        epoch.mark_unchanged();
-        let task = TopicTask {
-            name,
-            data: data_rx,
-            control: control_rx,
-            batcher: Batcher::new(settings.limits),
-            subscribers: Vec::new(),
-            stream: new_stream_id(),
-            next_seq: 0,
-            epoch,
-            retained: Retained::new(
-                settings.replay_window,
-                settings
-                    .replay_max_bytes
-                    .min(settings.replay_max_total_bytes),
-            ),
-            relayed: SeenStreams::default(),
-            relay_pending: VecDeque::new(),
-            reached,
-            topics: Arc::downgrade(self),
-            shared: Arc::clone(&self.shared),
-        };
-        tokio::spawn(task.run());
-        handle
-    }
-
-    /// Sends messages to a topic, waiting while its queue is full.
-    pub async fn publish(self: &Arc<Self>, topic: &str, mut msg: TopicMsg) {
-        loop {
-            let handle = self.handle(topic);
-            match handle.data.send(msg).await {
-                Ok(()) => return,
-                // The topic retired between lookup and send: look it up again.
-                Err(mpsc::error::SendError(back)) => msg = back,
-            }
-        }
-    }
-
-    /// Adds a subscriber to a topic. With a `resume` position, the retained events it has not
-    /// seen are queued to it first (see [`Retained::replay`]).
-    pub fn subscribe(self: &Arc<Self>, sub: Arc<Subscriber>, resume: Option<Position>) {
-        let mut sub = sub;
-        loop {
-            let handle = self.handle(&sub.topic);
-            match handle.control.send(Control::Subscribe(sub, resume)) {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(Control::Subscribe(back, _))) => sub = back,
-                Err(_) => return,
-            }
-        }
-    }
-
-    /// One past the last event `topic` delivered, in the newest stream it delivered; `None`
-    /// for a topic without state or that delivered nothing yet.
-    pub fn reached(&self, topic: &str) -> Option<Position> {
-        let reached = self
-            .shard(topic)
-            .read()
-            .get(topic)
-            .map(|h| Arc::clone(&h.reached))?;
-        *reached.lock()
-    }
-
-    /// Seals `topic`'s open batch and fans it out; returns once done (at once for a topic
-    /// without state).
-    pub async fn flush(&self, topic: &str) {
-        let control = self
-            .shard(topic)
-            .read()
-            .get(topic)
-            .map(|h| h.control.clone());
-        if let Some(control) = control {
-            let (tx, rx) = oneshot::channel();
-            if control.send(Control::Flush(tx)).is_ok() {
-                let _ = rx.await;
-            }
-        }
-    }
-
-    /// Removes a subscriber from its topic and closes it.
-    pub fn unsubscribe(&self, sub: &Subscriber) {
-        sub.close();
-        if let Some(h) = self.shard(&sub.topic).read().get(&*sub.topic) {
-            let _ = h.control.send(Control::Unsubscribe(sub.id));
-        }
-    }
-
-    /// Seals every topic's open batch and fans it out; returns once every topic has done so.
-    pub async fn flush_all(&self) {
-        let mut waits = Vec::new();
-        for shard in &self.shards {
-            for h in shard.read().values() {
-                let (tx, rx) = oneshot::channel();
-                if h.control.send(Control::Flush(tx)).is_ok() {
-                    waits.push(rx);
-                }
-            }
-        }
-        for rx in waits {
-            let _ = rx.await;
-        }
-    }
-
-    /// Number of live topics.
-    pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.read().len()).sum()
-    }
-
-    /// Whether there are no topics.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Removes an idle topic from the registry. Under the shard's write lock nobody can look
-    /// the topic up, so if the registry holds the only senders and both queues are empty, no
-    /// message or subscription can still reach the task.
-    fn retire(
-        &self,
-        name: &str,
-        data: &mpsc::Receiver<TopicMsg>,
-        control: &mpsc::UnboundedReceiver<Control>,
-    ) -> bool {
-        let mut shard = self.shard(name).write();
-        let idle = data.is_empty()
-            && control.is_empty()
-            && data.sender_strong_count() == 1
-            && control.sender_strong_count() == 1;
-        if !idle {
-            return false;
-        }
-        shard.remove(name);
-        self.live.fetch_sub(1, Ordering::AcqRel);
-        self.shared.metrics.topics.dec();
-        true
-    }
+/// Starts the task of topic `name` and returns its handle; `registry` is asked to retire it.
+pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -> TopicHandle {
+    let (data_tx, data_rx) = mpsc::channel(shared.settings.queue_depth.max(1));
+    let (control_tx, control_rx) = mpsc::unbounded_channel();
+    let reached: Reached = Arc::new(parking_lot::Mutex::new(None));
+    let handle = TopicHandle {
+        data: data_tx,
+        control: control_tx,
+        reached: Arc::clone(&reached),
+    };
+    let settings = &shared.settings;
+    let mut epoch = settings.epoch.clone();
+    epoch.mark_unchanged();
+    let task = TopicTask {
+        name,
+        data: data_rx,
+        control: control_rx,
+        batcher: Batcher::new(settings.limits),
+        subscribers: Vec::new(),
+        stream: new_stream_id(),
+        next_seq: 0,
+        epoch,
+        retained: Retained::new(
+            settings.replay_window,
+            settings
+                .replay_max_bytes
+                .min(settings.replay_max_total_bytes),
+        ),
+        relayed: SeenStreams::default(),
+        relay_pending: VecDeque::new(),
+        reached,
+        registry,
+        shared: Arc::clone(shared),
+    };
+    tokio::spawn(task.run());
+    handle
 }
 
 struct TopicTask {
@@ -365,7 +149,7 @@ struct TopicTask {
     /// Relayed runs waiting behind the sealed local batches.
     relay_pending: VecDeque<(Position, Vec<Bytes>)>,
     reached: Reached,
-    topics: std::sync::Weak<Topics>,
+    registry: Weak<dyn Retire>,
     shared: Arc<Shared>,
 }
 
@@ -430,8 +214,8 @@ impl TopicTask {
                     self.shared.retained_freed(freed);
                 }
                 _ = maybe_sleep(idle_at) => {
-                    if let Some(topics) = self.topics.upgrade()
-                        && topics.retire(&self.name, &self.data, &self.control)
+                    if let Some(registry) = self.registry.upgrade()
+                        && registry.retire(&self.name, &self.data, &self.control)
                     {
                         break;
                     }

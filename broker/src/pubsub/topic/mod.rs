@@ -1,0 +1,74 @@
+//! Topics: the registry ([`registry`], [`Topics`]) and the task that owns each topic's batch,
+//! stream positions, retained tail and subscriber list ([`task`]). This module holds what both
+//! sides and their callers share: the message type, the settings and the topic cap.
+//!
+//! Data flows one way: a publish worker sends messages to the topic's bounded channel; the topic
+//! task batches them (count, bytes, delay), numbers them in its current stream, encodes each
+//! EventBatch once, offers the shared frame to every subscriber queue, hands ready subscribers
+//! to their writer lanes, retains the frame for resuming subscribers, and then completes the
+//! batch's commit acks. A full channel makes publish workers wait, which stops the broker
+//! reading publisher streams, which lets QUIC flow control push back.
+//!
+//! Events relayed from the topic's owner (an upstream subscription, see `cluster::upstream`)
+//! arrive already numbered: they keep the owner's positions, skip the batcher, and events this
+//! task already relayed are dropped. A new stream id is drawn when the task starts and for the
+//! first batch after every membership change that leaves the topic here, so one position never
+//! names two different events; a late batch at a former owner continues its stream.
+
+pub mod registry;
+pub mod task;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use starling_proto::Position;
+use tokio::sync::watch;
+
+use crate::pubsub::ack::AckToken;
+use crate::pubsub::batcher::Limits;
+pub use registry::Topics;
+
+/// Messages published to a topic in one request.
+#[derive(Debug)]
+pub struct TopicMsg {
+    /// Payloads in order.
+    pub payloads: Vec<Bytes>,
+    /// The commit ack to complete once they are enqueued to every subscriber.
+    pub ack: Option<AckToken>,
+    /// For events relayed from the topic's owner: the owner's position of the first payload
+    /// (the others follow consecutively). `None` for a publish, which this broker numbers.
+    pub origin: Option<Position>,
+}
+
+/// Settings every topic task shares.
+pub struct TopicSettings {
+    /// Batch limits.
+    pub limits: Limits,
+    /// Capacity of each topic's inbound channel (`pub_queue_depth`).
+    pub queue_depth: usize,
+    /// A topic with no subscribers and no traffic for this long is retired.
+    pub idle_retire: Duration,
+    /// How long the fanned-out batches are retained for resuming subscribers.
+    pub replay_window: Duration,
+    /// Most bytes retained per topic.
+    pub replay_max_bytes: usize,
+    /// Most bytes retained by all topics together.
+    pub replay_max_total_bytes: usize,
+    /// The cluster's membership epoch; a change starts a new stream.
+    pub epoch: watch::Receiver<u64>,
+    /// Whether this broker owns a topic now (always, outside a cluster).
+    pub owns: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    /// Most topics alive at once (`max_topics`), checked by [`Topics::reserve`].
+    pub max_topics: usize,
+}
+
+/// A new topic was refused: `max_topics` are alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{max} topics are alive, the most this broker allows (max_topics); publish to or subscribe on an existing topic, or retry once idle topics have retired"
+)]
+pub struct TopicLimit {
+    /// The `max_topics` in force.
+    pub max: usize,
+}

@@ -1,0 +1,213 @@
+//! The topic registry: every live topic's handle, sharded by name so lookups don't contend on
+//! one lock. It creates a topic (within `max_topics`) when a request first names it, starting
+//! its [`task`](super::task), routes messages, subscriptions and flushes to it, and removes it
+//! when its task retires it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::RwLock;
+use starling_proto::Position;
+use tokio::sync::{mpsc, oneshot};
+
+use super::task::{self, Control, Retire, Shared, TopicHandle};
+use super::{TopicLimit, TopicMsg, TopicSettings};
+use crate::metrics::Metrics;
+use crate::pubsub::lanes::Lanes;
+use crate::pubsub::subscriber::Subscriber;
+
+const SHARDS: usize = 16;
+
+/// All topics, sharded by name so lookups don't contend on one lock.
+pub struct Topics {
+    shards: Vec<RwLock<HashMap<Arc<str>, TopicHandle>>>,
+    hasher: ahash::RandomState,
+    shared: Arc<Shared>,
+    /// Topics in the registry (the cap's own count: the gauge is the metric).
+    live: AtomicUsize,
+}
+
+impl Topics {
+    /// An empty registry.
+    pub fn new(settings: TopicSettings, metrics: Arc<Metrics>, lanes: Arc<Lanes>) -> Arc<Topics> {
+        Arc::new(Topics {
+            shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+            hasher: ahash::RandomState::with_seeds(1, 2, 3, 4),
+            shared: Arc::new(Shared {
+                settings,
+                metrics,
+                lanes,
+            }),
+            live: AtomicUsize::new(0),
+        })
+    }
+
+    /// Makes sure `topic` exists, creating it unless `max_topics` topics are alive. Ingress
+    /// calls it before accepting a publish or a subscription, so the budget is enforced where
+    /// the client can still be told; the topic then exists when the request reaches it (a
+    /// topic retired in between is created again, past the cap by at most the requests in
+    /// flight).
+    pub fn reserve(self: &Arc<Self>, topic: &str) -> Result<(), TopicLimit> {
+        if self.shard(topic).read().contains_key(topic) {
+            return Ok(());
+        }
+        let mut shard = self.shard(topic).write();
+        if shard.contains_key(topic) {
+            return Ok(());
+        }
+        let max = self.shared.settings.max_topics;
+        if self.live.fetch_add(1, Ordering::AcqRel) >= max {
+            self.live.fetch_sub(1, Ordering::AcqRel);
+            return Err(TopicLimit { max });
+        }
+        self.spawn_topic(&mut shard, topic);
+        Ok(())
+    }
+
+    fn shard(&self, topic: &str) -> &RwLock<HashMap<Arc<str>, TopicHandle>> {
+        let i = (self.hasher.hash_one(topic) as usize) % SHARDS;
+        &self.shards[i]
+    }
+
+    /// The handle of `topic`, created when absent, whatever the cap (for requests admitted by
+    /// [`Topics::reserve`] and for the cluster's internal traffic).
+    fn handle(self: &Arc<Self>, topic: &str) -> TopicHandle {
+        if let Some(h) = self.shard(topic).read().get(topic) {
+            return h.clone();
+        }
+        let mut shard = self.shard(topic).write();
+        if let Some(h) = shard.get(topic) {
+            return h.clone();
+        }
+        self.live.fetch_add(1, Ordering::AcqRel);
+        self.spawn_topic(&mut shard, topic)
+    }
+
+    /// Registers `topic` in its (write-locked) shard and starts its task. `live` already
+    /// counts it.
+    fn spawn_topic(
+        self: &Arc<Self>,
+        shard: &mut HashMap<Arc<str>, TopicHandle>,
+        topic: &str,
+    ) -> TopicHandle {
+        let name: Arc<str> = Arc::from(topic);
+        let registry: Weak<dyn Retire> = Arc::downgrade(self) as Weak<Topics>;
+        let handle = task::start(Arc::clone(&name), &self.shared, registry);
+        shard.insert(name, handle.clone());
+        self.shared.metrics.topics.inc();
+        handle
+    }
+
+    /// Sends messages to a topic, waiting while its queue is full.
+    pub async fn publish(self: &Arc<Self>, topic: &str, mut msg: TopicMsg) {
+        loop {
+            let handle = self.handle(topic);
+            match handle.data.send(msg).await {
+                Ok(()) => return,
+                // The topic retired between lookup and send: look it up again.
+                Err(mpsc::error::SendError(back)) => msg = back,
+            }
+        }
+    }
+
+    /// Adds a subscriber to a topic. With a `resume` position, the retained events it has not
+    /// seen are queued to it first (see [`Retained::replay`]).
+    pub fn subscribe(self: &Arc<Self>, sub: Arc<Subscriber>, resume: Option<Position>) {
+        let mut sub = sub;
+        loop {
+            let handle = self.handle(&sub.topic);
+            match handle.control.send(Control::Subscribe(sub, resume)) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(Control::Subscribe(back, _))) => sub = back,
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// One past the last event `topic` delivered, in the newest stream it delivered; `None`
+    /// for a topic without state or that delivered nothing yet.
+    pub fn reached(&self, topic: &str) -> Option<Position> {
+        let reached = self
+            .shard(topic)
+            .read()
+            .get(topic)
+            .map(|h| Arc::clone(&h.reached))?;
+        *reached.lock()
+    }
+
+    /// Seals `topic`'s open batch and fans it out; returns once done (at once for a topic
+    /// without state).
+    pub async fn flush(&self, topic: &str) {
+        let control = self
+            .shard(topic)
+            .read()
+            .get(topic)
+            .map(|h| h.control.clone());
+        if let Some(control) = control {
+            let (tx, rx) = oneshot::channel();
+            if control.send(Control::Flush(tx)).is_ok() {
+                let _ = rx.await;
+            }
+        }
+    }
+
+    /// Removes a subscriber from its topic and closes it.
+    pub fn unsubscribe(&self, sub: &Subscriber) {
+        sub.close();
+        if let Some(h) = self.shard(&sub.topic).read().get(&*sub.topic) {
+            let _ = h.control.send(Control::Unsubscribe(sub.id));
+        }
+    }
+
+    /// Seals every topic's open batch and fans it out; returns once every topic has done so.
+    pub async fn flush_all(&self) {
+        let mut waits = Vec::new();
+        for shard in &self.shards {
+            for h in shard.read().values() {
+                let (tx, rx) = oneshot::channel();
+                if h.control.send(Control::Flush(tx)).is_ok() {
+                    waits.push(rx);
+                }
+            }
+        }
+        for rx in waits {
+            let _ = rx.await;
+        }
+    }
+
+    /// Number of live topics.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.read().len()).sum()
+    }
+
+    /// Whether there are no topics.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Retire for Topics {
+    /// Removes an idle topic from the registry. Under the shard's write lock nobody can look
+    /// the topic up, so if the registry holds the only senders and both queues are empty, no
+    /// message or subscription can still reach the task.
+    fn retire(
+        &self,
+        name: &str,
+        data: &mpsc::Receiver<TopicMsg>,
+        control: &mpsc::UnboundedReceiver<Control>,
+    ) -> bool {
+        let mut shard = self.shard(name).write();
+        let idle = data.is_empty()
+            && control.is_empty()
+            && data.sender_strong_count() == 1
+            && control.sender_strong_count() == 1;
+        if !idle {
+            return false;
+        }
+        shard.remove(name);
+        self.live.fetch_sub(1, Ordering::AcqRel);
+        self.shared.metrics.topics.dec();
+        true
+    }
+}
