@@ -46,8 +46,9 @@ pub enum Malformed {
     /// The record is shorter than its header declares.
     #[error("record cut short")]
     Incomplete,
-    /// The record's position is not after the previous record's.
-    #[error("position not after the previous record")]
+    /// The record's position is before the previous record's end, or its timestamp before
+    /// the previous record's.
+    #[error("position or time before the previous record's")]
     OutOfOrder,
 }
 

@@ -159,13 +159,15 @@ pub struct Scan {
 }
 
 /// Scans a whole segment held in memory the way recovery scans a file: records back to back,
-/// each valid and after the previous one, up to the first that is not. Allocates nothing per
+/// each valid, at a position not before the previous record's end and stamped no earlier,
+/// up to the first that is not. Allocates nothing per
 /// record beyond the result (declared lengths are checked against `max_payload` and the
 /// buffer). The fuzz target drives this.
 pub fn scan(buf: &[u8], max_payload: u32) -> Scan {
     let mut records = Vec::new();
     let mut at = 0usize;
     let mut prev_end: Option<Position> = None;
+    let mut prev_ms = 0u64;
     let stop = loop {
         let Some(rest) = buf.get(at..) else {
             break Some(Malformed::Incomplete);
@@ -175,10 +177,11 @@ pub fn scan(buf: &[u8], max_payload: u32) -> Scan {
         }
         match record::decode(rest, max_payload) {
             Ok((h, _)) => {
-                if prev_end.is_some_and(|e| key(h.position) < key(e)) {
+                if prev_end.is_some_and(|e| key(h.position) < key(e)) || h.timestamp_ms < prev_ms {
                     break Some(Malformed::OutOfOrder);
                 }
                 prev_end = Some(h.end());
+                prev_ms = h.timestamp_ms;
                 records.push((at as u64, h));
                 // decode checked the whole record lies in `rest`.
                 at += usize::try_from(h.record_len()).unwrap_or(rest.len());
