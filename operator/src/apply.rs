@@ -2,6 +2,9 @@
 //! forced, so the operator owns every field it renders) and deletes optional children that are
 //! no longer wanted, but only when this BrokerCluster owns them. The generated TLS Secret is the
 //! exception: it is created once when absent ([`ensure_tls_secret`]) and never rewritten.
+//! Status writes, one field manager per writer, are in [`status`].
+
+pub mod status;
 
 use std::fmt::Debug;
 
@@ -14,11 +17,13 @@ use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::build::{Children, OptionalKind, Unwanted};
+use crate::build::{Children, OptionalKind, Unwanted, tls_secret};
 use crate::error::{Error, Result};
 use crate::names::FIELD_MANAGER;
 use crate::tls;
 use crate::validate::ValidatedCluster;
+
+pub use status::{apply_status, merge_status, status_body};
 
 /// Server-side applies one namespaced object and returns what the API server stored.
 pub async fn apply<K>(client: &Client, obj: &K) -> Result<K>
@@ -138,7 +143,7 @@ pub async fn ensure_tls_secret(client: &Client, v: &ValidatedCluster) -> Result<
     }
     let pem = tls::generate(&v.names, &v.id.namespace, &v.cluster_domain)?;
     match api
-        .create(&PostParams::default(), &tls::secret(v, &pem))
+        .create(&PostParams::default(), &tls_secret::build(v, &pem))
         .await
     {
         Ok(_) => Ok(true),
@@ -151,8 +156,8 @@ pub async fn ensure_tls_secret(client: &Client, v: &ValidatedCluster) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::fixtures::cluster;
     use crate::build::render;
+    use crate::validate::fixtures::cluster;
     use starling_config::{Profile, Tier};
 
     #[test]

@@ -1,5 +1,6 @@
 //! The `starling-operator` process: flags (each also readable from an environment variable) and
-//! the main loop: logs, metrics endpoint, leader election, controllers, graceful shutdown.
+//! the main loop: logs, metrics endpoint, leader election, controllers (fenced by the lease:
+//! they stop and the process exits when it is lost), graceful shutdown.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,7 +13,10 @@ use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::watch;
 
 use crate::autoscale::promql::{self, PromQlSource, PrometheusUrl};
-use crate::controller::{self, Context};
+use crate::autoscale::runner::AutoscaleContext;
+use crate::context::Context;
+use crate::controller;
+use crate::fence::{Fence, fence};
 use crate::http::{self, Health};
 use crate::leader::{LeaderElector, LeaseConfig};
 use crate::metrics::Metrics;
@@ -238,20 +242,25 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
         instance: Some(me.clone()),
     };
     let prometheus = args.prometheus_source()?;
-    let ctx = Arc::new(
-        Context::new(
-            client.clone(),
-            Recorder::new(client.clone(), reporter),
-            metrics.clone(),
-            OperatorDefaults {
-                broker_image: args.broker_image.clone(),
-                tiers: load_tier_overrides(args.tier_overrides.as_deref())?,
-                cluster_domain: args.cluster_domain.trim().trim_end_matches('.').to_string(),
-                handoff_grace: Duration::from_secs(args.handoff_grace_seconds),
-            },
-        )
-        .with_prometheus(prometheus.clone()),
+    let ctx = Context::new(
+        client.clone(),
+        Recorder::new(client.clone(), reporter),
+        metrics.clone(),
+        OperatorDefaults {
+            broker_image: args.broker_image.clone(),
+            tiers: load_tier_overrides(args.tier_overrides.as_deref())?,
+            cluster_domain: args.cluster_domain.trim().trim_end_matches('.').to_string(),
+            handoff_grace: Duration::from_secs(args.handoff_grace_seconds),
+        },
     );
+    let autoscaler = AutoscaleContext {
+        client: client.clone(),
+        recorder: ctx.recorder.clone(),
+        decisions: metrics.autoscale_decisions(),
+        tiers: ctx.defaults.tiers.clone(),
+        prometheus: prometheus.clone(),
+        fence: Fence::never(),
+    };
     let namespaces = args.watch_namespaces();
     health.set_ready(true);
     tracing::info!(
@@ -268,40 +277,57 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
     let outcome = if args.leader_election {
         let elector = LeaderElector::new(
             client.clone(),
-            LeaseConfig {
-                name: args.lease_name.clone(),
-                namespace: args
-                    .lease_namespace
+            LeaseConfig::standard(
+                args.lease_name.clone(),
+                args.lease_namespace
                     .clone()
                     .unwrap_or_else(|| client.default_namespace().to_string()),
-                identity: me,
-                lease_duration: Duration::from_secs(15),
-                renew_deadline: Duration::from_secs(10),
-                retry_period: Duration::from_secs(2),
-            },
+                me,
+            ),
         );
+        elector.config().check()?;
         let mut rx = stop_rx.clone();
         if elector.acquire(&mut rx).await? {
             tracing::info!("became leader");
             metrics.leader.set(1);
-            let controllers = tokio::spawn(controller::run(ctx, namespaces, stop_rx.clone()));
-            let held = elector.hold(&mut rx).await;
+            // Everything that writes is fenced by this lease.
+            let (fencer, fenced) = fence();
+            let ctx = Arc::new(ctx.with_fence(fenced.clone()));
+            let autoscaler = AutoscaleContext {
+                fence: fenced,
+                ..autoscaler
+            };
+            let controllers = tokio::spawn(controller::run(
+                ctx,
+                autoscaler,
+                namespaces,
+                stop_rx.clone(),
+            ));
+            let held = elector.hold(&mut rx, &fencer).await;
             metrics.leader.set(0);
-            if held.is_err() {
-                let _ = stop_tx.send(true);
-            }
-            let _ = controllers.await;
-            if held.is_ok()
-                && let Err(e) = elector.release().await
-            {
-                tracing::warn!(error = %e, "could not release the lease");
+            match &held {
+                Err(e) => {
+                    // The fence is tripped: in-flight reconciles and autoscaler rounds have
+                    // been dropped. Stop the rest and exit, so nothing here writes next to
+                    // the new leader.
+                    tracing::error!(error = %e, "lost the leader lease; stopping");
+                    controllers.abort();
+                    let _ = controllers.await;
+                }
+                Ok(()) => {
+                    let _ = controllers.await;
+                    fencer.trip();
+                    if let Err(e) = elector.release().await {
+                        tracing::warn!(error = %e, "could not release the lease");
+                    }
+                }
             }
             held.map_err(Into::into)
         } else {
             Ok(())
         }
     } else {
-        controller::run(ctx, namespaces, stop_rx.clone()).await;
+        controller::run(Arc::new(ctx), autoscaler, namespaces, stop_rx.clone()).await;
         Ok(())
     };
     let _ = stop_tx.send(true);

@@ -1,7 +1,7 @@
 //! The controller: watches BrokerClusters and their children and runs one reconcile per change.
 //!
 //! A reconcile is: read the observed StatefulSet → [`validate`] → the step of a tier change
-//! ([`crate::tier_change`]) → [`plan_members`] (the next
+//! ([`stage`]) → [`plan_members`] (the next
 //! step of a scale change) → create the generated TLS Secret if absent ([`ensure_tls_secret`])
 //! → [`render_sized`] → [`apply_children`] (skipped when paused or refused) →
 //! [`status::compute`] → write status if it changed → publish events. The logic worth testing
@@ -13,13 +13,16 @@
 //! Reconciles triggered by the operator's own status writes are filtered out: the BrokerCluster
 //! watch passes only generation changes (status writes never bump `metadata.generation`) and
 //! changes of `status.effectiveTier` (the autoscaler's choice, see [`crate::autoscale`]), and
-//! an unchanged status is never written. The reconcile never writes `effectiveTier` or
-//! `autoscaling` itself (they belong to the autoscaler), except to clear them when autoscaling
-//! is turned off. Failed reconciles are retried with exponential backoff
-//! per object; a refused spec is not a failure (it is reported as `Degraded`).
+//! an unchanged status is never written.
+//!
+//! Status is written by server-side apply under the reconciler's field manager
+//! ([`FIELD_MANAGER`]), with every field it owns; `effectiveTier` and `autoscaling` are the
+//! autoscaler's, applied under its own manager (which also removes them when autoscaling is
+//! turned off), so neither writer touches the other's fields. Failed reconciles are retried
+//! with exponential backoff per object; a refused spec is not a failure (it is reported as
+//! `Degraded`). Every reconcile is fenced by leadership ([`crate::fence`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -30,91 +33,32 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use crate::apply::{apply_children, ensure_tls_secret};
+use crate::apply::{apply_children, apply_status, ensure_tls_secret};
+use crate::autoscale::runner::AutoscaleContext;
 use crate::build::{Sizes, render_sized, unwanted};
+use crate::context::Context;
+use crate::crd::conditions::{self, ConditionType};
 use crate::crd::{BrokerCluster, BrokerClusterStatus};
 use crate::error::{Error, Result};
 use crate::events::{self, Planned};
 use crate::members::{MembersPlan, Observed, plan_members};
-use crate::metrics::Metrics;
-use crate::names::{MANAGED_BY_SELECTOR, Names};
-use crate::status::{self, ConditionType, StatusInput};
-use crate::tier_change::{self, Stage, TierChangeInput};
-use crate::validate::{ObjectIdentity, OperatorDefaults, ValidatedCluster, validate};
+use crate::names::{FIELD_MANAGER, MANAGED_BY_SELECTOR, Names};
+use crate::status::{self, StatusInput};
+use crate::tier_change::{self, stage::stage};
+use crate::validate::{ObjectIdentity, ValidatedCluster, validate};
 
 /// Requeue interval of a cluster that is ready or refused (nothing will change by itself).
 pub const STEADY_REQUEUE: Duration = Duration::from_secs(300);
 /// Requeue interval while a rollout is in flight (watches usually trigger sooner).
 pub const PROGRESS_REQUEUE: Duration = Duration::from_secs(15);
-
-/// Shared state of every reconcile.
-pub struct Context {
-    /// API client.
-    pub client: Client,
-    /// Event recorder.
-    pub recorder: Recorder,
-    /// Metrics.
-    pub metrics: Metrics,
-    /// Operator-wide defaults.
-    pub defaults: OperatorDefaults,
-    /// Where the tier autoscaler reads its signals: `None` scrapes the broker pods directly,
-    /// `Some` queries Prometheus (`--prometheus-url`).
-    pub prometheus: Option<crate::autoscale::promql::PromQlSource>,
-    failures: Mutex<HashMap<(String, String), u32>>,
-}
-
-impl Context {
-    /// Creates a context.
-    pub fn new(
-        client: Client,
-        recorder: Recorder,
-        metrics: Metrics,
-        defaults: OperatorDefaults,
-    ) -> Self {
-        Context {
-            client,
-            recorder,
-            metrics,
-            defaults,
-            prometheus: None,
-            failures: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// The same context with the autoscaler reading from Prometheus.
-    pub fn with_prometheus(
-        mut self,
-        source: Option<crate::autoscale::promql::PromQlSource>,
-    ) -> Self {
-        self.prometheus = source;
-        self
-    }
-
-    fn key(bc: &BrokerCluster) -> (String, String) {
-        (bc.namespace().unwrap_or_default(), bc.name_any())
-    }
-
-    fn record_failure(&self, bc: &BrokerCluster) -> u32 {
-        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let n = map.entry(Self::key(bc)).or_insert(0);
-        *n = n.saturating_add(1);
-        *n
-    }
-
-    fn reset_failures(&self, bc: &BrokerCluster) {
-        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        map.remove(&Self::key(bc));
-    }
-}
 
 /// Delay before retry number `failures` (1-based): 5 s doubling up to 5 min.
 pub fn backoff_delay(failures: u32) -> Duration {
@@ -125,9 +69,9 @@ pub fn backoff_delay(failures: u32) -> Duration {
 /// When to look again at a cluster whose status is `status`.
 pub fn requeue_after(status: &BrokerClusterStatus) -> Duration {
     let ready =
-        status::find(Some(status), ConditionType::Ready).is_some_and(|c| c.status == "True");
+        conditions::find(Some(status), ConditionType::Ready).is_some_and(|c| c.status == "True");
     let degraded =
-        status::find(Some(status), ConditionType::Degraded).is_some_and(|c| c.status == "True");
+        conditions::find(Some(status), ConditionType::Degraded).is_some_and(|c| c.status == "True");
     if ready || degraded {
         STEADY_REQUEUE
     } else {
@@ -136,13 +80,28 @@ pub fn requeue_after(status: &BrokerClusterStatus) -> Duration {
 }
 
 /// The reconcile entry point: times it, counts it and reports failures as Warning events.
+///
+/// Fenced: a reconcile does not start, and one in flight is dropped at its next await, once
+/// leadership is lost; nothing more is written, not even the failure event.
 pub async fn reconcile(bc: Arc<BrokerCluster>, ctx: Arc<Context>) -> Result<Action> {
     let timer = ctx.metrics.start();
-    let result = reconcile_cluster(&bc, &ctx).await;
+    let result = if ctx.fence.is_lost() {
+        Err(Error::Leadership("not the leader any more".into()))
+    } else {
+        tokio::select! {
+            biased;
+            () = ctx.fence.lost() => Err(Error::Leadership("lost the lease during a reconcile".into())),
+            r = reconcile_cluster(&bc, &ctx) => r,
+        }
+    };
     match &result {
         Ok(_) => {
             ctx.reset_failures(&bc);
             timer.finish(None);
+        }
+        Err(e @ Error::Leadership(_)) => {
+            timer.finish(Some(e.metric_label()));
+            tracing::warn!(cluster = %bc.name_any(), error = %e, "reconcile stopped");
         }
         Err(e) => {
             timer.finish(Some(e.metric_label()));
@@ -170,8 +129,8 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
 
     let now = Timestamp::now();
     let mut staging = false;
-    let validated = validate(bc, id.clone(), &ctx.defaults).map(|v| {
-        let (v, staged) = stage_tier_change(bc, v, &id, before.as_ref(), &ctx.defaults, now);
+    let validated = validate(bc, id, &ctx.defaults).map(|v| {
+        let (v, staged) = stage(bc, v, before.as_ref(), &ctx.defaults, now);
         staging = staged;
         v
     });
@@ -188,7 +147,7 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         Ok(v) => {
             let plan = plan_members(
                 v.replicas,
-                &observe(before.as_ref(), bc.status.as_ref(), now),
+                &Observed::of(before.as_ref(), bc.status.as_ref(), now),
                 ctx.defaults.handoff_grace,
             );
             match apply_cluster(ctx, v, plan).await {
@@ -202,7 +161,7 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         }
     }
 
-    let mut new_status = status::compute(&StatusInput {
+    let new_status = status::compute(&StatusInput {
         names: &names,
         namespace: &namespace,
         generation: bc.metadata.generation,
@@ -214,14 +173,23 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         members: members.as_ref(),
         now: Time(now),
     });
-    let autoscaling = bc.spec.autoscaling.as_ref().is_some_and(|a| a.enabled);
-    if !autoscaling {
-        new_status.effective_tier = None;
-        new_status.autoscaling = None;
-    }
-    if bc.status.as_ref() != Some(&new_status) {
-        let body = status_patch(&new_status, bc.status.as_ref(), autoscaling)?;
-        write_status(ctx, &namespace, &names.cluster, &body).await?;
+    // The reconciler's fields only: the autoscaler's belong to its own field manager.
+    let ours = new_status.reconciler_fields();
+    if bc
+        .status
+        .as_ref()
+        .map(BrokerClusterStatus::reconciler_fields)
+        != Some(ours.clone())
+    {
+        let body = status_apply_body(&ours)?;
+        apply_status(
+            &ctx.client,
+            &namespace,
+            &names.cluster,
+            FIELD_MANAGER,
+            &body,
+        )
+        .await?;
     }
     for p in &planned {
         publish(ctx, bc, p).await;
@@ -232,7 +200,7 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
             let after = requeue_after(&new_status);
             let after = members.and_then(|m| m.wait).map_or(after, |w| w.min(after));
             let after = if staging {
-                after.min(crate::tier_change::STAGE_POLL)
+                after.min(tier_change::STAGE_POLL)
             } else {
                 after
             };
@@ -241,116 +209,10 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
     }
 }
 
-/// Applies the sequencing of a tier change ([`crate::tier_change`]) to the validated target:
-/// returns what to render now, and whether that is an intermediate step.
-fn stage_tier_change(
-    bc: &BrokerCluster,
-    v: ValidatedCluster,
-    id: &ObjectIdentity,
-    before: Option<&StatefulSet>,
-    defaults: &OperatorDefaults,
-    now: Timestamp,
-) -> (ValidatedCluster, bool) {
-    let observed = observe(before, bc.status.as_ref(), now);
-    let members = observed.members.or(observed.statefulset_replicas);
-    let settled = observed.members_changed_at.is_none_or(|t| {
-        Duration::try_from(now.duration_since(t)).unwrap_or(Duration::ZERO)
-            >= defaults.handoff_grace
-    });
-    let input = TierChangeInput {
-        target: v.tier,
-        target_replicas: v.replicas,
-        rendered: bc.status.as_ref().and_then(|s| s.tier),
-        members,
-        // Brokers still run an older config, or the last replaced one is not ready yet (the
-        // StatefulSet reports the roll finished as soon as the last pod is recreated). A
-        // cluster without any ready broker has nothing to hand off: its scale-down is not
-        // held (e.g. brokers Pending on a too small node).
-        rolling_to_target: template_hash(before) == Some(v.config_hash.as_str())
-            && members.is_some_and(|m| match status::rollout(before, m, Some(&v.config_hash)) {
-                status::Rollout::RollingOut | status::Rollout::Pending => true,
-                status::Rollout::NotReady => observed.ready_replicas > 0,
-                // Ready, but the last restarted broker has not been available for
-                // `minReadySeconds` yet (its entries are still coming back).
-                status::Rollout::Ready => available_replicas(before) < m,
-                _ => false,
-            }),
-        members_settled: settled,
-    };
-    match tier_change::plan(&input) {
-        Stage::Direct => (v, false),
-        Stage::RollFirst { keep_replicas } => (
-            ValidatedCluster {
-                replicas: keep_replicas,
-                ..v
-            },
-            true,
-        ),
-        Stage::GrowFirst { keep_tier } => {
-            let mut old = bc.clone();
-            old.spec.tier = keep_tier;
-            old.spec.autoscaling = None;
-            match validate(&old, id.clone(), defaults) {
-                Ok(kept) => (
-                    ValidatedCluster {
-                        replicas: v.replicas,
-                        ..kept
-                    },
-                    true,
-                ),
-                // The old tier no longer validates (e.g. the admin changed the tier table):
-                // go straight to the target.
-                Err(_) => (v, false),
-            }
-        }
-    }
-}
-
-/// `status.availableReplicas` of the StatefulSet (ready for `minReadySeconds`); without it,
-/// the ready count.
-fn available_replicas(sts: Option<&StatefulSet>) -> i32 {
-    sts.and_then(|s| s.status.as_ref()).map_or(0, |st| {
-        st.available_replicas.or(st.ready_replicas).unwrap_or(0)
-    })
-}
-
-/// The config hash on the StatefulSet's pod template.
-fn template_hash(sts: Option<&StatefulSet>) -> Option<&str> {
-    sts?.spec
-        .as_ref()?
-        .template
-        .metadata
-        .as_ref()?
-        .annotations
-        .as_ref()?
-        .get(crate::names::CONFIG_HASH_ANNOTATION)
-        .map(String::as_str)
-}
-
-/// What [`plan_members`] needs, from the StatefulSet and the stored status.
-fn observe(
-    sts: Option<&StatefulSet>,
-    status: Option<&BrokerClusterStatus>,
-    now: Timestamp,
-) -> Observed {
-    Observed {
-        statefulset_replicas: sts.and_then(|s| s.spec.as_ref()).and_then(|s| s.replicas),
-        ready_replicas: sts
-            .and_then(|s| s.status.as_ref())
-            .and_then(|s| s.ready_replicas)
-            .unwrap_or(0),
-        members: status.and_then(|s| s.members),
-        members_changed_at: status
-            .and_then(|s| s.members_changed_at.as_ref())
-            .map(|t| t.0),
-        now,
-    }
-}
-
 /// Creates the generated TLS Secret if needed, then applies every child at the planned sizes.
 async fn apply_cluster(
     ctx: &Context,
-    v: &crate::validate::ValidatedCluster,
+    v: &ValidatedCluster,
     plan: MembersPlan,
 ) -> Result<StatefulSet> {
     if ensure_tls_secret(&ctx.client, v).await? {
@@ -367,39 +229,16 @@ async fn apply_cluster(
     apply_children(&ctx.client, &children, &stale, &v.id.owner.uid).await
 }
 
-/// The merge patch of a reconcile's status write. The autoscaler's fields (`effectiveTier`,
-/// `autoscaling`) are left out so a reconcile working from a slightly stale cache never undoes
-/// an autoscaler write; with autoscaling off they are cleared (set to null) when present.
-pub fn status_patch(
-    new: &BrokerClusterStatus,
-    previous: Option<&BrokerClusterStatus>,
-    autoscaling: bool,
-) -> Result<serde_json::Value> {
-    let mut status = serde_json::to_value(new).map_err(|source| Error::Serialize {
-        what: "status",
-        source,
-    })?;
-    if let Some(obj) = status.as_object_mut() {
-        obj.remove("effectiveTier");
-        obj.remove("autoscaling");
-        if !autoscaling {
-            if previous.is_some_and(|p| p.effective_tier.is_some()) {
-                obj.insert("effectiveTier".into(), serde_json::Value::Null);
-            }
-            if previous.is_some_and(|p| p.autoscaling.is_some()) {
-                obj.insert("autoscaling".into(), serde_json::Value::Null);
-            }
-        }
-    }
-    Ok(serde_json::json!({ "status": status }))
-}
-
-async fn write_status(ctx: &Context, ns: &str, name: &str, body: &serde_json::Value) -> Result<()> {
-    let api: Api<BrokerCluster> = Api::namespaced(ctx.client.clone(), ns);
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(body))
-        .await
-        .map(|_| ())
-        .map_err(|e| Error::kube("patch status", "BrokerCluster", name, e))
+/// The server-side apply body of the reconciler's status write: every status field the
+/// reconciler owns, sent whole (a field left out would be removed), and none of the
+/// autoscaler's (`effectiveTier`, `autoscaling`), which its own field manager applies.
+pub fn status_apply_body(ours: &BrokerClusterStatus) -> Result<serde_json::Value> {
+    let status =
+        serde_json::to_value(ours.reconciler_fields()).map_err(|source| Error::Serialize {
+            what: "status",
+            source,
+        })?;
+    Ok(crate::apply::status_body(status))
 }
 
 async fn publish(ctx: &Context, bc: &BrokerCluster, planned: &Planned) {
@@ -464,13 +303,22 @@ pub fn controller_for(
     (controller, reader)
 }
 
-async fn stopped(mut shutdown: watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stop| *stop).await;
+async fn stopped(mut shutdown: watch::Receiver<bool>, fence: crate::fence::Fence) {
+    tokio::select! {
+        _ = shutdown.wait_for(|stop| *stop) => {}
+        () = fence.lost() => {}
+    }
 }
 
-/// Runs one controller per watch scope (every namespace when `namespaces` is empty) until
-/// `shutdown` turns true, keeping the managed-clusters gauge current.
-pub async fn run(ctx: Arc<Context>, namespaces: Vec<String>, shutdown: watch::Receiver<bool>) {
+/// Runs one controller per watch scope (every namespace when `namespaces` is empty) and the
+/// autoscaler until `shutdown` turns true or leadership is lost (`ctx.fence`), keeping the
+/// managed-clusters gauge current.
+pub async fn run(
+    ctx: Arc<Context>,
+    autoscaler: AutoscaleContext,
+    namespaces: Vec<String>,
+    shutdown: watch::Receiver<bool>,
+) {
     let scopes: Vec<Option<String>> = if namespaces.is_empty() {
         vec![None]
     } else {
@@ -482,7 +330,7 @@ pub async fn run(ctx: Arc<Context>, namespaces: Vec<String>, shutdown: watch::Re
         let (controller, store) = controller_for(&ctx.client, scope.as_deref());
         stores.push(store);
         let run = controller
-            .graceful_shutdown_on(stopped(shutdown.clone()))
+            .graceful_shutdown_on(stopped(shutdown.clone(), ctx.fence.clone()))
             .run(reconcile, error_policy, ctx.clone())
             .for_each(|res| async move {
                 match res {
@@ -492,9 +340,10 @@ pub async fn run(ctx: Arc<Context>, namespaces: Vec<String>, shutdown: watch::Re
             });
         runs.push(run);
     }
-    let autoscaler = crate::autoscale::runner::run(ctx.clone(), stores.clone(), shutdown.clone());
+    let autoscaler = crate::autoscale::runner::run(autoscaler, stores.clone(), shutdown.clone());
     let metrics = ctx.metrics.clone();
     let mut gauge_stop = shutdown.clone();
+    let fence = ctx.fence.clone();
     let gauge = async move {
         loop {
             let count: usize = stores.iter().map(|s| s.state().len()).sum();
@@ -504,6 +353,7 @@ pub async fn run(ctx: Arc<Context>, namespaces: Vec<String>, shutdown: watch::Re
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs(10)) => {}
                 _ = gauge_stop.wait_for(|stop| *stop) => return,
+                () = fence.lost() => return,
             }
         }
     };

@@ -12,8 +12,8 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::runtime::events::{Event, EventType};
 
 use crate::crd::BrokerClusterStatus;
+use crate::crd::conditions::{ConditionType, find};
 use crate::names::CONFIG_HASH_ANNOTATION;
-use crate::status::{ConditionType, find};
 use crate::validate::{SpecError, ValidatedCluster};
 
 /// An event to publish on the BrokerCluster.

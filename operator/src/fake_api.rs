@@ -1,8 +1,15 @@
 //! A small in-process fake of the Kubernetes API for tests: it records every request, stores
 //! applied and created objects, and answers the calls the operator makes (GET, server-side apply
 //! PATCH, status PATCH, POST, PUT, DELETE) the way the API server would. Only compiled for tests.
+//!
+//! Status writes model field ownership at the level of the status's top-level fields: a
+//! server-side apply (a request with `fieldManager`) sets the fields it sends, takes over those
+//! whose value it changes, and removes the fields its manager sent last time but no longer
+//! does, unless another manager owns them too; fields nobody applied (written by a test, or by
+//! a merge patch) are never removed by an apply. A request without `fieldManager` is a JSON
+//! merge patch (null removes).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use http::{Request, Response, StatusCode};
@@ -37,6 +44,16 @@ pub struct Fake {
     pub objects: HashMap<String, Value>,
     /// (method, path suffix, HTTP code) to fail with.
     pub fail: Option<(&'static str, &'static str, u16)>,
+    /// Status field owners by object path: field manager → top-level status fields.
+    pub status_owners: HashMap<String, HashMap<String, BTreeSet<String>>>,
+}
+
+/// The `fieldManager` query parameter, if any.
+fn field_manager(query: &str) -> Option<String> {
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("fieldManager="))
+        .map(str::to_string)
 }
 
 /// A `Status` error body.
@@ -66,9 +83,45 @@ impl Fake {
                 None => (404, status_body(404, "NotFound")),
             },
             "PATCH" if path.ends_with("/status") => {
-                let owner = path.trim_end_matches("/status");
-                let mut obj = self.objects.get(owner).cloned().unwrap_or_default();
-                obj["status"] = body["status"].clone();
+                let owner = path.trim_end_matches("/status").to_string();
+                let mut obj = self.objects.get(&owner).cloned().unwrap_or_default();
+                let mut status = obj
+                    .get("status")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
+                let sent = body["status"].as_object().cloned().unwrap_or_default();
+                match field_manager(query) {
+                    Some(manager) => {
+                        let owners = self.status_owners.entry(owner.clone()).or_default();
+                        let before = owners.remove(&manager).unwrap_or_default();
+                        for k in before {
+                            if !sent.contains_key(&k) && !owners.values().any(|o| o.contains(&k)) {
+                                status.remove(&k);
+                            }
+                        }
+                        for (k, v) in &sent {
+                            if status.get(k) != Some(v) {
+                                for o in owners.values_mut() {
+                                    o.remove(k);
+                                }
+                            }
+                            status.insert(k.clone(), v.clone());
+                        }
+                        owners.insert(manager, sent.keys().cloned().collect());
+                    }
+                    None => {
+                        for (k, v) in sent {
+                            if v.is_null() {
+                                status.remove(&k);
+                            } else {
+                                status.insert(k, v);
+                            }
+                        }
+                    }
+                }
+                obj["status"] = Value::Object(status);
+                self.objects.insert(owner, obj.clone());
                 (200, obj)
             }
             "PATCH" => {
@@ -108,6 +161,14 @@ impl Fake {
             .filter(|c| c.method == "POST" && c.path.ends_with("/events"))
             .map(|c| c.body["reason"].as_str().unwrap_or("").to_string())
             .collect()
+    }
+
+    /// The stored status of the BrokerCluster at `path`.
+    pub fn stored_status(&self, path: &str) -> Value {
+        self.objects
+            .get(path)
+            .map(|o| o["status"].clone())
+            .unwrap_or_default()
     }
 
     /// Bodies of the status patches.

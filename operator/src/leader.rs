@@ -1,22 +1,48 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, so two operator replicas are safe: only
-//! the holder reconciles. kube 5 ships no elector, so this is a small one.
+//! the holder reconciles, and a holder that loses the lease stops writing before anyone else can
+//! take it.
 //!
-//! The holder renews every `retry_period`; a lease not renewed within `lease_duration` may be
-//! taken over. Updates use the Lease's `resourceVersion`, so two candidates racing for an expired
-//! lease cannot both win. A holder that cannot renew within `renew_deadline` gives up and the
-//! process exits, so a partitioned replica never keeps reconciling next to the new leader.
-//! [`decide`] and [`next_spec`] are the pure core.
+//! Hand-written, deliberately. Of the maintained crates, `kube-leader-election` 0.44 needs kube
+//! 4, and `kube-lease-manager` 0.13 (kube 5) judges expiry from the holder's `renewTime` against
+//! the local wall clock and puts no timeout on its API calls: the two flaws this module exists
+//! to avoid.
+//!
+//! How it works, as client-go's elector does:
+//! - **Locally observed times.** A candidate never compares the holder's `renewTime` with its
+//!   own wall clock. It remembers the last lease record it saw and *when it saw it change*, on
+//!   its own monotonic clock ([`tokio::time::Instant`]); the lease has expired when the record
+//!   has not changed for `leaseDurationSeconds` of *local* time. Clock skew between replicas
+//!   therefore cannot make a live lease look expired (or a dead one look live). See
+//!   [`Observer`].
+//! - **Timed-out calls.** Every API call is bounded by `api_timeout`, below `renew_deadline`,
+//!   and a renewal attempt never runs past the renew deadline: a hung API server cannot keep a
+//!   holder believing it still leads.
+//! - **Fencing.** The holder renews every `retry_period`. When it cannot renew within
+//!   `renew_deadline` of its last successful renewal (measured from when that attempt
+//!   *started*), or sees another holder, it trips its [`Fencer`]: the reconciler and the
+//!   autoscaler select on the [`crate::fence::Fence`] and stop, and the process exits. Because
+//!   `renew_deadline` < `lease_duration`, that happens before any candidate can see the lease
+//!   expire.
+//! - Updates carry the Lease's `resourceVersion`, so two candidates racing for an expired lease
+//!   cannot both win.
+//!
+//! The API calls go through [`LeaseApi`] (the real one is [`KubeLeases`]), so the tests drive
+//! the elector with a fake API and tokio's paused clock.
 
+use std::future::Future;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::fence::Fencer;
 
 /// Lease settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,10 +55,116 @@ pub struct LeaseConfig {
     pub identity: String,
     /// How long a lease stays valid without renewal.
     pub lease_duration: Duration,
-    /// How long the holder keeps trying to renew before it gives up.
+    /// How long the holder keeps trying to renew before it gives up (below `lease_duration`).
     pub renew_deadline: Duration,
     /// Pause between attempts.
     pub retry_period: Duration,
+    /// Longest wait for one API call (below `renew_deadline`).
+    pub api_timeout: Duration,
+}
+
+impl LeaseConfig {
+    /// The operator's timings: a 15 s lease, renewed every 2 s, given up after 10 s without a
+    /// renewal, each API call at most 4 s.
+    pub fn standard(name: String, namespace: String, identity: String) -> Self {
+        LeaseConfig {
+            name,
+            namespace,
+            identity,
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+            api_timeout: Duration::from_secs(4),
+        }
+    }
+
+    /// Checks the ordering the fencing relies on: `api_timeout` < `renew_deadline` <
+    /// `lease_duration`, and `retry_period` < `renew_deadline`.
+    pub fn check(&self) -> Result<()> {
+        if self.api_timeout >= self.renew_deadline
+            || self.renew_deadline >= self.lease_duration
+            || self.retry_period >= self.renew_deadline
+        {
+            return Err(Error::Leadership(format!(
+                "lease timings must satisfy api timeout ({:?}) < renew deadline ({:?}) < lease duration ({:?}) and retry period ({:?}) < renew deadline",
+                self.api_timeout, self.renew_deadline, self.lease_duration, self.retry_period
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The lease calls the elector makes. Implemented by [`KubeLeases`], and by a fake in tests.
+pub trait LeaseApi: Send + Sync {
+    /// Reads the lease; `None` when it does not exist.
+    fn get(&self) -> impl Future<Output = Result<Option<Lease>, kube::Error>> + Send;
+    /// Creates the lease (409 when it exists).
+    fn create(&self, lease: &Lease) -> impl Future<Output = Result<Lease, kube::Error>> + Send;
+    /// Replaces the lease, with its `resourceVersion` (409 when it changed since).
+    fn replace(&self, lease: &Lease) -> impl Future<Output = Result<Lease, kube::Error>> + Send;
+}
+
+/// [`LeaseApi`] on the API server.
+#[derive(Clone)]
+pub struct KubeLeases {
+    api: Api<Lease>,
+    name: String,
+}
+
+impl KubeLeases {
+    /// The lease `name` in `namespace`.
+    pub fn new(client: Client, namespace: &str, name: &str) -> Self {
+        KubeLeases {
+            api: Api::namespaced(client, namespace),
+            name: name.to_string(),
+        }
+    }
+}
+
+impl LeaseApi for KubeLeases {
+    async fn get(&self) -> Result<Option<Lease>, kube::Error> {
+        self.api.get_opt(&self.name).await
+    }
+
+    async fn create(&self, lease: &Lease) -> Result<Lease, kube::Error> {
+        self.api.create(&PostParams::default(), lease).await
+    }
+
+    async fn replace(&self, lease: &Lease) -> Result<Lease, kube::Error> {
+        self.api
+            .replace(&self.name, &PostParams::default(), lease)
+            .await
+    }
+}
+
+/// The parts of a lease record whose change shows its holder is alive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Record {
+    holder: Option<String>,
+    renew_time: Option<MicroTime>,
+    acquire_time: Option<MicroTime>,
+    transitions: Option<i32>,
+    duration_seconds: Option<i32>,
+}
+
+impl Record {
+    fn of(spec: Option<&LeaseSpec>) -> Self {
+        let spec = spec.cloned().unwrap_or_default();
+        Record {
+            holder: spec.holder_identity.filter(|h| !h.is_empty()),
+            renew_time: spec.renew_time,
+            acquire_time: spec.acquire_time,
+            transitions: spec.lease_transitions,
+            duration_seconds: spec.lease_duration_seconds,
+        }
+    }
+}
+
+/// What a candidate has seen of the lease: the last record and the local monotonic time at
+/// which it last changed. Pure: the clock is passed in.
+#[derive(Debug, Clone, Default)]
+pub struct Observer {
+    last: Option<(Record, Instant)>,
 }
 
 /// What to do with the lease as observed.
@@ -42,46 +174,52 @@ pub enum Decision {
     Acquire,
     /// We hold it: renew it.
     Renew,
-    /// Someone else holds a valid lease.
+    /// Someone else holds a lease that is live by local observation.
     Wait {
         /// The holder.
         holder: String,
     },
 }
 
-/// Decides from the observed lease.
-pub fn decide(
-    lease: Option<&LeaseSpec>,
-    identity: &str,
-    now: Timestamp,
-    default_duration: Duration,
-) -> Decision {
-    let Some(spec) = lease else {
-        return Decision::Acquire;
-    };
-    let holder = spec.holder_identity.as_deref().unwrap_or("");
-    if holder == identity {
-        return Decision::Renew;
+impl Observer {
+    /// Records the lease as read at `now` (local monotonic time): a changed record restarts
+    /// its expiry clock.
+    pub fn observe(&mut self, spec: Option<&LeaseSpec>, now: Instant) {
+        let record = Record::of(spec);
+        if self.last.as_ref().is_none_or(|(r, _)| *r != record) {
+            self.last = Some((record, now));
+        }
     }
-    if holder.is_empty() {
-        return Decision::Acquire;
-    }
-    let secs = spec.lease_duration_seconds.map_or_else(
-        || i64::try_from(default_duration.as_secs()).unwrap_or(15),
-        i64::from,
-    );
-    let Some(renewed) = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()) else {
-        return Decision::Acquire;
-    };
-    match renewed.0.checked_add(SignedDuration::from_secs(secs)) {
-        Ok(expiry) if expiry > now => Decision::Wait {
-            holder: holder.to_string(),
-        },
-        _ => Decision::Acquire,
+
+    /// Decides from the last observation. Another holder's lease is live until its record
+    /// has stayed unchanged for its `leaseDurationSeconds` (else `default_duration`) of local
+    /// time; the holder's `renewTime` is never compared with this replica's clock.
+    pub fn decide(&self, identity: &str, now: Instant, default_duration: Duration) -> Decision {
+        let Some((record, seen)) = &self.last else {
+            return Decision::Acquire;
+        };
+        let Some(holder) = record.holder.as_deref() else {
+            return Decision::Acquire;
+        };
+        if holder == identity {
+            return Decision::Renew;
+        }
+        let duration = record
+            .duration_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .map_or(default_duration, Duration::from_secs);
+        if now.saturating_duration_since(*seen) < duration {
+            Decision::Wait {
+                holder: holder.to_string(),
+            }
+        } else {
+            Decision::Acquire
+        }
     }
 }
 
-/// The lease spec to write when acquiring or renewing.
+/// The lease spec to write when acquiring or renewing (`now` is written for humans and
+/// other tools; electors compare only their own observations).
 pub fn next_spec(
     previous: Option<&LeaseSpec>,
     identity: &str,
@@ -109,76 +247,129 @@ pub fn next_spec(
 }
 
 /// A leader elector for one lease.
-#[derive(Clone)]
-pub struct LeaderElector {
-    api: Api<Lease>,
+pub struct LeaderElector<A: LeaseApi = KubeLeases> {
+    api: A,
     cfg: LeaseConfig,
+    observer: Mutex<Observer>,
+    /// When the last successful acquire or renew *started* (the lease is ours for at most
+    /// `lease_duration` from about then, as others see it).
+    renewed: Mutex<Option<Instant>>,
 }
 
-impl LeaderElector {
-    /// Creates an elector.
+impl LeaderElector<KubeLeases> {
+    /// An elector on the API server.
     pub fn new(client: Client, cfg: LeaseConfig) -> Self {
+        let api = KubeLeases::new(client, &cfg.namespace, &cfg.name);
+        Self::with_api(api, cfg)
+    }
+}
+
+impl<A: LeaseApi> LeaderElector<A> {
+    /// An elector over any [`LeaseApi`].
+    pub fn with_api(api: A, cfg: LeaseConfig) -> Self {
         LeaderElector {
-            api: Api::namespaced(client, &cfg.namespace),
+            api,
             cfg,
+            observer: Mutex::new(Observer::default()),
+            renewed: Mutex::new(None),
         }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &LeaseConfig {
+        &self.cfg
     }
 
     fn err(&self, verb: &'static str, e: kube::Error) -> Error {
         Error::kube(verb, "Lease", &self.cfg.name, e)
     }
 
-    /// One attempt to acquire or renew. `Ok(true)` when this replica holds the lease afterwards.
-    pub async fn try_acquire_or_renew(&self) -> Result<bool> {
-        let now = Timestamp::now();
-        let existing = self
-            .api
-            .get_opt(&self.cfg.name)
+    /// Runs one API call for at most `api_timeout`.
+    async fn call<T>(
+        &self,
+        verb: &'static str,
+        fut: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<Result<T, kube::Error>> {
+        tokio::time::timeout(self.cfg.api_timeout, fut)
             .await
+            .map_err(|_| {
+                Error::Leadership(format!(
+                    "{verb} lease {}: no answer within {:?}",
+                    self.cfg.name, self.cfg.api_timeout
+                ))
+            })
+    }
+
+    fn observe(&self, spec: Option<&LeaseSpec>, now: Instant) {
+        let mut o = self.observer.lock().unwrap_or_else(|p| p.into_inner());
+        o.observe(spec, now);
+    }
+
+    fn decide(&self, now: Instant) -> Decision {
+        let o = self.observer.lock().unwrap_or_else(|p| p.into_inner());
+        o.decide(&self.cfg.identity, now, self.cfg.lease_duration)
+    }
+
+    /// One attempt to acquire or renew, every call timed out. `Ok(true)` when this replica
+    /// holds the lease afterwards.
+    pub async fn try_acquire_or_renew(&self) -> Result<bool> {
+        let started = Instant::now();
+        let won = self.attempt().await;
+        if matches!(won, Ok(true)) {
+            *self.renewed.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
+        }
+        won
+    }
+
+    async fn attempt(&self) -> Result<bool> {
+        let existing = self
+            .call("get", self.api.get())
+            .await?
             .map_err(|e| self.err("get", e))?;
+        let now = Instant::now();
         let Some(lease) = existing else {
+            let spec = next_spec(
+                None,
+                &self.cfg.identity,
+                Timestamp::now(),
+                self.cfg.lease_duration,
+            );
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.cfg.name.clone()),
                     namespace: Some(self.cfg.namespace.clone()),
                     ..ObjectMeta::default()
                 },
-                spec: Some(next_spec(
-                    None,
-                    &self.cfg.identity,
-                    now,
-                    self.cfg.lease_duration,
-                )),
+                spec: Some(spec.clone()),
             };
-            return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
+            return match self.call("create", self.api.create(&lease)).await? {
+                Ok(_) => {
+                    self.observe(Some(&spec), now);
+                    Ok(true)
+                }
                 Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
                 Err(e) => Err(self.err("create", e)),
             };
         };
-        match decide(
-            lease.spec.as_ref(),
-            &self.cfg.identity,
-            now,
-            self.cfg.lease_duration,
-        ) {
+        self.observe(lease.spec.as_ref(), now);
+        match self.decide(now) {
             Decision::Wait { .. } => Ok(false),
             Decision::Acquire | Decision::Renew => {
+                let spec = next_spec(
+                    lease.spec.as_ref(),
+                    &self.cfg.identity,
+                    Timestamp::now(),
+                    self.cfg.lease_duration,
+                );
                 let updated = Lease {
-                    spec: Some(next_spec(
-                        lease.spec.as_ref(),
-                        &self.cfg.identity,
-                        now,
-                        self.cfg.lease_duration,
-                    )),
+                    spec: Some(spec.clone()),
                     metadata: lease.metadata,
                 };
-                match self
-                    .api
-                    .replace(&self.cfg.name, &PostParams::default(), &updated)
-                    .await
-                {
-                    Ok(_) => Ok(true),
+                match self.call("replace", self.api.replace(&updated)).await? {
+                    Ok(_) => {
+                        self.observe(Some(&spec), now);
+                        Ok(true)
+                    }
                     Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
                     Err(e) => Err(self.err("replace", e)),
                 }
@@ -201,27 +392,46 @@ impl LeaderElector {
         }
     }
 
-    /// Renews the lease until `shutdown` turns true (`Ok`) or renewal fails for longer than
-    /// `renew_deadline` (`Err`: leadership lost).
-    pub async fn hold(&self, shutdown: &mut watch::Receiver<bool>) -> Result<()> {
-        let mut last_renewed = tokio::time::Instant::now();
+    /// Renews the lease every `retry_period` until `shutdown` turns true (`Ok`), or until
+    /// leadership is lost (`Err`): another holder is seen, or no renewal succeeded within
+    /// `renew_deadline` of the start of the last successful one (a hung call counts as failed
+    /// at its timeout, and no attempt runs past the deadline). On loss `fencer` is tripped
+    /// before returning.
+    pub async fn hold(&self, shutdown: &mut watch::Receiver<bool>, fencer: &Fencer) -> Result<()> {
+        let lost = |why: String| {
+            fencer.trip();
+            Err(Error::Leadership(why))
+        };
+        let last_renewed = || {
+            self.renewed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .unwrap_or_else(Instant::now)
+        };
+        let mut deadline = last_renewed() + self.cfg.renew_deadline;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(self.cfg.retry_period) => {}
                 _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
             }
-            match self.try_acquire_or_renew().await {
-                Ok(true) => last_renewed = tokio::time::Instant::now(),
-                Ok(false) => {
-                    return Err(Error::Leadership("another replica took the lease".into()));
-                }
-                Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
-            }
-            if last_renewed.elapsed() > self.cfg.renew_deadline {
-                return Err(Error::Leadership(format!(
-                    "could not renew the lease for {:?}",
+            let started = Instant::now();
+            if started >= deadline {
+                return lost(format!(
+                    "could not renew the lease within {:?}",
                     self.cfg.renew_deadline
-                )));
+                ));
+            }
+            match tokio::time::timeout_at(deadline, self.try_acquire_or_renew()).await {
+                Ok(Ok(true)) => deadline = last_renewed() + self.cfg.renew_deadline,
+                Ok(Ok(false)) => return lost("another replica holds the lease".into()),
+                Ok(Err(e)) => tracing::warn!(error = %e, "lease renewal failed"),
+                Err(_) => tracing::warn!("lease renewal ran into the renew deadline"),
+            }
+            if Instant::now() >= deadline {
+                return lost(format!(
+                    "could not renew the lease within {:?}",
+                    self.cfg.renew_deadline
+                ));
             }
         }
     }
@@ -229,9 +439,8 @@ impl LeaderElector {
     /// Gives the lease up on shutdown so a standby takes over at once.
     pub async fn release(&self) -> Result<()> {
         let Some(mut lease) = self
-            .api
-            .get_opt(&self.cfg.name)
-            .await
+            .call("get", self.api.get())
+            .await?
             .map_err(|e| self.err("get", e))?
         else {
             return Ok(());
@@ -244,192 +453,12 @@ impl LeaderElector {
         }
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
-        self.api
-            .replace(&self.cfg.name, &PostParams::default(), &lease)
-            .await
+        self.call("replace", self.api.replace(&lease))
+            .await?
             .map(|_| ())
             .map_err(|e| self.err("replace", e))
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const D: Duration = Duration::from_secs(15);
-
-    fn at(secs: i64) -> Timestamp {
-        Timestamp::from_second(1_700_000_000 + secs).unwrap_or(Timestamp::UNIX_EPOCH)
-    }
-
-    fn held_by(who: &str, renewed: i64) -> LeaseSpec {
-        LeaseSpec {
-            holder_identity: Some(who.to_string()),
-            lease_duration_seconds: Some(15),
-            renew_time: Some(MicroTime(at(renewed))),
-            acquire_time: Some(MicroTime(at(renewed))),
-            lease_transitions: Some(2),
-            ..LeaseSpec::default()
-        }
-    }
-
-    #[test]
-    fn decisions() {
-        assert_eq!(decide(None, "a", at(0), D), Decision::Acquire);
-        assert_eq!(
-            decide(Some(&held_by("a", 0)), "a", at(100), D),
-            Decision::Renew
-        );
-        assert_eq!(
-            decide(Some(&held_by("b", 0)), "a", at(10), D),
-            Decision::Wait { holder: "b".into() }
-        );
-        assert_eq!(
-            decide(Some(&held_by("b", 0)), "a", at(16), D),
-            Decision::Acquire
-        );
-        let released = LeaseSpec {
-            holder_identity: None,
-            ..held_by("b", 0)
-        };
-        assert_eq!(decide(Some(&released), "a", at(1), D), Decision::Acquire);
-    }
-
-    #[test]
-    fn takeover_counts_a_transition_and_renewal_does_not() {
-        let taken = next_spec(Some(&held_by("b", 0)), "a", at(20), D);
-        assert_eq!(taken.holder_identity.as_deref(), Some("a"));
-        assert_eq!(taken.lease_transitions, Some(3));
-        assert_eq!(taken.acquire_time, Some(MicroTime(at(20))));
-        let renewed = next_spec(Some(&held_by("a", 0)), "a", at(5), D);
-        assert_eq!(renewed.lease_transitions, Some(2));
-        assert_eq!(renewed.acquire_time, Some(MicroTime(at(0))));
-        assert_eq!(renewed.renew_time, Some(MicroTime(at(5))));
-        assert_eq!(next_spec(None, "a", at(0), D).lease_transitions, Some(0));
-    }
-
-    mod against_the_fake_api {
-        use std::sync::{Arc, Mutex};
-
-        use serde_json::{Value, json};
-
-        use super::*;
-        use crate::fake_api::{Fake, NS, fake_client};
-
-        const PATH: &str =
-            "/apis/coordination.k8s.io/v1/namespaces/messaging/leases/starling-operator";
-
-        fn elector(fake: &Arc<Mutex<Fake>>, me: &str) -> LeaderElector {
-            LeaderElector::new(
-                fake_client(fake.clone()),
-                LeaseConfig {
-                    name: "starling-operator".into(),
-                    namespace: "messaging".into(),
-                    identity: me.into(),
-                    lease_duration: D,
-                    renew_deadline: Duration::from_millis(50),
-                    retry_period: Duration::from_millis(5),
-                },
-            )
-        }
-
-        fn stored(fake: &Arc<Mutex<Fake>>) -> Value {
-            let f = fake.lock().unwrap_or_else(|p| p.into_inner());
-            f.objects.get(PATH).cloned().unwrap_or_default()
-        }
-
-        fn put_lease(fake: &Arc<Mutex<Fake>>, holder: &str, renewed: Timestamp) {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some("starling-operator".into()),
-                    namespace: Some("messaging".into()),
-                    resource_version: Some("7".into()),
-                    ..ObjectMeta::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(holder.into()),
-                    lease_duration_seconds: Some(15),
-                    renew_time: Some(MicroTime(renewed)),
-                    lease_transitions: Some(4),
-                    ..LeaseSpec::default()
-                }),
-            };
-            let mut f = fake.lock().unwrap_or_else(|p| p.into_inner());
-            f.objects
-                .insert(PATH.into(), serde_json::to_value(lease).unwrap_or_default());
-        }
-
-        #[tokio::test]
-        async fn creates_a_missing_lease() {
-            let fake = Arc::new(Mutex::new(Fake::default()));
-            assert!(matches!(
-                elector(&fake, "a").try_acquire_or_renew().await,
-                Ok(true)
-            ));
-            assert_eq!(stored(&fake)["spec"]["holderIdentity"], json!("a"));
-            let posts = fake.lock().map(|f| f.paths("POST")).unwrap_or_default();
-            assert_eq!(posts, vec!["leases"]);
-            assert!(NS.contains("messaging"));
-        }
-
-        #[tokio::test]
-        async fn waits_for_a_live_holder_and_takes_over_an_expired_one() {
-            let fake = Arc::new(Mutex::new(Fake::default()));
-            put_lease(&fake, "b", Timestamp::now());
-            assert!(matches!(
-                elector(&fake, "a").try_acquire_or_renew().await,
-                Ok(false)
-            ));
-            assert_eq!(stored(&fake)["spec"]["holderIdentity"], json!("b"));
-            let stale = Timestamp::now()
-                .checked_sub(SignedDuration::from_secs(60))
-                .unwrap_or(Timestamp::UNIX_EPOCH);
-            put_lease(&fake, "b", stale);
-            assert!(matches!(
-                elector(&fake, "a").try_acquire_or_renew().await,
-                Ok(true)
-            ));
-            let lease = stored(&fake);
-            assert_eq!(lease["spec"]["holderIdentity"], json!("a"));
-            assert_eq!(lease["spec"]["leaseTransitions"], json!(5));
-            assert_eq!(
-                lease["metadata"]["resourceVersion"],
-                json!("7"),
-                "optimistic update"
-            );
-        }
-
-        #[tokio::test]
-        async fn losing_a_race_is_not_an_error() {
-            let fake = Arc::new(Mutex::new(Fake::default()));
-            put_lease(&fake, "b", Timestamp::UNIX_EPOCH);
-            if let Ok(mut f) = fake.lock() {
-                f.fail = Some(("PUT", "leases/starling-operator", 409));
-            }
-            assert!(matches!(
-                elector(&fake, "a").try_acquire_or_renew().await,
-                Ok(false)
-            ));
-        }
-
-        #[tokio::test]
-        async fn a_holder_notices_a_takeover_and_releases_on_shutdown() {
-            let fake = Arc::new(Mutex::new(Fake::default()));
-            let me = elector(&fake, "a");
-            assert!(matches!(me.try_acquire_or_renew().await, Ok(true)));
-            put_lease(&fake, "b", Timestamp::now());
-            let (_tx, mut rx) = watch::channel(false);
-            assert!(matches!(me.hold(&mut rx).await, Err(Error::Leadership(_))));
-
-            put_lease(&fake, "a", Timestamp::now());
-            assert!(me.release().await.is_ok());
-            assert_eq!(stored(&fake)["spec"]["holderIdentity"], Value::Null);
-            let (tx, mut rx) = watch::channel(false);
-            let _ = tx.send(true);
-            assert!(
-                me.hold(&mut rx).await.is_ok(),
-                "shutdown ends holding cleanly"
-            );
-        }
-    }
-}
+mod tests;

@@ -31,6 +31,7 @@ pub mod apply;
 pub mod autoscale;
 pub mod build;
 pub mod cli;
+pub mod context;
 pub mod controller;
 pub mod crd;
 pub mod docs;
@@ -38,6 +39,7 @@ pub mod error;
 pub mod events;
 #[cfg(test)]
 pub(crate) mod fake_api;
+pub mod fence;
 pub mod http;
 pub mod leader;
 pub mod members;

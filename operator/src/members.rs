@@ -12,8 +12,10 @@
 use std::fmt::Write;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::jiff::Timestamp;
 
+use crate::crd::BrokerClusterStatus;
 use crate::names::Names;
 
 /// Default hand-off grace between lowering the members and lowering the StatefulSet.
@@ -36,6 +38,28 @@ pub struct Observed {
     pub members_changed_at: Option<Timestamp>,
     /// The current time.
     pub now: Timestamp,
+}
+
+impl Observed {
+    /// What [`plan_members`] needs, read from the StatefulSet and the stored status.
+    pub fn of(
+        sts: Option<&StatefulSet>,
+        status: Option<&BrokerClusterStatus>,
+        now: Timestamp,
+    ) -> Self {
+        Observed {
+            statefulset_replicas: sts.and_then(|s| s.spec.as_ref()).and_then(|s| s.replicas),
+            ready_replicas: sts
+                .and_then(|s| s.status.as_ref())
+                .and_then(|s| s.ready_replicas)
+                .unwrap_or(0),
+            members: status.and_then(|s| s.members),
+            members_changed_at: status
+                .and_then(|s| s.members_changed_at.as_ref())
+                .map(|t| t.0),
+            now,
+        }
+    }
 }
 
 /// The next step of a membership change.

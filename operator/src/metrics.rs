@@ -122,6 +122,12 @@ impl Metrics {
         self.rejected.with_label_values(&[reason]).inc();
     }
 
+    /// The autoscaler's decision counter, by outcome: its narrow handle on the metrics
+    /// (see [`crate::autoscale::runner::AutoscaleContext`]).
+    pub fn autoscale_decisions(&self) -> IntCounterVec {
+        self.autoscale.clone()
+    }
+
     /// Counts one autoscaler decision.
     pub fn autoscale_decision(&self, outcome: &str) {
         self.autoscale.with_label_values(&[outcome]).inc();

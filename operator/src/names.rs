@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 
 /// Server-side apply field manager, also the `app.kubernetes.io/managed-by` label value.
 pub const FIELD_MANAGER: &str = "starling-operator";
+/// The field manager of the autoscaler's status writes (`effectiveTier`, `autoscaling`).
+pub const AUTOSCALER_FIELD_MANAGER: &str = "starling-operator-autoscaler";
 /// Pod template annotation whose change rolls the brokers.
 pub const CONFIG_HASH_ANNOTATION: &str = "starling.dev/config-hash";
 /// Label holding the owning BrokerCluster's name.

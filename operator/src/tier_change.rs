@@ -15,6 +15,11 @@
 //!
 //! While the StatefulSet rolls to the target config, the broker count is never lowered (the
 //! second half of the shrinking order, and any spec whose new config is still rolling).
+//!
+//! [`plan`] decides the step; [`stage`] applies it to a validated cluster, from what the
+//! reconcile observed.
+
+pub mod stage;
 
 use std::time::Duration;
 

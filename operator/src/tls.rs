@@ -3,22 +3,17 @@
 //! so all brokers present the same certificate and can authenticate each other (and clients can
 //! pin it).
 //!
-//! Generation ([`generate`]) and the Secret ([`secret`]) are separate, pure-ish functions; the
-//! controller creates the Secret only when it does not exist, and never regenerates it, so the
-//! brokers are not rolled.
+//! This module only generates the certificate ([`generate`]); the Secret holding it is rendered
+//! by [`crate::build::tls_secret`]. The apply step creates the Secret only when it does not
+//! exist, and never regenerates it, so the brokers are not rolled.
 
-use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
 use rcgen::{
     CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, KeyPair, SanType,
 };
 
-use crate::build::child_meta;
 use crate::names::Names;
-use crate::validate::ValidatedCluster;
 
 /// A certificate and its private key, PEM encoded.
 #[derive(Clone, PartialEq, Eq)]
@@ -90,31 +85,9 @@ pub fn generate(
     })
 }
 
-/// The generated Secret (`kubernetes.io/tls`, keys `tls.crt` and `tls.key`), owned by the
-/// cluster and labelled like its other children.
-pub fn secret(v: &ValidatedCluster, pem: &CertificatePem) -> Secret {
-    Secret {
-        metadata: child_meta(v, &v.names.generated_tls_secret),
-        type_: Some("kubernetes.io/tls".to_string()),
-        data: Some(BTreeMap::from([
-            (
-                "tls.crt".to_string(),
-                ByteString(pem.cert.as_bytes().to_vec()),
-            ),
-            (
-                "tls.key".to_string(),
-                ByteString(pem.key.as_bytes().to_vec()),
-            ),
-        ])),
-        ..Secret::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::fixtures::cluster;
-    use starling_config::{Profile, Tier};
     use x509_parser::extensions::GeneralName;
     use x509_parser::pem::parse_x509_pem;
 
@@ -171,34 +144,5 @@ mod tests {
         assert_ne!(a.key, b.key);
         let (dns, _) = sans(&a.cert);
         assert!(dns.contains(&"*.events-headless.m.svc.example.org".to_string()));
-    }
-
-    #[test]
-    fn the_secret_is_a_tls_secret_owned_by_the_cluster() {
-        let v = cluster(Profile::Balanced, Tier::Small, |_| {});
-        let pem = CertificatePem {
-            cert: "CERT".into(),
-            key: "KEY".into(),
-        };
-        let s = secret(&v, &pem);
-        assert_eq!(s.metadata.name.as_deref(), Some("events-tls"));
-        assert_eq!(s.type_.as_deref(), Some("kubernetes.io/tls"));
-        assert_eq!(s.metadata.labels, Some(v.names.labels()));
-        assert_eq!(
-            s.metadata
-                .owner_references
-                .as_ref()
-                .map(|o| o[0].uid.as_str()),
-            Some("0000-uid")
-        );
-        let data = s.data.unwrap_or_default();
-        assert_eq!(
-            data.get("tls.crt").map(|b| b.0.as_slice()),
-            Some(&b"CERT"[..])
-        );
-        assert_eq!(
-            data.get("tls.key").map(|b| b.0.as_slice()),
-            Some(&b"KEY"[..])
-        );
     }
 }

@@ -5,11 +5,16 @@
 //! config is resolved by `starling-config` with the operator-owned knobs forced, and resources
 //! are the tier's with the overrides on top. Pure: no I/O.
 
+pub mod autoscaling;
+pub mod config_hash;
+#[cfg(test)]
+pub(crate) mod fixtures;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
 use starling_config::{BrokerConfig, ConfigOverrides, Profile, Tier, TierTable, resolve};
 
-use crate::build::config_hash;
+use crate::crd::conditions::Reason;
 use crate::crd::config_rules::OPERATOR_MANAGED_KNOBS;
 use crate::crd::{
     BrokerCluster, BrokerClusterSpec, BrokerClusterStatus, MAX_NAME_LEN, PodTemplateOverrides,
@@ -18,7 +23,9 @@ use crate::crd::{
 use crate::error::Error;
 use crate::names::{CONFIG_DIR, CONFIG_FILE, Names, TLS_DIR};
 use crate::quantity::parse_nanos;
-use crate::status::Reason;
+
+pub use autoscaling::Policy;
+pub use config_hash::config_hash;
 
 /// Settings the operator process supplies to every cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,11 +176,28 @@ pub fn effective_tier(spec: &BrokerClusterSpec, status: Option<&BrokerClusterSta
     }
 }
 
-/// Checks and resolves a BrokerCluster.
+/// Checks and resolves a BrokerCluster at its [`effective_tier`].
 pub fn validate(
     bc: &BrokerCluster,
     id: ObjectIdentity,
     defaults: &OperatorDefaults,
+) -> Result<ValidatedCluster, SpecError> {
+    validate_at_tier(
+        bc,
+        id,
+        defaults,
+        effective_tier(&bc.spec, bc.status.as_ref()),
+    )
+}
+
+/// Checks and resolves a BrokerCluster as if `tier` were the tier to render: what
+/// [`validate`] does at the effective tier, and what a staged tier change
+/// ([`crate::tier_change::stage`]) asks for the tier it keeps for one more step.
+pub fn validate_at_tier(
+    bc: &BrokerCluster,
+    id: ObjectIdentity,
+    defaults: &OperatorDefaults,
+    tier: Tier,
 ) -> Result<ValidatedCluster, SpecError> {
     let spec = &bc.spec;
     let mut problems = Vec::new();
@@ -188,7 +212,6 @@ pub fn validate(
             ),
         );
     }
-    let tier = effective_tier(spec, bc.status.as_ref());
     let replicas = spec
         .replicas
         .unwrap_or_else(|| i32::try_from(defaults.tiers.sizing(tier).replicas).unwrap_or(i32::MAX));
@@ -219,7 +242,7 @@ pub fn validate(
                 ),
             );
         }
-        if let Err(message) = crate::autoscale::Policy::from_spec(a) {
+        if let Err(message) = Policy::from_spec(a) {
             problem(Reason::InvalidSpec, message);
         }
         if a.enabled && spec.replicas.is_some() {

@@ -19,8 +19,8 @@ use k8s_openapi::jiff::Timestamp;
 use starling_config::{Tier, TierTable};
 
 use super::Policy;
-use super::duration::format as fmt_duration;
 use super::rates::{Observation, secs_between};
+use crate::crd::duration::format as fmt_duration;
 
 /// Why the tier is held where it is although the decision function was asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,5 @@
-//! What the autoscaler writes after a round: the `status.autoscaling` block and the status
-//! patch (with `effectiveTier` only on a change). Pure.
+//! What the autoscaler writes after a round: the `status.autoscaling` block and its status
+//! fields (see [`status_patch`]). Pure.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -65,9 +65,9 @@ pub fn status_block(
     }
 }
 
-/// The merge patch of the status subresource: `autoscaling` always, `effectiveTier` only when
-/// the decision moves the tier (it is the only field the autoscaler changes that re-renders
-/// the cluster). Nothing else of the status is touched.
+/// The autoscaler's status fields: `autoscaling` always, `effectiveTier` when given (the
+/// runner passes the new tier on a change, else the one it already owns, since a server-side
+/// apply that leaves a field out removes it). Nothing of the reconciler's status is named.
 pub fn status_patch(block: &AutoscalingStatus, new_tier: Option<Tier>) -> Value {
     let mut status = json!({ "autoscaling": block });
     if let Some(t) = new_tier {

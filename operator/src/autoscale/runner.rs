@@ -10,11 +10,16 @@
 //!    with `--prometheus-url`, steps 1–2 are instead: list the broker pods, and query the five
 //!    rates for them from Prometheus ([`super::promql`]); the observation is the same type;
 //! 3. [`decide`];
-//! 4. patch `status.autoscaling` (and, on a change, `status.effectiveTier`) through the status
-//!    subresource, emit a `TierChanged` Event and count the decision.
+//! 4. apply `status.autoscaling` and `status.effectiveTier` (the new tier on a change, else the
+//!    stored one) through the status subresource with server-side apply under its own field
+//!    manager ([`AUTOSCALER_FIELD_MANAGER`]), emit a `TierChanged` Event and count the decision.
 //!
 //! The changed `effectiveTier` triggers a reconcile (the controller's predicate watches it),
-//! which renders the new tier. The autoscaler never writes `spec`.
+//! which renders the new tier. The autoscaler never writes `spec`, nor the reconciler's status
+//! fields. When autoscaling is turned off it removes its own fields ([`release`]).
+//!
+//! It gets only what it uses ([`AutoscaleContext`]), and stops writing when leadership is lost
+//! (its [`Fence`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
@@ -23,22 +28,47 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
+use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
-use kube::{Resource, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
+use prometheus::IntCounterVec;
+use serde_json::Value;
+use starling_config::TierTable;
 use tokio::sync::watch;
 
 use super::fetch::{FetchError, Fetcher};
+use super::promql::PromQlSource;
 use super::rates::{Observation, PodScrape, Round, Tracker, secs_between};
 use super::report::{status_block, status_patch};
 use super::{Input, Policy, decide, prom};
-use crate::controller::Context;
-use crate::crd::BrokerCluster;
+use crate::apply::{apply_status, merge_status, status_body};
+use crate::crd::AutoscalingStatus;
+use crate::crd::conditions::{ConditionType, find};
+use crate::crd::{BrokerCluster, BrokerClusterStatus};
 use crate::error::Error;
 use crate::events;
-use crate::names::{HTTP_PORT_NAME, Names};
-use crate::status::{ConditionType, find};
+use crate::fence::Fence;
+use crate::names::{AUTOSCALER_FIELD_MANAGER, HTTP_PORT_NAME, Names};
 use crate::validate::effective_tier;
+
+/// What the autoscaler uses, and nothing else.
+#[derive(Clone)]
+pub struct AutoscaleContext {
+    /// API client.
+    pub client: Client,
+    /// Event recorder (the `TierChanged` events).
+    pub recorder: Recorder,
+    /// `starling_operator_autoscale_decisions_total{outcome}`.
+    pub decisions: IntCounterVec,
+    /// The tier table with the admin's overrides (capacities).
+    pub tiers: TierTable,
+    /// Where the signals come from: `None` scrapes the broker pods directly, `Some` queries
+    /// Prometheus (`--prometheus-url`).
+    pub prometheus: Option<PromQlSource>,
+    /// Turns lost when this replica stops leading: no round starts or writes after that.
+    pub fence: Fence,
+}
 
 /// Longest wait for one broker's `/metrics`.
 pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -134,9 +164,9 @@ struct ClusterState {
     last_change: Option<Timestamp>,
 }
 
-/// Runs the loop until `shutdown` turns true.
+/// Runs the loop until `shutdown` turns true or leadership is lost.
 pub async fn run(
-    ctx: Arc<Context>,
+    ctx: AutoscaleContext,
     stores: Vec<Store<BrokerCluster>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -148,15 +178,27 @@ pub async fn run(
         }
     };
     let mut states: HashMap<(String, String), ClusterState> = HashMap::new();
+    let fence = ctx.fence.clone();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = shutdown.wait_for(|stop| *stop) => return,
+            () = fence.lost() => return,
         }
         let clusters: Vec<Arc<BrokerCluster>> = stores.iter().flat_map(|s| s.state()).collect();
         let mut live = Vec::new();
         for bc in clusters {
             let Some(spec) = bc.spec.autoscaling.as_ref().filter(|a| a.enabled) else {
+                if holds_autoscaler_fields(bc.status.as_ref()) {
+                    let released = tokio::select! {
+                        biased;
+                        () = fence.lost() => return,
+                        r = release(&ctx, &bc) => r,
+                    };
+                    if let Err(e) = released {
+                        tracing::warn!(cluster = %bc.name_any(), error = %e, "could not remove the autoscaler's status fields");
+                    }
+                }
                 continue;
             };
             // A refused policy is reported by the reconcile (Degraded); nothing to do here.
@@ -179,7 +221,12 @@ pub async fn run(
                 continue;
             }
             state.next_due = now + policy.scrape_interval;
-            if let Err(e) = round(&ctx, &fetcher, &bc, &policy, state).await {
+            let result = tokio::select! {
+                biased;
+                () = fence.lost() => return,
+                r = round(&ctx, &fetcher, &bc, &policy, state) => r,
+            };
+            if let Err(e) = result {
                 tracing::warn!(cluster = %key.1, namespace = %key.0, error = %e, "autoscaler round failed");
             }
         }
@@ -219,8 +266,44 @@ async fn scrape(fetcher: &Fetcher, target: Target) -> Result<PodScrape, (String,
     }
 }
 
+/// Whether the status still carries the autoscaler's fields.
+pub fn holds_autoscaler_fields(status: Option<&BrokerClusterStatus>) -> bool {
+    status.is_some_and(|s| s.effective_tier.is_some() || s.autoscaling.is_some())
+}
+
+/// Removes the autoscaler's fields from a cluster whose autoscaling is off: an apply of none of
+/// them under the autoscaler's field manager (the API server removes what only it owned),
+/// then, if an older operator's merge patch still co-owns them, a merge patch of its own two
+/// fields to null. The reconciler's fields are never named.
+pub async fn release(ctx: &AutoscaleContext, bc: &BrokerCluster) -> Result<(), Error> {
+    let name = bc.name_any();
+    let ns = bc
+        .namespace()
+        .ok_or(Error::MissingObjectField("metadata.namespace"))?;
+    let body = status_body(Value::Object(serde_json::Map::new()));
+    let stored = apply_status(&ctx.client, &ns, &name, AUTOSCALER_FIELD_MANAGER, &body).await?;
+    if holds_autoscaler_fields(stored.as_ref()) {
+        let nulls = serde_json::json!({ "effectiveTier": null, "autoscaling": null });
+        merge_status(&ctx.client, &ns, &name, nulls).await?;
+    }
+    tracing::info!(cluster = %name, namespace = %ns, "autoscaling is off: removed status.effectiveTier and status.autoscaling");
+    Ok(())
+}
+
+/// The autoscaler's apply body: `autoscaling` and `effectiveTier` (the new tier on a change,
+/// else the one stored), both sent on every write so its field manager keeps owning them.
+pub fn autoscaler_status_body(
+    block: &AutoscalingStatus,
+    new_tier: Option<starling_config::Tier>,
+    stored: Option<&BrokerClusterStatus>,
+) -> Value {
+    let tier = new_tier.or(stored.and_then(|s| s.effective_tier));
+    let patch = status_patch(block, tier);
+    status_body(patch["status"].clone())
+}
+
 async fn round(
-    ctx: &Context,
+    ctx: &AutoscaleContext,
     fetcher: &Fetcher,
     bc: &BrokerCluster,
     policy: &Policy,
@@ -304,15 +387,15 @@ async fn round(
         window: &window,
         current,
         policy,
-        tiers: &ctx.defaults.tiers,
+        tiers: &ctx.tiers,
         last_change,
         ready,
         rolling_out,
         paused: bc.spec.paused,
         now,
     });
-    ctx.metrics.autoscale_decision(decision.outcome());
-    let capacity = ctx.defaults.tiers.sizing(current).capacity_msgs_per_sec;
+    ctx.decisions.with_label_values(&[decision.outcome()]).inc();
+    let capacity = ctx.tiers.sizing(current).capacity_msgs_per_sec;
     let block = status_block(
         &obs,
         &decision,
@@ -320,14 +403,8 @@ async fn round(
         status.and_then(|s| s.autoscaling.as_ref()),
         now,
     );
-    let api: Api<BrokerCluster> = Api::namespaced(ctx.client.clone(), &ns);
-    api.patch_status(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(&status_patch(&block, decision.target())),
-    )
-    .await
-    .map_err(|e| Error::kube("patch status", "BrokerCluster", &name, e))?;
+    let body = autoscaler_status_body(&block, decision.target(), status);
+    apply_status(&ctx.client, &ns, &name, AUTOSCALER_FIELD_MANAGER, &body).await?;
     tracing::debug!(cluster = %name, namespace = %ns, outcome = decision.outcome(), reason = decision.reason(), "autoscaler decision");
     if let Some(to) = decision.target() {
         state.last_change = Some(now);

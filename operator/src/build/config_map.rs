@@ -23,7 +23,7 @@ pub fn build(v: &ValidatedCluster) -> ConfigMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::fixtures::cluster;
+    use crate::validate::fixtures::cluster;
     use starling_config::{ConfigFile, Profile, Tier};
 
     #[test]

@@ -27,7 +27,7 @@ pub fn build(v: &ValidatedCluster, members: i32) -> ConfigMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::fixtures::cluster;
+    use crate::validate::fixtures::cluster;
     use starling_config::{Profile, Tier};
 
     #[test]

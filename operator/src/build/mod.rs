@@ -4,9 +4,11 @@
 //! which optional objects must be absent (for example the PodDisruptionBudget of a single
 //! broker), so the apply step can delete them. The StatefulSet size and the member count are
 //! inputs ([`Sizes`]), planned by [`crate::members::plan_members`]; [`render`] is the steady
-//! state where both equal the desired replicas.
+//! state where both equal the desired replicas. The config hash is computed with the config
+//! text, by validation ([`crate::validate::config_hash`]).
 //!
-//! The generated TLS Secret is not here: it is created once, not applied (see [`crate::tls`]).
+//! The generated TLS Secret ([`tls_secret`]) is rendered here too, but it is created once, not
+//! applied (see [`crate::apply::ensure_tls_secret`]).
 
 pub mod config_map;
 pub mod members;
@@ -16,13 +18,13 @@ pub mod rbac;
 pub mod service;
 pub mod service_account;
 pub mod statefulset;
+pub mod tls_secret;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use sha2::{Digest, Sha256};
 
 use crate::validate::ValidatedCluster;
 
@@ -127,19 +129,5 @@ pub fn child_meta(v: &ValidatedCluster, name: &str) -> ObjectMeta {
     }
 }
 
-/// The restart hash: SHA-256 over the broker config text and the TLS secret name. The replica
-/// count and the member list are deliberately not inputs, so scaling never restarts brokers.
-pub fn config_hash(config_yaml: &str, tls_secret: Option<&str>) -> String {
-    let mut h = Sha256::new();
-    h.update(b"config\0");
-    h.update(config_yaml.as_bytes());
-    h.update(b"\0tls\0");
-    h.update(tls_secret.unwrap_or("").as_bytes());
-    let digest = h.finalize();
-    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
-}
-
-#[cfg(test)]
-pub(crate) mod fixtures;
 #[cfg(test)]
 mod tests;

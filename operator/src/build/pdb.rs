@@ -28,7 +28,7 @@ pub fn build(v: &ValidatedCluster, replicas: i32) -> Option<PodDisruptionBudget>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::fixtures::cluster;
+    use crate::validate::fixtures::cluster;
     use starling_config::{Profile, Tier};
 
     #[test]

@@ -56,7 +56,7 @@ pub fn role_binding(v: &ValidatedCluster) -> RoleBinding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::fixtures::cluster;
+    use crate::validate::fixtures::cluster;
     use starling_config::{Profile, Tier};
 
     #[test]

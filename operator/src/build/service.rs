@@ -61,7 +61,7 @@ pub fn client(v: &ValidatedCluster) -> Service {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::fixtures::cluster;
+    use crate::validate::fixtures::cluster;
     use starling_config::{Profile, Tier};
 
     #[test]

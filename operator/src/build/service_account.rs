@@ -19,7 +19,7 @@ pub fn build(v: &ValidatedCluster) -> ServiceAccount {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::fixtures::cluster;
+    use crate::validate::fixtures::cluster;
     use starling_config::{Profile, Tier};
 
     #[test]

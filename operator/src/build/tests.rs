@@ -7,11 +7,12 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, PodSpec, Toleration, TopologySpreadConstraint};
 use starling_config::{ConfigFile, ConfigOverrides, Profile, Tier, compose};
 
-use super::fixtures::{IMAGE, cluster, spec_cluster};
 use super::pod::{PRESTOP_SLEEP_SECONDS, TERMINATION_MARGIN_SECONDS};
 use super::*;
 use crate::crd::{BrokerClusterSpec, PodTemplateOverrides, StorageSpec, TlsSpec};
 use crate::names::{CONFIG_FILE, CONFIG_HASH_ANNOTATION};
+use crate::validate::config_hash;
+use crate::validate::fixtures::{IMAGE, cluster, spec_cluster};
 
 fn pod_spec(sts: &StatefulSet) -> PodSpec {
     sts.spec

@@ -9,9 +9,10 @@ use serde_json::{Value, json};
 use starling_config::Tier;
 
 use super::*;
-use crate::build::fixtures::{broker_cluster, defaults};
 use crate::crd::BrokerClusterSpec;
 use crate::fake_api::{Fake, NS, fake_client};
+use crate::metrics::Metrics;
+use crate::validate::fixtures::{broker_cluster, defaults};
 
 struct Harness {
     fake: Arc<Mutex<Fake>>,
@@ -431,36 +432,20 @@ async fn a_user_tls_secret_means_no_generated_one() {
 #[test]
 fn reconcile_status_writes_leave_the_autoscaler_fields_alone_or_clear_them() {
     use crate::crd::AutoscalingStatus;
-    let previous = BrokerClusterStatus {
-        effective_tier: Some(Tier::Medium),
-        autoscaling: Some(AutoscalingStatus::default()),
-        ..BrokerClusterStatus::default()
-    };
     let new = BrokerClusterStatus {
         replicas: 3,
         effective_tier: Some(Tier::Small),
         autoscaling: Some(AutoscalingStatus::default()),
         ..BrokerClusterStatus::default()
     };
-    let body = status_patch(&new, Some(&previous), true).unwrap_or_default();
+    let body = status_apply_body(&new).unwrap_or_default();
     assert_eq!(body["status"]["replicas"], 3);
     assert!(body["status"].get("effectiveTier").is_none(), "{body}");
     assert!(body["status"].get("autoscaling").is_none(), "{body}");
-    let cleared = BrokerClusterStatus {
-        replicas: 3,
-        ..BrokerClusterStatus::default()
-    };
-    let body = status_patch(&cleared, Some(&previous), false).unwrap_or_default();
-    assert!(
-        body["status"]["effectiveTier"].is_null() && body["status"].get("effectiveTier").is_some()
-    );
-    assert!(
-        body["status"]
-            .get("autoscaling")
-            .is_some_and(Value::is_null)
-    );
-    let body = status_patch(&cleared, None, false).unwrap_or_default();
-    assert!(body["status"].get("effectiveTier").is_none());
+    assert_eq!(body["apiVersion"], "starling.dev/v1alpha1");
+    assert_eq!(body["kind"], "BrokerCluster");
+    // Clearing them is the autoscaler's own job (its field manager), see
+    // `turning_autoscaling_off_renders_spec_tier_and_clears_the_choice`.
 }
 
 #[test]
@@ -528,10 +513,135 @@ async fn turning_autoscaling_off_renders_spec_tier_and_clears_the_choice() {
     assert_eq!(replicas(&h), Some(json!(1)), "back to spec.tier small");
     let writes = h.with(|f| f.status_writes());
     assert!(
+        writes.iter().all(|w| w.get("effectiveTier").is_none()),
+        "the reconciler never writes the autoscaler's fields"
+    );
+
+    // The autoscaler removes its own fields (first by releasing them as their field manager,
+    // then, as these were written by no manager, with a merge patch of its two fields).
+    let path = format!("/apis/starling.dev/v1alpha1{NS}brokerclusters/events");
+    let stored: BrokerClusterStatus =
+        serde_json::from_value(h.with(|f| f.stored_status(&path))).unwrap_or_default();
+    let mut seen = bc.clone();
+    seen.status = Some(BrokerClusterStatus {
+        effective_tier: Some(Tier::Medium),
+        autoscaling: Some(AutoscalingStatus::default()),
+        ..stored.clone()
+    });
+    assert!(crate::autoscale::runner::holds_autoscaler_fields(
+        seen.status.as_ref()
+    ));
+    let autoscaler = autoscale_context(&h);
+    assert!(
+        crate::autoscale::runner::release(&autoscaler, &seen)
+            .await
+            .is_ok()
+    );
+    let after = h.with(|f| f.stored_status(&path));
+    assert!(after.get("effectiveTier").is_none(), "{after}");
+    assert!(after.get("autoscaling").is_none(), "{after}");
+    assert_eq!(
+        after["replicas"],
+        json!(stored.replicas),
+        "the reconciler's fields stay"
+    );
+    assert!(after.get("conditions").is_some_and(Value::is_array));
+    let writes = h.with(|f| f.status_writes());
+    assert!(
         writes
             .iter()
             .any(|w| w.get("effectiveTier").is_some_and(Value::is_null))
     );
+}
+
+fn autoscale_context(h: &Harness) -> crate::autoscale::runner::AutoscaleContext {
+    crate::autoscale::runner::AutoscaleContext {
+        client: h.ctx.client.clone(),
+        recorder: h.ctx.recorder.clone(),
+        decisions: h.ctx.metrics.autoscale_decisions(),
+        tiers: h.ctx.defaults.tiers.clone(),
+        prometheus: None,
+        fence: crate::fence::Fence::never(),
+    }
+}
+
+#[tokio::test]
+async fn the_two_status_writers_never_remove_each_others_fields() {
+    use crate::autoscale::runner::autoscaler_status_body;
+    use crate::crd::AutoscalingStatus;
+    use crate::names::AUTOSCALER_FIELD_MANAGER;
+    let bc = cluster(BrokerClusterSpec::default());
+    let h = Harness::new(&bc);
+    let path = format!("/apis/starling.dev/v1alpha1{NS}brokerclusters/events");
+    assert!(h.reconcile(&bc).await.is_ok());
+    // The autoscaler chooses a tier, then writes a round without a change.
+    let block = AutoscalingStatus {
+        recommendation: "ScaleUp".into(),
+        ..AutoscalingStatus::default()
+    };
+    let body = autoscaler_status_body(&block, Some(Tier::Medium), None);
+    let client = h.ctx.client.clone();
+    let applied = crate::apply::apply_status(
+        &client,
+        "messaging",
+        "events",
+        AUTOSCALER_FIELD_MANAGER,
+        &body,
+    )
+    .await;
+    assert!(applied.is_ok(), "{applied:?}");
+    let stored: BrokerClusterStatus =
+        serde_json::from_value(h.with(|f| f.stored_status(&path))).unwrap_or_default();
+    let body = autoscaler_status_body(&block, None, Some(&stored));
+    assert_eq!(
+        body["status"]["effectiveTier"], "medium",
+        "an unchanged tier is sent again"
+    );
+    assert!(
+        crate::apply::apply_status(
+            &client,
+            "messaging",
+            "events",
+            AUTOSCALER_FIELD_MANAGER,
+            &body
+        )
+        .await
+        .is_ok()
+    );
+    // A reconcile with a new generation rewrites its own fields only.
+    let mut again = bc.clone();
+    again.metadata.generation = Some(2);
+    again.status = Some(stored);
+    assert!(h.reconcile(&again).await.is_ok());
+    let after = h.with(|f| f.stored_status(&path));
+    assert_eq!(after["effectiveTier"], "medium", "{after}");
+    assert_eq!(after["autoscaling"]["recommendation"], "ScaleUp");
+    assert_eq!(after["observedGeneration"], 2);
+}
+
+#[tokio::test]
+async fn a_lost_lease_stops_reconciles_before_any_write() {
+    let bc = cluster(BrokerClusterSpec::default());
+    let mut h = Harness::new(&bc);
+    let (fencer, fenced) = crate::fence::fence();
+    let ctx = Context::new(
+        h.ctx.client.clone(),
+        h.ctx.recorder.clone(),
+        h.ctx.metrics.clone(),
+        h.ctx.defaults.clone(),
+    )
+    .with_fence(fenced);
+    h.ctx = Arc::new(ctx);
+    fencer.trip();
+    let r = h.reconcile(&bc).await;
+    assert!(matches!(r, Err(Error::Leadership(_))), "{r:?}");
+    h.with(|f| {
+        assert!(
+            f.calls.is_empty(),
+            "no request at all: {:?}",
+            f.paths("PATCH")
+        )
+    });
 }
 
 fn stored_config(f: &Fake) -> String {

@@ -15,7 +15,7 @@ use schemars::{Schema, SchemaGenerator};
 use serde_json::{Map, Value};
 use starling_config::{ConfigOverrides, Profile, Tier, compose};
 
-use super::rules::{or_default, push_rule};
+use super::cel::{or_default, push_rule};
 
 /// Knobs that the operator sets itself; `spec.config` may not set them.
 pub const OPERATOR_MANAGED_KNOBS: &[&str] = &[

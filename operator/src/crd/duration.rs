@@ -1,6 +1,6 @@
 //! The duration strings of `spec.autoscaling` (`15s`, `3m`, `1h`, `1m30s`, `500ms`): the
 //! workspace's one grammar, `starling_config::duration`, whose pattern the CRD admits
-//! (`crate::crd::rules::DURATION_PATTERN`).
+//! (`super::rules::DURATION_PATTERN`).
 
 use std::time::Duration;
 

@@ -4,10 +4,16 @@
 //! The tier, profile and broker knob types come from `starling-config`; this module only adds the
 //! Kubernetes-facing shape around them. Submodules:
 //! - [`status`]: the status block the operator writes;
+//! - [`conditions`]: the condition types and reasons of `status.conditions`;
+//! - [`duration`]: the duration strings of `spec.autoscaling`;
+//! - [`cel`]: the building blocks of CEL rules (append a rule, read a field with its default);
 //! - [`rules`]: helpers that attach CEL `x-kubernetes-validations` to generated schemas;
 //! - [`config_rules`]: the schema and admission rules of `spec.config` (the broker knobs).
 
+pub mod cel;
+pub mod conditions;
 pub mod config_rules;
+pub mod duration;
 pub mod rules;
 pub mod status;
 
@@ -20,7 +26,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use starling_config::{ConfigOverrides, Profile, Tier};
 
-pub use status::{AutoscalingStatus, BrokerClusterStatus, Endpoints};
+pub use status::{AutoscalerFields, AutoscalingStatus, BrokerClusterStatus, Endpoints};
 
 /// API group of the custom resource.
 pub const GROUP: &str = "starling.dev";

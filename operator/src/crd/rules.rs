@@ -5,21 +5,11 @@
 //! `starling-config`, never typed in by hand.
 
 use schemars::Schema;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use starling_config::Tier;
 
 use super::MAX_NAME_LEN;
-
-/// Appends one rule to a schema node.
-pub fn push_rule(schema: &mut Map<String, Value>, rule: &str, message: &str) {
-    let entry = json!({ "rule": rule, "message": message });
-    match schema.get_mut("x-kubernetes-validations") {
-        Some(Value::Array(list)) => list.push(entry),
-        _ => {
-            schema.insert("x-kubernetes-validations".into(), Value::Array(vec![entry]));
-        }
-    }
-}
+use super::cel::{or_default, push_rule};
 
 fn max_length(schema: &mut Schema, n: u64) {
     if let Some(obj) = schema.as_object_mut() {
@@ -31,11 +21,6 @@ fn push(schema: &mut Schema, rule: &str, message: &str) {
     if let Some(obj) = schema.as_object_mut() {
         push_rule(obj, rule, message);
     }
-}
-
-/// A CEL expression that reads an optional string field with its default.
-pub fn or_default(path: &str, field: &str, default: &str) -> String {
-    format!("(has({path}.{field}) ? {path}.{field} : '{default}')")
 }
 
 /// A CEL map literal from tier name to its rank in the tier ladder (generated from `Tier::ALL`).
@@ -132,7 +117,7 @@ pub fn percent_rules(schema: &mut Schema) {
     );
 }
 
-/// The duration strings of `spec.autoscaling` (the syntax `crate::autoscale::duration` parses).
+/// The duration strings of `spec.autoscaling` (the syntax [`super::duration`] parses).
 pub fn duration_rules(schema: &mut Schema) {
     max_length(schema, 32);
     push(

@@ -1,6 +1,6 @@
 //! The `BrokerCluster` status block, written by the operator from the observed StatefulSet.
 //!
-//! The condition types and reasons that fill `conditions` are defined in [`crate::status`].
+//! The condition types and reasons that fill `conditions` are defined in [`super::conditions`].
 
 use std::collections::BTreeMap;
 
@@ -61,6 +61,31 @@ pub struct BrokerClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members_changed_at: Option<Time>,
     /// What the autoscaler observed and decided last (only while autoscaling is enabled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<AutoscalingStatus>,
+}
+
+impl BrokerClusterStatus {
+    /// The fields the reconciler owns (its field manager applies them): everything but the
+    /// autoscaler's `effectiveTier` and `autoscaling`.
+    pub fn reconciler_fields(&self) -> BrokerClusterStatus {
+        BrokerClusterStatus {
+            effective_tier: None,
+            autoscaling: None,
+            ..self.clone()
+        }
+    }
+}
+
+/// The status fields the autoscaler owns, as its field manager applies them: both sent whole
+/// on every write (a field left out is removed), nothing of the reconciler's.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoscalerFields {
+    /// `status.effectiveTier`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective_tier: Option<Tier>,
+    /// `status.autoscaling`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<AutoscalingStatus>,
 }

@@ -9,8 +9,8 @@ use k8s_openapi::jiff::Timestamp;
 use starling_config::{Profile, Tier};
 
 use super::*;
-use crate::build::fixtures::{cluster, try_spec};
 use crate::crd::BrokerClusterSpec;
+use crate::validate::fixtures::{cluster, try_spec};
 
 fn observed(replicas: i32, hash: &str) -> StatefulSet {
     StatefulSet {

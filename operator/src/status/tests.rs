@@ -9,8 +9,9 @@ use k8s_openapi::jiff::Timestamp;
 use starling_config::{Profile, Tier};
 
 use super::*;
-use crate::build::fixtures::{cluster, try_spec};
 use crate::crd::BrokerClusterSpec;
+use crate::crd::conditions::{ConditionType, find};
+use crate::validate::fixtures::{cluster, try_spec};
 
 fn at(secs: i64) -> Time {
     Time(Timestamp::from_second(1_700_000_000 + secs).unwrap_or(Timestamp::UNIX_EPOCH))

@@ -3,8 +3,8 @@
 use starling_config::{ConfigOverrides, Profile, Tier};
 
 use super::*;
-use crate::build::fixtures::{IMAGE, broker_cluster, try_spec};
 use crate::crd::{AutoscalingSpec, CpuMemory as CpuMemorySpec, ResourceOverrides, TlsSpec};
+use crate::validate::fixtures::{IMAGE, broker_cluster, try_spec};
 
 fn refused(spec: BrokerClusterSpec) -> SpecError {
     match try_spec(spec) {
@@ -170,7 +170,7 @@ fn names_that_cannot_name_services_are_refused() {
     let mut bc = broker_cluster(BrokerClusterSpec::default());
     bc.metadata.name = Some("bad.name".into());
     let id = ObjectIdentity::of(&bc).unwrap_or_else(|e| panic!("{e}"));
-    let e = validate(&bc, id, &crate::build::fixtures::defaults()).err();
+    let e = validate(&bc, id, &crate::validate::fixtures::defaults()).err();
     assert_eq!(e.map(|e| e.reason()), Some(Reason::InvalidName));
 }
 
@@ -283,7 +283,7 @@ fn admin_tier_overrides_size_the_cluster_and_spec_still_wins() {
     .unwrap_or_else(|e| panic!("{e}"));
     let defaults = OperatorDefaults {
         tiers,
-        ..crate::build::fixtures::defaults()
+        ..crate::validate::fixtures::defaults()
     };
     let bc = broker_cluster(BrokerClusterSpec::default());
     let id = ObjectIdentity::of(&bc).unwrap_or_else(|e| panic!("{e}"));

@@ -261,7 +261,7 @@ impl PromQlSource {
 
 /// Parses `--prometheus-rate-window` (`1m`, `90s`, `1m30s`; at least 1s).
 pub fn parse_rate_window(text: &str) -> Result<Duration, String> {
-    match super::duration::parse(text) {
+    match crate::crd::duration::parse(text) {
         Some(d) if d >= Duration::from_secs(1) => Ok(d),
         Some(_) => Err("the rate window must be at least 1s".into()),
         None => Err(format!(

@@ -1,0 +1,73 @@
+//! The reconciler's shared state: the API client, the event recorder, the metrics, the
+//! operator-wide defaults, the leadership fence and the per-cluster failure counts behind the
+//! retry backoff. Handed to every reconcile; the autoscaler has its own, narrower handle
+//! ([`crate::autoscale::runner::AutoscaleContext`]).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::runtime::events::Recorder;
+use kube::{Client, ResourceExt};
+
+use crate::crd::BrokerCluster;
+use crate::fence::Fence;
+use crate::metrics::Metrics;
+use crate::validate::OperatorDefaults;
+
+/// Shared state of every reconcile.
+pub struct Context {
+    /// API client.
+    pub client: Client,
+    /// Event recorder.
+    pub recorder: Recorder,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Operator-wide defaults.
+    pub defaults: OperatorDefaults,
+    /// Turns lost when this replica stops leading: reconciles end and write nothing more.
+    pub fence: Fence,
+    failures: Mutex<HashMap<(String, String), u32>>,
+}
+
+impl Context {
+    /// Creates a context.
+    pub fn new(
+        client: Client,
+        recorder: Recorder,
+        metrics: Metrics,
+        defaults: OperatorDefaults,
+    ) -> Self {
+        Context {
+            client,
+            recorder,
+            metrics,
+            defaults,
+            fence: Fence::never(),
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The same context, fenced by leadership (see [`crate::fence`]).
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        self.fence = fence;
+        self
+    }
+
+    fn key(bc: &BrokerCluster) -> (String, String) {
+        (bc.namespace().unwrap_or_default(), bc.name_any())
+    }
+
+    /// Counts one more failed reconcile of `bc`; returns the count.
+    pub fn record_failure(&self, bc: &BrokerCluster) -> u32 {
+        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let n = map.entry(Self::key(bc)).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    }
+
+    /// Forgets the failures of `bc` after a successful reconcile.
+    pub fn reset_failures(&self, bc: &BrokerCluster) {
+        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        map.remove(&Self::key(bc));
+    }
+}

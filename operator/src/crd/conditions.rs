@@ -1,0 +1,98 @@
+//! The condition types and reasons of `status.conditions`: the vocabulary every step that
+//! reports on a BrokerCluster shares (validation's `Degraded` reasons, the computed status, the
+//! events, the docs). Part of the resource's status types, so the steps import it from here and
+//! never from each other.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use super::BrokerClusterStatus;
+
+/// The three condition types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConditionType {
+    /// Every broker is ready with the current config.
+    Ready,
+    /// Brokers are being created, replaced or scaled.
+    Progressing,
+    /// Something needs a human: the spec was refused or the children could not be applied.
+    Degraded,
+}
+
+impl ConditionType {
+    /// Every type, in the order they are written.
+    pub const ALL: [ConditionType; 3] = [
+        ConditionType::Ready,
+        ConditionType::Progressing,
+        ConditionType::Degraded,
+    ];
+
+    /// The condition's `type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionType::Ready => "Ready",
+            ConditionType::Progressing => "Progressing",
+            ConditionType::Degraded => "Degraded",
+        }
+    }
+
+    /// What the condition means.
+    pub fn doc(self) -> &'static str {
+        match self {
+            ConditionType::Ready => {
+                "True when every desired broker is ready, has been for the hand-off grace (minReadySeconds), and runs the current config hash."
+            }
+            ConditionType::Progressing => {
+                "True while brokers are being created, replaced with a new config or image, or scaled."
+            }
+            ConditionType::Degraded => {
+                "True when the spec was refused or the cluster's objects could not be applied; the reason says which."
+            }
+        }
+    }
+}
+
+macro_rules! reasons {
+    ($($variant:ident => $cond:ident, $status:literal, $doc:literal;)+) => {
+        /// Every condition reason the operator writes.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Reason { $(#[doc = $doc] $variant,)+ }
+
+        impl Reason {
+            /// Every reason, grouped by condition.
+            pub const ALL: &'static [Reason] = &[$(Reason::$variant),+];
+            /// The reason as written in the condition.
+            pub fn as_str(self) -> &'static str { match self { $(Reason::$variant => stringify!($variant)),+ } }
+            /// The condition this reason belongs to.
+            pub fn condition(self) -> ConditionType { match self { $(Reason::$variant => ConditionType::$cond),+ } }
+            /// The condition status that goes with this reason.
+            pub fn status(self) -> &'static str { match self { $(Reason::$variant => $status),+ } }
+            /// What the reason means.
+            pub fn doc(self) -> &'static str { match self { $(Reason::$variant => $doc),+ } }
+        }
+    };
+}
+
+reasons! {
+    AllReplicasReady => Ready, "True", "Every desired broker is ready with the current config hash.";
+    ReplicasNotReady => Ready, "False", "Brokers run the current config but some are not ready yet.";
+    RolloutInProgress => Ready, "False", "Some brokers still run an older config or image.";
+    NotCreated => Ready, "False", "The StatefulSet does not exist yet.";
+    SpecRejected => Ready, "False", "The spec was refused (see Degraded); running brokers keep their last applied config.";
+    Stable => Progressing, "False", "Nothing is changing.";
+    Creating => Progressing, "True", "The StatefulSet is being created or has not reported status yet.";
+    RollingOut => Progressing, "True", "Brokers are being replaced with a new config, image or pod template.";
+    Scaling => Progressing, "True", "The broker count is changing; running brokers are not restarted.";
+    Paused => Progressing, "False", "spec.paused is true: the operator does not change the cluster's objects.";
+    AsExpected => Degraded, "False", "The spec is valid and every object was applied.";
+    ManagedKnobSet => Degraded, "True", "spec.config sets a knob the operator owns (quic_listen, http_listen, tls_cert_file, tls_key_file, cluster_members_file, cluster_members_configmap).";
+    InvalidConfig => Degraded, "True", "The broker config resolved from profile, tier and spec.config was refused by the shared validation; the message names the knob.";
+    InvalidResources => Degraded, "True", "A CPU, memory or storage quantity does not parse, or a request exceeds its limit.";
+    InvalidName => Degraded, "True", "The BrokerCluster name cannot be used for the Services and StatefulSet derived from it.";
+    InvalidSpec => Degraded, "True", "Another spec field is out of range (replicas, autoscaling bounds, image).";
+    ApplyFailed => Degraded, "True", "The API server refused or failed to apply a child object; the operator retries with backoff.";
+}
+
+/// The condition of a type in a status, if present.
+pub fn find(status: Option<&BrokerClusterStatus>, t: ConditionType) -> Option<&Condition> {
+    status?.conditions.iter().find(|c| c.type_ == t.as_str())
+}
