@@ -112,6 +112,14 @@ pub struct Synced {
     pub took: Option<Duration>,
 }
 
+impl Synced {
+    /// Whether a record whose [`Appended::next`] is `next` is durable by this sync: the point
+    /// at which a `persisted` ack for it may be sent.
+    pub fn covers(&self, next: Position) -> bool {
+        self.durable_next.is_some_and(|d| key(d) >= key(next))
+    }
+}
+
 /// One segment as the writer and readers share it.
 #[derive(Debug)]
 pub(crate) struct Segment {

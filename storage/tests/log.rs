@@ -515,6 +515,7 @@ fn fsync_policies_report_durability() {
     assert_eq!(view.durable_next(), None);
     let s = log.sync().unwrap();
     assert_eq!(s.durable_next, Some(at(1, 1)));
+    assert!(s.covers(at(1, 1)) && !s.covers(at(1, 2)) && !s.covers(at(2, 0)));
     assert!(s.took.is_some());
     assert_eq!(log.sync().unwrap().took, None, "nothing pending");
 
