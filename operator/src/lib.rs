@@ -4,21 +4,28 @@
 //! Control flows one way: BrokerCluster → validated cluster → rendered objects → apply →
 //! observed status.
 //!
-//! Module map:
-//! - [`crd`]: the `BrokerCluster` resource, its status and its CEL admission rules.
-//! - [`validate`]: raw spec → [`validate::ValidatedCluster`] (or a `Degraded` reason). Pure.
-//! - [`build`]: one pure renderer per child object (ConfigMaps, StatefulSet and pod template,
-//!   Services, PodDisruptionBudget, ServiceAccount, Role and RoleBinding) and the config hash.
+//! Module map (each step imports only the steps before it; `scripts/module-cycles.py` checks):
+//! - [`crd`]: the `BrokerCluster` resource, its status, its condition types and reasons
+//!   ([`crd::conditions`]) and its CEL admission rules.
+//! - [`validate`]: raw spec → [`validate::ValidatedCluster`] (or a `Degraded` reason), with the
+//!   config hash and the autoscaling policy. Pure.
 //! - [`members`]: the member list and the sequencing of scale changes. Pure.
-//! - [`tier_change`]: the order of replicas and config in a tier change. Pure.
+//! - [`tier_change`]: the order of replicas and config in a tier change, and the step a
+//!   reconcile renders ([`tier_change::stage`]). Pure.
+//! - [`build`]: one pure renderer per child object (ConfigMaps, StatefulSet and pod template,
+//!   Services, PodDisruptionBudget, ServiceAccount, Role and RoleBinding, the generated TLS
+//!   Secret).
 //! - [`tls`]: the self-signed certificate generated when `spec.tls` is unset.
-//! - [`apply`]: server-side apply of the children and deletion of unwanted ones.
+//! - [`apply`]: server-side apply of the children, deletion of unwanted ones, and status
+//!   writes (one field manager per writer).
 //! - [`status`]: conditions and counters from the observed StatefulSet. Pure.
 //! - [`events`]: which Kubernetes Events a reconcile emits. Pure.
+//! - [`context`]: the reconciler's shared state.
 //! - [`autoscale`]: the tier autoscaler: scrapes the brokers, decides (pure), writes
-//!   `status.effectiveTier`.
+//!   `status.effectiveTier` with its own narrow handle.
 //! - [`controller`]: the kube-runtime controller wiring the steps together.
-//! - [`leader`]: Lease-based leader election.
+//! - [`leader`], [`fence`]: Lease-based leader election, and the fence every writer stops on
+//!   when the lease is lost.
 //! - [`metrics`], [`http`], [`telemetry`]: the process's metrics, health endpoint and logs.
 //! - [`cli`]: flags and the process's main loop.
 //! - [`docs`]: generates the reference part of `docs/operator.md`.

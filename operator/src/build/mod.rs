@@ -5,7 +5,7 @@
 //! broker), so the apply step can delete them. The StatefulSet size and the member count are
 //! inputs ([`Sizes`]), planned by [`crate::members::plan_members`]; [`render`] is the steady
 //! state where both equal the desired replicas. The config hash is computed with the config
-//! text, by validation ([`crate::validate::config_hash`]).
+//! text, by validation ([`crate::validate::config_hash()`]).
 //!
 //! The generated TLS Secret ([`tls_secret`]) is rendered here too, but it is created once, not
 //! applied (see [`crate::apply::ensure_tls_secret`]).
