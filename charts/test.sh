@@ -8,7 +8,9 @@
 #   2. values.schema.json and the chart's own checks refuse bad values with a clear message;
 #   3. the rendered objects: least-privilege RBAC (no wildcard, namespaced when watchNamespaces
 #      is set), the hardened operator pod, the tier overrides ConfigMap, the autoscaler's
-#      --prometheus-* flags and the NetworkPolicy's egress to Prometheus;
+#      --prometheus-* flags and the NetworkPolicy's egress to Prometheus, the PrometheusRule
+#      (rules/starling.rules.yaml with the alert labels and runbook base URL) and the Grafana
+#      dashboard ConfigMap (dashboards/starling.json, labelled for the Grafana sidecar);
 #   4. scripts/render-manifests.sh --check (no drift of manifests/install.yaml or the CRD copy).
 # With a KUBECONFIG (argument, or the environment), against that cluster's API server:
 #   5. server-side dry runs (strict field validation) of the chart with default and with full
@@ -104,13 +106,18 @@ refuse "two replicas without leader election" "without a Lease every replica wou
   --set replicas=2 --set leaderElection.enabled=false
 refuse "a ServiceMonitor without the metrics Service" "the ServiceMonitor selects the metrics Service" \
   --set monitoring.serviceMonitor.enabled=true --set metrics.service.enabled=false
+refuse "a dashboard namespace that is no DNS label" "at '/monitoring/dashboard/namespace'" \
+  --set monitoring.dashboard.enabled=true --set monitoring.dashboard.namespace=Grafana_NS
+refuse "a misspelt monitoring value" "additional properties 'runbookUrl' not allowed" \
+  --set monitoring.prometheusRule.runbookUrl=https://x
 refuse "an existing ServiceAccount without a name" "serviceAccount.name must name an existing ServiceAccount" \
   --set serviceAccount.create=false
 
 # ---- 3. rendered objects -------------------------------------------------------------------
 "$HELM" template t "$CHART" --namespace ops >"$WORK/default.yaml"
 "$HELM" template t "$CHART" --namespace ops -f "$CHART/ci/full-values.yaml" >"$WORK/full.yaml"
-if python3 - "$WORK/default.yaml" "$WORK/full.yaml" >"$WORK/objects.out" 2>&1 <<'PY'
+if python3 - "$WORK/default.yaml" "$WORK/full.yaml" "$CHART" >"$WORK/objects.out" 2>&1 <<'PY'
+import json
 import sys
 import yaml
 
@@ -210,8 +217,9 @@ check("--broker-image=starling/broker:0.1.0" in c["args"] and "--leader-election
 check(yaml.safe_load(cm["data"]["tiers.yaml"]) == {}, "default: empty tier overrides")
 check(not [a for a in c["args"] if a.startswith("--prometheus-")],
       "default: no --prometheus-* flags (the autoscaler scrapes the broker pods directly)")
-check(not [x for x in default if x["kind"] in ("ServiceMonitor", "PodMonitor", "NetworkPolicy")],
-      "default: no monitoring objects and no NetworkPolicy")
+check(not [x for x in default if x["kind"] in ("ServiceMonitor", "PodMonitor", "PrometheusRule", "NetworkPolicy")]
+      and not [x for x in kinds(default, "ConfigMap") if x["metadata"]["name"].endswith("-dashboard")],
+      "default: no monitoring objects, no dashboard and no NetworkPolicy")
 
 d = deployment(full)
 (c,) = d["spec"]["template"]["spec"]["containers"]
@@ -253,6 +261,59 @@ check("--prometheus-url=https://prometheus-operated.monitoring/prom" in c["args"
 check({"ports": [{"port": 443, "protocol": "TCP"}],
        "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]} in np["spec"]["egress"],
       "full: the NetworkPolicy lets the operator reach Prometheus's port (443 for an https URL without one), at prometheusPeers")
+
+# The observability pack: one rule file and one dashboard file feed the objects unchanged.
+chart = sys.argv[3]
+rule_file = yaml.safe_load(open(f"{chart}/rules/starling.rules.yaml"))
+dashboard_file = json.load(open(f"{chart}/dashboards/starling.json"))
+prs = kinds(full, "PrometheusRule")
+check(len(prs) == 1 and prs[0]["metadata"]["namespace"] == "ops"
+      and prs[0]["metadata"]["labels"].get("release") == "prometheus",
+      "full: one PrometheusRule in the release namespace, with monitoring.prometheusRule.labels")
+if prs:
+    got = prs[0]["spec"]["groups"]
+    want = json.loads(json.dumps(rule_file["groups"]))
+    for g in want:
+        for r in g["rules"]:
+            r["labels"] = {**{"team": "messaging"}, **r.get("labels", {})}
+            r["annotations"]["runbook_url"] = "https://git.example/starling/blob/v0.1.0/" + r["annotations"]["runbook_url"]
+    check(got == want, "full: the PrometheusRule is rules/starling.rules.yaml, plus alertLabels and the runbook base URL")
+    alerts = [r for g in got for r in g["rules"] if "alert" in r]
+    check(sorted(r["alert"] for r in alerts) == sorted([
+        "StarlingBrokerNotReady", "StarlingEventsDropped", "StarlingPeerDown", "StarlingLanesStalled",
+        "StarlingRetentionAtCap", "StarlingOperatorReconcileErrors", "StarlingAutoscalerStuck"]),
+          "full: the seven alerts")
+    check(all(r["annotations"].get("summary") and r["annotations"].get("description")
+              and r["annotations"]["runbook_url"].endswith("docs/operations.md#" + r["alert"].lower())
+              and r["labels"].get("severity") in ("warning", "critical") for r in alerts),
+          "full: every alert has a severity, a summary, a description and a runbook_url to its docs/operations.md section")
+    runbooks = open("docs/operations.md").read()
+    check(all(f"\n### {r['alert']}\n" in runbooks for r in alerts),
+          "docs/operations.md has a runbook section for every alert")
+dash_cms = [x for x in kinds(full, "ConfigMap") if x["metadata"]["name"].endswith("-dashboard")]
+check(len(dash_cms) == 1 and dash_cms[0]["metadata"]["namespace"] == "monitoring"
+      and dash_cms[0]["metadata"]["labels"].get("grafana_dashboard") == "1"
+      and dash_cms[0]["metadata"].get("annotations") == {"grafana_folder": "Messaging"},
+      "full: the dashboard ConfigMap in monitoring.dashboard.namespace, labelled grafana_dashboard: \"1\", with its annotations")
+if dash_cms:
+    data = dash_cms[0]["data"]
+    check(list(data) == ["starling.json"] and json.loads(data["starling.json"]) == dashboard_file,
+          "full: the ConfigMap holds dashboards/starling.json unchanged")
+panels = [p for p in dashboard_file["panels"] if p["type"] != "row"]
+exprs = " ".join(t["expr"] for p in panels for t in p["targets"])
+for what, metric in [("publish rate", "starling_published_messages_total"), ("deliver rate", "starling_delivered_events_total"),
+                     ("publish bytes", "starling_published_bytes_total"), ("deliver bytes", "starling_delivered_bytes_total"),
+                     ("drops by reason", "starling_dropped_events_total"), ("lane queue depth", "starling_lane_queue_depth"),
+                     ("latency histogram", "starling_delivery_latency_seconds_bucket"), ("connections", "starling_open_connections"),
+                     ("subscriptions", "starling_subscriptions"), ("cache hits", "starling_cache_hits_total"),
+                     ("cache misses", "starling_cache_misses_total"), ("peers up", "starling_cluster_peer_up"),
+                     ("autoscaler decisions", "starling_operator_autoscale_decisions_total"),
+                     ("reconcile errors", "starling_operator_reconcile_errors_total"),
+                     ("reconcile durations", "starling_operator_reconcile_duration_seconds_bucket")]:
+    check(metric in exprs, f"dashboard: a panel for {what} ({metric})")
+check(len({p["id"] for p in dashboard_file["panels"]}) == len(dashboard_file["panels"])
+      and all(t.get("datasource", {}).get("uid") == "${datasource}" for p in panels for t in p["targets"]),
+      "dashboard: unique panel ids, every query on the ${datasource} picker")
 sys.exit(1 if failures else 0)
 PY
 then objects_rc=0; else objects_rc=$?; fi
@@ -323,7 +384,8 @@ else
         done
       done
     }
-    not_terminating "$CRD" servicemonitors.monitoring.coreos.com podmonitors.monitoring.coreos.com
+    MONITORING_CRDS=(servicemonitors.monitoring.coreos.com podmonitors.monitoring.coreos.com prometheusrules.monitoring.coreos.com)
+    not_terminating "$CRD" "${MONITORING_CRDS[@]}"
     if "${K[@]}" get crd "$CRD" >/dev/null 2>&1; then
       dry "crds/brokercluster.yaml" crds/brokercluster.yaml
       echo "note: $CRD already exists; the examples are checked against the served version"
@@ -333,17 +395,28 @@ else
       established "$CRD"
       ok "server accepts crds/brokercluster.yaml (installed for this run)"
     fi
-    if ! "${K[@]}" api-resources --api-group=monitoring.coreos.com -o name 2>/dev/null | grep -q '^podmonitors'; then
-      CLEANUP+=("${K[*]} delete -f charts/testdata/monitoring-crds.yaml --ignore-not-found --wait=false")
-      "${K[@]}" apply --server-side --field-manager=starling-chart-test -f charts/testdata/monitoring-crds.yaml >/dev/null
-      established servicemonitors.monitoring.coreos.com podmonitors.monitoring.coreos.com
-      echo "note: monitoring.coreos.com is not served; using charts/testdata/monitoring-crds.yaml for this run"
+    # Only the stand-ins of the kinds the server lacks, so real prometheus-operator CRDs stay.
+    missing_crds=()
+    served=$("${K[@]}" api-resources --api-group=monitoring.coreos.com -o name 2>/dev/null || true)
+    for crd in "${MONITORING_CRDS[@]}"; do
+      grep -qx "$crd" <<<"$served" || missing_crds+=("$crd")
+    done
+    if [[ ${#missing_crds[@]} -gt 0 ]]; then
+      python3 - charts/testdata/monitoring-crds.yaml "${missing_crds[@]}" >"$WORK/monitoring-crds.yaml" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["metadata"]["name"] in sys.argv[2:]]
+yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)
+PY
+      CLEANUP+=("${K[*]} delete -f $WORK/monitoring-crds.yaml --ignore-not-found --wait=false")
+      "${K[@]}" apply --server-side --field-manager=starling-chart-test -f "$WORK/monitoring-crds.yaml" >/dev/null
+      established "${missing_crds[@]}"
+      echo "note: ${missing_crds[*]} not served; using charts/testdata/monitoring-crds.yaml for this run"
     fi
 
     "$HELM" template starling-chart-test "$CHART" --namespace "$NS" >"$WORK/ssa-default.yaml"
     dry "the chart with default values" "$WORK/ssa-default.yaml"
     "$HELM" template starling-chart-test "$CHART" --namespace "$NS" -f "$CHART/ci/full-values.yaml" \
-      --set "watchNamespaces={$NS_A,$NS_B}" >"$WORK/ssa-full.yaml"
+      --set "watchNamespaces={$NS_A,$NS_B}" --set "monitoring.dashboard.namespace=$NS_B" >"$WORK/ssa-full.yaml"
     dry "the chart with ci/full-values.yaml" "$WORK/ssa-full.yaml"
     # install.yaml exactly, moved to the test namespace (it creates starling-system otherwise).
     python3 - "$NS" manifests/install.yaml >"$WORK/ssa-install.yaml" <<'PY'
