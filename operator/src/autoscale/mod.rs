@@ -7,7 +7,9 @@
 //! - [`rates`]: per-pod counter deltas (with reset handling) summed into one observation per
 //!   scrape round. Pure.
 //! - [`decide`]: THE decision, from the window of observations and the cluster's state. Pure.
-//! - [`report`]: the `status.autoscaling` block and the status patch. Pure.
+//! - [`report`]: the `status.autoscaling` block and the autoscaler's status fields (what its
+//!   field manager applies). Pure.
+//! - [`scrape`]: which broker pods to scrape, and one `GET /metrics` each.
 //! - [`runner`]: the loop: every `scrapeInterval`, scrape each broker pod (or query
 //!   Prometheus), keep the window in
 //!   memory, decide, and on a change write `status.effectiveTier` (never `spec`), emit an
@@ -24,6 +26,7 @@ pub mod promql;
 pub mod rates;
 pub mod report;
 pub mod runner;
+pub mod scrape;
 
 pub use decide::{Decision, HoldReason, Input, decide};
 

@@ -8,7 +8,8 @@ use starling_config::Tier;
 
 use super::decide::Decision;
 use super::rates::Observation;
-use crate::crd::AutoscalingStatus;
+use crate::apply::status_body;
+use crate::crd::{AutoscalerFields, AutoscalingStatus, BrokerClusterStatus};
 
 fn round_i64(v: f64) -> i64 {
     if v.is_finite() {
@@ -69,11 +70,28 @@ pub fn status_block(
 /// runner passes the new tier on a change, else the one it already owns, since a server-side
 /// apply that leaves a field out removes it). Nothing of the reconciler's status is named.
 pub fn status_patch(block: &AutoscalingStatus, new_tier: Option<Tier>) -> Value {
-    let mut status = json!({ "autoscaling": block });
-    if let Some(t) = new_tier {
-        status["effectiveTier"] = json!(t);
-    }
-    json!({ "status": status })
+    let fields = AutoscalerFields {
+        effective_tier: new_tier,
+        autoscaling: Some(block.clone()),
+    };
+    json!({ "status": fields })
+}
+
+/// Whether the status still carries the autoscaler's fields.
+pub fn holds_autoscaler_fields(status: Option<&BrokerClusterStatus>) -> bool {
+    status.is_some_and(|s| s.effective_tier.is_some() || s.autoscaling.is_some())
+}
+
+/// The autoscaler's apply body: `autoscaling` and `effectiveTier` (the new tier on a change,
+/// else the one stored), both sent on every write so its field manager keeps owning them.
+pub fn autoscaler_status_body(
+    block: &AutoscalingStatus,
+    new_tier: Option<Tier>,
+    stored: Option<&BrokerClusterStatus>,
+) -> Value {
+    let tier = new_tier.or(stored.and_then(|s| s.effective_tier));
+    let patch = status_patch(block, tier);
+    status_body(patch["status"].clone())
 }
 
 #[cfg(test)]

@@ -22,7 +22,6 @@
 //! (its [`Fence`]).
 
 use std::collections::{HashMap, VecDeque};
-use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,19 +36,19 @@ use serde_json::Value;
 use starling_config::TierTable;
 use tokio::sync::watch;
 
-use super::fetch::{FetchError, Fetcher};
+use super::fetch::Fetcher;
 use super::promql::PromQlSource;
-use super::rates::{Observation, PodScrape, Round, Tracker, secs_between};
-use super::report::{status_block, status_patch};
-use super::{Input, Policy, decide, prom};
+use super::rates::{Observation, Round, Tracker, secs_between};
+use super::report::{autoscaler_status_body, holds_autoscaler_fields, status_block};
+use super::scrape::{scrape, targets};
+use super::{Input, Policy, decide};
 use crate::apply::{apply_status, merge_status, status_body};
-use crate::crd::AutoscalingStatus;
+use crate::crd::BrokerCluster;
 use crate::crd::conditions::{ConditionType, find};
-use crate::crd::{BrokerCluster, BrokerClusterStatus};
 use crate::error::Error;
 use crate::events;
 use crate::fence::Fence;
-use crate::names::{AUTOSCALER_FIELD_MANAGER, HTTP_PORT_NAME, Names};
+use crate::names::{AUTOSCALER_FIELD_MANAGER, Names};
 use crate::validate::effective_tier;
 
 /// What the autoscaler uses, and nothing else.
@@ -68,89 +67,6 @@ pub struct AutoscaleContext {
     pub prometheus: Option<PromQlSource>,
     /// Turns lost when this replica stops leading: no round starts or writes after that.
     pub fence: Fence,
-}
-
-/// Longest wait for one broker's `/metrics`.
-pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(3);
-/// Largest `/metrics` body read.
-const MAX_BODY: usize = 8 * 1024 * 1024;
-
-/// Why one broker could not be scraped.
-#[derive(Debug, thiserror::Error)]
-pub enum ScrapeError {
-    /// Connect, send, receive, the deadline or the size cap.
-    #[error(transparent)]
-    Fetch(#[from] FetchError),
-    /// Not a 200.
-    #[error("answered HTTP {0}")]
-    Status(u16),
-    /// Not a readable exposition.
-    #[error(transparent)]
-    Parse(#[from] prom::ParseError),
-}
-
-/// `GET /metrics` of the broker at `addr` (plain HTTP on the pod network).
-pub async fn fetch_metrics(
-    fetcher: &Fetcher,
-    addr: SocketAddr,
-    timeout: Duration,
-) -> Result<String, ScrapeError> {
-    let answer = fetcher
-        .get(
-            &format!("http://{addr}/metrics"),
-            "text/plain",
-            None,
-            timeout,
-            MAX_BODY,
-        )
-        .await?;
-    if answer.status != 200 {
-        return Err(ScrapeError::Status(answer.status));
-    }
-    Ok(String::from_utf8_lossy(&answer.body).into_owned())
-}
-
-/// A broker pod to scrape.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    /// Pod name.
-    pub pod: String,
-    /// Pod UID.
-    pub uid: String,
-    /// `podIP:http-port`, when the pod has an IP.
-    pub addr: Option<SocketAddr>,
-}
-
-/// The pods to scrape: every pod not being deleted, at its IP and the container port named
-/// `http` (the broker default when absent). Pure.
-pub fn targets(pods: &[Pod]) -> Vec<Target> {
-    let mut out: Vec<Target> = pods
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| {
-            let port = p
-                .spec
-                .as_ref()
-                .into_iter()
-                .flat_map(|s| s.containers.iter())
-                .flat_map(|c| c.ports.iter().flatten())
-                .find(|port| port.name.as_deref() == Some(HTTP_PORT_NAME))
-                .and_then(|port| u16::try_from(port.container_port).ok())
-                .unwrap_or(starling_config::DEFAULT_HTTP_PORT);
-            let ip: Option<IpAddr> = p
-                .status
-                .as_ref()
-                .and_then(|s| s.pod_ip.as_deref())
-                .and_then(|ip| ip.parse().ok());
-            Target {
-                pod: p.name_any(),
-                uid: p.uid().unwrap_or_default(),
-                addr: ip.map(|ip| SocketAddr::new(ip, port)),
-            }
-        })
-        .collect();
-    out.sort_by(|a, b| a.pod.cmp(&b.pod));
-    out
 }
 
 /// The autoscaler's memory of one cluster.
@@ -247,30 +163,6 @@ impl ClusterState {
     }
 }
 
-async fn scrape(fetcher: &Fetcher, target: Target) -> Result<PodScrape, (String, String)> {
-    let Some(addr) = target.addr else {
-        return Err((target.pod, "no pod IP yet".into()));
-    };
-    let at = Timestamp::now();
-    match fetch_metrics(fetcher, addr, SCRAPE_TIMEOUT).await {
-        Ok(text) => match prom::parse(&text) {
-            Ok(sample) => Ok(PodScrape {
-                pod: target.pod,
-                uid: target.uid,
-                at,
-                sample,
-            }),
-            Err(e) => Err((target.pod, e.to_string())),
-        },
-        Err(e) => Err((target.pod, format!("{addr}: {e}"))),
-    }
-}
-
-/// Whether the status still carries the autoscaler's fields.
-pub fn holds_autoscaler_fields(status: Option<&BrokerClusterStatus>) -> bool {
-    status.is_some_and(|s| s.effective_tier.is_some() || s.autoscaling.is_some())
-}
-
 /// Removes the autoscaler's fields from a cluster whose autoscaling is off: an apply of none of
 /// them under the autoscaler's field manager (the API server removes what only it owned),
 /// then, if an older operator's merge patch still co-owns them, a merge patch of its own two
@@ -288,18 +180,6 @@ pub async fn release(ctx: &AutoscaleContext, bc: &BrokerCluster) -> Result<(), E
     }
     tracing::info!(cluster = %name, namespace = %ns, "autoscaling is off: removed status.effectiveTier and status.autoscaling");
     Ok(())
-}
-
-/// The autoscaler's apply body: `autoscaling` and `effectiveTier` (the new tier on a change,
-/// else the one stored), both sent on every write so its field manager keeps owning them.
-pub fn autoscaler_status_body(
-    block: &AutoscalingStatus,
-    new_tier: Option<starling_config::Tier>,
-    stored: Option<&BrokerClusterStatus>,
-) -> Value {
-    let tier = new_tier.or(stored.and_then(|s| s.effective_tier));
-    let patch = status_patch(block, tier);
-    status_body(patch["status"].clone())
 }
 
 async fn round(
@@ -419,94 +299,4 @@ async fn round(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec, PodStatus};
-    use kube::api::ObjectMeta;
-
-    fn pod(name: &str, ip: Option<&str>, port: Option<i32>, deleting: bool) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                uid: Some(format!("uid-{name}")),
-                deletion_timestamp: deleting.then_some(
-                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH),
-                ),
-                ..ObjectMeta::default()
-            },
-            spec: Some(PodSpec {
-                containers: vec![Container {
-                    name: "broker".into(),
-                    ports: port.map(|p| {
-                        vec![ContainerPort {
-                            name: Some(HTTP_PORT_NAME.into()),
-                            container_port: p,
-                            ..ContainerPort::default()
-                        }]
-                    }),
-                    ..Container::default()
-                }],
-                ..PodSpec::default()
-            }),
-            status: Some(PodStatus {
-                pod_ip: ip.map(Into::into),
-                ..PodStatus::default()
-            }),
-        }
-    }
-
-    #[test]
-    fn targets_use_the_pod_ip_and_the_http_port() {
-        let t = targets(&[
-            pod("b-1", Some("10.0.0.2"), Some(9500), false),
-            pod("b-0", Some("10.0.0.1"), None, false),
-            pod("b-2", None, Some(9400), false),
-            pod("b-3", Some("10.0.0.4"), Some(9400), true),
-        ]);
-        let addrs: Vec<(String, Option<String>)> = t
-            .iter()
-            .map(|t| (t.pod.clone(), t.addr.map(|a| a.to_string())))
-            .collect();
-        assert_eq!(
-            addrs,
-            vec![
-                ("b-0".into(), Some("10.0.0.1:9400".into())),
-                ("b-1".into(), Some("10.0.0.2:9500".into())),
-                ("b-2".into(), None),
-            ]
-        );
-        assert_eq!(t[0].uid, "uid-b-0");
-    }
-
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    #[tokio::test]
-    async fn fetches_over_http_and_refuses_errors() -> Result<(), Box<dyn std::error::Error>> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let server = tokio::spawn(async move {
-            for answer in [
-                "HTTP/1.0 200 OK\r\ncontent-type: text/plain\r\n\r\nstarling_ready 1\n",
-                "HTTP/1.0 503 Service Unavailable\r\n\r\ndraining\n",
-            ] {
-                if let Ok((mut s, _)) = listener.accept().await {
-                    let mut buf = [0u8; 1024];
-                    let _ = s.read(&mut buf).await;
-                    let _ = s.write_all(answer.as_bytes()).await;
-                }
-            }
-        });
-        let fetcher = Fetcher::new(None)?;
-        let body = fetch_metrics(&fetcher, addr, Duration::from_secs(5)).await?;
-        assert_eq!(body, "starling_ready 1\n");
-        let err = fetch_metrics(&fetcher, addr, Duration::from_secs(5))
-            .await
-            .err();
-        assert!(matches!(err, Some(ScrapeError::Status(503))), "{err:?}");
-        server.await?;
-        Ok(())
-    }
 }

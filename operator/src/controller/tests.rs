@@ -528,7 +528,7 @@ async fn turning_autoscaling_off_renders_spec_tier_and_clears_the_choice() {
         autoscaling: Some(AutoscalingStatus::default()),
         ..stored.clone()
     });
-    assert!(crate::autoscale::runner::holds_autoscaler_fields(
+    assert!(crate::autoscale::report::holds_autoscaler_fields(
         seen.status.as_ref()
     ));
     let autoscaler = autoscale_context(&h);
@@ -567,7 +567,7 @@ fn autoscale_context(h: &Harness) -> crate::autoscale::runner::AutoscaleContext 
 
 #[tokio::test]
 async fn the_two_status_writers_never_remove_each_others_fields() {
-    use crate::autoscale::runner::autoscaler_status_body;
+    use crate::autoscale::report::autoscaler_status_body;
     use crate::crd::AutoscalingStatus;
     use crate::names::AUTOSCALER_FIELD_MANAGER;
     let bc = cluster(BrokerClusterSpec::default());
