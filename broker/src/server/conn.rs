@@ -8,8 +8,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use starling_config::BrokerConfig;
 use starling_proto::{
-    ErrorCode, Frame, FrameDecoder, HelloOk, PROTOCOL_VERSION, ReadError, features, read_frame,
-    write_frame,
+    ErrorCode, Frame, FrameDecoder, ReadError, features, read_frame, write_frame,
 };
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -18,7 +17,7 @@ use crate::cluster::{Cluster, Role};
 use crate::metrics::Metrics;
 use crate::server::admit::Slot;
 use crate::server::link::Link;
-use crate::server::{cache, publish, reply, subscribe};
+use crate::server::{cache, handshake, publish, reply, subscribe};
 
 /// What a connection uses: its own few handles, and those of the stream handlers it routes
 /// streams to.
@@ -53,11 +52,6 @@ pub mod close_code {
 
 /// How long a new connection has to complete the Starling handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Features this broker offers. `AUTH_TOKEN` is granted only to a peer presenting the
-/// cluster token; `CLUSTER` marks a routing client.
-pub const OFFERED_FEATURES: u64 =
-    features::BATCH_PUBLISH | features::CACHE | features::CLUSTER | features::AUTH_TOKEN;
 
 /// Serves one incoming connection until it closes or the broker stops.
 /// `slots` count the connection among the admitted ones until this returns, and among the
@@ -107,7 +101,15 @@ async fn established(
     }
     tracing::debug!(is_cache, "connection open");
 
-    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&h, &conn)).await;
+    let greeting = handshake::handshake(
+        &conn,
+        &h.decoder,
+        &h.metrics,
+        &h.cluster,
+        &h.server_id,
+        h.cfg.max_frame_bytes,
+    );
+    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, greeting).await;
     drop(handshaking);
     match handshake {
         Ok(Ok(granted)) => {
@@ -144,7 +146,10 @@ async fn established(
             tracing::info!(%reason, "handshake refused");
             // Give the Error frame a moment to reach the client before closing.
             tokio::time::sleep(Duration::from_millis(50)).await;
-            conn.close(close_code::HANDSHAKE_FAILED.into(), reason.as_bytes());
+            conn.close(
+                close_code::HANDSHAKE_FAILED.into(),
+                reason.to_string().as_bytes(),
+            );
         }
         Err(_) => {
             tracing::info!("handshake timed out");
@@ -152,97 +157,6 @@ async fn established(
         }
     }
     h.metrics.connections.dec();
-}
-
-/// Reads `Hello` on the first stream and answers `HelloOk` (returning the granted features), or
-/// an `Error` and the reason.
-async fn handshake(h: &Handles, conn: &quinn::Connection) -> Result<u64, String> {
-    let (mut send, mut recv) = conn.accept_bi().await.map_err(|e| e.to_string())?;
-    let mut buf = BytesMut::new();
-    let frame = read_frame(&mut recv, &mut buf, &h.decoder, 4096).await;
-    let hello = match frame {
-        Ok(Some(Frame::Hello(h))) => h,
-        Ok(Some(other)) => {
-            let (code, msg) = (
-                ErrorCode::InvalidRequest,
-                format!("expected Hello, got {}", other.name()),
-            );
-            reply::error(&mut send, &h.metrics, 0, code, msg.clone()).await;
-            return Err(msg);
-        }
-        Ok(None) => return Err("stream closed before Hello".into()),
-        Err(e) => {
-            let msg = e.to_string();
-            reply::read_failed(&mut send, &h.metrics, &e).await;
-            return Err(msg);
-        }
-    };
-    let Some(version) = hello.negotiate_version() else {
-        let msg = format!(
-            "client speaks protocol versions {}..={}, broker speaks {PROTOCOL_VERSION}",
-            hello.min_version, hello.max_version
-        );
-        reply::error(
-            &mut send,
-            &h.metrics,
-            0,
-            ErrorCode::UnsupportedVersion,
-            msg.clone(),
-        )
-        .await;
-        let _ = send.finish();
-        return Err(msg);
-    };
-    let mut granted = hello.features & OFFERED_FEATURES;
-    if granted & features::AUTH_TOKEN != 0 {
-        let presented = hello.auth_token.as_deref().unwrap_or_default();
-        if !h.cluster.token_matches(presented) {
-            let msg = "not a member of this cluster: the peer token does not match".to_string();
-            reply::error(
-                &mut send,
-                &h.metrics,
-                0,
-                ErrorCode::Unauthorized,
-                msg.clone(),
-            )
-            .await;
-            let _ = send.finish();
-            return Err(msg);
-        }
-        // A peer is served as itself, never routed.
-        granted &= !features::CLUSTER;
-    }
-    let ok = Frame::HelloOk(HelloOk {
-        version,
-        features: granted,
-        server_id: h.server_id.clone(),
-        max_frame_bytes: h.cfg.max_frame_bytes,
-        epoch: h.cluster.epoch(),
-    });
-    write_frame(&mut send, &ok)
-        .await
-        .map_err(|e| e.to_string())?;
-    let _ = send.finish();
-    tracing::debug!(client = %loggable_name(&hello.client_name), version, granted, "handshake complete");
-    Ok(granted)
-}
-
-/// Longest prefix of a client's self-chosen name (in characters) that reaches the logs.
-const LOGGED_NAME_CHARS: usize = 64;
-
-/// A client's self-chosen `Hello.client_name` as it may appear in a log line: at most
-/// [`LOGGED_NAME_CHARS`] characters, with newlines, other control characters and quotes escaped,
-/// so that a name can neither forge a log line nor flood the log.
-fn loggable_name(name: &str) -> String {
-    let mut out: String = name
-        .chars()
-        .take(LOGGED_NAME_CHARS)
-        .flat_map(char::escape_debug)
-        .collect();
-    if name.chars().nth(LOGGED_NAME_CHARS).is_some() {
-        out.push('…');
-    }
-    out
 }
 
 /// Closes a stream whose first frame did not arrive in time: an `Error` frame saying so, then
@@ -365,21 +279,5 @@ async fn route_stream(
                 reply::error(&mut send, &h.metrics, reply::request_id(&other), code, msg).await;
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::loggable_name;
-
-    #[test]
-    fn a_client_name_cannot_forge_or_flood_log_lines() {
-        assert_eq!(loggable_name("starling-cli/0.1"), "starling-cli/0.1");
-        let forged = "x\n2026-11-24T00:00:00Z  INFO admin logged in\r\u{1b}[2J";
-        let logged = loggable_name(forged);
-        assert!(!logged.contains('\n') && !logged.contains('\r') && !logged.contains('\u{1b}'));
-        assert!(logged.starts_with("x\\n2026"), "{logged}");
-        let long = "a".repeat(10_000);
-        assert_eq!(loggable_name(&long), format!("{}…", "a".repeat(64)));
     }
 }

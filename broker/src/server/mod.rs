@@ -6,6 +6,7 @@
 //!
 //! - [`admit`]: whether a connection attempt is served, retried or refused.
 //! - [`conn`]: one connection: handshake, then one task per stream.
+//! - [`handshake`]: `Hello` in, `HelloOk` or a typed error out.
 //! - [`link`]: what a stream handler knows about its connection.
 //! - [`publish`]: publish streams and the per-connection publish workers.
 //! - [`subscribe`]: subscription streams.
@@ -15,6 +16,7 @@
 pub mod admit;
 pub mod cache;
 pub mod conn;
+pub mod handshake;
 pub mod link;
 pub mod publish;
 pub mod reply;

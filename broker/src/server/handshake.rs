@@ -1,0 +1,147 @@
+//! The Starling handshake on a connection's first stream: `Hello` in; `HelloOk` with the granted
+//! features, or a typed `Error` and the reason, out.
+
+use bytes::BytesMut;
+use starling_proto::{
+    ErrorCode, Frame, FrameDecoder, HelloOk, PROTOCOL_VERSION, ReadError, features, read_frame,
+    write_frame,
+};
+
+use crate::cluster::Cluster;
+use crate::metrics::Metrics;
+use crate::server::reply;
+
+/// Features this broker offers. `AUTH_TOKEN` is granted only to a peer presenting the
+/// cluster token; `CLUSTER` marks a routing client.
+pub const OFFERED_FEATURES: u64 =
+    features::BATCH_PUBLISH | features::CACHE | features::CLUSTER | features::AUTH_TOKEN;
+
+/// Why a handshake failed (also the reason the connection is closed with).
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    /// The first stream was never opened.
+    #[error("{0}")]
+    Accept(#[from] quinn::ConnectionError),
+    /// The first frame was not `Hello`.
+    #[error("expected Hello, got {0}")]
+    NotHello(&'static str),
+    /// The stream ended before `Hello`.
+    #[error("stream closed before Hello")]
+    Closed,
+    /// `Hello` could not be read.
+    #[error("{0}")]
+    Read(ReadError),
+    /// No protocol version in common.
+    #[error("client speaks protocol versions {min}..={max}, broker speaks {PROTOCOL_VERSION}")]
+    Version {
+        /// The client's lowest version.
+        min: u8,
+        /// The client's highest version.
+        max: u8,
+    },
+    /// A would-be peer presented the wrong cluster token.
+    #[error("not a member of this cluster: the peer token does not match")]
+    NotAMember,
+    /// `HelloOk` could not be written.
+    #[error("{0}")]
+    Write(std::io::Error),
+}
+
+/// Reads `Hello` on the first stream and answers `HelloOk` (returning the granted features), or
+/// an `Error` and the reason.
+pub async fn handshake(
+    conn: &quinn::Connection,
+    decoder: &FrameDecoder,
+    metrics: &Metrics,
+    cluster: &Cluster,
+    server_id: &str,
+    max_frame_bytes: u32,
+) -> Result<u64, HandshakeError> {
+    let (mut send, mut recv) = conn.accept_bi().await?;
+    let mut buf = BytesMut::new();
+    let frame = read_frame(&mut recv, &mut buf, decoder, 4096).await;
+    let hello = match frame {
+        Ok(Some(Frame::Hello(hello))) => hello,
+        Ok(Some(other)) => {
+            let err = HandshakeError::NotHello(other.name());
+            let code = ErrorCode::InvalidRequest;
+            reply::error(&mut send, metrics, 0, code, err.to_string()).await;
+            return Err(err);
+        }
+        Ok(None) => return Err(HandshakeError::Closed),
+        Err(e) => {
+            reply::read_failed(&mut send, metrics, &e).await;
+            return Err(HandshakeError::Read(e));
+        }
+    };
+    let Some(version) = hello.negotiate_version() else {
+        let err = HandshakeError::Version {
+            min: hello.min_version,
+            max: hello.max_version,
+        };
+        let code = ErrorCode::UnsupportedVersion;
+        reply::error(&mut send, metrics, 0, code, err.to_string()).await;
+        let _ = send.finish();
+        return Err(err);
+    };
+    let mut granted = hello.features & OFFERED_FEATURES;
+    if granted & features::AUTH_TOKEN != 0 {
+        let presented = hello.auth_token.as_deref().unwrap_or_default();
+        if !cluster.token_matches(presented) {
+            let err = HandshakeError::NotAMember;
+            let code = ErrorCode::Unauthorized;
+            reply::error(&mut send, metrics, 0, code, err.to_string()).await;
+            let _ = send.finish();
+            return Err(err);
+        }
+        // A peer is served as itself, never routed.
+        granted &= !features::CLUSTER;
+    }
+    let ok = Frame::HelloOk(HelloOk {
+        version,
+        features: granted,
+        server_id: server_id.to_string(),
+        max_frame_bytes,
+        epoch: cluster.epoch(),
+    });
+    write_frame(&mut send, &ok)
+        .await
+        .map_err(HandshakeError::Write)?;
+    let _ = send.finish();
+    tracing::debug!(client = %loggable_name(&hello.client_name), version, granted, "handshake complete");
+    Ok(granted)
+}
+
+/// Longest prefix of a client's self-chosen name (in characters) that reaches the logs.
+const LOGGED_NAME_CHARS: usize = 64;
+
+/// A client's self-chosen `Hello.client_name` as it may appear in a log line: at most
+/// [`LOGGED_NAME_CHARS`] characters, with newlines, other control characters and quotes escaped,
+/// so that a name can neither forge a log line nor flood the log.
+fn loggable_name(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .take(LOGGED_NAME_CHARS)
+        .flat_map(char::escape_debug)
+        .collect();
+    if name.chars().nth(LOGGED_NAME_CHARS).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loggable_name;
+
+    #[test]
+    fn a_client_name_cannot_forge_or_flood_log_lines() {
+        assert_eq!(loggable_name("starling-cli/0.1"), "starling-cli/0.1");
+        let forged = "x\n2026-11-24T00:00:00Z  INFO admin logged in\r\u{1b}[2J";
+        let logged = loggable_name(forged);
+        assert!(!logged.contains('\n') && !logged.contains('\r') && !logged.contains('\u{1b}'));
+        assert!(logged.starts_with("x\\n2026"), "{logged}");
+        let long = "a".repeat(10_000);
+        assert_eq!(loggable_name(&long), format!("{}…", "a".repeat(64)));
+    }
+}
