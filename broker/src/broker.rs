@@ -106,10 +106,7 @@ impl Broker {
         let server_config = transport::server_config(&cfg, &material)?;
         let source = Source::from_config(&cfg).await?;
         if source.is_some() && material.self_signed {
-            return Err(BrokerError::Config(
-                "clustering needs the same TLS certificate on every member: set tls_cert_file and tls_key_file"
-                    .into(),
-            ));
+            return Err(BrokerError::ClusterWithoutSharedTls);
         }
         let token = peer_token(material.key.secret_der());
         let leaf_sha256: [u8; 32] = {

@@ -1,16 +1,34 @@
 //! The broker library's error type.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use crate::cluster::source::SourceError;
 
 /// Why the broker could not start or run.
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
     /// The configuration is unusable.
     #[error("config: {0}")]
-    Config(String),
+    Config(#[from] starling_config::ConfigError),
+    /// A config value does not fit the QUIC transport.
+    #[error("config: {field}: {value} is too large{}", if *.quic { " for QUIC" } else { "" })]
+    TooLarge {
+        /// The config key.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// Whether the limit is a QUIC variable-length integer's.
+        quic: bool,
+    },
+    /// Clustering without a certificate every member shares.
+    #[error(
+        "config: clustering needs the same TLS certificate on every member: set tls_cert_file and tls_key_file"
+    )]
+    ClusterWithoutSharedTls,
     /// TLS material could not be loaded or generated.
     #[error("tls: {0}")]
-    Tls(String),
+    Tls(#[from] TlsError),
     /// A listener could not bind.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -22,14 +40,37 @@ pub enum BrokerError {
     },
     /// The cluster's member list could not be read.
     #[error("cluster membership: {0}")]
-    Membership(String),
+    Membership(#[from] SourceError),
     /// Metrics registration failed.
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
 }
 
-impl From<starling_config::ConfigError> for BrokerError {
-    fn from(e: starling_config::ConfigError) -> Self {
-        BrokerError::Config(e.to_string())
-    }
+/// Why the TLS material could not be loaded, generated or configured.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM file could not be read or parsed.
+    #[error("{}: {source}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The certificate file holds no certificate.
+    #[error("{}: no CERTIFICATE block found", .0.display())]
+    NoCertificate(PathBuf),
+    /// The key file holds no private key.
+    #[error("{}: no private key block found", .0.display())]
+    NoKey(PathBuf),
+    /// A self-signed certificate could not be generated.
+    #[error("{0}")]
+    Generate(#[from] rcgen::Error),
+    /// rustls refused the material or the settings.
+    #[error("{0}")]
+    Rustls(#[from] rustls::Error),
+    /// The rustls config cannot serve QUIC.
+    #[error("{0}")]
+    Quic(#[from] quinn::crypto::rustls::NoInitialCipherSuite),
 }

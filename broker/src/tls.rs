@@ -8,7 +8,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use sha2::{Digest, Sha256};
 use starling_proto::alpn;
 
-use crate::error::BrokerError;
+use crate::error::{BrokerError, TlsError};
 
 /// A certificate chain and its key.
 pub struct TlsMaterial {
@@ -23,19 +23,21 @@ pub struct TlsMaterial {
 impl TlsMaterial {
     /// Loads PEM files.
     pub fn from_files(cert: &Path, key: &Path) -> Result<Self, BrokerError> {
-        let tls_err =
-            |path: &Path, reason: String| BrokerError::Tls(format!("{}: {reason}", path.display()));
-        let cert_pem = std::fs::read(cert).map_err(|e| tls_err(cert, e.to_string()))?;
-        let key_pem = std::fs::read(key).map_err(|e| tls_err(key, e.to_string()))?;
+        let file_err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| TlsError::File { path, source }
+        };
+        let cert_pem = std::fs::read(cert).map_err(file_err(cert))?;
+        let key_pem = std::fs::read(key).map_err(file_err(key))?;
         let chain = rustls_pemfile::certs(&mut cert_pem.as_slice())
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| tls_err(cert, e.to_string()))?;
+            .map_err(file_err(cert))?;
         if chain.is_empty() {
-            return Err(tls_err(cert, "no CERTIFICATE block found".into()));
+            return Err(TlsError::NoCertificate(cert.to_path_buf()).into());
         }
         let key = rustls_pemfile::private_key(&mut key_pem.as_slice())
-            .map_err(|e| tls_err(key, e.to_string()))?
-            .ok_or_else(|| tls_err(key, "no private key block found".into()))?;
+            .map_err(file_err(key))?
+            .ok_or_else(|| TlsError::NoKey(key.to_path_buf()))?;
         Ok(TlsMaterial {
             chain,
             key,
@@ -45,8 +47,7 @@ impl TlsMaterial {
 
     /// Generates a self-signed certificate for `names` (DNS names or IP addresses).
     pub fn self_signed(names: Vec<String>) -> Result<Self, BrokerError> {
-        let ck = rcgen::generate_simple_self_signed(names)
-            .map_err(|e| BrokerError::Tls(e.to_string()))?;
+        let ck = rcgen::generate_simple_self_signed(names).map_err(TlsError::from)?;
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ck.signing_key.serialize_der()));
         Ok(TlsMaterial {
             chain: vec![ck.cert.der().clone()],
@@ -68,10 +69,10 @@ impl TlsMaterial {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(|e| BrokerError::Tls(e.to_string()))?
+            .map_err(TlsError::from)?
             .with_no_client_auth()
             .with_single_cert(self.chain.clone(), self.key.clone_key())
-            .map_err(|e| BrokerError::Tls(e.to_string()))?;
+            .map_err(TlsError::from)?;
         cfg.alpn_protocols = vec![alpn::EVENTS.to_vec(), alpn::CACHE.to_vec()];
         cfg.max_early_data_size = 0;
         Ok(cfg)

@@ -7,12 +7,15 @@ use std::time::Duration;
 use quinn::{IdleTimeout, TransportConfig, VarInt};
 use starling_config::BrokerConfig;
 
-use crate::error::BrokerError;
+use crate::error::{BrokerError, TlsError};
 use crate::tls::TlsMaterial;
 
-fn varint(field: &str, v: u64) -> Result<VarInt, BrokerError> {
-    VarInt::from_u64(v)
-        .map_err(|_| BrokerError::Config(format!("{field}: {v} is too large for QUIC")))
+fn varint(field: &'static str, v: u64) -> Result<VarInt, BrokerError> {
+    VarInt::from_u64(v).map_err(|_| BrokerError::TooLarge {
+        field,
+        value: v,
+        quic: true,
+    })
 }
 
 /// The transport parameters every client connection gets.
@@ -30,10 +33,11 @@ pub fn transport_config(cfg: &BrokerConfig) -> Result<TransportConfig, BrokerErr
     )?);
     t.send_window(cfg.event_send_window);
     let idle = IdleTimeout::try_from(Duration::from_millis(cfg.idle_timeout_ms)).map_err(|_| {
-        BrokerError::Config(format!(
-            "idle_timeout_ms: {} is too large",
-            cfg.idle_timeout_ms
-        ))
+        BrokerError::TooLarge {
+            field: "idle_timeout_ms",
+            value: cfg.idle_timeout_ms,
+            quic: false,
+        }
     })?;
     t.max_idle_timeout(Some(idle));
     t.keep_alive_interval(match cfg.keep_alive_interval_ms {
@@ -49,7 +53,7 @@ pub fn server_config(
     tls: &TlsMaterial,
 ) -> Result<quinn::ServerConfig, BrokerError> {
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls.server_config()?)
-        .map_err(|e| BrokerError::Tls(e.to_string()))?;
+        .map_err(TlsError::from)?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     server.transport_config(Arc::new(transport_config(cfg)?));
     Ok(server)

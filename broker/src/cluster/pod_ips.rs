@@ -13,6 +13,17 @@ use kube::api::ListParams;
 /// Longest one lookup may take.
 const LOOKUP_LIMIT: Duration = Duration::from_secs(2);
 
+/// Why a pod lookup failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LookupError {
+    /// The API did not answer within [`LOOKUP_LIMIT`].
+    #[error("no answer within {LOOKUP_LIMIT:?}")]
+    Timeout,
+    /// The API refused or failed the request.
+    #[error("{0}")]
+    Api(#[from] kube::Error),
+}
+
 /// Looks up the pods of the broker's own namespace (the Role the operator renders allows
 /// `list` on pods).
 #[derive(Clone)]
@@ -29,12 +40,11 @@ impl PodIps {
     }
 
     /// The current IP of pod `name`; `Ok(None)` when there is no such pod or it has no IP yet.
-    pub async fn ip(&self, name: &str) -> Result<Option<IpAddr>, String> {
+    pub async fn ip(&self, name: &str) -> Result<Option<IpAddr>, LookupError> {
         let params = ListParams::default().fields(&format!("metadata.name={name}"));
         let pods = tokio::time::timeout(LOOKUP_LIMIT, self.api.list(&params))
             .await
-            .map_err(|_| format!("no answer within {LOOKUP_LIMIT:?}"))?
-            .map_err(|e| e.to_string())?;
+            .map_err(|_| LookupError::Timeout)??;
         Ok(pods
             .items
             .iter()

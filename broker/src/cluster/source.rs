@@ -12,13 +12,60 @@ use starling_config::BrokerConfig;
 use tokio::sync::watch;
 
 use super::pod_ips::PodIps;
-use super::{Cluster, MemberSet};
-use crate::error::BrokerError;
+use super::{Cluster, MemberSet, MembersError};
 
 /// ConfigMap key holding the member list.
 pub const CONFIGMAP_KEY: &str = "members";
 /// Where a pod finds its namespace when `POD_NAMESPACE` is unset.
 const NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// Why a member list could not be read, or its source not set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// `cluster_members_configmap` without a namespace to read it in.
+    #[error(
+        "cluster_members_configmap needs the pod's namespace: POD_NAMESPACE is unset and {NAMESPACE_FILE}: {0}"
+    )]
+    NoNamespace(#[source] std::io::Error),
+    /// No Kubernetes client.
+    #[error("cannot reach the Kubernetes API: {0}")]
+    Kubernetes(#[source] kube::Error),
+    /// The members file could not be read.
+    #[error("{}: {source}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The ConfigMap could not be read.
+    #[error("ConfigMap {name}: {source}")]
+    ConfigMap {
+        /// Its name.
+        name: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// The ConfigMap has no member list.
+    #[error("ConfigMap {0} has no {CONFIGMAP_KEY:?} key")]
+    NoKey(String),
+    /// The list does not parse.
+    #[error("{0}")]
+    Parse(#[from] MembersError),
+    /// One read took longer than [`READ_LIMIT`].
+    #[error("no answer within {READ_LIMIT:?}")]
+    Timeout,
+    /// No read succeeded at start-up.
+    #[error("no usable member list within {limit:?}: {last}")]
+    FirstRead {
+        /// How long start-up waited.
+        limit: Duration,
+        /// The last read's error.
+        last: Box<SourceError>,
+    },
+}
 
 /// A member list source.
 pub enum Source {
@@ -41,7 +88,7 @@ const READ_LIMIT: Duration = Duration::from_secs(5);
 
 impl Source {
     /// The source the config names, if any.
-    pub async fn from_config(cfg: &BrokerConfig) -> Result<Option<Source>, BrokerError> {
+    pub async fn from_config(cfg: &BrokerConfig) -> Result<Option<Source>, SourceError> {
         if let Some(path) = &cfg.cluster_members_file {
             return Ok(Some(Source::File(path.clone())));
         }
@@ -52,15 +99,11 @@ impl Source {
             Ok(ns) if !ns.is_empty() => ns,
             _ => std::fs::read_to_string(NAMESPACE_FILE)
                 .map(|s| s.trim().to_string())
-                .map_err(|e| {
-                    BrokerError::Membership(format!(
-                        "cluster_members_configmap needs the pod's namespace: POD_NAMESPACE is unset and {NAMESPACE_FILE}: {e}"
-                    ))
-                })?,
+                .map_err(SourceError::NoNamespace)?,
         };
-        let client = kube::Client::try_default().await.map_err(|e| {
-            BrokerError::Membership(format!("cannot reach the Kubernetes API: {e}"))
-        })?;
+        let client = kube::Client::try_default()
+            .await
+            .map_err(SourceError::Kubernetes)?;
         Ok(Some(Source::ConfigMap {
             api: Box::new(kube::Api::namespaced(client.clone(), &namespace)),
             name: name.clone(),
@@ -78,28 +121,36 @@ impl Source {
 
     /// Reads and parses the list once, within [`READ_LIMIT`]: a request that hangs (an
     /// overloaded API server) must not freeze the view until the HTTP client gives up.
-    pub async fn read(&self) -> Result<MemberSet, String> {
+    pub async fn read(&self) -> Result<MemberSet, SourceError> {
         tokio::time::timeout(READ_LIMIT, self.read_unlimited())
             .await
-            .unwrap_or_else(|_| Err(format!("no answer within {READ_LIMIT:?}")))
+            .unwrap_or(Err(SourceError::Timeout))
     }
 
-    async fn read_unlimited(&self) -> Result<MemberSet, String> {
+    async fn read_unlimited(&self) -> Result<MemberSet, SourceError> {
         let text = match self {
-            Source::File(path) => tokio::fs::read_to_string(path)
-                .await
-                .map_err(|e| format!("{}: {e}", path.display()))?,
+            Source::File(path) => {
+                tokio::fs::read_to_string(path)
+                    .await
+                    .map_err(|source| SourceError::File {
+                        path: path.clone(),
+                        source,
+                    })?
+            }
             Source::ConfigMap { api, name, .. } => {
                 let cm = api
                     .get(name)
                     .await
-                    .map_err(|e| format!("ConfigMap {name}: {e}"))?;
+                    .map_err(|source| SourceError::ConfigMap {
+                        name: name.clone(),
+                        source,
+                    })?;
                 cm.data
                     .and_then(|mut d| d.remove(CONFIGMAP_KEY))
-                    .ok_or_else(|| format!("ConfigMap {name} has no {CONFIGMAP_KEY:?} key"))?
+                    .ok_or_else(|| SourceError::NoKey(name.clone()))?
             }
         };
-        MemberSet::parse(&text).map_err(|e| e.to_string())
+        Ok(MemberSet::parse(&text)?)
     }
 
     /// Reads the list, retrying every `every` until it succeeds or `limit` passes.
@@ -107,15 +158,16 @@ impl Source {
         &self,
         every: Duration,
         limit: Duration,
-    ) -> Result<MemberSet, BrokerError> {
+    ) -> Result<MemberSet, SourceError> {
         let deadline = Instant::now() + limit;
         loop {
             match self.read().await {
                 Ok(set) => return Ok(set),
                 Err(e) if Instant::now() >= deadline => {
-                    return Err(BrokerError::Membership(format!(
-                        "no usable member list within {limit:?}: {e}"
-                    )));
+                    return Err(SourceError::FirstRead {
+                        limit,
+                        last: Box::new(e),
+                    });
                 }
                 Err(e) => tracing::warn!(error = %e, "member list not readable yet"),
             }

@@ -136,9 +136,10 @@ impl Lanes {
         }
     }
 
-    fn try_requeue(&self, lane: usize, sub: Arc<Subscriber>) -> Result<(), ()> {
-        let tx = self.senders.get(lane).ok_or(())?;
-        tx.try_send(sub).map_err(|_| ())?;
+    /// Puts `sub` back in `lane`'s queue without waiting; refused when the queue is full.
+    fn try_requeue(&self, lane: usize, sub: Arc<Subscriber>) -> Result<(), LaneFull> {
+        let tx = self.senders.get(lane).ok_or(LaneFull)?;
+        tx.try_send(sub).map_err(|_| LaneFull)?;
         if let Some(m) = self.lane_metrics.get(lane) {
             m.depth.inc();
             m.enqueued.inc();
@@ -146,6 +147,10 @@ impl Lanes {
         Ok(())
     }
 }
+
+/// A lane's queue had no room (or there is no such lane).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LaneFull;
 
 /// Outcome of one attempt to write without waiting.
 enum WriteOutcome {
