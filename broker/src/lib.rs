@@ -4,15 +4,21 @@
 //! ([`server::publish`]) → topic batching and fanout ([`pubsub::topic`]) → subscriber queue
 //! ([`pubsub::subscriber`]) → writer lane ([`pubsub::lanes`]) → QUIC stream.
 //!
-//! Module map:
+//! Module map (imports go one way: `broker` and `server` use `cluster`, `pubsub` and `cache`,
+//! never the reverse; `scripts/module-cycles.py broker/src` checks it):
 //! - [`broker`]: start-up, the accept loop and the SIGTERM drain ([`Broker`], [`RunningBroker`]).
-//! - [`server`]: connections, the handshake and the per-stream handlers.
-//! - [`pubsub`]: topics, batching, subscriber queues, writer lanes, acks.
+//! - [`state`]: the shared state, built once and handed out as narrow handles.
+//! - [`server`]: the QUIC ingress: connections, the handshake and the per-stream handlers
+//!   (decode, check, hand over).
+//! - [`cluster`]: membership, placement, peer links, upstreams, the cache hand-off, and
+//!   [`cluster::forward`] (everything handed to another member).
+//! - [`pubsub`]: topics (registry and task), batching, subscriber queues, writer lanes, acks.
 //! - [`cache`]: the sharded TTL cache.
 //! - [`transport`] and [`tls`]: quinn configuration and certificates.
 //! - [`http`], [`metrics`], [`health`]: the observability surface.
 //! - [`timer`]: sub-millisecond batch deadlines.
 //! - [`cli`] and [`telemetry`]: the binary's config loading and logging.
+//! - [`error`]: the typed errors.
 
 pub mod broker;
 pub mod cache;

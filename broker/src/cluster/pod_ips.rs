@@ -16,7 +16,7 @@ const LOOKUP_LIMIT: Duration = Duration::from_secs(2);
 /// Why a pod lookup failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LookupError {
-    /// The API did not answer within [`LOOKUP_LIMIT`].
+    /// The API did not answer within `LOOKUP_LIMIT`.
     #[error("no answer within {LOOKUP_LIMIT:?}")]
     Timeout,
     /// The API refused or failed the request.

@@ -54,7 +54,7 @@ pub enum SourceError {
     /// The list does not parse.
     #[error("{0}")]
     Parse(#[from] MembersError),
-    /// One read took longer than [`READ_LIMIT`].
+    /// One read took longer than `READ_LIMIT`.
     #[error("no answer within {READ_LIMIT:?}")]
     Timeout,
     /// No read succeeded at start-up.

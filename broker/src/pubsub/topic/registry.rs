@@ -1,6 +1,6 @@
 //! The topic registry: every live topic's handle, sharded by name so lookups don't contend on
 //! one lock. It creates a topic (within `max_topics`) when a request first names it, starting
-//! its [`task`](super::task), routes messages, subscriptions and flushes to it, and removes it
+//! its task (`task.rs`), routes messages, subscriptions and flushes to it, and removes it
 //! when its task retires it.
 
 use std::collections::HashMap;
@@ -112,7 +112,7 @@ impl Topics {
     }
 
     /// Adds a subscriber to a topic. With a `resume` position, the retained events it has not
-    /// seen are queued to it first (see [`Retained::replay`]).
+    /// seen are queued to it first (see [`Retained::replay`](crate::pubsub::retained::Retained::replay)).
     pub fn subscribe(self: &Arc<Self>, sub: Arc<Subscriber>, resume: Option<Position>) {
         let mut sub = sub;
         loop {

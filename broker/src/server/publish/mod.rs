@@ -2,7 +2,7 @@
 //!
 //! A publish stream's reader decodes `Publish`/`PublishBatch` frames (reading
 //! `publish_chunk_bytes` at a time) and takes each request through three steps:
-//! [`classify`] (a request, a ping, or a frame refused on this stream), [`plan`] (published
+//! `classify` (a request, a ping, or a frame refused on this stream), `plan` (published
 //! here, forwarded to the topic's owner, or refused with `Moved`) and submit (to one of the
 //! connection's `pub_workers_per_conn` workers, see [`workers`], chosen by topic hash so one
 //! connection's messages to one topic stay in order). Each worker's queue holds
