@@ -44,6 +44,8 @@ pub struct Fake {
     pub objects: HashMap<String, Value>,
     /// (method, path suffix, HTTP code) to fail with.
     pub fail: Option<(&'static str, &'static str, u16)>,
+    /// When true every request is recorded and then never answered (a hung API server).
+    pub hang: bool,
     /// Status field owners by object path: field manager → top-level status fields.
     pub status_owners: HashMap<String, HashMap<String, BTreeSet<String>>>,
 }
@@ -194,6 +196,18 @@ pub fn fake_client(fake: Arc<Mutex<Fake>>) -> Client {
                 .map(|c| c.to_bytes())
                 .unwrap_or_default();
             let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let hang = fake.lock().unwrap_or_else(|p| p.into_inner()).hang;
+            if hang {
+                if let Ok(mut f) = fake.lock() {
+                    f.calls.push(Call {
+                        method: parts.method.to_string(),
+                        path: parts.uri.path().into(),
+                        query: parts.uri.query().unwrap_or("").into(),
+                        body: json.clone(),
+                    });
+                }
+                std::future::pending::<()>().await;
+            }
             let (code, out) = fake.lock().unwrap_or_else(|p| p.into_inner()).respond(
                 parts.method.as_str(),
                 parts.uri.path(),

@@ -300,3 +300,42 @@ async fn round(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::events::Reporter;
+    use kube::runtime::reflector;
+
+    use super::*;
+    use crate::fake_api::{Fake, fake_client};
+    use crate::metrics::Metrics;
+
+    #[tokio::test]
+    async fn the_loop_stops_when_the_lease_is_lost() {
+        let client = fake_client(std::sync::Arc::new(std::sync::Mutex::new(Fake::default())));
+        let metrics = Metrics::new().unwrap_or_else(|e| panic!("{e}"));
+        let (fencer, fence) = crate::fence::fence();
+        let ctx = AutoscaleContext {
+            client: client.clone(),
+            recorder: Recorder::new(
+                client,
+                Reporter {
+                    controller: "starling-operator".into(),
+                    instance: None,
+                },
+            ),
+            decisions: metrics.autoscale_decisions(),
+            tiers: TierTable::default(),
+            prometheus: None,
+            fence,
+        };
+        let (store, _writer) = reflector::store::<BrokerCluster>();
+        let (_stop, shutdown) = watch::channel(false);
+        let running = tokio::spawn(run(ctx, vec![store], shutdown));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!running.is_finished());
+        fencer.trip();
+        let ended = tokio::time::timeout(Duration::from_secs(5), running).await;
+        assert!(ended.is_ok(), "the autoscaler stopped with the fence");
+    }
+}

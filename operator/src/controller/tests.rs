@@ -784,3 +784,34 @@ async fn a_shrink_waits_until_the_last_rolled_broker_is_ready_again() {
     assert!(h.reconcile(&bc).await.is_ok());
     h.with(|f| assert_eq!(stored_members(f), 1, "then the members drop"));
 }
+
+#[tokio::test]
+async fn a_reconcile_in_flight_is_dropped_when_the_lease_is_lost() {
+    let bc = cluster(BrokerClusterSpec::default());
+    let mut h = Harness::new(&bc);
+    let (fencer, fenced) = crate::fence::fence();
+    let ctx = Context::new(
+        h.ctx.client.clone(),
+        h.ctx.recorder.clone(),
+        h.ctx.metrics.clone(),
+        h.ctx.defaults.clone(),
+    )
+    .with_fence(fenced);
+    h.ctx = Arc::new(ctx);
+    // The API server stops answering: the reconcile hangs on its first read.
+    h.with(|f| f.hang = true);
+    let running = tokio::spawn(reconcile(Arc::new(bc.clone()), h.ctx.clone()));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(h.with(|f| f.paths("GET")), vec!["statefulsets/events"]);
+    fencer.trip();
+    let r = tokio::time::timeout(Duration::from_secs(5), running).await;
+    assert!(
+        matches!(r, Ok(Ok(Err(Error::Leadership(_))))),
+        "the reconcile ended at once: {r:?}"
+    );
+    h.with(|f| {
+        f.hang = false;
+        assert!(f.paths("PATCH").is_empty(), "nothing applied");
+        assert!(f.paths("POST").is_empty(), "no event either");
+    });
+}
