@@ -21,7 +21,7 @@ use starling_proto::{
 };
 
 use crate::cluster::upstream::Upstreams;
-use crate::cluster::{Cluster, Role, Route};
+use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
 use crate::metrics::{Limit, Metrics};
 use crate::pubsub::lanes::Lanes;
@@ -60,29 +60,20 @@ const KICK_DRAIN: Duration = Duration::from_secs(2);
 /// within it.
 const KICK_GRACE: Duration = Duration::from_millis(250);
 
-/// Serves a subscription stream whose first frame was `req`, until the client unsubscribes,
-/// finishes the stream or disconnects, or its topic moves away.
-pub async fn serve_subscription(
-    h: Arc<Handles>,
-    link: Link,
-    req: Subscribe,
-    mut send: quinn::SendStream,
-    mut recv: quinn::RecvStream,
-    mut buf: BytesMut,
-) {
-    let (conn_id, role) = (link.id, link.role);
+/// Why a `Subscribe` is answered at once instead of served.
+enum Refusal {
+    /// With a typed error.
+    Error(ErrorCode, String),
+    /// With `Moved`: a routing client or a peer subscribes at the topic's owner.
+    Moved(Member),
+}
+
+/// Checks a `Subscribe` before anything is created for it: the broker serves, the topic is not
+/// another member's (for a routing client or a peer), and `max_topics` admits it.
+fn check(h: &Handles, role: Role, req: &Subscribe) -> Result<(), Refusal> {
     if h.health.phase() != Phase::Serving {
         let msg = "broker is not serving (starting or draining)";
-        reply::error(
-            &mut send,
-            &h.metrics,
-            req.request_id,
-            ErrorCode::Unavailable,
-            msg,
-        )
-        .await;
-        let _ = send.finish();
-        return;
+        return Err(Refusal::Error(ErrorCode::Unavailable, msg.into()));
     }
     if role != Role::Plain
         && let Route::Peer(owner) = h.cluster.route(Kind::Topic, req.topic.as_bytes())
@@ -91,28 +82,46 @@ pub async fn serve_subscription(
             .cluster_moved
             .with_label_values(&["subscribe"])
             .inc();
-        let moved = Frame::Moved(Moved {
-            request_id: req.request_id,
-            epoch: h.cluster.epoch(),
-            owner: owner.addr,
-        });
-        let _ = write_frame(&mut send, &moved).await;
-        let _ = send.finish();
-        return;
+        return Err(Refusal::Moved(owner));
     }
     if let Err(limit) = h.topics.reserve(&req.topic) {
         h.metrics.limit_refused(Limit::Topics);
-        let why = limit.to_string();
-        reply::error(
-            &mut send,
-            &h.metrics,
-            req.request_id,
-            ErrorCode::LimitExceeded,
-            &why,
-        )
-        .await;
-        let _ = send.finish();
-        return;
+        return Err(Refusal::Error(ErrorCode::LimitExceeded, limit.to_string()));
+    }
+    Ok(())
+}
+
+/// Answers a refused `Subscribe` and finishes the stream.
+async fn refuse(h: &Handles, req: &Subscribe, refusal: Refusal, mut send: quinn::SendStream) {
+    match refusal {
+        Refusal::Error(code, why) => {
+            reply::error(&mut send, &h.metrics, req.request_id, code, why).await;
+        }
+        Refusal::Moved(owner) => {
+            let moved = Frame::Moved(Moved {
+                request_id: req.request_id,
+                epoch: h.cluster.epoch(),
+                owner: owner.addr,
+            });
+            let _ = write_frame(&mut send, &moved).await;
+        }
+    }
+    let _ = send.finish();
+}
+
+/// Serves a subscription stream whose first frame was `req`, until the client unsubscribes,
+/// finishes the stream or disconnects, or its topic moves away.
+pub async fn serve_subscription(
+    h: Arc<Handles>,
+    link: Link,
+    req: Subscribe,
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
+    buf: BytesMut,
+) {
+    let (conn_id, role) = (link.id, link.role);
+    if let Err(refusal) = check(&h, role, &req) {
+        return refuse(&h, &req, refusal, send).await;
     }
     let id = h.subscriptions.next_id();
     let lane = h.lanes.picker.pick(id, conn_id);
@@ -127,57 +136,91 @@ pub async fn serve_subscription(
         Arc::clone(&h.metrics),
     ));
     let kick = Arc::new(tokio::sync::Notify::new());
-    {
-        // Register before answering, so every publish the client makes after `SubscribeOk`
-        // reaches it; hold the stream so no EventBatch can overtake `SubscribeOk`.
-        let mut stream = sub.stream.lock().await;
-        let max = h.cfg.max_subscriptions as usize;
-        let entry = Registered {
-            sub: Arc::clone(&sub),
-            role,
-            kick: Arc::clone(&kick),
-            quic: link.quic.clone(),
-        };
-        let admitted = h.subscriptions.admit(id, entry, max);
-        if !admitted {
-            h.metrics.limit_refused(Limit::Subscriptions);
-            let why = format!(
-                "{max} subscriptions are open, the most this broker allows (max_subscriptions)"
-            );
-            reply::error(
-                &mut stream,
-                &h.metrics,
-                req.request_id,
-                ErrorCode::LimitExceeded,
-                &why,
-            )
-            .await;
-            let _ = stream.finish();
-            return;
-        }
-        if role == Role::Plain
-            && let Some(from) = req.resume
-            && h.cluster.route(Kind::Topic, req.topic.as_bytes()) != Route::Local
-        {
-            h.upstreams.seed(&req.topic, from);
-        }
-        h.topics.subscribe(Arc::clone(&sub), req.resume);
-        h.metrics.subscriptions.inc();
-        let ok = Frame::SubscribeOk(SubscribeOk {
-            request_id: req.request_id,
-            subscription_id: id,
-        });
-        if write_frame(&mut *stream, &ok).await.is_err() {
-            drop(stream);
-            forget(&h, &sub);
-            return;
-        }
+    if !register(&h, &link, &req, &sub, &kick).await {
+        return;
     }
     if role == Role::Plain {
         reconcile_upstreams(&h.upstreams, &h.subscriptions);
     }
     tracing::debug!(id, topic = %req.topic, lane, ?role, resume = ?req.resume, server = %h.cluster.self_id(), "subscribed");
 
+    serve_requests(&h, &req, &sub, &kick, recv, buf).await;
+    forget(&h, &sub);
+    let _ = sub.stream.lock().await.finish();
+    if role == Role::Plain {
+        reconcile_upstreams(&h.upstreams, &h.subscriptions);
+    }
+    tracing::debug!(id, topic = %req.topic, ?role, "subscription ended");
+}
+
+/// Registers the subscription (within `max_subscriptions`) and its topic's subscriber, then
+/// answers `SubscribeOk`; false when refused or the answer could not be written (the stream is
+/// then done with). Registered before answering, so every publish the client makes after
+/// `SubscribeOk` reaches it; the stream is held so no EventBatch can overtake `SubscribeOk`.
+async fn register(
+    h: &Handles,
+    link: &Link,
+    req: &Subscribe,
+    sub: &Arc<Subscriber>,
+    kick: &Arc<tokio::sync::Notify>,
+) -> bool {
+    let (id, role) = (sub.id, link.role);
+    let mut stream = sub.stream.lock().await;
+    let max = h.cfg.max_subscriptions as usize;
+    let entry = Registered {
+        sub: Arc::clone(sub),
+        role,
+        kick: Arc::clone(kick),
+        quic: link.quic.clone(),
+    };
+    let admitted = h.subscriptions.admit(id, entry, max);
+    if !admitted {
+        h.metrics.limit_refused(Limit::Subscriptions);
+        let why = format!(
+            "{max} subscriptions are open, the most this broker allows (max_subscriptions)"
+        );
+        reply::error(
+            &mut stream,
+            &h.metrics,
+            req.request_id,
+            ErrorCode::LimitExceeded,
+            &why,
+        )
+        .await;
+        let _ = stream.finish();
+        return false;
+    }
+    if role == Role::Plain
+        && let Some(from) = req.resume
+        && h.cluster.route(Kind::Topic, req.topic.as_bytes()) != Route::Local
+    {
+        h.upstreams.seed(&req.topic, from);
+    }
+    h.topics.subscribe(Arc::clone(sub), req.resume);
+    h.metrics.subscriptions.inc();
+    let ok = Frame::SubscribeOk(SubscribeOk {
+        request_id: req.request_id,
+        subscription_id: id,
+    });
+    if write_frame(&mut *stream, &ok).await.is_err() {
+        drop(stream);
+        forget(h, sub);
+        return false;
+    }
+    true
+}
+
+/// Answers the client's requests on a live subscription (pings, its `Unsubscribe`) until it
+/// ends, or until `kick` ends it with `Moved` after the grace and drain of what this broker
+/// accepted as the owner.
+async fn serve_requests(
+    h: &Handles,
+    req: &Subscribe,
+    sub: &Subscriber,
+    kick: &tokio::sync::Notify,
+    mut recv: quinn::RecvStream,
+    mut buf: BytesMut,
+) {
     loop {
         let frame = tokio::select! {
             f = read_frame(&mut recv, &mut buf, &h.decoder, 4096) => f,
@@ -196,15 +239,15 @@ pub async fn serve_subscription(
                 let msg = "the topic moved to another member; subscribe again";
                 reply::error(&mut stream, &h.metrics, req.request_id, ErrorCode::Moved, msg).await;
                 h.metrics.cluster_moved.with_label_values(&["subscribe"]).inc();
-                break;
+                return;
             }
         };
         match frame {
-            Ok(Some(Frame::Unsubscribe(u))) if u.subscription_id == id => break,
+            Ok(Some(Frame::Unsubscribe(u))) if u.subscription_id == sub.id => return,
             Ok(Some(Frame::Ping(p))) => {
                 let mut stream = sub.stream.lock().await;
                 if write_frame(&mut *stream, &Frame::Pong(p)).await.is_err() {
-                    break;
+                    return;
                 }
             }
             Ok(Some(other)) => {
@@ -219,15 +262,9 @@ pub async fn serve_subscription(
                 )
                 .await;
             }
-            Ok(None) | Err(_) => break,
+            Ok(None) | Err(_) => return,
         }
     }
-    forget(&h, &sub);
-    let _ = sub.stream.lock().await.finish();
-    if role == Role::Plain {
-        reconcile_upstreams(&h.upstreams, &h.subscriptions);
-    }
-    tracing::debug!(id, topic = %req.topic, ?role, "subscription ended");
 }
 
 /// How long a peer may leave what the drain sent it unanswered before the drain stops waiting
