@@ -1,7 +1,9 @@
 //! Clustering: who the members are ([`members`], read by [`source`]), which member owns each
 //! topic and cache key (the shared rendezvous function), the links to the other members
 //! ([`peers`]), the upstream subscriptions a non-owner holds for its own subscribers
-//! ([`upstream`]) and the cache hand-off after a membership change ([`handoff`]).
+//! ([`upstream`]), the cache hand-off after a membership change ([`handoff`]), and the requests
+//! handed to another member on the ingress's behalf ([`forward`]). Nothing here imports the
+//! ingress (`server`): each part holds its own handles.
 //!
 //! [`Cluster`] is the shared state: the current member list, the previous one (for the
 //! hand-off window) and the peer token. A broker without a member source is a cluster of one.

@@ -1,5 +1,6 @@
-//! One client connection: the version/feature handshake on the first stream, then a task per
-//! stream, routed by the stream's first frame.
+//! One client connection: the version/feature handshake on the first stream (see
+//! `server::handshake`), then a task per stream, routed by the stream's first frame
+//! to its handler.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
