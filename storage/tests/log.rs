@@ -680,3 +680,28 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_writer_views_and_readers_can_move_to_other_threads() {
+    fn send<T: Send>() {}
+    fn send_sync<T: Send + Sync>() {}
+    send::<Log>();
+    send::<starling_storage::Reader>();
+    send_sync::<starling_storage::LogView>();
+    send::<starling_storage::Flusher>();
+}
+
+#[test]
+fn under_interval_a_roll_makes_the_sealed_segment_durable() {
+    let dir = TempDir::new().unwrap();
+    let mut config = cfg(450, 100);
+    config.fsync = FsyncPolicy::Interval(Duration::from_secs(3600));
+    let (mut log, _) = Log::open(dir.path(), config).unwrap();
+    let view = log.view();
+    fill(&mut log, 1, 4, 1, 56); // 100-byte records: 4 fit in 450 bytes
+    assert_eq!(view.durable_next(), None);
+    fill(&mut log, 1, 1, 1, 56); // rolls: the first segment is fsynced
+    assert_eq!(view.durable_next(), Some(at(1, 4)));
+    assert_eq!(log.sync().unwrap().durable_next, Some(at(1, 5)));
+    assert_eq!(log.stats().fsyncs, 2);
+}
