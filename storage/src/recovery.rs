@@ -75,6 +75,7 @@ pub(crate) fn recover_segment(
         Err(e) => return Err(io_err(index_path)(e)),
     };
     let mut entries = loaded.entries;
+    let mut scratch = Vec::new();
     let mut dirty = !loaded.clean;
     if entries.first().is_some_and(|e| e.position != base) {
         // An index of some other segment.
@@ -85,7 +86,8 @@ pub(crate) fn recover_segment(
     // the last one that holds.
     let mut start: Option<IndexEntry> = None;
     while let Some(last) = entries.last().copied() {
-        let checked = check_at(&file, last.offset, file_len).map_err(io_err(log_path))?;
+        let checked =
+            check_at(&file, last.offset, file_len, &mut scratch).map_err(io_err(log_path))?;
         if checked
             .is_some_and(|h| h.position == last.position && h.timestamp_ms == last.timestamp_ms)
         {
@@ -107,7 +109,7 @@ pub(crate) fn recover_segment(
     let mut end: Option<Position> = None;
     let mut scanned = 0u64;
     let mut prev_ms = last_ms;
-    while let Some(h) = check_at(&file, offset, file_len).map_err(io_err(log_path))? {
+    while let Some(h) = check_at(&file, offset, file_len, &mut scratch).map_err(io_err(log_path))? {
         if offset == 0 && h.position != base {
             return Err(Error::SegmentOrder {
                 path: log_path.to_path_buf(),

@@ -116,10 +116,15 @@ pub(crate) fn read_record_at(
 }
 
 /// Checks the record at `offset` of a file `file_len` bytes long without allocating for its
-/// payload (the CRC is computed over 64 KiB reads): `Some(header)` when the record is whole
+/// payload (the CRC is computed over reads of at most 64 KiB into `scratch`): `Some(header)` when the record is whole
 /// and its CRC matches, `None` when the bytes there are not a valid record (a torn or
 /// corrupt tail). Used by recovery, which must not trust any declared length.
-pub(crate) fn check_at(file: &File, offset: u64, file_len: u64) -> io::Result<Option<Header>> {
+pub(crate) fn check_at(
+    file: &File,
+    offset: u64,
+    file_len: u64,
+    scratch: &mut Vec<u8>,
+) -> io::Result<Option<Header>> {
     if file_len.saturating_sub(offset) < HEADER_LEN as u64 {
         return Ok(None);
     }
@@ -132,13 +137,20 @@ pub(crate) fn check_at(file: &File, offset: u64, file_len: u64) -> io::Result<Op
         return Ok(None);
     }
     let mut crc = crc32c::crc32c(&head);
-    let mut chunk = vec![0u8; 64 * 1024];
+    const CHUNK: u64 = 64 * 1024;
     let mut at = offset + HEADER_LEN as u64;
     let mut left = u64::from(header.payload_len);
+    // At most 64 KiB, and no more than this payload needs: reused across records.
+    let want = usize::try_from(left.min(CHUNK)).unwrap_or(0);
+    if scratch.len() < want {
+        scratch.resize(want, 0);
+    }
     while left > 0 {
-        let n = usize::try_from(left.min(chunk.len() as u64)).unwrap_or(chunk.len());
-        file.read_exact_at(&mut chunk[..n], at)?;
-        crc = crc32c::crc32c_append(crc, &chunk[..n]);
+        let n = usize::try_from(left.min(CHUNK))
+            .unwrap_or(want)
+            .min(scratch.len());
+        file.read_exact_at(&mut scratch[..n], at)?;
+        crc = crc32c::crc32c_append(crc, &scratch[..n]);
         at += n as u64;
         left -= n as u64;
     }
