@@ -199,4 +199,49 @@ mod tests {
         let b = MemberSet::parse("x h:2").map(|s| s.epoch());
         assert_ne!(a, b);
     }
+
+    mod props {
+        //! The member list is read from a file or a ConfigMap anyone with write access to it can
+        //! edit: the property-test counterpart of the `member_list` fuzz target
+        //! (`broker/fuzz`), run in `make test`.
+        use proptest::prelude::*;
+
+        use super::super::MemberSet;
+
+        /// Text made of member-list-like lines: ids, addresses, comments, blanks and junk.
+        fn listish() -> impl Strategy<Value = String> {
+            let line = prop_oneof![
+                ("[a-z0-9-]{1,6}", "[a-z0-9.]{1,6}", 0u32..70_000)
+                    .prop_map(|(id, host, port)| format!("{id} {host}:{port}")),
+                "#[ -~]{0,10}",
+                Just(String::new()),
+                "[ -~\\t]{0,16}",
+            ];
+            prop::collection::vec(line, 0..8).prop_map(|lines| lines.join("\n"))
+        }
+
+        proptest! {
+            #[test]
+            fn accepted_lists_are_sorted_unique_and_order_free(text in listish()) {
+                if let Ok(set) = MemberSet::parse(&text) {
+                    let members = set.members();
+                    prop_assert!(!members.is_empty());
+                    prop_assert!(members.windows(2).all(|w| w[0].id < w[1].id));
+                    let reversed: String = members
+                        .iter()
+                        .rev()
+                        .map(|m| format!("{} {}\n", m.id, m.addr))
+                        .collect();
+                    let again = MemberSet::parse(&reversed);
+                    prop_assert_eq!(again.as_ref().map(MemberSet::epoch), Ok(set.epoch()));
+                    prop_assert_eq!(again, Ok(set));
+                }
+            }
+
+            #[test]
+            fn arbitrary_text_never_panics(text in "\\PC{0,120}") {
+                let _ = MemberSet::parse(&text);
+            }
+        }
+    }
 }
