@@ -31,6 +31,7 @@ use crate::metrics::Metrics;
 use crate::pubsub::batcher::Limits;
 use crate::pubsub::lanes::Lanes;
 use crate::pubsub::topic::{TopicSettings, Topics};
+use crate::server::buffers::Buffers;
 use crate::server::{self, admit, conn};
 use crate::state::{PublishGate, State, Subscriptions};
 use crate::tls::{self, TlsMaterial};
@@ -128,7 +129,7 @@ impl Broker {
                 source,
             })?;
         let endpoint =
-            quinn::Endpoint::server(server_config, cfg.quic_listen).map_err(|source| {
+            quinn::Endpoint::server(server_config.clone(), cfg.quic_listen).map_err(|source| {
                 BrokerError::Bind {
                     addr: cfg.quic_listen,
                     source,
@@ -259,11 +260,17 @@ impl Broker {
                 stop_rx.clone(),
             )));
         }
+        let buffers = Buffers::new(
+            Arc::clone(&cfg),
+            server_config,
+            state.metrics.connection_buffer_bytes.clone(),
+        );
         tasks.push(tokio::spawn(accept_loop(
             server::ingress(&state),
             Arc::clone(&state.health),
             Arc::clone(&state.metrics),
             endpoint.clone(),
+            buffers,
             stop_rx,
         )));
         health.set(Phase::Serving);
@@ -313,6 +320,7 @@ async fn accept_loop(
     health: Arc<Health>,
     metrics: Arc<Metrics>,
     endpoint: quinn::Endpoint,
+    buffers: Buffers,
     mut stop: watch::Receiver<bool>,
 ) {
     let limits = admit::Limits {
@@ -320,6 +328,38 @@ async fn accept_loop(
         retry_threshold: ingress.cfg.handshake_retry_threshold as usize,
     };
     let (connections, handshakes) = (admit::InProgress::default(), admit::InProgress::default());
+    let conn_stop = stop.clone();
+    let refuse = |incoming: quinn::Incoming, why: admit::Refusal| {
+        metrics.quic_refused.with_label_values(&[why.label()]).inc();
+        incoming.refuse();
+    };
+    // Reserves the attempt's windows from the connection buffer budget, then serves it with
+    // them; refused when the budget has no room.
+    let serve = |incoming: quinn::Incoming| {
+        let Some(grant) = buffers.reserve() else {
+            return refuse(incoming, admit::Refusal::BufferBudget);
+        };
+        let server_config = match buffers.server_config(&grant) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %e, "no transport config for a connection's windows");
+                return refuse(incoming, admit::Refusal::BufferBudget);
+            }
+        };
+        match incoming.accept_with(server_config) {
+            Ok(connecting) => {
+                let slots = (connections.enter(), handshakes.enter());
+                tokio::spawn(conn::serve_connection(
+                    Arc::clone(&ingress),
+                    connecting,
+                    grant,
+                    slots,
+                    conn_stop.clone(),
+                ));
+            }
+            Err(e) => tracing::debug!(error = %e, "QUIC handshake failed"),
+        }
+    };
     loop {
         tokio::select! {
             incoming = endpoint.accept() => match incoming {
@@ -332,23 +372,15 @@ async fn accept_loop(
                     };
                     match admit::decide(load, limits) {
                         admit::Admission::Accept => {
-                            let slots = (connections.enter(), handshakes.enter());
-                            tokio::spawn(conn::serve_connection(Arc::clone(&ingress), incoming, slots, stop.clone()));
+                            serve(incoming);
                         }
                         // An unvalidated attempt may always be retried; should quinn say
                         // otherwise, it is served rather than dropped.
                         admit::Admission::Retry => match incoming.retry() {
                             Ok(()) => metrics.quic_retries.inc(),
-                            Err(e) => {
-                                let slots = (connections.enter(), handshakes.enter());
-                                let incoming = e.into_incoming();
-                                tokio::spawn(conn::serve_connection(Arc::clone(&ingress), incoming, slots, stop.clone()));
-                            }
+                            Err(e) => serve(e.into_incoming()),
                         },
-                        admit::Admission::Refuse(why) => {
-                            metrics.quic_refused.with_label_values(&[why.label()]).inc();
-                            incoming.refuse();
-                        }
+                        admit::Admission::Refuse(why) => refuse(incoming, why),
                     }
                 }
                 None => return,

@@ -135,6 +135,9 @@ pub struct Metrics {
     pub publish_inflight_bytes: IntGauge,
     /// Times a publish stream waited for `max_inflight_publish_bytes` before reading on.
     pub publish_budget_waits: IntCounter,
+    /// Bytes of QUIC windows granted to open connections, against
+    /// `connection_buffer_budget_bytes`.
+    pub connection_buffer_bytes: IntGauge,
 }
 
 /// The `reason` values of `starling_http_refused_total`: the HTTP listener's budgets.
@@ -155,8 +158,10 @@ pub mod quic_refusal {
     pub const NOT_SERVING: &str = "not_serving";
     /// `max_connections` connections are open.
     pub const MAX_CONNECTIONS: &str = "max_connections";
+    /// `connection_buffer_budget_bytes` has no room for even the smallest windows.
+    pub const CONNECTION_BUFFER_BUDGET: &str = "connection_buffer_budget";
     /// Every reason, for pre-creating the labelled series.
-    pub const ALL: [&str; 2] = [NOT_SERVING, MAX_CONNECTIONS];
+    pub const ALL: [&str; 3] = [NOT_SERVING, MAX_CONNECTIONS, CONNECTION_BUFFER_BUDGET];
 }
 
 /// A broker-wide budget a request can hit (the `limit` label of
@@ -484,6 +489,11 @@ impl Metrics {
                 &r,
                 "starling_publish_budget_waits_total",
                 "Times a publish stream waited for max_inflight_publish_bytes before reading on.",
+            )?,
+            connection_buffer_bytes: gauge(
+                &r,
+                "starling_connection_buffer_bytes",
+                "Bytes of QUIC receive and send windows granted to open connections.",
             )?,
             registry: r,
         };

@@ -1,5 +1,6 @@
 //! Builds the quinn endpoint configuration from the broker config: windows, stream limits,
-//! idle timeout and keep-alive.
+//! idle timeout and keep-alive. A connection granted less than the configured windows (see
+//! `server::buffers`) gets [`transport_config_with`] its [`Windows`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,20 +19,50 @@ fn varint(field: &'static str, v: u64) -> Result<VarInt, BrokerError> {
     })
 }
 
-/// The transport parameters every client connection gets.
+/// The two connection-level windows a connection is granted (bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Windows {
+    /// The connection receive window.
+    pub recv: u64,
+    /// The connection send window.
+    pub send: u64,
+}
+
+impl Windows {
+    /// The configured windows of event connections.
+    pub fn configured(cfg: &BrokerConfig) -> Windows {
+        Windows {
+            recv: cfg.event_conn_recv_window,
+            send: cfg.event_send_window,
+        }
+    }
+
+    /// Both windows together: what the grant takes of the budget.
+    pub fn total(self) -> u64 {
+        self.recv.saturating_add(self.send)
+    }
+}
+
+/// The transport parameters a client connection gets with the configured windows.
 pub fn transport_config(cfg: &BrokerConfig) -> Result<TransportConfig, BrokerError> {
+    transport_config_with(cfg, Windows::configured(cfg))
+}
+
+/// The transport parameters of a connection granted `windows`; a stream's receive window is at
+/// most the connection's.
+pub fn transport_config_with(
+    cfg: &BrokerConfig,
+    windows: Windows,
+) -> Result<TransportConfig, BrokerError> {
     let mut t = TransportConfig::default();
     t.max_concurrent_bidi_streams(VarInt::from_u32(cfg.max_concurrent_streams));
     t.max_concurrent_uni_streams(VarInt::from_u32(0));
     t.stream_receive_window(varint(
         "event_stream_recv_window",
-        cfg.event_stream_recv_window,
+        cfg.event_stream_recv_window.min(windows.recv),
     )?);
-    t.receive_window(varint(
-        "event_conn_recv_window",
-        cfg.event_conn_recv_window,
-    )?);
-    t.send_window(cfg.event_send_window);
+    t.receive_window(varint("event_conn_recv_window", windows.recv)?);
+    t.send_window(windows.send);
     let idle = IdleTimeout::try_from(Duration::from_millis(cfg.idle_timeout_ms)).map_err(|_| {
         BrokerError::TooLarge {
             field: "idle_timeout_ms",

@@ -188,6 +188,26 @@ knobs! {
     /// (their origin counted them), so two brokers forwarding to each other cannot wait on
     /// each other.
     max_inflight_publish_bytes: u64,
+    /// Most bytes of connection buffers granted to all open connections together. Each
+    /// connection counts its connection receive window, its send window and its frame
+    /// allowance (the bytes of partial frames its streams may hold once read: as much as the
+    /// receive window, at least one `max_frame_bytes` frame; a stream past it stops being read,
+    /// so QUIC flow control stops the client). At admission a connection is granted the
+    /// configured windows (`event_conn_recv_window`, `event_send_window`) while they fit in
+    /// what is left of the budget's upper half; otherwise each window is at most an eighth of
+    /// that rest (rounded down to a power of two) and at least 1 MiB (or the configured window,
+    /// if smaller). The lower half only goes to such floor grants, which cost 2 MiB plus
+    /// `max_frame_bytes` each (6 MiB by default): a budget of B admits at least
+    /// B / 2 / (2 MiB + `max_frame_bytes`) connections, so many-client deployments raise it
+    /// or lower `max_frame_bytes`. An attempt for which even the floor does not fit is refused (QUIC `CONNECTION_REFUSED`) and counted
+    /// in `starling_quic_refused_total{reason="connection_buffer_budget"}`; the grant is
+    /// released when the connection ends. Granted bytes are exported as
+    /// `starling_connection_buffer_bytes`. Cache connections never widen their receive window
+    /// past their grant. Connections from other members are granted like clients (admission
+    /// cannot tell them apart before the handshake): the shares keep part of the budget free
+    /// while it fills, an open peer link keeps its grant, and a refused peer link is retried by
+    /// its member.
+    connection_buffer_budget_bytes: u64,
 
     ["Batching"]
     /// A topic flushes its pending EventBatch once it holds this many events.

@@ -65,6 +65,7 @@ impl Profile {
             max_topics: 16_384,
             max_subscriptions: 65_536,
             max_inflight_publish_bytes: 256 * MIB,
+            connection_buffer_budget_bytes: 2 * GIB,
             event_batch_max_events: 64,
             event_batch_max_bytes: (64 * KIB) as u32,
             event_batch_max_delay_us: 250,
@@ -126,6 +127,7 @@ impl Profile {
                 subscriber_writer_lanes: 8,
                 max_subscriber_writer_lanes: 8,
                 publish_chunk_bytes: (32 * KIB) as u32,
+                connection_buffer_budget_bytes: 4 * GIB,
                 ..balanced
             },
         }

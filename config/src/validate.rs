@@ -14,6 +14,9 @@ pub const FRAME_BYTES_RANGE: (u32, u32) = (64 * 1024, 64 * 1024 * 1024);
 pub const MAX_BATCH_DELAY_US: u64 = 1_000_000;
 /// Largest accepted lane and worker counts.
 pub const MAX_LANES: u32 = 64;
+/// The smallest receive or send window a connection is granted from
+/// `connection_buffer_budget_bytes` (or the configured window, if smaller).
+pub const CONNECTION_WINDOW_FLOOR: u64 = 1024 * 1024;
 /// Bytes reserved in a frame for the EventBatch header and per-event prefixes of a full batch.
 pub const EVENT_BATCH_OVERHEAD: u64 = 64;
 
@@ -82,6 +85,12 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("max_topics", Some(1), Some(1 << 24)),
     range("max_subscriptions", Some(1), Some(1 << 24)),
     range("max_inflight_publish_bytes", Some(1 << 16), Some(1 << 40)),
+    // Room for at least one connection at the floor; at most 4 TiB.
+    range(
+        "connection_buffer_budget_bytes",
+        Some(2 * CONNECTION_WINDOW_FLOOR),
+        Some(1 << 42),
+    ),
     at_least_one("event_batch_max_events"),
     at_least_one("event_batch_max_bytes"),
     range("event_batch_max_delay_us", None, Some(MAX_BATCH_DELAY_US)),
@@ -136,6 +145,15 @@ impl Checker {
 }
 
 impl BrokerConfig {
+    /// What the smallest connection grant takes of `connection_buffer_budget_bytes`: its receive
+    /// and send windows at the floor ([`CONNECTION_WINDOW_FLOOR`], or the configured window if
+    /// smaller) and one largest frame with its 8-byte header (the least frame allowance).
+    pub fn least_connection_grant(&self) -> u64 {
+        let recv = self.event_conn_recv_window.min(CONNECTION_WINDOW_FLOOR);
+        let send = self.event_send_window.min(CONNECTION_WINDOW_FLOOR);
+        recv + send + recv.max(u64::from(self.max_frame_bytes) + 8)
+    }
+
     /// Checks every rule and returns all violations at once.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut c = Checker(Vec::new());
@@ -189,6 +207,19 @@ impl BrokerConfig {
                 self.cache_max_value_bytes
             )
         });
+        let least = self.least_connection_grant();
+        c.check(
+            self.connection_buffer_budget_bytes >= least,
+            "connection_buffer_budget_bytes",
+            || {
+                format!(
+                    "({}) must hold at least one connection at the floor: two windows of at most \
+                     {CONNECTION_WINDOW_FLOOR} bytes and one frame of max_frame_bytes ({}) with \
+                     its header, {least} bytes",
+                    self.connection_buffer_budget_bytes, self.max_frame_bytes
+                )
+            },
+        );
         c.check(
             self.tls_cert_file.is_some() == self.tls_key_file.is_some(),
             if self.tls_cert_file.is_some() {
@@ -225,6 +256,20 @@ mod tests {
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_connection_buffer_budget_below_one_floor_grant_is_refused() {
+        let msg = errors(ConfigOverrides {
+            connection_buffer_budget_bytes: Some(4 << 20),
+            ..Default::default()
+        });
+        assert!(msg.contains("connection_buffer_budget_bytes"), "{msg}");
+        let ok = errors(ConfigOverrides {
+            connection_buffer_budget_bytes: Some((6 << 20) + 8),
+            ..Default::default()
+        });
+        assert!(ok.is_empty(), "{ok}");
     }
 
     #[test]

@@ -6,8 +6,10 @@
 //! validated. The counts are the broker's own, taken at admission: quinn's
 //! `Endpoint::open_connections` only counts a connection once its task has polled it, so in a
 //! burst it lags behind the attempts already admitted (measured: 91 admitted under a cap of
-//! 64). The budgets come from the config: `max_connections` and `handshake_retry_threshold`. Each refusal and each Retry moves a
-//! counter (`starling_quic_refused_total{reason}`, `starling_quic_retries_total`).
+//! 64). The budgets come from the config: `max_connections` and `handshake_retry_threshold`; an
+//! attempt that is served then reserves its windows from `connection_buffer_budget_bytes`
+//! (`server::buffers`). Each refusal and each Retry moves a counter
+//! (`starling_quic_refused_total{reason}`, `starling_quic_retries_total`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,6 +23,9 @@ pub enum Refusal {
     NotServing,
     /// `max_connections` connections are open.
     MaxConnections,
+    /// `connection_buffer_budget_bytes` has no room for even the smallest windows (see
+    /// `server::buffers`).
+    BufferBudget,
 }
 
 impl Refusal {
@@ -29,6 +34,7 @@ impl Refusal {
         match self {
             Refusal::NotServing => quic_refusal::NOT_SERVING,
             Refusal::MaxConnections => quic_refusal::MAX_CONNECTIONS,
+            Refusal::BufferBudget => quic_refusal::CONNECTION_BUFFER_BUDGET,
         }
     }
 }

@@ -15,7 +15,6 @@ use bytes::{Bytes, BytesMut};
 use starling_placement::Kind;
 use starling_proto::{
     CacheGet, CacheOk, CacheValue, ErrorCode, ErrorFrame, Frame, FrameDecoder, Moved, ReadError,
-    read_frame,
 };
 
 use crate::cache::Cache;
@@ -24,6 +23,7 @@ use crate::cluster::handoff::Handoff;
 use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
 use crate::metrics::Metrics;
+use crate::server::frames::{Allowance, read_frame_within};
 use crate::server::reply;
 
 /// What a cache stream's handler uses.
@@ -48,6 +48,7 @@ pub struct Handles {
 pub async fn serve_cache_stream(
     h: Arc<Handles>,
     role: Role,
+    allowance: Allowance,
     first: Frame,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
@@ -84,7 +85,7 @@ pub async fn serve_cache_stream(
         if pending.is_some() {
             continue;
         }
-        match read_frame(&mut recv, &mut buf, &h.decoder, 16 * 1024).await {
+        match read_frame_within(&mut recv, &mut buf, &h.decoder, 16 * 1024, &allowance).await {
             Ok(Some(frame)) => pending = Some(frame),
             Ok(None) => break,
             Err(ReadError::Io(_)) => return,

@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use starling_config::BrokerConfig;
-use starling_proto::{
-    ErrorCode, Frame, FrameDecoder, ReadError, features, read_frame, write_frame,
-};
+use starling_proto::{ErrorCode, Frame, FrameDecoder, ReadError, features, write_frame};
 use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::cluster::{Cluster, Role};
 use crate::metrics::Metrics;
 use crate::server::admit::Slot;
+use crate::server::buffers::Grant;
+use crate::server::frames::read_frame_within;
 use crate::server::link::Link;
 use crate::server::{cache, handshake, publish, reply, subscribe};
 
@@ -54,17 +54,19 @@ pub mod close_code {
 /// How long a new connection has to complete the Starling handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serves one incoming connection until it closes or the broker stops.
+/// Serves one accepted connection until it closes or the broker stops.
 /// `slots` count the connection among the admitted ones until this returns, and among the
-/// handshakes in progress until the Starling handshake is over.
+/// handshakes in progress until the Starling handshake is over; `grant` holds its windows
+/// against the connection buffer budget until this returns.
 pub async fn serve_connection(
     h: Arc<Handles>,
-    incoming: quinn::Incoming,
+    connecting: quinn::Connecting,
+    grant: Grant,
     slots: (Slot, Slot),
     stop: watch::Receiver<bool>,
 ) {
     let (_admitted, handshaking) = slots;
-    let conn = match incoming.await {
+    let conn = match connecting.await {
         Ok(c) => c,
         Err(e) => {
             tracing::debug!(error = %e, "QUIC handshake failed");
@@ -76,7 +78,7 @@ pub async fn serve_connection(
     // Every log line of this connection and of its streams carries the id and the address once,
     // through this span.
     let span = tracing::info_span!("conn", id = conn_id, %remote);
-    established(h, conn, conn_id, handshaking, stop)
+    established(h, conn, conn_id, &grant, handshaking, stop)
         .instrument(span)
         .await;
 }
@@ -87,6 +89,7 @@ async fn established(
     h: Arc<Handles>,
     conn: quinn::Connection,
     conn_id: u64,
+    grant: &Grant,
     handshaking: Slot,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -97,7 +100,10 @@ async fn established(
         .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
         .and_then(|d| d.protocol)
         .is_some_and(|p| p == starling_proto::alpn::CACHE);
-    if is_cache && let Ok(w) = quinn::VarInt::from_u64(h.cfg.cache_conn_recv_window) {
+    // A cache connection's receive window is widened (or narrowed) to its own, never past what
+    // the connection was granted.
+    let cache_window = h.cfg.cache_conn_recv_window.min(grant.windows().recv);
+    if is_cache && let Ok(w) = quinn::VarInt::from_u64(cache_window) {
         conn.set_receive_window(w);
     }
     tracing::debug!(is_cache, "connection open");
@@ -109,6 +115,7 @@ async fn established(
         &h.cluster,
         &h.server_id,
         h.cfg.max_frame_bytes,
+        grant.allowance(),
     );
     let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, greeting).await;
     drop(handshaking);
@@ -121,6 +128,7 @@ async fn established(
                 quic: conn.clone(),
                 granted,
                 role,
+                allowance: grant.allowance().clone(),
             };
             loop {
                 tokio::select! {
@@ -193,7 +201,7 @@ async fn route_stream(
     let first_frame_timeout = Duration::from_millis(h.cfg.stream_first_frame_timeout_ms);
     let mut first = true;
     loop {
-        let read = read_frame(&mut recv, &mut buf, &h.decoder, read_chunk);
+        let read = read_frame_within(&mut recv, &mut buf, &h.decoder, read_chunk, &link.allowance);
         let frame = if first {
             first = false;
             match tokio::time::timeout(first_frame_timeout, read).await {
@@ -222,6 +230,7 @@ async fn route_stream(
                 return publish::serve_publish_stream(
                     Arc::clone(&h.publish),
                     publisher,
+                    link.allowance.clone(),
                     frame,
                     send,
                     recv,
@@ -257,6 +266,7 @@ async fn route_stream(
                 return cache::serve_cache_stream(
                     Arc::clone(&h.cache),
                     link.role,
+                    link.allowance.clone(),
                     frame,
                     send,
                     recv,

@@ -3,12 +3,12 @@
 
 use bytes::BytesMut;
 use starling_proto::{
-    ErrorCode, Frame, FrameDecoder, HelloOk, PROTOCOL_VERSION, ReadError, features, read_frame,
-    write_frame,
+    ErrorCode, Frame, FrameDecoder, HelloOk, PROTOCOL_VERSION, ReadError, features, write_frame,
 };
 
 use crate::cluster::Cluster;
 use crate::metrics::Metrics;
+use crate::server::frames::{Allowance, read_frame_within};
 use crate::server::reply;
 
 /// Features this broker offers. `AUTH_TOKEN` is granted only to a peer presenting the
@@ -56,10 +56,11 @@ pub async fn handshake(
     cluster: &Cluster,
     server_id: &str,
     max_frame_bytes: u32,
+    allowance: &Allowance,
 ) -> Result<u64, HandshakeError> {
     let (mut send, mut recv) = conn.accept_bi().await?;
     let mut buf = BytesMut::new();
-    let frame = read_frame(&mut recv, &mut buf, decoder, 4096).await;
+    let frame = read_frame_within(&mut recv, &mut buf, decoder, 4096, allowance).await;
     let hello = match frame {
         Ok(Some(Frame::Hello(hello))) => hello,
         Ok(Some(other)) => {

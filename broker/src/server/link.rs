@@ -3,6 +3,7 @@
 //! depend on it rather than on each other.
 
 use crate::cluster::Role;
+use crate::server::frames::Allowance;
 
 /// The connection a stream arrived on, as its handlers need it.
 #[derive(Clone)]
@@ -15,4 +16,6 @@ pub struct Link {
     pub granted: u64,
     /// What the client said it is.
     pub role: Role,
+    /// The bytes of partial frames the connection's streams may hold.
+    pub allowance: Allowance,
 }

@@ -5,6 +5,8 @@
 //! built once from the broker's [`State`] by [`ingress`].
 //!
 //! - [`admit`]: whether a connection attempt is served, retried or refused.
+//! - [`buffers`]: the windows each connection is granted from the connection buffer budget.
+//! - [`frames`]: reading request frames within the connection's frame allowance.
 //! - [`conn`]: one connection: handshake, then one task per stream.
 //! - [`handshake`]: `Hello` in, `HelloOk` or a typed error out.
 //! - [`link`]: what a stream handler knows about its connection.
@@ -14,8 +16,10 @@
 //! - [`reply`]: writing frames and typed errors back to a stream.
 
 pub mod admit;
+pub mod buffers;
 pub mod cache;
 pub mod conn;
+pub mod frames;
 pub mod handshake;
 pub mod link;
 pub mod publish;

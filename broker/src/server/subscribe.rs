@@ -16,9 +16,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use starling_config::BrokerConfig;
 use starling_placement::Kind;
-use starling_proto::{
-    ErrorCode, Frame, FrameDecoder, Moved, Subscribe, SubscribeOk, read_frame, write_frame,
-};
+use starling_proto::{ErrorCode, Frame, FrameDecoder, Moved, Subscribe, SubscribeOk, write_frame};
 
 use crate::cluster::upstream::Upstreams;
 use crate::cluster::{Cluster, Member, Role, Route};
@@ -27,6 +25,7 @@ use crate::metrics::{Limit, Metrics};
 use crate::pubsub::lanes::Lanes;
 use crate::pubsub::subscriber::Subscriber;
 use crate::pubsub::topic::Topics;
+use crate::server::frames::{Allowance, read_frame_within};
 use crate::server::link::Link;
 use crate::server::reply;
 use crate::state::{Registered, Subscriptions};
@@ -144,7 +143,7 @@ pub async fn serve_subscription(
     }
     tracing::debug!(id, topic = %req.topic, lane, ?role, resume = ?req.resume, server = %h.cluster.self_id(), "subscribed");
 
-    serve_requests(&h, &req, &sub, &kick, recv, buf).await;
+    serve_requests(&h, &req, &sub, &kick, &link.allowance, recv, buf).await;
     forget(&h, &sub);
     let _ = sub.stream.lock().await.finish();
     if role == Role::Plain {
@@ -218,12 +217,13 @@ async fn serve_requests(
     req: &Subscribe,
     sub: &Subscriber,
     kick: &tokio::sync::Notify,
+    allowance: &Allowance,
     mut recv: quinn::RecvStream,
     mut buf: BytesMut,
 ) {
     loop {
         let frame = tokio::select! {
-            f = read_frame(&mut recv, &mut buf, &h.decoder, 4096) => f,
+            f = read_frame_within(&mut recv, &mut buf, &h.decoder, 4096, allowance) => f,
             () = kick.notified() => {
                 // What this broker accepted as the owner goes out before the `Moved`: the
                 // client resumes at the new owner, which never had these events. Publishes

@@ -7,6 +7,7 @@
 
 mod admission;
 mod bad_input;
+mod buffer_budget;
 mod cache;
 mod common;
 mod delivery;

@@ -26,15 +26,14 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use starling_config::BrokerConfig;
 use starling_placement::Kind;
-use starling_proto::{
-    AckMode, ErrorCode, Frame, FrameDecoder, Ping, ReadError, features, read_frame,
-};
+use starling_proto::{AckMode, ErrorCode, Frame, FrameDecoder, Ping, ReadError, features};
 
 use crate::cluster::forward::Forwarder;
 use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
 use crate::metrics::{Limit, Metrics};
 use crate::pubsub::topic::{TopicMsg, Topics};
+use crate::server::frames::{Allowance, read_frame_within};
 use crate::server::reply;
 use crate::state::PublishGate;
 use budget::{Budget, InFlight};
@@ -145,6 +144,7 @@ fn plan(cluster: &Cluster, role: Role, ack: AckMode, topic: &str) -> Plan {
 pub async fn serve_publish_stream(
     h: Arc<Handles>,
     publisher: Publisher,
+    allowance: Allowance,
     first: Frame,
     send: quinn::SendStream,
     mut recv: quinn::RecvStream,
@@ -157,16 +157,20 @@ pub async fn serve_publish_stream(
     loop {
         let frame = match next.take() {
             Some(f) => f,
-            None => match read_frame(&mut recv, &mut buf, &h.decoder, read_chunk).await {
-                Ok(Some(f)) => f,
-                Ok(None) | Err(ReadError::Io(_)) => break,
-                Err(e) => {
-                    if let Some((code, message)) = reply::read_error_reply(&e) {
-                        replies.error(0, code, message).await;
+            None => {
+                match read_frame_within(&mut recv, &mut buf, &h.decoder, read_chunk, &allowance)
+                    .await
+                {
+                    Ok(Some(f)) => f,
+                    Ok(None) | Err(ReadError::Io(_)) => break,
+                    Err(e) => {
+                        if let Some((code, message)) = reply::read_error_reply(&e) {
+                            replies.error(0, code, message).await;
+                        }
+                        break;
                     }
-                    break;
                 }
-            },
+            }
         };
         let req = match classify(frame, publisher.granted()) {
             Classified::Request(req) => req,
