@@ -30,7 +30,7 @@ use starling_operator::names::{self, Names};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A Debian `prometheus` process on this node, scraping the pods of some namespaces through
-/// [`serve_discovery`], with rule files loaded. Killed on drop.
+/// [`serve_discovery`], with rule files loaded. Killed, and its data removed, on drop.
 pub(crate) struct Prometheus {
     /// Its HTTP address.
     pub addr: SocketAddr,
@@ -146,9 +146,17 @@ rule_files:
         self.query_vector(q).await?.first().map(|s| s.value)
     }
 
-    /// Stops Prometheus and its discovery endpoint and removes its data.
+    /// Stops Prometheus and waits for it to exit; dropping it then stops the discovery
+    /// endpoint and removes the data.
     pub(crate) async fn stop(mut self) {
         let _ = self.child.kill().await;
+    }
+}
+
+/// Also when a test panics: the process is killed (`kill_on_drop`), the discovery endpoint
+/// stopped and the data directory removed.
+impl Drop for Prometheus {
+    fn drop(&mut self) {
         self.sd_task.abort();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
