@@ -24,7 +24,7 @@ use kube::api::ListParams;
 use starling_config::Tier;
 use starling_e2e::{Env, http, wait};
 use starling_operator::autoscale::promql::{self, PromQlSource};
-use starling_operator::autoscale::runner::targets;
+use starling_operator::autoscale::scrape::targets;
 use starling_operator::crd::BrokerClusterSpec;
 use starling_operator::names::{self, Names};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
