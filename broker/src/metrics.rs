@@ -172,17 +172,24 @@ pub enum Limit {
     Topics,
     /// `max_subscriptions`: one subscription too many.
     Subscriptions,
+    /// `max_subscriptions_per_connection`: one subscription too many on one connection.
+    SubscriptionsPerConnection,
 }
 
 impl Limit {
     /// Every limit, for pre-creating the labelled series.
-    pub const ALL: [Limit; 2] = [Limit::Topics, Limit::Subscriptions];
+    pub const ALL: [Limit; 3] = [
+        Limit::Topics,
+        Limit::Subscriptions,
+        Limit::SubscriptionsPerConnection,
+    ];
 
     /// The label value: the knob's name.
     pub fn label(self) -> &'static str {
         match self {
             Limit::Topics => "max_topics",
             Limit::Subscriptions => "max_subscriptions",
+            Limit::SubscriptionsPerConnection => "max_subscriptions_per_connection",
         }
     }
 }

@@ -180,6 +180,13 @@ knobs! {
     /// `starling_limit_refusals_total{limit="max_subscriptions"}`. (Per connection, the stream
     /// limit `max_concurrent_streams` bounds them too.)
     max_subscriptions: u32,
+    /// Most subscriptions open at once on one client connection. A `Subscribe` past it is
+    /// refused with `LimitExceeded` and counted in
+    /// `starling_limit_refusals_total{limit="max_subscriptions_per_connection"}`; the
+    /// connection's other subscriptions are unaffected. Connections from other members are
+    /// exempt: one peer link carries the relayed subscriptions of every topic its member's
+    /// clients follow here, and `max_subscriptions` still bounds them.
+    max_subscriptions_per_connection: u32,
     /// Most bytes of publish payloads read from clients and not yet handed to their topic (or
     /// forwarded to its owner), over all connections. A publish stream that would pass it waits
     /// before it reads its next frame, so QUIC flow control slows that client down; nothing is

@@ -64,6 +64,7 @@ impl Profile {
             stream_first_frame_timeout_ms: 10_000,
             max_topics: 16_384,
             max_subscriptions: 65_536,
+            max_subscriptions_per_connection: 512,
             max_inflight_publish_bytes: 256 * MIB,
             connection_buffer_budget_bytes: 2 * GIB,
             event_batch_max_events: 64,

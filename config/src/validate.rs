@@ -84,13 +84,11 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("stream_first_frame_timeout_ms", Some(100), Some(600_000)),
     range("max_topics", Some(1), Some(1 << 24)),
     range("max_subscriptions", Some(1), Some(1 << 24)),
+    range("max_subscriptions_per_connection", Some(1), Some(1 << 20)),
     range("max_inflight_publish_bytes", Some(1 << 16), Some(1 << 40)),
-    // Room for at least one connection at the floor; at most 4 TiB.
-    range(
-        "connection_buffer_budget_bytes",
-        Some(2 * CONNECTION_WINDOW_FLOOR),
-        Some(1 << 42),
-    ),
+    // Room for at least one connection at the floor with the default frame size (a larger
+    // `max_frame_bytes` needs more: see `least_connection_grant`); at most 4 TiB.
+    range("connection_buffer_budget_bytes", Some(8 << 20), Some(1 << 42)),
     at_least_one("event_batch_max_events"),
     at_least_one("event_batch_max_bytes"),
     range("event_batch_max_delay_us", None, Some(MAX_BATCH_DELAY_US)),
@@ -261,12 +259,16 @@ mod tests {
     #[test]
     fn a_connection_buffer_budget_below_one_floor_grant_is_refused() {
         let msg = errors(ConfigOverrides {
-            connection_buffer_budget_bytes: Some(4 << 20),
+            connection_buffer_budget_bytes: Some(8 << 20),
+            max_frame_bytes: Some(16 << 20),
             ..Default::default()
         });
-        assert!(msg.contains("connection_buffer_budget_bytes"), "{msg}");
+        assert!(
+            msg.contains("connection_buffer_budget_bytes") && msg.contains("at the floor"),
+            "{msg}"
+        );
         let ok = errors(ConfigOverrides {
-            connection_buffer_budget_bytes: Some((6 << 20) + 8),
+            connection_buffer_budget_bytes: Some(8 << 20),
             ..Default::default()
         });
         assert!(ok.is_empty(), "{ok}");

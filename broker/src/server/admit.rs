@@ -102,6 +102,16 @@ impl InProgress {
         self.0.fetch_add(1, Ordering::Relaxed);
         Slot(Arc::clone(&self.0))
     }
+
+    /// Counts one more until the returned slot drops, unless `max` are in progress already.
+    pub fn try_enter(&self, max: usize) -> Option<Slot> {
+        self.0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(Arc::clone(&self.0)))
+    }
 }
 
 /// One thing in progress; dropping it ends the count.
@@ -172,5 +182,16 @@ mod tests {
         assert_eq!(h.count(), 1);
         drop(b);
         assert_eq!(h.count(), 0);
+    }
+
+    #[test]
+    fn try_enter_stops_at_the_maximum() {
+        let h = InProgress::default();
+        let a = h.try_enter(2);
+        let b = h.try_enter(2);
+        assert!(a.is_some() && b.is_some());
+        assert!(h.try_enter(2).is_none());
+        drop(a);
+        assert!(h.try_enter(2).is_some());
     }
 }

@@ -129,6 +129,7 @@ async fn established(
                 granted,
                 role,
                 allowance: grant.allowance().clone(),
+                subscriptions: Arc::default(),
             };
             loop {
                 tokio::select! {

@@ -3,6 +3,9 @@
 //! depend on it rather than on each other.
 
 use crate::cluster::Role;
+use std::sync::Arc;
+
+use crate::server::admit::InProgress;
 use crate::server::frames::Allowance;
 
 /// The connection a stream arrived on, as its handlers need it.
@@ -18,4 +21,6 @@ pub struct Link {
     pub role: Role,
     /// The bytes of partial frames the connection's streams may hold.
     pub allowance: Allowance,
+    /// The connection's open subscriptions (within `max_subscriptions_per_connection`).
+    pub subscriptions: Arc<InProgress>,
 }

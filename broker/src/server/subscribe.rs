@@ -25,6 +25,7 @@ use crate::metrics::{Limit, Metrics};
 use crate::pubsub::lanes::Lanes;
 use crate::pubsub::subscriber::Subscriber;
 use crate::pubsub::topic::Topics;
+use crate::server::admit::Slot;
 use crate::server::frames::{Allowance, read_frame_within};
 use crate::server::link::Link;
 use crate::server::reply;
@@ -135,9 +136,9 @@ pub async fn serve_subscription(
         Arc::clone(&h.metrics),
     ));
     let kick = Arc::new(tokio::sync::Notify::new());
-    if !register(&h, &link, &req, &sub, &kick).await {
+    let Some(_counted) = register(&h, &link, &req, &sub, &kick).await else {
         return;
-    }
+    };
     if role == Role::Plain {
         reconcile_upstreams(&h.upstreams, &h.subscriptions);
     }
@@ -152,9 +153,10 @@ pub async fn serve_subscription(
     tracing::debug!(id, topic = %req.topic, ?role, "subscription ended");
 }
 
-/// Registers the subscription (within `max_subscriptions`) and its topic's subscriber, then
-/// answers `SubscribeOk`; false when refused or the answer could not be written (the stream is
-/// then done with). Registered before answering, so every publish the client makes after
+/// Registers the subscription (within `max_subscriptions_per_connection` for a client's, and
+/// `max_subscriptions`) and its topic's subscriber, then answers `SubscribeOk`; returns what
+/// counts it on its connection (a peer's is not counted), or `None` when refused or the answer
+/// could not be written (the stream is then done with). Registered before answering, so every publish the client makes after
 /// `SubscribeOk` reaches it; the stream is held so no EventBatch can overtake `SubscribeOk`.
 async fn register(
     h: &Handles,
@@ -162,9 +164,31 @@ async fn register(
     req: &Subscribe,
     sub: &Arc<Subscriber>,
     kick: &Arc<tokio::sync::Notify>,
-) -> bool {
+) -> Option<Option<Slot>> {
     let (id, role) = (sub.id, link.role);
     let mut stream = sub.stream.lock().await;
+    let per_conn = h.cfg.max_subscriptions_per_connection as usize;
+    let counted = if role == Role::Peer {
+        None
+    } else if let Some(slot) = link.subscriptions.try_enter(per_conn) {
+        Some(slot)
+    } else {
+        h.metrics.limit_refused(Limit::SubscriptionsPerConnection);
+        let why = format!(
+            "{per_conn} subscriptions are open on this connection, the most the broker allows \
+             (max_subscriptions_per_connection)"
+        );
+        reply::error(
+            &mut stream,
+            &h.metrics,
+            req.request_id,
+            ErrorCode::LimitExceeded,
+            &why,
+        )
+        .await;
+        let _ = stream.finish();
+        return None;
+    };
     let max = h.cfg.max_subscriptions as usize;
     let entry = Registered {
         sub: Arc::clone(sub),
@@ -187,7 +211,7 @@ async fn register(
         )
         .await;
         let _ = stream.finish();
-        return false;
+        return None;
     }
     if role == Role::Plain
         && let Some(from) = req.resume
@@ -204,9 +228,9 @@ async fn register(
     if write_frame(&mut *stream, &ok).await.is_err() {
         drop(stream);
         forget(h, sub);
-        return false;
+        return None;
     }
-    true
+    Some(counted)
 }
 
 /// Answers the client's requests on a live subscription (pings, its `Unsubscribe`) until it

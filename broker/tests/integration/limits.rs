@@ -119,6 +119,75 @@ async fn a_subscription_past_max_subscriptions_is_refused_until_one_ends() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_past_max_subscriptions_per_connection_is_refused_on_that_connection_only() {
+    let b = start(
+        Profile::Balanced,
+        ConfigOverrides {
+            max_subscriptions_per_connection: Some(2),
+            ..ConfigOverrides::default()
+        },
+    )
+    .await;
+    // One stream per subscription on one connection; the answer to each Subscribe.
+    async fn subscribe(
+        conn: &quinn::Connection,
+        topic: &str,
+    ) -> (Option<Frame>, quinn::SendStream, quinn::RecvStream) {
+        let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+        let req = Frame::Subscribe(Subscribe {
+            request_id: 1,
+            topic: topic.into(),
+            resume: None,
+        });
+        write_frame(&mut send, &req).await.expect("subscribe");
+        (read_one(&mut recv).await, send, recv)
+    }
+    let ok = |f: &Option<Frame>| matches!(f, Some(Frame::SubscribeOk(_)));
+    let greedy = b.raw_ready(None).await;
+    let mut held = Vec::new();
+    for i in 0..2 {
+        let (answer, send, recv) = subscribe(&greedy, &format!("p{i}")).await;
+        assert!(ok(&answer), "within the budget: {answer:?}");
+        held.push((send, recv));
+    }
+    let (third, _, _) = subscribe(&greedy, "p2").await;
+    assert!(
+        matches!(&third, Some(Frame::Error(e)) if e.code == ErrorCode::LimitExceeded),
+        "third subscription on one connection: {third:?}"
+    );
+    let m = b.metrics().await;
+    assert_eq!(
+        m.get("starling_limit_refusals_total{limit=max_subscriptions_per_connection}"),
+        1.0
+    );
+    assert_eq!(
+        m.get("starling_limit_refusals_total{limit=max_subscriptions}"),
+        0.0
+    );
+    assert_eq!(m.get("starling_subscriptions"), 2.0);
+
+    // Another connection has its own budget.
+    let other = b.raw_ready(None).await;
+    let (answer, _s, _r) = subscribe(&other, "p2").await;
+    assert!(ok(&answer), "another connection: {answer:?}");
+
+    // Ending one frees its place on that connection once the broker has let it go.
+    let (mut send, _recv) = held.pop().expect("two held");
+    send.finish().expect("finish");
+    let deadline = Instant::now() + SOON;
+    loop {
+        let (answer, send, recv) = subscribe(&greedy, "p3").await;
+        if ok(&answer) {
+            held.push((send, recv));
+            break;
+        }
+        assert!(Instant::now() < deadline, "no place freed: {answer:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    b.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_topic_flood_stops_at_max_topics_while_a_bystander_keeps_its_latency() {
     const NAMES: u32 = 20_000;
     const CAP: u32 = 2_000;
