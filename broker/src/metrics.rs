@@ -129,6 +129,9 @@ pub struct Metrics {
     /// Streams closed because their first frame did not arrive within
     /// `stream_first_frame_timeout_ms`.
     pub streams_timed_out: IntCounter,
+    /// Publish and cache streams closed because no frame arrived within
+    /// `stream_idle_timeout_ms`, by stream kind ([`idle_stream`]).
+    pub streams_idle_closed: IntCounterVec,
     /// Requests refused with `LimitExceeded`, by the budget they hit ([`Limit`]).
     pub limit_refusals: IntCounterVec,
     /// Bytes of publish payloads held against `max_inflight_publish_bytes`.
@@ -162,6 +165,16 @@ pub mod quic_refusal {
     pub const CONNECTION_BUFFER_BUDGET: &str = "connection_buffer_budget";
     /// Every reason, for pre-creating the labelled series.
     pub const ALL: [&str; 3] = [NOT_SERVING, MAX_CONNECTIONS, CONNECTION_BUFFER_BUDGET];
+}
+
+/// The `stream` values of `starling_streams_idle_closed_total`.
+pub mod idle_stream {
+    /// A publish stream.
+    pub const PUBLISH: &str = "publish";
+    /// A cache stream.
+    pub const CACHE: &str = "cache";
+    /// Every value, for pre-creating the labelled series.
+    pub const ALL: [&str; 2] = [PUBLISH, CACHE];
 }
 
 /// A broker-wide budget a request can hit (the `limit` label of
@@ -481,6 +494,12 @@ impl Metrics {
                 "starling_streams_timed_out_total",
                 "Streams closed because their first frame did not arrive in time.",
             )?,
+            streams_idle_closed: counter_vec(
+                &r,
+                "starling_streams_idle_closed_total",
+                "Publish and cache streams closed after stream_idle_timeout_ms without a frame.",
+                &["stream"],
+            )?,
             limit_refusals: counter_vec(
                 &r,
                 "starling_limit_refusals_total",
@@ -518,6 +537,9 @@ impl Metrics {
         }
         for reason in quic_refusal::ALL {
             m.quic_refused.with_label_values(&[reason]);
+        }
+        for stream in idle_stream::ALL {
+            m.streams_idle_closed.with_label_values(&[stream]);
         }
         for limit in Limit::ALL {
             m.limit_refusals.with_label_values(&[limit.label()]);

@@ -168,6 +168,13 @@ knobs! {
     /// has not is answered with an `Error` and closed, and counted in
     /// `starling_streams_timed_out_total`.
     stream_first_frame_timeout_ms: u64,
+    /// How long (ms) a publish or cache stream may go without delivering a complete frame
+    /// after its first one. A stream that has not is answered with an `Error` (request id 0)
+    /// and closed, which releases its partial frame, and counted in
+    /// `starling_streams_idle_closed_total{stream}`; the SDKs open a new stream for their next
+    /// request. Subscription streams are exempt: waiting for events is their job, and the
+    /// connection's idle timeout and keep-alive tell a live subscriber from a dead one.
+    stream_idle_timeout_ms: u64,
     /// Most topics alive at once (a topic is alive while it has subscribers or traffic, and for
     /// a minute after). A publish or subscription that would create one more is
     /// refused with `Error` code `LimitExceeded` and counted in

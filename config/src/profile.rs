@@ -62,6 +62,7 @@ impl Profile {
             max_connections: 4096,
             handshake_retry_threshold: 128,
             stream_first_frame_timeout_ms: 10_000,
+            stream_idle_timeout_ms: 300_000,
             max_topics: 16_384,
             max_subscriptions: 65_536,
             max_subscriptions_per_connection: 512,

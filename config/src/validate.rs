@@ -82,13 +82,18 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("max_connections", Some(1), Some(1 << 20)),
     range("handshake_retry_threshold", None, Some(1 << 20)),
     range("stream_first_frame_timeout_ms", Some(100), Some(600_000)),
+    range("stream_idle_timeout_ms", Some(100), Some(3_600_000)),
     range("max_topics", Some(1), Some(1 << 24)),
     range("max_subscriptions", Some(1), Some(1 << 24)),
     range("max_subscriptions_per_connection", Some(1), Some(1 << 20)),
     range("max_inflight_publish_bytes", Some(1 << 16), Some(1 << 40)),
     // Room for at least one connection at the floor with the default frame size (a larger
     // `max_frame_bytes` needs more: see `least_connection_grant`); at most 4 TiB.
-    range("connection_buffer_budget_bytes", Some(8 << 20), Some(1 << 42)),
+    range(
+        "connection_buffer_budget_bytes",
+        Some(8 << 20),
+        Some(1 << 42),
+    ),
     at_least_one("event_batch_max_events"),
     at_least_one("event_batch_max_bytes"),
     range("event_batch_max_delay_us", None, Some(MAX_BATCH_DELAY_US)),

@@ -22,7 +22,7 @@ use crate::cluster::forward::{CacheAnswer, CacheOp, CacheRefusal, Forwarder};
 use crate::cluster::handoff::Handoff;
 use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, idle_stream};
 use crate::server::frames::{Allowance, read_frame_within};
 use crate::server::reply;
 
@@ -42,6 +42,8 @@ pub struct Handles {
     pub forward: Forwarder,
     /// Woken when a peer stores a key this broker does not own.
     pub handoff: Arc<Handoff>,
+    /// `stream_idle_timeout_ms`.
+    pub idle_timeout: Duration,
 }
 
 /// Serves a cache stream whose first frame is `first`: answers each request in order.
@@ -54,6 +56,7 @@ pub async fn serve_cache_stream(
     mut recv: quinn::RecvStream,
     mut buf: BytesMut,
 ) {
+    let idle = h.idle_timeout;
     let mut out = BytesMut::new();
     let mut pending = Some(first);
     loop {
@@ -85,7 +88,19 @@ pub async fn serve_cache_stream(
         if pending.is_some() {
             continue;
         }
-        match read_frame_within(&mut recv, &mut buf, &h.decoder, 16 * 1024, &allowance).await {
+        let read = read_frame_within(&mut recv, &mut buf, &h.decoder, 16 * 1024, &allowance);
+        let Ok(read) = tokio::time::timeout(idle, read).await else {
+            h.metrics
+                .streams_idle_closed
+                .with_label_values(&[idle_stream::CACHE])
+                .inc();
+            let (code, message) = reply::idle(idle);
+            reply::error(&mut send, &h.metrics, 0, code, message).await;
+            let _ = send.finish();
+            let _ = recv.stop(reply::stop_code(code));
+            return;
+        };
+        match read {
             Ok(Some(frame)) => pending = Some(frame),
             Ok(None) => break,
             Err(ReadError::Io(_)) => return,

@@ -62,6 +62,7 @@ pub fn ingress(state: &State) -> Arc<conn::Handles> {
         cluster: Arc::clone(&state.cluster),
         forward: state.forward.clone(),
         handoff: Arc::clone(&state.handoff),
+        idle_timeout: std::time::Duration::from_millis(state.cfg.stream_idle_timeout_ms),
     };
     Arc::new(conn::Handles {
         cfg: Arc::clone(&state.cfg),

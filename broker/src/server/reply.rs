@@ -45,6 +45,23 @@ pub async fn read_failed(send: &mut quinn::SendStream, metrics: &Metrics, e: &Re
     let _ = send.finish();
 }
 
+/// The error that closes a publish or cache stream that sent no frame for `after`
+/// (`stream_idle_timeout_ms`).
+pub fn idle(after: std::time::Duration) -> (ErrorCode, String) {
+    (
+        ErrorCode::InvalidRequest,
+        format!(
+            "no frame within {} ms (stream_idle_timeout_ms); open a new stream",
+            after.as_millis()
+        ),
+    )
+}
+
+/// The code a stream's receive side is stopped with after an `Error` of `code`.
+pub fn stop_code(code: ErrorCode) -> quinn::VarInt {
+    quinn::VarInt::from_u32(u32::from(code.as_u16()))
+}
+
 /// The message for a frame a client must not send on this kind of stream.
 pub fn unexpected(frame: &Frame, stream: &str) -> (ErrorCode, String) {
     (

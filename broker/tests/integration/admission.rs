@@ -279,3 +279,78 @@ async fn a_stream_flood_of_partial_max_size_frames_stays_small() {
     drop((held, conns));
     b.running.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_publish_and_cache_streams_are_closed_and_subscriptions_are_not() {
+    let b = start(
+        Profile::Balanced,
+        ConfigOverrides {
+            stream_idle_timeout_ms: Some(500),
+            ..ConfigOverrides::default()
+        },
+    )
+    .await;
+    let c = b.client().await;
+    let mut sub = c.subscribe("idle").await.expect("subscribe");
+
+    // A raw publish stream: one acked publish, then silence.
+    let conn = b.raw_ready(None).await;
+    let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+    let publish = Frame::Publish(starling_proto::Publish {
+        request_id: 1,
+        ack: starling_proto::AckMode::Ack,
+        topic: "idle".into(),
+        payload: payload(1),
+    });
+    starling_proto::write_frame(&mut send, &publish)
+        .await
+        .expect("publish");
+    assert!(matches!(
+        read_one(&mut recv).await,
+        Some(Frame::PublishAck(_))
+    ));
+    let started = Instant::now();
+    match read_one(&mut recv).await {
+        Some(Frame::Error(e)) => {
+            assert_eq!(e.request_id, 0);
+            assert_eq!(e.code, ErrorCode::InvalidRequest, "{}", e.message);
+            assert!(
+                e.message.contains("stream_idle_timeout_ms"),
+                "{}",
+                e.message
+            );
+        }
+        other => panic!("expected an Error after the idle timeout, got {other:?}"),
+    }
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(5),
+        "closed after {waited:?}"
+    );
+    // Then the stream ends.
+    assert!(read_one(&mut recv).await.is_none());
+
+    // The SDK's cache stream goes idle too; its next request opens a new stream.
+    c.cache_put(bytes::Bytes::from_static(b"k"), payload(2), None)
+        .await
+        .expect("put");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let got = c
+        .cache_get(bytes::Bytes::from_static(b"k"))
+        .await
+        .expect("get after the idle close");
+    assert_eq!(got.as_ref().map(index), Some(2));
+
+    // The subscription waited through all of it and still delivers; so does a new publish.
+    assert_eq!(index(&recv_n(&mut sub, 1).await[0].1), 1);
+    c.publish_acked("idle", payload(3))
+        .await
+        .expect("publish after the idle close");
+    assert_eq!(index(&recv_n(&mut sub, 1).await[0].1), 3);
+
+    let m = b.metrics().await;
+    assert!(m.get("starling_streams_idle_closed_total{stream=publish}") >= 1.0);
+    assert!(m.get("starling_streams_idle_closed_total{stream=cache}") >= 1.0);
+    assert_eq!(m.get("starling_streams_timed_out_total"), 0.0);
+    b.running.shutdown().await;
+}

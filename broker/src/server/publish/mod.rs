@@ -22,6 +22,7 @@ pub mod replies;
 pub mod workers;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use starling_config::BrokerConfig;
@@ -31,7 +32,7 @@ use starling_proto::{AckMode, ErrorCode, Frame, FrameDecoder, Ping, ReadError, f
 use crate::cluster::forward::Forwarder;
 use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
-use crate::metrics::{Limit, Metrics};
+use crate::metrics::{Limit, Metrics, idle_stream};
 use crate::pubsub::topic::{TopicMsg, Topics};
 use crate::server::frames::{Allowance, read_frame_within};
 use crate::server::reply;
@@ -153,14 +154,25 @@ pub async fn serve_publish_stream(
     let depth = h.cfg.pub_queue_depth.max(1) as usize;
     let (replies, writer) = Replies::start(Arc::clone(&h.metrics), send, depth);
     let read_chunk = h.cfg.publish_chunk_bytes as usize;
+    let idle = Duration::from_millis(h.cfg.stream_idle_timeout_ms);
     let mut next = Some(first);
     loop {
         let frame = match next.take() {
             Some(f) => f,
             None => {
-                match read_frame_within(&mut recv, &mut buf, &h.decoder, read_chunk, &allowance)
-                    .await
-                {
+                let read =
+                    read_frame_within(&mut recv, &mut buf, &h.decoder, read_chunk, &allowance);
+                let Ok(read) = tokio::time::timeout(idle, read).await else {
+                    h.metrics
+                        .streams_idle_closed
+                        .with_label_values(&[idle_stream::PUBLISH])
+                        .inc();
+                    let (code, message) = reply::idle(idle);
+                    replies.error(0, code, message).await;
+                    let _ = recv.stop(reply::stop_code(code));
+                    break;
+                };
+                match read {
                     Ok(Some(f)) => f,
                     Ok(None) | Err(ReadError::Io(_)) => break,
                     Err(e) => {
