@@ -141,6 +141,8 @@ pub struct Metrics {
     /// Bytes of QUIC windows granted to open connections, against
     /// `connection_buffer_budget_bytes`.
     pub connection_buffer_bytes: IntGauge,
+    /// Tasks alive in the broker's tokio runtime, read at scrape time.
+    pub runtime_alive_tasks: IntGauge,
 }
 
 /// The `reason` values of `starling_http_refused_total`: the HTTP listener's budgets.
@@ -521,6 +523,11 @@ impl Metrics {
                 "starling_connection_buffer_bytes",
                 "Bytes of QUIC receive and send windows granted to open connections.",
             )?,
+            runtime_alive_tasks: gauge(
+                &r,
+                "starling_runtime_alive_tasks",
+                "Tasks alive in the broker's tokio runtime (read at scrape time).",
+            )?,
             registry: r,
         };
         // Create every fixed label combination up front so each series exists (at 0) from the
@@ -593,8 +600,14 @@ impl Metrics {
             .set(i64::try_from(s.bytes).unwrap_or(i64::MAX));
     }
 
-    /// Raises the CPU counter to the process's current CPU time.
+    /// Raises the CPU counter to the process's current CPU time, and reads the runtime's alive
+    /// tasks (when called inside a tokio runtime).
     pub fn observe_process(&self) {
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let tasks = rt.metrics().num_alive_tasks();
+            self.runtime_alive_tasks
+                .set(i64::try_from(tasks).unwrap_or(i64::MAX));
+        }
         if let Some(total) = crate::process::cpu_seconds() {
             let delta = total - self.process_cpu.get();
             if delta > 0.0 {

@@ -41,6 +41,12 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
     );
     assert_eq!(after.get("starling_publish_acks_total"), 10.0);
     assert!(after.get("starling_open_connections") >= 1.0);
+    // Read at scrape time: at least the accept loop, the HTTP server and this subscription.
+    assert!(
+        after.get("starling_runtime_alive_tasks") >= 3.0,
+        "alive tasks {}",
+        after.get("starling_runtime_alive_tasks")
+    );
     assert!(after.get("starling_delivery_latency_seconds_count") >= 1.0);
     assert_eq!(after.get("starling_cache_ops_total{op=put,result=ok}"), 1.0);
     assert_eq!(after.get("starling_cache_hits_total"), 1.0);
