@@ -23,7 +23,7 @@ use crate::cluster::handoff::Handoff;
 use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
 use crate::metrics::{Metrics, idle_stream};
-use crate::server::frames::{Allowance, read_frame_within};
+use crate::server::frames::{Allowance, FrameBuf, read_frame_within};
 use crate::server::reply;
 
 /// What a cache stream's handler uses.
@@ -54,7 +54,7 @@ pub async fn serve_cache_stream(
     first: Frame,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
-    mut buf: BytesMut,
+    mut buf: FrameBuf,
 ) {
     let idle = h.idle_timeout;
     let mut out = BytesMut::new();
@@ -65,7 +65,7 @@ pub async fn serve_cache_stream(
         }
         // Answer every request already buffered before writing, so pipelined requests share
         // one write.
-        match h.decoder.decode(&mut buf) {
+        match buf.decode(&h.decoder) {
             Ok(Some(frame)) => {
                 pending = Some(frame);
                 if out.len() < 64 * 1024 {

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use bytes::BytesMut;
 use starling_config::BrokerConfig;
 use starling_proto::{ErrorCode, Frame, FrameDecoder, ReadError, features, write_frame};
 use tokio::sync::watch;
@@ -16,7 +15,7 @@ use crate::cluster::{Cluster, Role};
 use crate::metrics::Metrics;
 use crate::server::admit::Slot;
 use crate::server::buffers::Grant;
-use crate::server::frames::read_frame_within;
+use crate::server::frames::{FrameBuf, read_frame_within};
 use crate::server::link::Link;
 use crate::server::{cache, handshake, publish, reply, subscribe};
 
@@ -197,7 +196,7 @@ async fn route_stream(
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) {
-    let mut buf = BytesMut::new();
+    let mut buf = FrameBuf::new();
     let read_chunk = h.cfg.publish_chunk_bytes as usize;
     let first_frame_timeout = Duration::from_millis(h.cfg.stream_first_frame_timeout_ms);
     let mut first = true;

@@ -1,14 +1,13 @@
 //! The Starling handshake on a connection's first stream: `Hello` in; `HelloOk` with the granted
 //! features, or a typed `Error` and the reason, out.
 
-use bytes::BytesMut;
 use starling_proto::{
     ErrorCode, Frame, FrameDecoder, HelloOk, PROTOCOL_VERSION, ReadError, features, write_frame,
 };
 
 use crate::cluster::Cluster;
 use crate::metrics::Metrics;
-use crate::server::frames::{Allowance, read_frame_within};
+use crate::server::frames::{Allowance, FrameBuf, read_frame_within};
 use crate::server::reply;
 
 /// Features this broker offers. `AUTH_TOKEN` is granted only to a peer presenting the
@@ -59,7 +58,7 @@ pub async fn handshake(
     allowance: &Allowance,
 ) -> Result<u64, HandshakeError> {
     let (mut send, mut recv) = conn.accept_bi().await?;
-    let mut buf = BytesMut::new();
+    let mut buf = FrameBuf::new();
     let frame = read_frame_within(&mut recv, &mut buf, decoder, 4096, allowance).await;
     let hello = match frame {
         Ok(Some(Frame::Hello(hello))) => hello,

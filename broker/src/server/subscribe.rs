@@ -13,7 +13,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
 use starling_config::BrokerConfig;
 use starling_placement::Kind;
 use starling_proto::{ErrorCode, Frame, FrameDecoder, Moved, Subscribe, SubscribeOk, write_frame};
@@ -26,7 +25,7 @@ use crate::pubsub::lanes::Lanes;
 use crate::pubsub::subscriber::Subscriber;
 use crate::pubsub::topic::Topics;
 use crate::server::admit::Slot;
-use crate::server::frames::{Allowance, read_frame_within};
+use crate::server::frames::{Allowance, FrameBuf, read_frame_within};
 use crate::server::link::Link;
 use crate::server::reply;
 use crate::state::{Registered, Subscriptions};
@@ -117,7 +116,7 @@ pub async fn serve_subscription(
     req: Subscribe,
     send: quinn::SendStream,
     recv: quinn::RecvStream,
-    buf: BytesMut,
+    buf: FrameBuf,
 ) {
     let (conn_id, role) = (link.id, link.role);
     if let Err(refusal) = check(&h, role, &req) {
@@ -243,7 +242,7 @@ async fn serve_requests(
     kick: &tokio::sync::Notify,
     allowance: &Allowance,
     mut recv: quinn::RecvStream,
-    mut buf: BytesMut,
+    mut buf: FrameBuf,
 ) {
     loop {
         let frame = tokio::select! {

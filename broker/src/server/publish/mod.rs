@@ -24,7 +24,7 @@ pub mod workers;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use starling_config::BrokerConfig;
 use starling_placement::Kind;
 use starling_proto::{AckMode, ErrorCode, Frame, FrameDecoder, Ping, ReadError, features};
@@ -34,7 +34,7 @@ use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
 use crate::metrics::{Limit, Metrics, idle_stream};
 use crate::pubsub::topic::{TopicMsg, Topics};
-use crate::server::frames::{Allowance, read_frame_within};
+use crate::server::frames::{Allowance, FrameBuf, read_frame_within};
 use crate::server::reply;
 use crate::state::PublishGate;
 use budget::{Budget, InFlight};
@@ -149,7 +149,7 @@ pub async fn serve_publish_stream(
     first: Frame,
     send: quinn::SendStream,
     mut recv: quinn::RecvStream,
-    mut buf: BytesMut,
+    mut buf: FrameBuf,
 ) {
     let depth = h.cfg.pub_queue_depth.max(1) as usize;
     let (replies, writer) = Replies::start(Arc::clone(&h.metrics), send, depth);
@@ -160,9 +160,23 @@ pub async fn serve_publish_stream(
         let frame = match next.take() {
             Some(f) => f,
             None => {
-                let read =
-                    read_frame_within(&mut recv, &mut buf, &h.decoder, read_chunk, &allowance);
-                let Ok(read) = tokio::time::timeout(idle, read).await else {
+                // A frame already buffered (small frames arrive many to a read) is taken without
+                // arming the idle timer; only a read that has to wait for the client is timed.
+                let buffered = match buf.decode(&h.decoder) {
+                    Ok(Some(f)) => Some(Ok(Some(f))),
+                    Ok(None) => None,
+                    Err(e) => Some(Err(ReadError::Decode(e))),
+                };
+                let read = match buffered {
+                    Some(read) => Ok(read),
+                    None => {
+                        let read = read_frame_within(
+                            &mut recv, &mut buf, &h.decoder, read_chunk, &allowance,
+                        );
+                        tokio::time::timeout(idle, read).await
+                    }
+                };
+                let Ok(read) = read else {
                     h.metrics
                         .streams_idle_closed
                         .with_label_values(&[idle_stream::PUBLISH])
