@@ -1,29 +1,38 @@
 //! Reading the broker's state from outside: `/metrics` (process CPU time),
 //! `/config` (the slow-subscriber policy) over plain HTTP/1.1 on its HTTP
-//! port, and per-thread CPU time of this process from `/proc`.
+//! port (hyper-util's client, as the operator uses), and per-thread CPU time
+//! of this process from `/proc`.
 
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use starling_config::SlowSubscriberPolicy;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Limit on one HTTP request to the broker.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(3);
 /// Largest HTTP response read.
-const MAX_RESPONSE: u64 = 8 << 20;
+const MAX_RESPONSE: usize = 8 << 20;
 
 /// The body of `GET path` on `addr` (`host:port`) when it answers 200.
 pub(crate) async fn http_get(addr: &str, path: &str) -> Option<String> {
+    let client: Client<HttpConnector, Empty<Bytes>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let uri: hyper::Uri = format!("http://{addr}{path}").parse().ok()?;
     let fetch = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-        let request = format!("GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.ok()?;
-        let mut raw = Vec::new();
-        stream.take(MAX_RESPONSE).read_to_end(&mut raw).await.ok()?;
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n")?;
-        let status = head.split_whitespace().nth(1)?;
-        (status == "200").then(|| body.to_string())
+        let response = client.get(uri).await.ok()?;
+        if response.status() != hyper::StatusCode::OK {
+            return None;
+        }
+        let body = Limited::new(response.into_body(), MAX_RESPONSE)
+            .collect()
+            .await
+            .ok()?
+            .to_bytes();
+        Some(String::from_utf8_lossy(&body).into_owned())
     };
     tokio::time::timeout(HTTP_TIMEOUT, fetch).await.ok()?
 }

@@ -40,6 +40,7 @@ use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, predicates, wat
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::apply::{apply_children, apply_status, ensure_tls_secret};
 use crate::autoscale::runner::AutoscaleContext;
@@ -79,11 +80,22 @@ pub fn requeue_after(status: &BrokerClusterStatus) -> Duration {
     }
 }
 
-/// The reconcile entry point: times it, counts it and reports failures as Warning events.
+/// The reconcile entry point: runs one reconcile in a `reconcile{namespace, cluster}` span, so
+/// every line logged inside it carries the cluster's ids once.
+pub async fn reconcile(bc: Arc<BrokerCluster>, ctx: Arc<Context>) -> Result<Action> {
+    let span = tracing::info_span!(
+        "reconcile",
+        namespace = %bc.namespace().unwrap_or_default(),
+        cluster = %bc.name_any(),
+    );
+    reconcile_timed(bc, ctx).instrument(span).await
+}
+
+/// Times one reconcile, counts it and reports failures as Warning events.
 ///
 /// Fenced: a reconcile does not start, and one in flight is dropped at its next await, once
 /// leadership is lost; nothing more is written, not even the failure event.
-pub async fn reconcile(bc: Arc<BrokerCluster>, ctx: Arc<Context>) -> Result<Action> {
+async fn reconcile_timed(bc: Arc<BrokerCluster>, ctx: Arc<Context>) -> Result<Action> {
     let timer = ctx.metrics.start();
     let result = if ctx.fence.is_lost() {
         Err(Error::Leadership("not the leader any more".into()))
@@ -101,11 +113,11 @@ pub async fn reconcile(bc: Arc<BrokerCluster>, ctx: Arc<Context>) -> Result<Acti
         }
         Err(e @ Error::Leadership(_)) => {
             timer.finish(Some(e.metric_label()));
-            tracing::warn!(cluster = %bc.name_any(), error = %e, "reconcile stopped");
+            tracing::warn!(error = %e, "reconcile stopped");
         }
         Err(e) => {
             timer.finish(Some(e.metric_label()));
-            tracing::warn!(cluster = %bc.name_any(), error = %e, "reconcile failed");
+            tracing::warn!(error = %e, "reconcile failed");
             publish(&ctx, &bc, &events::for_error(e)).await;
         }
     }
@@ -216,7 +228,7 @@ async fn apply_cluster(
     plan: MembersPlan,
 ) -> Result<StatefulSet> {
     if ensure_tls_secret(&ctx.client, v).await? {
-        tracing::info!(cluster = %v.id.name, secret = %v.tls_secret, "created the cluster's TLS secret");
+        tracing::info!(secret = %v.tls_secret, "created the cluster's TLS secret");
     }
     let children = render_sized(
         v,

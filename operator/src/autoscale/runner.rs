@@ -35,6 +35,7 @@ use prometheus::IntCounterVec;
 use serde_json::Value;
 use starling_config::TierTable;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use super::fetch::Fetcher;
 use super::promql::PromQlSource;
@@ -104,15 +105,21 @@ pub async fn run(
         let clusters: Vec<Arc<BrokerCluster>> = stores.iter().flat_map(|s| s.state()).collect();
         let mut live = Vec::new();
         for bc in clusters {
+            // Every line logged for this cluster carries its ids once, from this span.
+            let span = tracing::info_span!(
+                "autoscale",
+                namespace = %bc.namespace().unwrap_or_default(),
+                cluster = %bc.name_any(),
+            );
             let Some(spec) = bc.spec.autoscaling.as_ref().filter(|a| a.enabled) else {
                 if holds_autoscaler_fields(bc.status.as_ref()) {
                     let released = tokio::select! {
                         biased;
                         () = fence.lost() => return,
-                        r = release(&ctx, &bc) => r,
+                        r = release(&ctx, &bc).instrument(span.clone()) => r,
                     };
                     if let Err(e) = released {
-                        tracing::warn!(cluster = %bc.name_any(), error = %e, "could not remove the autoscaler's status fields");
+                        span.in_scope(|| tracing::warn!(error = %e, "could not remove the autoscaler's status fields"));
                     }
                 }
                 continue;
@@ -140,10 +147,10 @@ pub async fn run(
             let result = tokio::select! {
                 biased;
                 () = fence.lost() => return,
-                r = round(&ctx, &fetcher, &bc, &policy, state) => r,
+                r = round(&ctx, &fetcher, &bc, &policy, state).instrument(span.clone()) => r,
             };
             if let Err(e) = result {
-                tracing::warn!(cluster = %key.1, namespace = %key.0, error = %e, "autoscaler round failed");
+                span.in_scope(|| tracing::warn!(error = %e, "autoscaler round failed"));
             }
         }
         states.retain(|k, _| live.contains(k));
@@ -178,7 +185,7 @@ pub async fn release(ctx: &AutoscaleContext, bc: &BrokerCluster) -> Result<(), E
         let nulls = serde_json::json!({ "effectiveTier": null, "autoscaling": null });
         merge_status(&ctx.client, &ns, &name, nulls).await?;
     }
-    tracing::info!(cluster = %name, namespace = %ns, "autoscaling is off: removed status.effectiveTier and status.autoscaling");
+    tracing::info!("autoscaling is off: removed status.effectiveTier and status.autoscaling");
     Ok(())
 }
 
@@ -285,10 +292,14 @@ async fn round(
     );
     let body = autoscaler_status_body(&block, decision.target(), status);
     apply_status(&ctx.client, &ns, &name, AUTOSCALER_FIELD_MANAGER, &body).await?;
-    tracing::debug!(cluster = %name, namespace = %ns, outcome = decision.outcome(), reason = decision.reason(), "autoscaler decision");
+    tracing::debug!(
+        outcome = decision.outcome(),
+        reason = decision.reason(),
+        "autoscaler decision"
+    );
     if let Some(to) = decision.target() {
         state.last_change = Some(now);
-        tracing::info!(cluster = %name, namespace = %ns, from = %current, %to, reason = decision.reason(), "autoscaler changes the tier");
+        tracing::info!(from = %current, %to, reason = decision.reason(), "autoscaler changes the tier");
         let planned = events::for_tier_change(to, decision.reason());
         if let Err(e) = ctx
             .recorder
