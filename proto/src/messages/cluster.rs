@@ -1,6 +1,7 @@
-//! Cluster frames, reserved for clustering: `Moved` (server → client
-//! redirect), `ClusterInfoRequest` (client → server) and `ClusterInfo`
-//! (server → client). A single-node broker never sends `Moved`.
+//! Cluster frames: `Moved` (server → client redirect to a topic's or key's
+//! owner), `ClusterInfoRequest` (client → server) and `ClusterInfo` (server →
+//! client, the member list a routing SDK places requests with). A single-node
+//! broker never sends `Moved`.
 
 use bytes::{BufMut, BytesMut};
 
