@@ -110,8 +110,9 @@ pub struct BrokerClusterSpec {
     /// Per-broker CPU and memory requests and limits. Set values replace the tier's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceOverrides>,
-    /// A persistent volume per broker, mounted at `/var/lib/starling` (reserved for durable
-    /// topics). Cannot be added, changed or removed after creation.
+    /// A persistent volume per broker, mounted at `/var/lib/starling`. The broker does not write
+    /// to it yet: durable topics are not built, so it keeps nothing across a restart. Cannot be
+    /// added, changed or removed after creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<StorageSpec>,
     /// QUIC TLS, for clients and between brokers (every broker mounts the same certificate).
