@@ -152,6 +152,27 @@ pub async fn serve_subscription(
     tracing::debug!(id, topic = %req.topic, ?role, "subscription ended");
 }
 
+/// Refuses a `Subscribe` past `limit`: counts it, answers `LimitExceeded` with `why` and
+/// finishes the stream.
+async fn refuse_past_limit(
+    h: &Handles,
+    stream: &mut quinn::SendStream,
+    request_id: u64,
+    limit: Limit,
+    why: &str,
+) {
+    h.metrics.limit_refused(limit);
+    reply::error(
+        stream,
+        &h.metrics,
+        request_id,
+        ErrorCode::LimitExceeded,
+        why,
+    )
+    .await;
+    let _ = stream.finish();
+}
+
 /// Registers the subscription (within `max_subscriptions_per_connection` for a client's, and
 /// `max_subscriptions`) and its topic's subscriber, then answers `SubscribeOk`; returns what
 /// counts it on its connection (a peer's is not counted), or `None` when refused or the answer
@@ -172,20 +193,12 @@ async fn register(
     } else if let Some(slot) = link.subscriptions.try_enter(per_conn) {
         Some(slot)
     } else {
-        h.metrics.limit_refused(Limit::SubscriptionsPerConnection);
         let why = format!(
             "{per_conn} subscriptions are open on this connection, the most the broker allows \
              (max_subscriptions_per_connection)"
         );
-        reply::error(
-            &mut stream,
-            &h.metrics,
-            req.request_id,
-            ErrorCode::LimitExceeded,
-            &why,
-        )
-        .await;
-        let _ = stream.finish();
+        let limit = Limit::SubscriptionsPerConnection;
+        refuse_past_limit(h, &mut stream, req.request_id, limit, &why).await;
         return None;
     };
     let max = h.cfg.max_subscriptions as usize;
@@ -197,19 +210,10 @@ async fn register(
     };
     let admitted = h.subscriptions.admit(id, entry, max);
     if !admitted {
-        h.metrics.limit_refused(Limit::Subscriptions);
         let why = format!(
             "{max} subscriptions are open, the most this broker allows (max_subscriptions)"
         );
-        reply::error(
-            &mut stream,
-            &h.metrics,
-            req.request_id,
-            ErrorCode::LimitExceeded,
-            &why,
-        )
-        .await;
-        let _ = stream.finish();
+        refuse_past_limit(h, &mut stream, req.request_id, Limit::Subscriptions, &why).await;
         return None;
     }
     if role == Role::Plain
