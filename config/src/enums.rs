@@ -30,6 +30,19 @@ pub enum SlowSubscriberPolicy {
     Block,
 }
 
+/// Whether clients must authenticate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthMode {
+    /// Every client authenticates (a client certificate or a token known to the users
+    /// document) and every publish, subscribe and cache operation is checked against its
+    /// permissions.
+    Required,
+    /// No authentication and no permission checks: anyone who reaches the port may do
+    /// anything, including joining as a peer when no client CA is set. For development only.
+    None,
+}
+
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -81,6 +94,7 @@ snake_enum_str!(SlowSubscriberPolicy {
     Block => "block",
 });
 snake_enum_str!(LogFormat { Text => "text", Json => "json" });
+snake_enum_str!(AuthMode { Required => "required", None => "none" });
 
 #[cfg(test)]
 mod tests {

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::enums::{LaneShard, LogFormat, SlowSubscriberPolicy};
+use crate::enums::{AuthMode, LaneShard, LogFormat, SlowSubscriberPolicy};
 use crate::profile::Profile;
 use crate::tier::Tier;
 
@@ -132,6 +132,27 @@ knobs! {
     log_format: LogFormat,
     /// `tracing` filter directive, e.g. `info` or `starling_broker=debug,info`.
     log_level: String,
+
+    ["Authentication and access control"]
+    /// `required`: every client authenticates with a client certificate signed by
+    /// `auth_client_ca_file` or a token from the users document, and every operation is checked
+    /// against that user's permissions. `none`: no authentication and no checks (development
+    /// only). A broker with `required` needs a users document (`auth_users_file` or
+    /// `auth_users_secret`).
+    auth_mode: AuthMode,
+    /// Users document (YAML, see `docs/security.md`): names, token hashes and permissions,
+    /// re-read every `auth_reload_interval_ms`. Exclusive with `auth_users_secret`.
+    auth_users_file: Option<PathBuf>,
+    /// Name of a Secret in the pod's namespace whose `users.yaml` key holds the users document,
+    /// read through the Kubernetes API every `auth_reload_interval_ms`. The operator sets it.
+    auth_users_secret: Option<String>,
+    /// PEM bundle of the CA that signs client certificates (users and peers). Unset: clients
+    /// may authenticate only with tokens, and peers cannot authenticate.
+    auth_client_ca_file: Option<PathBuf>,
+    /// How often (ms) the users document, the client CA and the certificate files are re-read.
+    /// A removed user's new connections are refused from the next read; its live connections
+    /// are closed then too.
+    auth_reload_interval_ms: u64,
 
     ["QUIC transport"]
     /// Connection-level receive window (bytes) of publish/subscribe connections: how much a
@@ -298,6 +319,12 @@ knobs! {
     cluster_members_configmap: Option<String>,
     /// How often (ms) the member list is re-read.
     cluster_poll_interval_ms: u64,
+    /// PEM certificate chain this broker presents to its peers: common name `starling:peer`,
+    /// signed by the CA in `auth_client_ca_file`. Must be set together with
+    /// `cluster_peer_key_file`. Required for a cluster whose `auth_mode` is `required`.
+    cluster_peer_cert_file: Option<PathBuf>,
+    /// PEM private key matching `cluster_peer_cert_file`.
+    cluster_peer_key_file: Option<PathBuf>,
     /// Limit (ms) on connecting to a peer broker; a peer that fails is reported `Unavailable`
     /// without a new attempt for the same time.
     cluster_peer_timeout_ms: u64,

@@ -34,7 +34,7 @@ pub mod tier_overrides;
 pub mod validate;
 
 pub use client::ClientTuning;
-pub use enums::{LaneShard, LogFormat, SlowSubscriberPolicy};
+pub use enums::{AuthMode, LaneShard, LogFormat, SlowSubscriberPolicy};
 pub use error::{ConfigError, FieldError};
 pub use knobs::{BrokerConfig, ConfigFile, ConfigOverrides, KNOBS, KnobDoc};
 pub use profile::Profile;

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::enums::{LaneShard, LogFormat, SlowSubscriberPolicy};
+use crate::enums::{AuthMode, LaneShard, LogFormat, SlowSubscriberPolicy};
 use crate::knobs::BrokerConfig;
 use crate::{DEFAULT_HTTP_PORT, DEFAULT_QUIC_PORT};
 
@@ -50,6 +50,11 @@ impl Profile {
             tls_key_file: None,
             log_format: LogFormat::Text,
             log_level: "info".to_string(),
+            auth_mode: AuthMode::Required,
+            auth_users_file: None,
+            auth_users_secret: None,
+            auth_client_ca_file: None,
+            auth_reload_interval_ms: 2_000,
             event_conn_recv_window: 256 * MIB,
             event_stream_recv_window: 64 * MIB,
             event_send_window: 256 * MIB,
@@ -92,6 +97,8 @@ impl Profile {
             cluster_members_file: None,
             cluster_members_configmap: None,
             cluster_poll_interval_ms: 1_000,
+            cluster_peer_cert_file: None,
+            cluster_peer_key_file: None,
             cluster_peer_timeout_ms: 1_000,
             cluster_handoff_window_ms: 30_000,
         };

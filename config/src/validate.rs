@@ -1,6 +1,7 @@
 //! Validation of a resolved [`BrokerConfig`]: impossible combinations are refused with a message
 //! naming the field.
 
+use crate::enums::AuthMode;
 use crate::error::{ConfigError, FieldError};
 use crate::knobs::BrokerConfig;
 
@@ -118,6 +119,7 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("cluster_poll_interval_ms", Some(50), Some(60_000)),
     range("cluster_peer_timeout_ms", Some(50), Some(60_000)),
     range("cluster_handoff_window_ms", None, Some(3_600_000)),
+    range("auth_reload_interval_ms", Some(100), Some(60_000)),
 ];
 
 /// Every order between two knobs. `validate` enforces them, and the operator turns the same
@@ -236,6 +238,33 @@ impl BrokerConfig {
             self.cluster_members_file.is_none() || self.cluster_members_configmap.is_none(),
             "cluster_members_configmap",
             || "cluster_members_file and cluster_members_configmap are exclusive".to_string(),
+        );
+        c.check(
+            self.auth_users_file.is_none() || self.auth_users_secret.is_none(),
+            "auth_users_secret",
+            || "auth_users_file and auth_users_secret are exclusive".to_string(),
+        );
+        c.check(
+            self.cluster_peer_cert_file.is_some() == self.cluster_peer_key_file.is_some(),
+            if self.cluster_peer_cert_file.is_some() {
+                "cluster_peer_key_file"
+            } else {
+                "cluster_peer_cert_file"
+            },
+            || "cluster_peer_cert_file and cluster_peer_key_file must be set together".to_string(),
+        );
+        let clustered =
+            self.cluster_members_file.is_some() || self.cluster_members_configmap.is_some();
+        c.check(
+            !clustered
+                || self.auth_mode != AuthMode::Required
+                || (self.cluster_peer_cert_file.is_some() && self.auth_client_ca_file.is_some()),
+            "cluster_peer_cert_file",
+            || {
+                "a cluster with auth_mode `required` authenticates its peers by certificate: set \
+                 cluster_peer_cert_file, cluster_peer_key_file and auth_client_ca_file"
+                    .to_string()
+            },
         );
         c.check(!self.log_level.trim().is_empty(), "log_level", || {
             "must not be empty".to_string()

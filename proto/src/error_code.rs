@@ -1,7 +1,7 @@
 //! [`ErrorCode`]: the stable `u16` codes carried by
 //! [`ErrorFrame`](crate::ErrorFrame).
 //!
-//! Codes 1..=12 are assigned below and never change meaning. Any other
+//! Codes 1..=13 are assigned below and never change meaning. Any other
 //! value decodes to [`ErrorCode::Other`] so that newer peers can add codes
 //! without breaking older ones.
 
@@ -33,9 +33,13 @@ pub enum ErrorCode {
     /// 12: the request would take the server past one of its configured budgets (topics,
     /// subscriptions); retrying helps only once usage has dropped.
     LimitExceeded,
+    /// 13: the authenticated user may not perform this operation on this topic or cache key.
+    /// The message names the operation, the topic or key and the user; the connection and
+    /// its other streams are unaffected.
+    Forbidden,
     /// Any code not assigned above, kept verbatim.
     ///
-    /// `Other(n)` with an assigned `n` (1..=12) encodes as `n` and
+    /// `Other(n)` with an assigned `n` (1..=13) encodes as `n` and
     /// therefore decodes back as the named variant.
     Other(u16),
 }
@@ -56,6 +60,7 @@ impl ErrorCode {
             ErrorCode::Moved => 10,
             ErrorCode::Internal => 11,
             ErrorCode::LimitExceeded => 12,
+            ErrorCode::Forbidden => 13,
             ErrorCode::Other(code) => code,
         }
     }
@@ -75,6 +80,7 @@ impl ErrorCode {
             10 => ErrorCode::Moved,
             11 => ErrorCode::Internal,
             12 => ErrorCode::LimitExceeded,
+            13 => ErrorCode::Forbidden,
             other => ErrorCode::Other(other),
         }
     }
@@ -94,6 +100,7 @@ impl ErrorCode {
             ErrorCode::Moved => "moved",
             ErrorCode::Internal => "internal",
             ErrorCode::LimitExceeded => "limit_exceeded",
+            ErrorCode::Forbidden => "forbidden",
             ErrorCode::Other(_) => "other",
         }
     }
@@ -113,8 +120,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn assigned_codes_are_one_to_twelve() {
-        for value in 1..=12u16 {
+    fn assigned_codes_are_one_to_thirteen() {
+        for value in 1..=13u16 {
             let code = ErrorCode::from_u16(value);
             assert!(!matches!(code, ErrorCode::Other(_)), "{value}");
             assert_eq!(code.as_u16(), value);
@@ -123,7 +130,7 @@ mod tests {
 
     #[test]
     fn unassigned_codes_are_kept() {
-        for value in [0u16, 13, 999, u16::MAX] {
+        for value in [0u16, 14, 999, u16::MAX] {
             assert_eq!(ErrorCode::from_u16(value), ErrorCode::Other(value));
             assert_eq!(ErrorCode::Other(value).as_u16(), value);
         }

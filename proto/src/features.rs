@@ -10,18 +10,24 @@ pub const BATCH_PUBLISH: u64 = 1;
 pub const CACHE: u64 = 2;
 /// Cluster redirects (`Moved`) and `ClusterInfo` may be used.
 pub const CLUSTER: u64 = 4;
-/// The server checks `Hello::auth_token`.
+/// The client authenticates as a user with the token in `Hello::auth_token`. The server grants
+/// the bit only when the token's SHA-256 matches a known user; a client with a certificate (or
+/// a broker with `auth_mode: none`) does not need it.
 pub const AUTH_TOKEN: u64 = 8;
+/// The connection is another member of the cluster. The server grants it only to a client
+/// certificate carrying the peer identity (`starling:peer`, signed by the cluster CA), or to
+/// anyone when the broker runs with `auth_mode: none` and no client CA.
+pub const PEER: u64 = 16;
 
-/// Every feature bit defined by protocol version 1.
-pub const ALL: u64 = BATCH_PUBLISH | CACHE | CLUSTER | AUTH_TOKEN;
+/// Every feature bit defined by protocol version 2.
+pub const ALL: u64 = BATCH_PUBLISH | CACHE | CLUSTER | AUTH_TOKEN | PEER;
 
 /// Features every connection asks for, whatever its role.
 pub const BASE: u64 = BATCH_PUBLISH | CACHE;
 
 /// What a connection is to the broker, as its feature bits say. The SDK asks for
 /// [`Role::requested`]; the broker reads the role back from what it granted with
-/// [`Role::from_granted`] (after checking the token of a peer). This is the one mapping
+/// [`Role::from_granted`] (after checking the certificate of a peer). This is the one mapping
 /// between roles and bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -30,8 +36,8 @@ pub enum Role {
     /// A routing SDK (asked for [`CLUSTER`]): a subscription or cache request for a topic or
     /// key owned elsewhere is answered with `Moved`; publishes are still forwarded.
     Routed,
-    /// Another member, authenticated with the cluster token ([`AUTH_TOKEN`]): served where
-    /// it arrives, never forwarded.
+    /// Another member, authenticated by its peer certificate ([`PEER`]): served where it
+    /// arrives, never forwarded.
     Peer,
 }
 
@@ -41,14 +47,14 @@ impl Role {
         match self {
             Role::Plain => BASE,
             Role::Routed => BASE | CLUSTER,
-            Role::Peer => BASE | AUTH_TOKEN,
+            Role::Peer => BASE | PEER,
         }
     }
 
     /// The role of a connection that was granted `granted`. A peer's bit wins over the
     /// routing bit: a member is never redirected.
     pub const fn from_granted(granted: u64) -> Role {
-        if granted & AUTH_TOKEN != 0 {
+        if granted & PEER != 0 {
             Role::Peer
         } else if granted & CLUSTER != 0 {
             Role::Routed
