@@ -12,6 +12,7 @@ use starling_client::{ClientConfig, Trust};
 use starling_config::{BrokerConfig, ConfigFile, Sources};
 use starling_operator::crd::{BrokerCluster, BrokerClusterSpec};
 
+use crate::users::UserCredentials;
 use crate::{E2eError, READY_TIMEOUT, http, wait};
 
 /// The cluster and what the suite expects to find in it.
@@ -213,23 +214,38 @@ impl TestNamespace {
         .map_err(|e| E2eError::Env(e.to_string()))
     }
 
-    /// An SDK client connected to the cluster's client Service (its ClusterIP, reached from
-    /// the node through kube-proxy). Brokers self-sign here, so TLS verification is skipped.
-    pub async fn client(&self, cluster: &str) -> Result<starling_client::Client, E2eError> {
+    /// `<ClusterIP>:7400` of the cluster's client Service, reachable from the node through
+    /// kube-proxy.
+    pub async fn service_addr(&self, cluster: &str) -> Result<String, E2eError> {
         let svc = self.api::<Service>().get(cluster).await?;
         let ip = svc
             .spec
             .and_then(|s| s.cluster_ip)
             .ok_or_else(|| E2eError::Env(format!("Service {cluster} has no ClusterIP")))?;
-        let cfg = ClientConfig::new(format!("{ip}:7400"), Trust::Insecure);
-        // The Service may take a moment to route after the pods turn Ready.
-        wait::until(
-            &format!("SDK connection to {cluster}"),
-            Duration::from_secs(60),
-            || {
-                let cfg = cfg.clone();
-                async move { starling_client::Client::connect(cfg).await.ok() }
-            },
+        Ok(format!("{ip}:7400"))
+    }
+
+    /// An SDK client connected to the cluster's client Service as the suite's full-access
+    /// BrokerUser (`e2e-<cluster>`, a client certificate; see
+    /// [`TestNamespace::full_access_user`]), verifying the brokers against the `ca.crt` of
+    /// its credentials Secret.
+    pub async fn client(&self, cluster: &str) -> Result<starling_client::Client, E2eError> {
+        let user = self.full_access_user(cluster).await?;
+        self.client_as(cluster, &user).await
+    }
+
+    /// An SDK client connected to the cluster's client Service as `user`. Retries for up to
+    /// a minute: the Service may take a moment to route after the pods turn Ready, and a new
+    /// user reaches the brokers on their next read of the users Secret.
+    pub async fn client_as(
+        &self,
+        cluster: &str,
+        user: &UserCredentials,
+    ) -> Result<starling_client::Client, E2eError> {
+        let cfg = user.config(self.service_addr(cluster).await?);
+        connect_retrying(
+            &format!("SDK connection to {cluster} as {}", user.user),
+            cfg,
         )
         .await
     }
@@ -250,21 +266,18 @@ impl TestNamespace {
     }
 
     /// An SDK client connected to the cluster's client Service that verifies the brokers
-    /// against the cluster's generated certificate, by the client Service's DNS name
-    /// (`<cluster>.<namespace>.svc`), so it only connects when the broker it lands on presents
-    /// the shared certificate.
+    /// against the cluster's generated certificate (`<cluster>-tls`), by the client Service's
+    /// DNS name (`<cluster>.<namespace>.svc`), so it only connects when the broker it lands on
+    /// presents the shared certificate. It authenticates as the suite's full-access user.
     pub async fn verified_client(
         &self,
         cluster: &str,
     ) -> Result<starling_client::Client, E2eError> {
         let pem = self.generated_certificate(cluster).await?;
-        let svc = self.api::<Service>().get(cluster).await?;
-        let ip = svc
-            .spec
-            .and_then(|s| s.cluster_ip)
-            .ok_or_else(|| E2eError::Env(format!("Service {cluster} has no ClusterIP")))?;
-        let cfg = ClientConfig::new(format!("{ip}:7400"), Trust::CaPem(pem))
-            .with_server_name(format!("{cluster}.{}.svc", self.name));
+        let user = self.full_access_user(cluster).await?;
+        let cfg = ClientConfig::new(self.service_addr(cluster).await?, Trust::CaPem(pem))
+            .with_server_name(format!("{cluster}.{}.svc", self.name))
+            .with_credentials(user.credentials.clone());
         starling_client::Client::connect(cfg)
             .await
             .map_err(|e| E2eError::Env(format!("verified connection to {cluster}: {e}")))
@@ -307,4 +320,33 @@ fn pod_state(p: &Pod) -> PodState {
         ip: status.pod_ip.and_then(|ip| ip.parse().ok()),
         image,
     }
+}
+
+/// Connects with `cfg`, retrying for up to a minute (a Service that does not route yet, a user
+/// the brokers have not read yet). The last error is in the timeout's description.
+pub async fn connect_retrying(
+    what: &str,
+    cfg: ClientConfig,
+) -> Result<starling_client::Client, E2eError> {
+    let last = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let result = wait::until(what, Duration::from_secs(60), || {
+        let cfg = cfg.clone();
+        let last = last.clone();
+        async move {
+            match starling_client::Client::connect(cfg).await {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    if let Ok(mut l) = last.lock() {
+                        *l = e.to_string();
+                    }
+                    None
+                }
+            }
+        }
+    })
+    .await;
+    result.map_err(|e| {
+        let last = last.lock().map(|l| l.clone()).unwrap_or_default();
+        E2eError::Env(format!("{e} (last error: {last})"))
+    })
 }

@@ -1,6 +1,7 @@
 //! Harness for the end-to-end suite: a kube client for the cluster named by `KUBECONFIG`,
-//! one namespace per test, BrokerCluster helpers, pod and HTTP probes, and the Rust SDK pointed
-//! at a BrokerCluster's client Service.
+//! one namespace per test, BrokerCluster and BrokerUser helpers, pod and HTTP probes, and the
+//! Rust SDK pointed at a BrokerCluster's client Service, authenticated as a BrokerUser (brokers
+//! require authentication by default, and the suite runs with it on).
 //!
 //! The suite needs a real cluster with the operator installed (`make e2e` brings one up on this
 //! machine). Without `KUBECONFIG` every test fails with a message saying so: an e2e test that
@@ -9,6 +10,7 @@
 pub mod http;
 pub mod kube_env;
 pub mod pod_logs;
+pub mod users;
 pub mod wait;
 
 pub use kube_env::{Env, TestNamespace};

@@ -28,12 +28,14 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::ListParams;
-use starling_client::{ClientConfig, Position, Trust};
+use starling_client::{ClientConfig, Position};
 use starling_config::{ConfigOverrides, Tier};
 use starling_e2e::pod_logs::PodLogs;
 use starling_e2e::{Env, TestNamespace};
 use starling_operator::crd::{AutoscalingSpec, BrokerCluster, BrokerClusterSpec};
 use tokio::sync::Mutex;
+
+use crate::cli::cli;
 
 const CLUSTER: &str = "auto";
 const TOPIC: &str = "auto-acked";
@@ -55,18 +57,6 @@ fn log_dir() -> std::path::PathBuf {
     std::env::var_os("STARLING_E2E_LOG_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::env::temp_dir().join("starling-e2e-logs"))
-}
-
-/// The `starling` CLI: `STARLING_CLI`, else `release/starling` in the cargo target directory
-/// (`CARGO_TARGET_DIR` when set, as a shared target directory is).
-fn cli() -> std::path::PathBuf {
-    if let Some(p) = std::env::var_os("STARLING_CLI") {
-        return p.into();
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    target.join("release/starling")
 }
 
 async fn service_addr(ns: &TestNamespace) -> String {
@@ -186,14 +176,23 @@ fn settled_at(bc: &BrokerCluster, tier: Tier, brokers: i32) -> bool {
 }
 
 /// Runs `starling bench --rate` against the client Service until stopped, restarting it when
-/// it exits (a broker restart during a move can end a run).
-fn start_load(addr: String, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u32> {
+/// it exits (a broker restart during a move can end a run). It authenticates with the
+/// credentials directory `creds` and verifies the brokers by `server_name`.
+fn start_load(
+    addr: String,
+    creds: std::path::PathBuf,
+    server_name: String,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<u32> {
     tokio::spawn(async move {
         let mut runs = 0;
         while !stop.load(Ordering::SeqCst) {
             runs += 1;
             let child = tokio::process::Command::new(cli())
-                .args(["bench", "--server", &addr, "--insecure", "--rate"])
+                .args(["bench", "--server", &addr, "--server-name", &server_name])
+                .arg("--credentials")
+                .arg(&creds)
+                .arg("--rate")
                 .arg(LOAD_RATE.to_string())
                 .args(["--duration", "900s", "--warmup", "0s", "--payload", "64"])
                 .args(["--timeout", "5s", "--drain-timeout", "1s"])
@@ -328,9 +327,9 @@ impl Probe {
     }
 }
 
-async fn connect(addr: &str) -> starling_client::Client {
+async fn connect(cfg: &ClientConfig) -> starling_client::Client {
     loop {
-        match starling_client::Client::connect(ClientConfig::new(addr, Trust::Insecure)).await {
+        match starling_client::Client::connect(cfg.clone()).await {
             Ok(c) => return c,
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
         }
@@ -340,12 +339,12 @@ async fn connect(addr: &str) -> starling_client::Client {
 /// Publishes numbered acked messages every [`PROBE_INTERVAL`] until stopped; an unacked
 /// publish is counted and never retried under the same number.
 fn start_probe_publisher(
-    addr: String,
+    cfg: ClientConfig,
     probe: Arc<Mutex<Probe>>,
     stop: Arc<AtomicBool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut client = connect(&addr).await;
+        let mut client = connect(&cfg).await;
         let mut seq = 0u64;
         let mut errors_in_a_row = 0;
         while !stop.load(Ordering::SeqCst) {
@@ -369,7 +368,7 @@ fn start_probe_publisher(
             drop(p);
             if errors_in_a_row >= 3 {
                 client.close().await;
-                client = connect(&addr).await;
+                client = connect(&cfg).await;
                 errors_in_a_row = 0;
             }
             tokio::time::sleep(PROBE_INTERVAL).await;
@@ -381,7 +380,7 @@ fn start_probe_publisher(
 /// Subscribes and records every probe number received. The SDK subscription resubscribes by
 /// itself; should it give up, a new one resumes from where the last one stopped.
 fn start_probe_subscriber(
-    addr: String,
+    cfg: ClientConfig,
     probe: Arc<Mutex<Probe>>,
     stop: Arc<AtomicBool>,
 ) -> tokio::task::JoinHandle<u32> {
@@ -389,7 +388,7 @@ fn start_probe_subscriber(
         let mut subscriptions = 0;
         let mut resume = None;
         while !stop.load(Ordering::SeqCst) {
-            let client = connect(&addr).await;
+            let client = connect(&cfg).await;
             let Ok(mut sub) = client.subscribe_from(TOPIC, resume).await else {
                 client.close().await;
                 tokio::time::sleep(Duration::from_millis(500)).await;
@@ -515,6 +514,10 @@ async fn autoscaling_moves_small_to_medium_and_back() {
     );
     ns.wait_ready(CLUSTER).await.expect("Ready");
     let addr = service_addr(&ns).await;
+    // Every client here (the probe, the cache reader, the bench load) is the suite's
+    // full-access BrokerUser; the bench reads its Secret from a directory.
+    let user = ns.full_access_user(CLUSTER).await.expect("BrokerUser");
+    let creds = user.write_dir().expect("credentials directory");
 
     // `kubectl scale` (the /scale subresource) cannot fight the tier autoscaler.
     let scaled = ns
@@ -549,10 +552,10 @@ async fn autoscaling_moves_small_to_medium_and_back() {
     // The acked probe runs through both moves.
     let probe = Arc::new(Mutex::new(Probe::new(rec.start)));
     let probe_stop = Arc::new(AtomicBool::new(false));
-    let subscriber = start_probe_subscriber(addr.clone(), probe.clone(), probe_stop.clone());
+    let subscriber = start_probe_subscriber(user.config(&addr), probe.clone(), probe_stop.clone());
     tokio::time::sleep(Duration::from_secs(3)).await;
     let publish_stop = Arc::new(AtomicBool::new(false));
-    let publisher = start_probe_publisher(addr.clone(), probe.clone(), publish_stop.clone());
+    let publisher = start_probe_publisher(user.config(&addr), probe.clone(), publish_stop.clone());
 
     // Low load: the autoscaler observes and stays small.
     watch_until(&ns, &mut rec, "idle", &probe, Tier::Small, |bc| {
@@ -565,7 +568,12 @@ async fn autoscaling_moves_small_to_medium_and_back() {
 
     // Load above 80% of small's capacity: small → medium.
     let load_stop = Arc::new(AtomicBool::new(false));
-    let load = start_load(addr.clone(), load_stop.clone());
+    let load = start_load(
+        addr.clone(),
+        creds.path().to_path_buf(),
+        user.server_name().to_string(),
+        load_stop.clone(),
+    );
     let (up, up_started) = watch_until(&ns, &mut rec, "load", &probe, Tier::Small, |bc| {
         settled_at(bc, Tier::Medium, 3)
     })

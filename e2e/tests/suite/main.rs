@@ -5,8 +5,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
+mod access;
 mod autoscaling;
 mod bad_spec;
+mod cli;
 mod cluster;
 mod examples;
 mod lifecycle;

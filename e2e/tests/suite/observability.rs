@@ -21,7 +21,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::Api;
 use kube::api::PostParams;
-use starling_client::{ClientConfig, Trust};
 use starling_e2e::{Env, wait};
 use starling_operator::crd::BrokerClusterSpec;
 
@@ -158,10 +157,12 @@ async fn traffic(
     }
 }
 
-/// A client of one broker pod, without cluster routing.
-async fn direct_client(ip: std::net::IpAddr) -> starling_client::Client {
-    let mut cfg = ClientConfig::new(format!("{ip}:7400"), Trust::Insecure);
-    cfg.cluster_routing = false;
+/// A client of one broker pod, without cluster routing, as the suite's full-access user.
+async fn direct_client(
+    ip: std::net::IpAddr,
+    user: &starling_e2e::users::UserCredentials,
+) -> starling_client::Client {
+    let cfg = user.config(format!("{ip}:7400")).without_cluster_routing();
     wait::until(
         &format!("connection to broker {ip}"),
         Duration::from_secs(60),
@@ -232,8 +233,9 @@ async fn dashboard_queries_and_alert_rules_on_real_brokers() {
     let client = ns.client("pack").await.expect("client");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut direct = Vec::new();
+    let user = ns.full_access_user("pack").await.expect("BrokerUser");
     for pod in ns.broker_pods("pack").await.expect("broker pods") {
-        direct.push(direct_client(pod.ip.expect("pod IP")).await);
+        direct.push(direct_client(pod.ip.expect("pod IP"), &user).await);
     }
     assert_eq!(direct.len(), 2, "two broker pods");
     let traffic_task = tokio::spawn(traffic(client, direct, stop_rx));

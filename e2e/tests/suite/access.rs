@@ -1,0 +1,360 @@
+//! Client identity and access control on the real cluster: BrokerUsers become Ready and their
+//! credentials Secrets work from the host (the SDK and the `starling` CLI with
+//! `--credentials DIR`); a user is refused, with a typed `Forbidden`, on every topic and key
+//! outside its patterns while its connection carries on; a client without credentials is
+//! `Unauthorized`; deleting a BrokerUser refuses its new connections and closes its live
+//! subscription within 10 s; and the NetworkPolicy the operator renders admits only the
+//! allowed clients (see [`network_policy_admits_only_allowed_clients`] for how, on a CNI that
+//! does not enforce policies).
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Secret;
+use starling_client::{ClientConfig, ClientError, Trust};
+use starling_e2e::users::{AuthType, UserCredentials};
+use starling_e2e::{Env, TestNamespace};
+use starling_operator::crd::BrokerClusterSpec;
+
+use crate::cli::run_cli;
+
+/// How long a deleted user may keep a live connection (the bound).
+const REVOKE_WITHIN: Duration = Duration::from_secs(10);
+
+async fn small_cluster(ns: &TestNamespace, name: &str) {
+    ns.create_cluster(name, BrokerClusterSpec::default())
+        .await
+        .expect("create BrokerCluster");
+    ns.wait_ready(name).await.expect("BrokerCluster Ready");
+}
+
+async fn ready_user(
+    ns: &TestNamespace,
+    name: &str,
+    cluster: &str,
+    auth: AuthType,
+    permissions: serde_json::Value,
+) -> UserCredentials {
+    ns.create_user(name, cluster, auth, permissions)
+        .await
+        .unwrap_or_else(|e| panic!("create BrokerUser {name}: {e}"));
+    ns.wait_user_ready(name)
+        .await
+        .unwrap_or_else(|e| panic!("BrokerUser {name}: {e}"));
+    ns.user_credentials(name)
+        .await
+        .unwrap_or_else(|e| panic!("credentials of {name}: {e}"))
+}
+
+/// Asserts a typed refusal of `op` on `name`, whose message names the user.
+fn assert_forbidden<T: std::fmt::Debug>(
+    r: Result<T, ClientError>,
+    want_op: &str,
+    want_name: &str,
+    user: &str,
+) {
+    match r {
+        Err(ClientError::Forbidden { op, name, message }) => {
+            assert_eq!(
+                (op.as_str(), name.as_str()),
+                (want_op, want_name),
+                "{message}"
+            );
+            assert!(
+                message.contains(user) && message.contains(want_name),
+                "the refusal names the user and the object: {message}"
+            );
+        }
+        other => panic!("{want_op} {want_name} as {user}: expected Forbidden, got {other:?}"),
+    }
+}
+
+async fn next_payload(sub: &mut starling_client::Subscription) -> Vec<u8> {
+    tokio::time::timeout(Duration::from_secs(10), sub.next_event())
+        .await
+        .expect("an event within 10 s")
+        .expect("subscription open")
+        .expect("event")
+        .payload
+        .to_vec()
+}
+
+#[tokio::test]
+async fn broker_users_work_from_the_host_within_their_patterns() {
+    let env = Env::new().await.expect("e2e environment");
+    let ns = env.namespace("access").await.expect("namespace");
+    small_cluster(&ns, "acl").await;
+    let orders = ready_user(
+        &ns,
+        "orders-app",
+        "acl",
+        AuthType::Token,
+        serde_json::json!({
+            "publish": {"allow": ["orders.>"]},
+            "subscribe": {"allow": ["orders.*"], "deny": ["orders.audit"]},
+            "cacheRead": {"allow": ["orders.>"]},
+            "cacheWrite": {"allow": ["orders.>"]},
+        }),
+    )
+    .await;
+    let billing = ready_user(
+        &ns,
+        "billing",
+        "acl",
+        AuthType::Tls,
+        serde_json::json!({
+            "publish": {"allow": ["billing.>"]},
+            "subscribe": {"allow": ["billing.>"]},
+            "cacheRead": {"allow": ["billing.*"]},
+        }),
+    )
+    .await;
+
+    // The Secrets are laid out for mounting: the identity, ca.crt and the address.
+    let address = format!("acl.{}.svc:7400", ns.name);
+    assert_eq!(orders.secret_name, "orders-app-credentials");
+    assert_eq!(billing.secret_name, "billing-credentials");
+    let keys = |u: &UserCredentials| u.files.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&orders), ["address", "ca.crt", "token"]);
+    assert_eq!(keys(&billing), ["address", "ca.crt", "tls.crt", "tls.key"]);
+    assert_eq!(orders.address, address);
+    assert_eq!(billing.address, address);
+    // The brokers' users document holds the token's hash, never the token.
+    let users_secret = ns
+        .api::<Secret>()
+        .get("acl-users")
+        .await
+        .expect("the users Secret");
+    let doc = users_secret
+        .data
+        .unwrap_or_default()
+        .remove("users.yaml")
+        .map(|b| String::from_utf8(b.0).expect("UTF-8"))
+        .expect("users.yaml");
+    let token = String::from_utf8(orders.files["token"].clone()).expect("token");
+    assert!(
+        doc.contains("orders-app") && doc.contains("billing"),
+        "both users in the document:\n{doc}"
+    );
+    assert!(
+        !doc.contains(token.trim()),
+        "the users document must not hold the token"
+    );
+
+    // No credentials: refused in the handshake.
+    let addr = ns.service_addr("acl").await.expect("Service address");
+    let anonymous = ClientConfig::new(addr.clone(), Trust::CaPem(orders.ca_pem.clone()))
+        .with_server_name(orders.server_name());
+    match starling_client::Client::connect(anonymous).await {
+        Err(ClientError::Unauthorized(msg)) => println!("anonymous client refused: {msg}"),
+        Ok(_) => panic!("a client without credentials was let in"),
+        Err(other) => panic!("a client without credentials: expected Unauthorized, got {other}"),
+    }
+
+    // The token user: pub/sub and cache inside its patterns.
+    let o = ns
+        .client_as("acl", &orders)
+        .await
+        .expect("orders-app client");
+    let mut o_sub = o.subscribe("orders.eu").await.expect("subscribe orders.eu");
+    for i in 0..3u8 {
+        o.publish_acked("orders.eu", vec![i])
+            .await
+            .expect("publish orders.eu");
+    }
+    for i in 0..3u8 {
+        assert_eq!(next_payload(&mut o_sub).await, [i]);
+    }
+    o.cache_put("orders.eu.1", "open", Some(Duration::from_secs(60)))
+        .await
+        .expect("cache put orders.eu.1");
+    assert_eq!(
+        o.cache_get("orders.eu.1")
+            .await
+            .expect("cache get")
+            .as_deref(),
+        Some(&b"open"[..])
+    );
+    // ... and outside them: each refusal typed, naming the operation, the object and the user.
+    assert_forbidden(
+        o.publish_acked("billing.eu", "x").await,
+        "publish",
+        "billing.eu",
+        "orders-app",
+    );
+    assert_forbidden(
+        o.subscribe("orders.audit").await,
+        "subscribe",
+        "orders.audit",
+        "orders-app",
+    );
+    assert_forbidden(
+        o.subscribe("orders.eu.west").await,
+        "subscribe",
+        "orders.eu.west",
+        "orders-app",
+    );
+    assert_forbidden(
+        o.cache_get("billing.k").await,
+        "cache_read",
+        "billing.k",
+        "orders-app",
+    );
+    // The connection and the live subscription are unaffected by the refusals.
+    o.publish_acked("orders.eu", "after refusals")
+        .await
+        .expect("publish after the refusals");
+    assert_eq!(next_payload(&mut o_sub).await, b"after refusals");
+
+    // The certificate user: a second identity, refused outside its own patterns.
+    let b = ns.client_as("acl", &billing).await.expect("billing client");
+    let mut b_sub = b
+        .subscribe("billing.cli")
+        .await
+        .expect("subscribe billing.cli");
+    assert_forbidden(
+        b.publish_acked("orders.eu", "x").await,
+        "publish",
+        "orders.eu",
+        "billing",
+    );
+    assert_forbidden(
+        b.subscribe("orders.eu").await,
+        "subscribe",
+        "orders.eu",
+        "billing",
+    );
+    assert_forbidden(
+        b.cache_put("billing.k", "v", None).await,
+        "cache_write",
+        "billing.k",
+        "billing",
+    );
+    assert_eq!(b.cache_get("billing.k").await.expect("cache get"), None);
+
+    // The host CLI with --credentials DIR (the Secret's files, as a volume would mount them).
+    let b_dir = billing.write_dir().expect("billing credentials dir");
+    let o_dir = orders.write_dir().expect("orders credentials dir");
+    let base = |dir: &std::path::Path| {
+        vec![
+            "--credentials".to_string(),
+            dir.display().to_string(),
+            "--server".to_string(),
+            addr.clone(),
+            "--server-name".to_string(),
+            orders.server_name().to_string(),
+        ]
+    };
+    let with = |dir: &std::path::Path, args: &[&str]| {
+        let mut all = base(dir);
+        all.extend(args.iter().map(|a| a.to_string()));
+        all
+    };
+    let out = run_cli(&with(
+        b_dir.path(),
+        &["pub", "billing.cli", "from the cli", "--ack"],
+    ))
+    .await;
+    assert!(out.status.success(), "starling pub as billing: {out:?}");
+    assert_eq!(next_payload(&mut b_sub).await, b"from the cli");
+    let out = run_cli(&with(
+        o_dir.path(),
+        &["cache", "put", "orders.cli", "from the cli", "--ttl", "60s"],
+    ))
+    .await;
+    assert!(
+        out.status.success(),
+        "starling cache put as orders-app: {out:?}"
+    );
+    let out = run_cli(&with(o_dir.path(), &["cache", "get", "orders.cli"])).await;
+    assert!(out.status.success(), "starling cache get: {out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "from the cli");
+    // A refusal is one line on stderr and a failing exit status.
+    let out = run_cli(&with(b_dir.path(), &["pub", "orders.eu", "x", "--ack"])).await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a forbidden publish fails: {out:?}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(
+        err.contains("forbidden") && err.contains("billing") && err.contains("orders.eu"),
+        "{err}"
+    );
+    println!("CLI refusal: {}", err.trim());
+
+    o.close().await;
+    b.close().await;
+    ns.delete().await;
+}
+
+/// Waits until `sub` ends (the stream closes or yields an error), at most `limit`.
+async fn ended_within(sub: &mut starling_client::Subscription, limit: Duration) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match tokio::time::timeout_at(deadline, sub.next_event()).await {
+            Err(_) => return None,
+            Ok(None) => return Some("closed".into()),
+            Ok(Some(Err(e))) => return Some(e.to_string()),
+            Ok(Some(Ok(_))) => continue,
+        }
+    }
+}
+
+#[tokio::test]
+async fn deleting_a_broker_user_revokes_it() {
+    let env = Env::new().await.expect("e2e environment");
+    let ns = env.namespace("revoke").await.expect("namespace");
+    small_cluster(&ns, "rev").await;
+    let all = starling_e2e::users::full_access();
+    let doomed = ready_user(&ns, "doomed", "rev", AuthType::Token, all.clone()).await;
+    let bystander = ready_user(&ns, "bystander", "rev", AuthType::Tls, all).await;
+
+    let d = ns.client_as("rev", &doomed).await.expect("doomed client");
+    let mut d_sub = d.subscribe("rev.live").await.expect("subscribe");
+    let by = ns.client_as("rev", &bystander).await.expect("bystander");
+    let mut by_sub = by.subscribe("rev.live").await.expect("subscribe");
+    d.publish_acked("rev.live", "before")
+        .await
+        .expect("publish before the deletion");
+    assert_eq!(next_payload(&mut d_sub).await, b"before");
+    assert_eq!(next_payload(&mut by_sub).await, b"before");
+
+    let deleted = Instant::now();
+    ns.delete_user("doomed").await.expect("delete BrokerUser");
+    // The live subscription is closed.
+    let ended = ended_within(&mut d_sub, REVOKE_WITHIN).await;
+    let closed_after = deleted.elapsed();
+    let how = ended.unwrap_or_else(|| {
+        panic!("the deleted user's live subscription was still open {REVOKE_WITHIN:?} after the deletion")
+    });
+    println!("the deleted user's subscription ended after {closed_after:.1?}: {how}");
+    // New connections are refused in the handshake.
+    let addr = ns.service_addr("rev").await.expect("Service address");
+    let refused = loop {
+        match starling_client::Client::connect(doomed.config(addr.clone())).await {
+            Err(ClientError::Unauthorized(msg)) => break msg,
+            other => {
+                assert!(
+                    deleted.elapsed() < REVOKE_WITHIN,
+                    "a deleted user still connects {REVOKE_WITHIN:?} after the deletion: {:?}",
+                    other.map(|_| "connected")
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    println!(
+        "a new connection of the deleted user is refused ({:.1?} after the deletion): {refused}",
+        deleted.elapsed()
+    );
+    // Its live client can no longer publish either.
+    assert!(
+        d.publish_acked("rev.live", "after").await.is_err(),
+        "the deleted user's old client must not publish"
+    );
+    // The other user carries on.
+    by.publish_acked("rev.live", "bystander")
+        .await
+        .expect("the bystander still publishes");
+    assert_eq!(next_payload(&mut by_sub).await, b"bystander");
+    d.close().await;
+    by.close().await;
+    ns.delete().await;
+}
