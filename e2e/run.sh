@@ -3,6 +3,10 @@
 # against it one test at a time, and tear the cluster down again (STARLING_E2E_KEEP=1 keeps it
 # for debugging; an existing cluster given with STARLING_USE_EXISTING_CLUSTER=1 is never torn
 # down).
+#
+#   e2e/run.sh              every test
+#   e2e/run.sh access       only the tests whose name contains `access` (cargo's test filter;
+#                           several filters may be given)
 source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
 cd "$REPO_ROOT"
 
@@ -18,4 +22,6 @@ trap teardown EXIT
 "$E2E_DIR/setup.sh"
 # shellcheck disable=SC1091
 source "$STATE_DIR/e2e.env"
-cargo test -p starling-e2e -- --test-threads=1
+# The access tests' NetworkPolicy probe runs busybox pods from the image up.sh imported.
+export STARLING_E2E_BUSYBOX_IMAGE="$BUSYBOX_IMAGE"
+cargo test -p starling-e2e -- --test-threads=1 "$@"
