@@ -157,6 +157,7 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         }
         Ok(_) if bc.spec.paused => {}
         Ok(v) => {
+            planned.extend(events::for_auth_mode(bc.status.as_ref(), v));
             let plan = plan_members(
                 v.replicas,
                 &Observed::of(before.as_ref(), bc.status.as_ref(), now),

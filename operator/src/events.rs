@@ -7,6 +7,8 @@
 //! - `SpecRejected` (Warning): the spec was refused (emitted when the refusal changes).
 //! - `ReconcileFailed` (Warning): an API call failed; retried with backoff.
 //! - `TierChanged` (Normal): the autoscaler moved `status.effectiveTier`, with why.
+//! - `AuthenticationDisabled` (Warning): `spec.auth.mode` is `none` (emitted when the
+//!   `AuthenticationDisabled` condition is not already true).
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::runtime::events::{Event, EventType};
@@ -77,6 +79,11 @@ pub const EVENT_REASONS: &[(&str, &str, &str)] = &[
         "TierChanged",
         "Normal",
         "The autoscaler changed status.effectiveTier, e.g. `tier small→medium: publish 9.1k msg/s > 80% of 10k for 3m`.",
+    ),
+    (
+        "AuthenticationDisabled",
+        "Warning",
+        "spec.auth.mode is none: clients are not authenticated and every operation is allowed. Emitted when authentication becomes disabled.",
     ),
 ];
 
@@ -169,6 +176,28 @@ pub fn for_tier_change(to: starling_config::Tier, reason: &str) -> Planned {
         },
         note: reason.to_string(),
     }
+}
+
+/// The warning for a cluster whose authentication is disabled, unless the stored status
+/// already says so (the `AuthenticationDisabled` condition is true).
+pub fn for_auth_mode(
+    previous: Option<&BrokerClusterStatus>,
+    v: &ValidatedCluster,
+) -> Option<Planned> {
+    if v.auth_mode != starling_config::AuthMode::None {
+        return None;
+    }
+    let already =
+        find(previous, ConditionType::AuthenticationDisabled).is_some_and(|c| c.status == "True");
+    (!already).then(|| Planned {
+        warning: true,
+        reason: "AuthenticationDisabled",
+        action: "Validate",
+        note: format!(
+            "spec.auth.mode is none: anyone who reaches {} on the QUIC port may publish, subscribe and use the cache; use it for development only",
+            v.names.client_service
+        ),
+    })
 }
 
 /// The warning for a failed reconcile.

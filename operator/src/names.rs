@@ -3,7 +3,9 @@
 //! One BrokerCluster named `events` owns: StatefulSet `events`, client Service `events`,
 //! headless Service `events-headless`, ConfigMaps `events-config` and `events-members`,
 //! ServiceAccount, Role and RoleBinding `events-broker`, (without `spec.tls`) the generated
-//! Secret `events-tls` and (with more than one replica) PodDisruptionBudget `events`.
+//! Secret `events-tls`, (with more than one replica) PodDisruptionBudget `events`, the cluster
+//! CA Secret `events-ca`, the peer certificate Secret `events-peer`, the users document Secret
+//! `events-users` and the NetworkPolicy `events`.
 
 use std::collections::BTreeMap;
 
@@ -26,6 +28,12 @@ pub const CONFIG_DIR: &str = "/etc/starling";
 pub const CONFIG_FILE: &str = "broker.yaml";
 /// Directory of the TLS secret inside the pod.
 pub const TLS_DIR: &str = "/etc/starling/tls";
+/// Directory of the peer certificate Secret (`tls.crt`, `tls.key`, `ca.crt`) inside the pod.
+pub const PEER_DIR: &str = "/etc/starling/peer";
+/// Key of the users document in the users Secret.
+pub const USERS_KEY: &str = "users.yaml";
+/// Label on a BrokerUser's credentials Secret naming the BrokerUser.
+pub const USER_LABEL: &str = "starling.dev/user";
 /// Mount point of the optional data volume.
 pub const DATA_DIR: &str = "/var/lib/starling";
 /// Key of the member list in the members ConfigMap.
@@ -62,6 +70,14 @@ pub struct Names {
     pub role_binding: String,
     /// Secret the operator generates (once) when `spec.tls` is unset.
     pub generated_tls_secret: String,
+    /// Secret holding the cluster CA (`ca.crt`, `ca.key`), created once.
+    pub ca_secret: String,
+    /// Secret holding the brokers' peer certificate (`tls.crt`, `tls.key`, `ca.crt`).
+    pub peer_secret: String,
+    /// Secret holding the users document (`users.yaml`) the brokers read.
+    pub users_secret: String,
+    /// NetworkPolicy of the broker pods.
+    pub network_policy: String,
 }
 
 impl Names {
@@ -79,6 +95,10 @@ impl Names {
             role: format!("{cluster}-broker"),
             role_binding: format!("{cluster}-broker"),
             generated_tls_secret: format!("{cluster}-tls"),
+            ca_secret: format!("{cluster}-ca"),
+            peer_secret: format!("{cluster}-peer"),
+            users_secret: format!("{cluster}-users"),
+            network_policy: cluster.to_string(),
         }
     }
 
@@ -161,6 +181,14 @@ mod tests {
             ("events-broker", "events-broker")
         );
         assert_eq!(n.generated_tls_secret, "events-tls");
+        assert_eq!(
+            (
+                n.ca_secret.as_str(),
+                n.peer_secret.as_str(),
+                n.users_secret.as_str()
+            ),
+            ("events-ca", "events-peer", "events-users")
+        );
         assert_eq!(
             n.pod_host(2, "msg", "cluster.local"),
             "events-2.events-headless.msg.svc.cluster.local"

@@ -9,7 +9,7 @@
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::crd::conditions::Reason;
+use crate::crd::conditions::{ConditionType, Reason};
 use crate::crd::{BrokerClusterStatus, Endpoints};
 use crate::members::MembersPlan;
 use crate::names::{CONFIG_HASH_ANNOTATION, Names};
@@ -220,13 +220,40 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
         (Ok(_), None) => (Reason::AsExpected, "spec accepted and applied".to_string()),
     };
 
+    let auth_mode = match input.desired {
+        Ok(v) => Some(v.auth_mode),
+        Err(_) => None,
+    };
+    let auth = match auth_mode {
+        Some(starling_config::AuthMode::None) => Some((
+            Reason::AuthModeNone,
+            "spec.auth.mode is none: clients are not authenticated and every operation is allowed; use it for development only".to_string(),
+        )),
+        Some(starling_config::AuthMode::Required) => Some((
+            Reason::AuthRequired,
+            "clients authenticate as BrokerUsers".to_string(),
+        )),
+        // A refused spec: keep what was reported before.
+        None => None,
+    };
+    let kept_auth = match auth {
+        Some(_) => None,
+        None => prev
+            .conditions
+            .iter()
+            .find(|c| c.type_ == ConditionType::AuthenticationDisabled.as_str())
+            .cloned(),
+    };
     let conditions = [
-        (ready_reason, ready_msg),
-        (prog_reason, prog_msg),
-        (deg_reason, deg_msg),
+        Some((ready_reason, ready_msg)),
+        Some((prog_reason, prog_msg)),
+        Some((deg_reason, deg_msg)),
+        auth,
     ]
     .into_iter()
+    .flatten()
     .map(|(reason, message)| condition(reason, message, input, &prev.conditions))
+    .chain(kept_auth)
     .collect();
 
     BrokerClusterStatus {

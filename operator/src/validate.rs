@@ -12,16 +12,16 @@ pub(crate) mod fixtures;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
-use starling_config::{BrokerConfig, ConfigOverrides, Profile, Tier, TierTable, resolve};
+use starling_config::{AuthMode, BrokerConfig, ConfigOverrides, Profile, Tier, TierTable, resolve};
 
 use crate::crd::conditions::Reason;
 use crate::crd::config_rules::OPERATOR_MANAGED_KNOBS;
 use crate::crd::{
-    BrokerCluster, BrokerClusterSpec, BrokerClusterStatus, MAX_NAME_LEN, PodTemplateOverrides,
-    StorageSpec,
+    BrokerCluster, BrokerClusterSpec, BrokerClusterStatus, MAX_NAME_LEN, NetworkSpec,
+    PodTemplateOverrides, StorageSpec,
 };
 use crate::error::Error;
-use crate::names::{CONFIG_DIR, CONFIG_FILE, Names, TLS_DIR};
+use crate::names::{CONFIG_DIR, CONFIG_FILE, Names, PEER_DIR, TLS_DIR};
 use crate::quantity::parse_nanos;
 
 pub use autoscaling::Policy;
@@ -125,6 +125,10 @@ pub struct ValidatedCluster {
     pub storage: Option<StorageSpec>,
     /// Scheduling and metadata overrides.
     pub pod: PodTemplateOverrides,
+    /// `spec.auth.mode`.
+    pub auth_mode: AuthMode,
+    /// `spec.network`.
+    pub network: NetworkSpec,
 }
 
 /// One thing wrong with a spec.
@@ -301,6 +305,8 @@ pub fn validate_at_tier(
                     .unwrap_or(i32::MAX),
                 storage: spec.storage.clone(),
                 pod: spec.pod_template.clone().unwrap_or_default(),
+                auth_mode: spec.auth_mode(),
+                network: spec.network.clone().unwrap_or_default(),
             })
         }
         _ => Err(SpecError { problems }),
@@ -336,13 +342,14 @@ fn broker_config(
         return Err(Problem {
             reason: Reason::ManagedKnobSet,
             message: format!(
-                "config.{} {} set by the operator and cannot be overridden (use spec.tls for TLS; cluster membership is managed by the operator)",
+                "config.{} {} set by the operator and cannot be overridden (use spec.tls for TLS and spec.auth.mode for authentication; cluster membership, users and peer certificates are managed by the operator)",
                 managed.join(", config."),
                 if managed.len() == 1 { "is" } else { "are" }
             ),
         });
     }
     force_operator_knobs(&mut overrides, names);
+    overrides.auth_mode = Some(spec.auth_mode());
     resolve(spec.profile, Some(tier), &overrides).map_err(|e| Problem {
         reason: Reason::InvalidConfig,
         message: format!("config rejected: {e}"),
@@ -351,7 +358,10 @@ fn broker_config(
 
 /// Sets the knobs the operator owns: the listeners on the container ports, the certificate
 /// paths of the mounted TLS secret (the user's or the generated one, so every broker has the
-/// same certificate and peers can authenticate each other), and the members ConfigMap.
+/// same certificate), the members ConfigMap, the users document Secret, and the peer
+/// certificate mounted from `<cluster>-peer` at [`PEER_DIR`] (its `ca.crt`, the cluster CA, is
+/// also the CA that signs user client certificates). `auth_mode` is set from `spec.auth.mode`
+/// by the caller.
 pub fn force_operator_knobs(overrides: &mut ConfigOverrides, names: &Names) {
     use std::net::{IpAddr, Ipv4Addr, SocketAddr};
     let any = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
@@ -361,6 +371,11 @@ pub fn force_operator_knobs(overrides: &mut ConfigOverrides, names: &Names) {
     overrides.tls_key_file = Some(Some(format!("{TLS_DIR}/tls.key").into()));
     overrides.cluster_members_file = Some(None);
     overrides.cluster_members_configmap = Some(Some(names.members_config_map.clone()));
+    overrides.auth_users_file = Some(None);
+    overrides.auth_users_secret = Some(Some(names.users_secret.clone()));
+    overrides.auth_client_ca_file = Some(Some(format!("{PEER_DIR}/ca.crt").into()));
+    overrides.cluster_peer_cert_file = Some(Some(format!("{PEER_DIR}/tls.crt").into()));
+    overrides.cluster_peer_key_file = Some(Some(format!("{PEER_DIR}/tls.key").into()));
 }
 
 /// Path of the config file the broker is started with.

@@ -3,7 +3,10 @@
 //!
 //! The pod mounts its ServiceAccount token: brokers read their member list (the
 //! `<cluster>-members` ConfigMap) through the Kubernetes API. Every pod mounts the same TLS
-//! secret (the user's or the generated one) at [`TLS_DIR`].
+//! secret (the user's or the generated one) at [`TLS_DIR`], and the cluster's peer certificate
+//! Secret (`<cluster>-peer`: `tls.crt`, `tls.key`, `ca.crt`) at [`PEER_DIR`]. Secret volumes are
+//! updated in place by the kubelet, and the brokers re-read those files, so a renewal needs no
+//! restart.
 
 use std::collections::BTreeMap;
 
@@ -19,7 +22,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::names::{
-    CONFIG_DIR, CONFIG_HASH_ANNOTATION, DATA_DIR, HTTP_PORT_NAME, QUIC_PORT_NAME, TLS_DIR,
+    CONFIG_DIR, CONFIG_HASH_ANNOTATION, DATA_DIR, HTTP_PORT_NAME, PEER_DIR, QUIC_PORT_NAME, TLS_DIR,
 };
 use crate::validate::{ValidatedCluster, config_path};
 
@@ -184,6 +187,12 @@ pub fn container(v: &ValidatedCluster) -> Container {
         read_only: Some(true),
         ..VolumeMount::default()
     });
+    mounts.push(VolumeMount {
+        name: "peer".to_string(),
+        mount_path: PEER_DIR.to_string(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    });
     if v.storage.is_some() {
         mounts.push(VolumeMount {
             name: DATA_VOLUME.to_string(),
@@ -252,14 +261,24 @@ fn volumes(v: &ValidatedCluster) -> Vec<Volume> {
             ..Volume::default()
         },
     ];
-    out.push(Volume {
-        name: "tls".to_string(),
+    out.push(secret_volume("tls", &v.tls_secret, &["tls.crt", "tls.key"]));
+    out.push(secret_volume(
+        "peer",
+        &v.names.peer_secret,
+        &["tls.crt", "tls.key", "ca.crt"],
+    ));
+    out
+}
+
+/// A Secret volume of the listed keys, readable by the broker's group only.
+fn secret_volume(name: &str, secret: &str, keys: &[&str]) -> Volume {
+    Volume {
+        name: name.to_string(),
         secret: Some(SecretVolumeSource {
-            secret_name: Some(v.tls_secret.clone()),
+            secret_name: Some(secret.to_string()),
             default_mode: Some(0o440),
             items: Some(
-                ["tls.crt", "tls.key"]
-                    .iter()
+                keys.iter()
                     .map(|k| KeyToPath {
                         key: k.to_string(),
                         path: k.to_string(),
@@ -270,6 +289,5 @@ fn volumes(v: &ValidatedCluster) -> Vec<Volume> {
             ..SecretVolumeSource::default()
         }),
         ..Volume::default()
-    });
-    out
+    }
 }

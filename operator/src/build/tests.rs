@@ -484,6 +484,68 @@ fn config_and_tls_are_mounted() {
 }
 
 #[test]
+fn the_peer_secret_is_mounted_and_the_auth_knobs_point_at_it() {
+    let v = cluster(Profile::Balanced, Tier::Small, |_| {});
+    let sts = render(&v).statefulset;
+    assert!(
+        broker(&sts)
+            .volume_mounts
+            .unwrap_or_default()
+            .iter()
+            .any(|m| m.name == "peer"
+                && m.mount_path == "/etc/starling/peer"
+                && m.read_only == Some(true))
+    );
+    let peer = pod_spec(&sts)
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .find(|v| v.name == "peer")
+        .and_then(|v| v.secret)
+        .unwrap_or_default();
+    assert_eq!(peer.secret_name.as_deref(), Some("events-peer"));
+    let keys: Vec<String> = peer
+        .items
+        .unwrap_or_default()
+        .into_iter()
+        .map(|k| k.key)
+        .collect();
+    assert_eq!(keys, vec!["tls.crt", "tls.key", "ca.crt"]);
+    let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
+    assert_eq!(v.config.auth_mode, starling_config::AuthMode::Required);
+    assert_eq!(v.config.auth_users_secret.as_deref(), Some("events-users"));
+    assert_eq!(v.config.auth_users_file, None);
+    assert_eq!(
+        path(&v.config.auth_client_ca_file).as_deref(),
+        Some("/etc/starling/peer/ca.crt")
+    );
+    assert_eq!(
+        path(&v.config.cluster_peer_cert_file).as_deref(),
+        Some("/etc/starling/peer/tls.crt")
+    );
+    assert_eq!(
+        path(&v.config.cluster_peer_key_file).as_deref(),
+        Some("/etc/starling/peer/tls.key")
+    );
+    let text = render(&v).config_map.data.unwrap_or_default();
+    let yaml = text.get("broker.yaml").cloned().unwrap_or_default();
+    assert!(yaml.contains("auth_mode: required"), "{yaml}");
+    assert!(yaml.contains("auth_users_secret: events-users"), "{yaml}");
+
+    let none = spec_cluster(BrokerClusterSpec {
+        auth: Some(crate::crd::AuthSpec {
+            mode: starling_config::AuthMode::None,
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    assert_eq!(none.config.auth_mode, starling_config::AuthMode::None);
+    assert_ne!(
+        none.config_hash, v.config_hash,
+        "switching the mode rolls the brokers"
+    );
+}
+
+#[test]
 fn scheduling_overrides_and_default_spread() {
     let default = pod_spec(&render(&cluster(Profile::Balanced, Tier::Large, |_| {})).statefulset);
     let spread = default.topology_spread_constraints.unwrap_or_default();

@@ -16,14 +16,17 @@ pub enum ConditionType {
     Progressing,
     /// Something needs a human: the spec was refused or the children could not be applied.
     Degraded,
+    /// Client authentication is off (`spec.auth.mode: none`).
+    AuthenticationDisabled,
 }
 
 impl ConditionType {
     /// Every type, in the order they are written.
-    pub const ALL: [ConditionType; 3] = [
+    pub const ALL: [ConditionType; 4] = [
         ConditionType::Ready,
         ConditionType::Progressing,
         ConditionType::Degraded,
+        ConditionType::AuthenticationDisabled,
     ];
 
     /// The condition's `type`.
@@ -32,6 +35,7 @@ impl ConditionType {
             ConditionType::Ready => "Ready",
             ConditionType::Progressing => "Progressing",
             ConditionType::Degraded => "Degraded",
+            ConditionType::AuthenticationDisabled => "AuthenticationDisabled",
         }
     }
 
@@ -46,6 +50,9 @@ impl ConditionType {
             }
             ConditionType::Degraded => {
                 "True when the spec was refused or the cluster's objects could not be applied; the reason says which."
+            }
+            ConditionType::AuthenticationDisabled => {
+                "True when spec.auth.mode is none: anyone who reaches the QUIC port may publish, subscribe and use the cache (development only)."
             }
         }
     }
@@ -84,12 +91,14 @@ reasons! {
     Scaling => Progressing, "True", "The broker count is changing; running brokers are not restarted.";
     Paused => Progressing, "False", "spec.paused is true: the operator does not change the cluster's objects.";
     AsExpected => Degraded, "False", "The spec is valid and every object was applied.";
-    ManagedKnobSet => Degraded, "True", "spec.config sets a knob the operator owns (quic_listen, http_listen, tls_cert_file, tls_key_file, cluster_members_file, cluster_members_configmap).";
+    ManagedKnobSet => Degraded, "True", "spec.config sets a knob the operator owns (quic_listen, http_listen, tls_cert_file, tls_key_file, cluster_members_file, cluster_members_configmap, auth_mode, auth_users_file, auth_users_secret, auth_client_ca_file, cluster_peer_cert_file, cluster_peer_key_file).";
     InvalidConfig => Degraded, "True", "The broker config resolved from profile, tier and spec.config was refused by the shared validation; the message names the knob.";
     InvalidResources => Degraded, "True", "A CPU, memory or storage quantity does not parse, or a request exceeds its limit.";
     InvalidName => Degraded, "True", "The BrokerCluster name cannot be used for the Services and StatefulSet derived from it.";
     InvalidSpec => Degraded, "True", "Another spec field is out of range (replicas, autoscaling bounds, image).";
     ApplyFailed => Degraded, "True", "The API server refused or failed to apply a child object; the operator retries with backoff.";
+    AuthRequired => AuthenticationDisabled, "False", "spec.auth.mode is required: every client authenticates as a BrokerUser and every operation is checked.";
+    AuthModeNone => AuthenticationDisabled, "True", "spec.auth.mode is none: clients are not authenticated and nothing is checked.";
 }
 
 /// The condition of a type in a status, if present.

@@ -25,6 +25,12 @@ pub const OPERATOR_MANAGED_KNOBS: &[&str] = &[
     "tls_key_file",
     "cluster_members_file",
     "cluster_members_configmap",
+    "auth_mode",
+    "auth_users_file",
+    "auth_users_secret",
+    "auth_client_ca_file",
+    "cluster_peer_cert_file",
+    "cluster_peer_key_file",
 ];
 
 pub use starling_config::validate::{KNOB_PAIRS, KNOB_RANGES, KnobPair, KnobRange};
@@ -143,6 +149,9 @@ fn decorate(obj: &mut Map<String, Value>) {
         .iter()
         .copied()
         .partition(|k| k.starts_with("tls_"));
+    let (auth, rest): (Vec<&str>, Vec<&str>) = rest
+        .into_iter()
+        .partition(|k| k.starts_with("auth_") || k.starts_with("cluster_peer_"));
     let (cluster, listen): (Vec<&str>, Vec<&str>) =
         rest.into_iter().partition(|k| k.starts_with("cluster_"));
     let none_set = |knobs: &[&str]| {
@@ -176,6 +185,14 @@ fn decorate(obj: &mut Map<String, Value>) {
         &format!(
             "config.{} are set by the operator, which keeps the cluster's member list",
             cluster.join(" and config.")
+        ),
+    );
+    push_rule(
+        obj,
+        &none_set(&auth),
+        &format!(
+            "config.{} are set by the operator; use spec.auth.mode and BrokerUser resources",
+            auth.join(" and config.")
         ),
     );
 }

@@ -20,11 +20,13 @@ pub mod status;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Affinity, Toleration, TopologySpreadConstraint};
+use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use starling_config::{ConfigOverrides, Profile, Tier};
+use starling_config::{AuthMode, ConfigOverrides, Profile, Tier};
 
 pub use status::{AutoscalerFields, AutoscalingStatus, BrokerClusterStatus, Endpoints};
 
@@ -130,9 +132,62 @@ pub struct BrokerClusterSpec {
     /// Tier autoscaling from the brokers' own metrics (see `docs/autoscaling.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<AutoscalingSpec>,
+    /// Client authentication. Unset: `mode: required`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthSpec>,
+    /// Who may reach the brokers: the NetworkPolicy the operator renders for the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkSpec>,
     /// When true the operator stops changing the cluster's objects but keeps reporting status.
     #[serde(default)]
     pub paused: bool,
+}
+
+/// Client authentication of the brokers.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthSpec {
+    /// `required` (default): every client authenticates as a `BrokerUser` (client certificate
+    /// or token) and every operation is checked against its permissions. `none`: no
+    /// authentication and no checks, for development only; reported as a Warning event and the
+    /// `AuthenticationDisabled` condition.
+    #[serde(default = "default_auth_mode")]
+    pub mode: AuthMode,
+}
+
+impl Default for AuthSpec {
+    fn default() -> Self {
+        AuthSpec {
+            mode: default_auth_mode(),
+        }
+    }
+}
+
+fn default_auth_mode() -> AuthMode {
+    AuthMode::Required
+}
+
+impl BrokerClusterSpec {
+    /// `spec.auth.mode`, `required` when unset.
+    pub fn auth_mode(&self) -> AuthMode {
+        self.auth.as_ref().map_or(AuthMode::Required, |a| a.mode)
+    }
+}
+
+/// The cluster's NetworkPolicy: who may open QUIC connections and scrape the HTTP port.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkSpec {
+    /// Sources allowed to reach the QUIC port (UDP 7400), as NetworkPolicy peers (a
+    /// `namespaceSelector` and/or a `podSelector`). Unset: every pod of the cluster's own
+    /// namespace. An empty list allows no client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_clients: Option<Vec<NetworkPolicyPeer>>,
+    /// Namespaces whose pods may scrape the HTTP port (TCP 9400: `/metrics`, `/healthz`,
+    /// `/readyz`, `/config`), in addition to the operator's pods. Unset: the namespace named
+    /// `monitoring` (label `kubernetes.io/metadata.name: monitoring`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitoring_namespace_selector: Option<LabelSelector>,
 }
 
 /// CPU and memory, each optional.

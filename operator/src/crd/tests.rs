@@ -373,6 +373,14 @@ fn admission_rules_refuse_with_readable_messages() {
         json!({"config": {"cluster_members_file": "/m"}}),
         "keeps the cluster's member list",
     );
+    for knob in ["auth_mode", "auth_users_secret", "cluster_peer_cert_file"] {
+        let value = if knob == "auth_mode" { "none" } else { "x" };
+        assert_refused(
+            json!({"config": {knob: value}}),
+            "use spec.auth.mode and BrokerUser resources",
+        );
+    }
+    assert!(admit(json!({"auth": {"mode": "none"}})).is_empty());
     assert!(admit(json!({"config": {"cluster_poll_interval_ms": 2000}})).is_empty());
     assert_refused(
         json!({"config": {"event_batch_max_delay_us": 5_000_000}}),

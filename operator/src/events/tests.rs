@@ -126,3 +126,36 @@ fn tier_changes_to_different_tiers_are_separate_event_series() {
     assert_eq!(up.to_event().note.as_deref(), Some("tier small→medium: x"));
     assert!(!up.warning);
 }
+
+#[test]
+fn auth_mode_none_warns_once() {
+    let required = cluster(Profile::Balanced, Tier::Small, |_| {});
+    assert_eq!(for_auth_mode(None, &required), None);
+    let none = try_spec(BrokerClusterSpec {
+        auth: Some(crate::crd::AuthSpec {
+            mode: starling_config::AuthMode::None,
+        }),
+        ..BrokerClusterSpec::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let warning = for_auth_mode(None, &none).unwrap_or_else(|| panic!("no warning"));
+    assert!(warning.warning);
+    assert_eq!(warning.reason, "AuthenticationDisabled");
+    assert!(
+        EVENT_REASONS
+            .iter()
+            .any(|(r, t, _)| *r == warning.reason && *t == "Warning")
+    );
+    let reported = BrokerClusterStatus {
+        conditions: vec![Condition {
+            type_: "AuthenticationDisabled".into(),
+            status: "True".into(),
+            reason: "AuthModeNone".into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: Time(Timestamp::UNIX_EPOCH),
+        }],
+        ..BrokerClusterStatus::default()
+    };
+    assert_eq!(for_auth_mode(Some(&reported), &none), None);
+}

@@ -164,7 +164,7 @@ fn counters_selector_endpoints_and_rendered_values() {
         (ep.host.as_str(), ep.quic_port, ep.http_port),
         ("events.messaging.svc", 7400, 9400)
     );
-    assert_eq!(status.conditions.len(), 3);
+    assert_eq!(status.conditions.len(), 4);
     assert!(
         status
             .conditions
@@ -374,4 +374,49 @@ fn ready_waits_until_every_broker_is_available() {
         st.available_replicas = Some(3);
     }
     assert_eq!(rollout(Some(&s), 3, Some(&v.config_hash)), Rollout::Ready);
+}
+
+#[test]
+fn auth_mode_none_is_reported_in_its_own_condition() {
+    let required = cluster(Profile::Balanced, Tier::Small, |_| {});
+    let status = compute_with(&required, None, false, None, None, at(0));
+    assert_eq!(
+        reason(&status, ConditionType::AuthenticationDisabled),
+        r("False", Reason::AuthRequired)
+    );
+    let none = try_spec(BrokerClusterSpec {
+        auth: Some(crate::crd::AuthSpec {
+            mode: starling_config::AuthMode::None,
+        }),
+        ..BrokerClusterSpec::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let status = compute_with(&none, None, false, Some(&status), None, at(5));
+    assert_eq!(
+        reason(&status, ConditionType::AuthenticationDisabled),
+        r("True", Reason::AuthModeNone)
+    );
+    // A refused spec keeps the condition as it was.
+    let refused = try_spec(BrokerClusterSpec {
+        replicas: Some(0),
+        ..BrokerClusterSpec::default()
+    })
+    .err()
+    .unwrap_or_else(|| panic!("replicas 0 is refused"));
+    let kept = compute(&StatusInput {
+        names: &none.names,
+        namespace: "messaging",
+        generation: Some(8),
+        paused: false,
+        desired: Err(&refused),
+        sts: None,
+        previous: Some(&status),
+        apply_error: None,
+        members: None,
+        now: at(9),
+    });
+    assert_eq!(
+        reason(&kept, ConditionType::AuthenticationDisabled),
+        r("True", Reason::AuthModeNone)
+    );
 }
