@@ -266,6 +266,13 @@ knobs! {
     pub_workers_per_conn: u32,
     /// Per-subscriber queue (EventBatches) where the slow-subscriber policy applies.
     subscriber_queue_capacity: u32,
+    /// Most bytes of EventBatches queued for subscribers, over all subscriptions (a batch
+    /// queued for n subscribers counts n times, although it is in memory once). A batch that
+    /// would pass it is treated as if the subscriber's queue were full: `slow_subscriber_policy`
+    /// applies (`block` waits for room, the others drop and count in
+    /// `starling_dropped_events_total{reason="queue_budget"}`). The bytes held are
+    /// `starling_subscriber_queued_bytes`.
+    subscriber_queue_budget_bytes: u64,
     /// Per-lane queue of ready subscribers waiting for their writer lane.
     subscriber_lane_queue_depth: u32,
 

@@ -11,6 +11,10 @@
 //! - [`metric_names`]: the broker metric names that other components (the autoscaler) read.
 //! - [`duration`]: the one duration grammar (`30s`, `500ms`, `1m30s`) of the CLI, the operator's
 //!   flags and the CRD.
+//! - [`memory`]: the memory-fit formula: the worst case a config lets a broker hold, checked
+//!   against a pod's memory limit by the broker at start and by the operator before it renders;
+//!   and the memory knobs a tier derives from its memory limit.
+//! - [`quantity`]: Kubernetes quantities (`4Gi`, `500m`) as numbers.
 //! - [`client`]: the client-side pool sizing that SDKs take from the same tables.
 //! - [`resolve`]: `profile ⊕ tier ⊕ overrides`, plus loading from a file and `STARLING_*` variables.
 //! - [`validate`]: rejects impossible combinations with messages that name the field.
@@ -25,8 +29,10 @@ pub mod duration;
 pub mod enums;
 pub mod error;
 pub mod knobs;
+pub mod memory;
 pub mod metric_names;
 pub mod profile;
+pub mod quantity;
 pub mod reference;
 pub mod resolve;
 pub mod tier;

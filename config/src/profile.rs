@@ -81,6 +81,7 @@ impl Profile {
             pub_queue_depth: 1024,
             pub_workers_per_conn: 2,
             subscriber_queue_capacity: 128,
+            subscriber_queue_budget_bytes: 256 * MIB,
             subscriber_lane_queue_depth: 8192,
             subscriber_writer_lanes: 4,
             max_subscriber_writer_lanes: 8,

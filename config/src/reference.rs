@@ -54,7 +54,7 @@ pub fn configuration_reference() -> String {
     let _ = writeln!(out, "| setting | small | medium | large |");
     let _ = writeln!(out, "|---|---|---|---|");
     let tiers: Vec<_> = Tier::ALL.iter().map(|t| t.sizing()).collect();
-    let rows: [TierRow; 13] = [
+    let rows: [TierRow; 17] = [
         ("replicas (default)", |s| s.replicas.to_string()),
         ("CPU request / limit", |s| {
             format!("{} / {}", s.resources.cpu_request, s.resources.cpu_limit)
@@ -76,7 +76,21 @@ pub fn configuration_reference() -> String {
         ("`subscriber_writer_lanes`", |s| {
             s.subscriber_writer_lanes.to_string()
         }),
-        ("`cache_max_bytes`", |s| s.cache_max_bytes.to_string()),
+        ("`cache_max_bytes` (1/8 of the memory limit)", |s| {
+            bytes(s.memory_budgets().map(|b| b.cache_max_bytes))
+        }),
+        ("`connection_buffer_budget_bytes` (1/4)", |s| {
+            bytes(s.memory_budgets().map(|b| b.connection_buffer_budget_bytes))
+        }),
+        ("`replay_max_total_bytes` (1/16)", |s| {
+            bytes(s.memory_budgets().map(|b| b.replay_max_total_bytes))
+        }),
+        ("`max_inflight_publish_bytes` (1/16)", |s| {
+            bytes(s.memory_budgets().map(|b| b.max_inflight_publish_bytes))
+        }),
+        ("`subscriber_queue_budget_bytes` (1/16)", |s| {
+            bytes(s.memory_budgets().map(|b| b.subscriber_queue_budget_bytes))
+        }),
         ("client `pub_conn_pool`", |s| s.pub_conn_pool.to_string()),
         ("client `event_conn_pool`", |s| {
             s.event_conn_pool.to_string()
@@ -112,4 +126,8 @@ pub fn configuration_reference() -> String {
         let _ = writeln!(out, "| `{name}` | {} |", cells.join(" | "));
     }
     out
+}
+
+fn bytes(value: Option<u64>) -> String {
+    value.map_or_else(|| "-".to_string(), |b| b.to_string())
 }

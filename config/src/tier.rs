@@ -9,9 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::knobs::BrokerConfig;
-
-const MIB: u64 = 1024 * 1024;
-const GIB: u64 = 1024 * MIB;
+use crate::memory::MemoryBudgets;
+use crate::quantity::parse_units;
 
 /// A deployment tier.
 #[derive(
@@ -91,8 +90,6 @@ pub struct TierSizing {
     pub subscriber_queue_capacity: u32,
     /// Replaces `subscriber_writer_lanes`.
     pub subscriber_writer_lanes: u32,
-    /// Replaces `cache_max_bytes`: a quarter of the memory request.
-    pub cache_max_bytes: u64,
 }
 
 fn resources(cpu: (&str, &str), mem: (&str, &str)) -> Resources {
@@ -119,7 +116,6 @@ impl Tier {
                 pub_queue_depth: 512,
                 subscriber_queue_capacity: 64,
                 subscriber_writer_lanes: 2,
-                cache_max_bytes: 512 * MIB,
             },
             Tier::Medium => TierSizing {
                 replicas: 3,
@@ -132,7 +128,6 @@ impl Tier {
                 pub_queue_depth: 1024,
                 subscriber_queue_capacity: 128,
                 subscriber_writer_lanes: 4,
-                cache_max_bytes: GIB,
             },
             Tier::Large => TierSizing {
                 replicas: 5,
@@ -145,7 +140,6 @@ impl Tier {
                 pub_queue_depth: 2048,
                 subscriber_queue_capacity: 256,
                 subscriber_writer_lanes: 8,
-                cache_max_bytes: 4 * GIB,
             },
         }
     }
@@ -170,9 +164,19 @@ impl Tier {
 }
 
 impl TierSizing {
-    /// Applies this sizing to a profile's config: replaces the capacity knobs and caps the batch
-    /// size. `max_subscriber_writer_lanes` is raised when needed so the tier's lane count fits.
+    /// The byte budgets of this sizing's memory limit ([`MemoryBudgets::for_limit`]), or
+    /// `None` when the limit is not a quantity.
+    pub fn memory_budgets(&self) -> Option<MemoryBudgets> {
+        parse_units(&self.resources.memory_limit).map(MemoryBudgets::for_limit)
+    }
+
+    /// Applies this sizing to a profile's config: replaces the capacity knobs and the byte
+    /// budgets (from the memory limit, [`crate::memory`]) and caps the batch size.
+    /// `max_subscriber_writer_lanes` is raised when needed so the tier's lane count fits.
     pub fn apply_to(&self, cfg: &mut BrokerConfig) {
+        if let Some(budgets) = self.memory_budgets() {
+            budgets.apply_to(cfg);
+        }
         cfg.event_batch_max_events = cfg.event_batch_max_events.min(self.event_batch_max_events);
         cfg.pub_queue_depth = self.pub_queue_depth;
         cfg.subscriber_queue_capacity = self.subscriber_queue_capacity;
@@ -180,7 +184,6 @@ impl TierSizing {
         cfg.max_subscriber_writer_lanes = cfg
             .max_subscriber_writer_lanes
             .max(self.subscriber_writer_lanes);
-        cfg.cache_max_bytes = self.cache_max_bytes;
     }
 }
 

@@ -240,6 +240,16 @@ impl BrokerConfig {
             || "cluster_members_file and cluster_members_configmap are exclusive".to_string(),
         );
         c.check(
+            self.subscriber_queue_budget_bytes >= u64::from(self.max_frame_bytes),
+            "subscriber_queue_budget_bytes",
+            || {
+                format!(
+                    "({}) must hold at least one batch of max_frame_bytes ({})",
+                    self.subscriber_queue_budget_bytes, self.max_frame_bytes
+                )
+            },
+        );
+        c.check(
             self.auth_users_file.is_none() || self.auth_users_secret.is_none(),
             "auth_users_secret",
             || "auth_users_file and auth_users_secret are exclusive".to_string(),

@@ -16,6 +16,7 @@
 //!   Services, PodDisruptionBudget, ServiceAccount, Role and RoleBinding, the generated TLS
 //!   Secret).
 //! - [`tls`]: the self-signed certificate generated when `spec.tls` is unset.
+//! - [`pki`]: the cluster CA and the peer and user certificates it signs. Pure.
 //! - [`apply`]: server-side apply of the children, deletion of unwanted ones, and status
 //!   writes (one field manager per writer).
 //! - [`status`]: conditions and counters from the observed StatefulSet. Pure.
@@ -52,7 +53,8 @@ pub mod leader;
 pub mod members;
 pub mod metrics;
 pub mod names;
-pub mod quantity;
+pub mod pki;
+pub use starling_config::quantity;
 pub mod status;
 pub mod telemetry;
 pub mod tier_change;

@@ -1,4 +1,5 @@
-//! Kubernetes quantity parsing, enough to compare a request with a limit.
+//! Kubernetes quantity parsing: enough to compare a request with a limit, and to turn a pod's
+//! memory limit into bytes for the memory-fit check ([`crate::memory`]).
 //!
 //! Accepts what the API server's `resource.Quantity` accepts: a signed decimal number with any
 //! number of fractional digits, then one of the binary (`Ki`…`Ei`), decimal (`n`, `u`, `m`, `k`,
@@ -46,6 +47,16 @@ pub fn parse_nanos(text: &str) -> Option<i128> {
     Some(if negative { -nanos } else { nanos })
 }
 
+/// A quantity as a whole number of units (bytes, for memory), rounded up; `None` when the text
+/// is not a quantity, is negative or does not fit a `u64`.
+pub fn parse_units(text: &str) -> Option<u64> {
+    let nanos = parse_nanos(text)?;
+    if nanos < 0 {
+        return None;
+    }
+    u64::try_from(div_round_up(nanos, 9)).ok()
+}
+
 /// `value / 10^exp`, rounded away from zero when anything is cut off.
 fn div_round_up(value: i128, exp: u32) -> i128 {
     match 10i128.checked_pow(exp) {
@@ -88,7 +99,17 @@ fn suffix_scale(suffix: &str) -> Option<(i128, i32)> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_nanos;
+    use super::{parse_nanos, parse_units};
+
+    #[test]
+    fn memory_limits_in_bytes() {
+        assert_eq!(parse_units("4Gi"), Some(4 << 30));
+        assert_eq!(parse_units("512Mi"), Some(512 << 20));
+        assert_eq!(parse_units("1G"), Some(1_000_000_000));
+        assert_eq!(parse_units("1500m"), Some(2), "rounded up");
+        assert_eq!(parse_units("-1Gi"), None);
+        assert_eq!(parse_units("lots"), None);
+    }
 
     #[test]
     fn units_compare_exactly() {

@@ -1,0 +1,303 @@
+//! The memory-fit formula, defined once: the most memory a broker with a given config can be
+//! made to hold ([`worst_case`]), the check of that figure against a pod's memory limit
+//! ([`check_fit`]), and the byte budgets a tier derives from its memory limit
+//! ([`MemoryBudgets::for_limit`]).
+//!
+//! The broker runs [`check_fit`] at start against its cgroup's memory limit, and the operator
+//! runs it against the pod's limit before it renders anything, so a spec that could be
+//! OOM-killed under load is refused up front with the knobs and the numbers.
+//!
+//! The worst case is a sum of terms, one per budget the broker enforces:
+//!
+//! | term | bytes |
+//! |---|---|
+//! | runtime baseline | [`BASELINE_BYTES`] |
+//! | cache | `cache_max_bytes` (entries are charged their overhead too) |
+//! | retained tails | `replay_max_total_bytes` |
+//! | connection buffers | `connection_buffer_budget_bytes` (windows and frame allowances of every client connection) |
+//! | publish data in flight | `max_inflight_publish_bytes` (read from clients and not yet in a sealed batch) |
+//! | subscriber queues | `subscriber_queue_budget_bytes` |
+//! | topics | `max_topics` × [`TOPIC_BYTES`] |
+//! | subscriptions | `max_subscriptions` × [`SUBSCRIPTION_BYTES`] |
+//! | connections | `max_connections` × [`CONNECTION_BYTES`] (state besides the buffers) |
+//! | peer links | peers × (`event_conn_recv_window` + `event_send_window`) |
+//!
+//! The peer term needs the number of other members, which only the operator knows (replicas −
+//! 1); the broker checks with the members it has at start.
+
+use std::fmt;
+
+use crate::knobs::BrokerConfig;
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+
+/// Memory of an idle broker: the runtime, TLS, metrics and the binary itself. An idle broker
+/// measures about 9 MiB of RSS; the rest is headroom for allocator fragmentation.
+pub const BASELINE_BYTES: u64 = 64 * MIB;
+/// One live topic besides its retained tail and its messages in flight: its task, channel and
+/// batcher. Measured about 10 KiB (the `a_topic_flood…` integration test prints it).
+pub const TOPIC_BYTES: u64 = 16 * KIB;
+/// One subscription besides its queued batches: its queue, lane slot and stream task.
+pub const SUBSCRIPTION_BYTES: u64 = 8 * KIB;
+/// One connection besides its buffers: QUIC connection state, its tasks, TLS session.
+pub const CONNECTION_BYTES: u64 = 64 * KIB;
+
+/// One term of the worst case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    /// What it is.
+    pub what: &'static str,
+    /// The knobs that set it (lower one of them to shrink the term).
+    pub knobs: &'static str,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// The worst case of a config, term by term.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Estimate {
+    /// The terms, in the order of the table above.
+    pub terms: Vec<Term>,
+}
+
+impl Estimate {
+    /// The sum of the terms (saturating).
+    pub fn total(&self) -> u64 {
+        self.terms
+            .iter()
+            .fold(0u64, |sum, t| sum.saturating_add(t.bytes))
+    }
+}
+
+/// The config does not fit the memory limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the config can make a broker hold {} but its memory limit is {}: {}; lower the largest of these knobs or raise the memory limit",
+    human(.estimate.total()),
+    human(*.limit),
+    terms(.estimate)
+)]
+pub struct MemoryFitError {
+    /// The pod's memory limit (bytes).
+    pub limit: u64,
+    /// The worst case that does not fit.
+    pub estimate: Estimate,
+}
+
+/// The most memory `cfg` lets a broker hold, with `peers` other members.
+pub fn worst_case(cfg: &BrokerConfig, peers: u32) -> Estimate {
+    let times = |n: u32, each: u64| u64::from(n).saturating_mul(each);
+    let peer_windows = cfg
+        .event_conn_recv_window
+        .saturating_add(cfg.event_send_window);
+    Estimate {
+        terms: vec![
+            Term {
+                what: "runtime baseline",
+                knobs: "(fixed)",
+                bytes: BASELINE_BYTES,
+            },
+            Term {
+                what: "cache",
+                knobs: "cache_max_bytes",
+                bytes: cfg.cache_max_bytes,
+            },
+            Term {
+                what: "retained tails",
+                knobs: "replay_max_total_bytes",
+                bytes: cfg.replay_max_total_bytes,
+            },
+            Term {
+                what: "connection buffers",
+                knobs: "connection_buffer_budget_bytes",
+                bytes: cfg.connection_buffer_budget_bytes,
+            },
+            Term {
+                what: "publish data in flight",
+                knobs: "max_inflight_publish_bytes",
+                bytes: cfg.max_inflight_publish_bytes,
+            },
+            Term {
+                what: "subscriber queues",
+                knobs: "subscriber_queue_budget_bytes",
+                bytes: cfg.subscriber_queue_budget_bytes,
+            },
+            Term {
+                what: "topics",
+                knobs: "max_topics",
+                bytes: times(cfg.max_topics, TOPIC_BYTES),
+            },
+            Term {
+                what: "subscriptions",
+                knobs: "max_subscriptions",
+                bytes: times(cfg.max_subscriptions, SUBSCRIPTION_BYTES),
+            },
+            Term {
+                what: "connections",
+                knobs: "max_connections",
+                bytes: times(cfg.max_connections, CONNECTION_BYTES),
+            },
+            Term {
+                what: "peer links",
+                knobs: "event_conn_recv_window, event_send_window",
+                bytes: times(peers, peer_windows),
+            },
+        ],
+    }
+}
+
+/// Checks that [`worst_case`] fits `limit` bytes, returning the estimate either way.
+pub fn check_fit(cfg: &BrokerConfig, peers: u32, limit: u64) -> Result<Estimate, MemoryFitError> {
+    let estimate = worst_case(cfg, peers);
+    if estimate.total() <= limit {
+        Ok(estimate)
+    } else {
+        Err(MemoryFitError { limit, estimate })
+    }
+}
+
+/// The byte budgets a broker gets from its pod's memory limit when a tier sizes it. Together
+/// they take 9/16 of the limit, which leaves the rest for the per-object terms (topics,
+/// subscriptions, connections), peer links and the baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryBudgets {
+    /// `cache_max_bytes`: 1/8 of the limit.
+    pub cache_max_bytes: u64,
+    /// `connection_buffer_budget_bytes`: 1/4.
+    pub connection_buffer_budget_bytes: u64,
+    /// `replay_max_total_bytes`: 1/16.
+    pub replay_max_total_bytes: u64,
+    /// `max_inflight_publish_bytes`: 1/16.
+    pub max_inflight_publish_bytes: u64,
+    /// `subscriber_queue_budget_bytes`: 1/16.
+    pub subscriber_queue_budget_bytes: u64,
+}
+
+impl MemoryBudgets {
+    /// The budgets for a memory limit of `limit` bytes.
+    pub const fn for_limit(limit: u64) -> MemoryBudgets {
+        MemoryBudgets {
+            cache_max_bytes: limit / 8,
+            connection_buffer_budget_bytes: limit / 4,
+            replay_max_total_bytes: limit / 16,
+            max_inflight_publish_bytes: limit / 16,
+            subscriber_queue_budget_bytes: limit / 16,
+        }
+    }
+
+    /// Writes the budgets into `cfg`.
+    pub fn apply_to(&self, cfg: &mut BrokerConfig) {
+        cfg.cache_max_bytes = self.cache_max_bytes;
+        cfg.connection_buffer_budget_bytes = self.connection_buffer_budget_bytes;
+        cfg.replay_max_total_bytes = self.replay_max_total_bytes;
+        cfg.max_inflight_publish_bytes = self.max_inflight_publish_bytes;
+        cfg.subscriber_queue_budget_bytes = self.subscriber_queue_budget_bytes;
+    }
+}
+
+/// Bytes in binary units, e.g. `3.5 GiB`.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+fn terms(estimate: &Estimate) -> String {
+    let mut sorted: Vec<&Term> = estimate.terms.iter().filter(|t| t.bytes > 0).collect();
+    sorted.sort_by_key(|t| std::cmp::Reverse(t.bytes));
+    sorted
+        .iter()
+        .map(|t| format!("{} {} ({})", t.what, human(t.bytes), t.knobs))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl fmt::Display for Estimate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", human(self.total()), terms(self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Profile, Tier, compose};
+
+    #[test]
+    fn every_profile_fits_every_tier_with_its_replicas() {
+        for profile in Profile::ALL {
+            for tier in Tier::ALL {
+                let cfg = compose(*profile, Some(*tier), &Default::default());
+                let sizing = tier.sizing();
+                let limit = crate::quantity::parse_units(&sizing.resources.memory_limit)
+                    .unwrap_or_default();
+                let peers = sizing.replicas - 1;
+                if let Err(e) = check_fit(&cfg, peers, limit) {
+                    panic!("{profile} on {tier}: {e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_config_past_its_limit_is_refused_naming_knobs_and_numbers() {
+        let mut cfg = Profile::Balanced.config();
+        cfg.cache_max_bytes = 8 << 30;
+        let err = check_fit(&cfg, 0, 4 << 30).unwrap_err().to_string();
+        assert!(err.contains("memory limit is 4.0 GiB"), "{err}");
+        assert!(
+            err.starts_with("the config can make a broker hold "),
+            "{err}"
+        );
+        let first = err.split(": ").nth(1).unwrap_or_default();
+        assert!(
+            first.starts_with("cache 8.0 GiB (cache_max_bytes)"),
+            "largest term first: {err}"
+        );
+    }
+
+    #[test]
+    fn the_terms_add_up_and_peers_count_their_windows() {
+        let cfg = Profile::Balanced.config();
+        let alone = worst_case(&cfg, 0).total();
+        let with_two = worst_case(&cfg, 2).total();
+        assert_eq!(
+            with_two - alone,
+            2 * (cfg.event_conn_recv_window + cfg.event_send_window)
+        );
+        let mut huge = cfg.clone();
+        huge.max_topics = u32::MAX;
+        huge.cache_max_bytes = u64::MAX;
+        assert_eq!(worst_case(&huge, u32::MAX).total(), u64::MAX, "saturates");
+    }
+
+    #[test]
+    fn budgets_scale_with_the_limit() {
+        let b = MemoryBudgets::for_limit(4 << 30);
+        assert_eq!(b.cache_max_bytes, 512 << 20);
+        assert_eq!(b.connection_buffer_budget_bytes, 1 << 30);
+        let sum = b.cache_max_bytes
+            + b.connection_buffer_budget_bytes
+            + b.replay_max_total_bytes
+            + b.max_inflight_publish_bytes
+            + b.subscriber_queue_budget_bytes;
+        assert_eq!(sum, (4u64 << 30) / 16 * 9);
+    }
+
+    #[test]
+    fn human_units() {
+        assert_eq!(human(512), "512 B");
+        assert_eq!(human(1536), "1.5 KiB");
+        assert_eq!(human(4 << 30), "4.0 GiB");
+    }
+}
