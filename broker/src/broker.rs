@@ -23,7 +23,9 @@ use crate::cluster::handoff::{self, Handoff};
 use crate::cluster::peers::Peers;
 use crate::cluster::source::Source;
 use crate::cluster::upstream::Upstreams;
-use crate::cluster::{Cluster, MemberSet, Route, peer_token};
+use crate::auth::source::UsersSource;
+use crate::auth::{self, Auth};
+use crate::cluster::{Cluster, MemberSet, Route};
 use crate::error::BrokerError;
 use crate::health::{Health, Phase};
 use crate::http::{self, HttpState};
@@ -34,7 +36,8 @@ use crate::pubsub::topic::{TopicSettings, Topics};
 use crate::server::buffers::Buffers;
 use crate::server::{self, admit, conn};
 use crate::state::{PublishGate, State, Subscriptions};
-use crate::tls::{self, TlsMaterial};
+use crate::tls::{self, ClientCa, TlsMaterial};
+use crate::tls_reload::{self, TlsFiles};
 use crate::transport;
 
 /// How often the cache sweeper reclaims expired entries.
@@ -70,6 +73,7 @@ impl Broker {
     /// A broker for a validated config.
     pub fn new(cfg: BrokerConfig) -> Result<Self, BrokerError> {
         cfg.validate()?;
+        Auth::check_config(&cfg)?;
         let server_id = std::env::var("POD_NAME")
             .or_else(|_| std::env::var("HOSTNAME"))
             .unwrap_or_else(|_| "starling".to_string());
@@ -104,12 +108,16 @@ impl Broker {
             .first()
             .map(|c| c.to_vec())
             .unwrap_or_default();
-        let server_config = transport::server_config(&cfg, &material)?;
+        let client_ca = match &cfg.auth_client_ca_file {
+            Some(path) => Some(ClientCa::from_file(path)?),
+            None => None,
+        };
+        let server_config = transport::server_config_with(&cfg, &material, client_ca.as_ref())?;
         let source = Source::from_config(&cfg).await?;
         if source.is_some() && material.self_signed {
             return Err(BrokerError::ClusterWithoutSharedTls);
         }
-        let token = peer_token(material.key.secret_der());
+        let (users_source, users, users_text) = first_users(&cfg).await?;
         let leaf_sha256: [u8; 32] = {
             use sha2::Digest;
             sha2::Sha256::digest(&certificate_der).into()
@@ -163,7 +171,6 @@ impl Broker {
             self.server_id.clone(),
             initial,
             source.is_some(),
-            token,
             Duration::from_millis(cfg.cluster_handoff_window_ms),
             Arc::clone(&metrics),
         ));
@@ -193,7 +200,7 @@ impl Broker {
             Arc::clone(&lanes),
         );
         let peers = Arc::new(
-            Peers::new(&cfg, token, leaf_sha256, Arc::clone(&metrics))
+            Peers::new(&cfg, leaf_sha256, Arc::clone(&metrics))
                 .with_pod_ips(source.as_ref().and_then(Source::pod_ips)),
         );
 
@@ -210,7 +217,18 @@ impl Broker {
             stop_rx.clone(),
         )));
 
+        let auth = Auth::new(&cfg, users, Arc::clone(&metrics));
+        if let Some(users_source) = users_source {
+            tasks.push(tokio::spawn(auth::reload::poll(
+                Arc::downgrade(&auth),
+                users_source,
+                users_text,
+                Duration::from_millis(cfg.auth_reload_interval_ms),
+                stop_rx.clone(),
+            )));
+        }
         let state = Arc::new(State {
+            auth,
             decoder: FrameDecoder::new(cfg.max_frame_bytes),
             cfg: Arc::clone(&cfg),
             forward: Forwarder::new(
@@ -260,11 +278,28 @@ impl Broker {
                 stop_rx.clone(),
             )));
         }
-        let buffers = Buffers::new(
+        let buffers = Arc::new(Buffers::new(
             Arc::clone(&cfg),
             server_config,
             state.metrics.connection_buffer_bytes.clone(),
-        );
+        ));
+        let tls_files = TlsFiles {
+            server: (!material.self_signed)
+                .then(|| cfg.tls_cert_file.clone().zip(cfg.tls_key_file.clone()))
+                .flatten(),
+            client_ca: cfg.auth_client_ca_file.clone(),
+        };
+        if tls_files.any() {
+            tasks.push(tokio::spawn(tls_reload::run(
+                tls_files,
+                material,
+                Arc::clone(&buffers),
+                endpoint.clone(),
+                Arc::clone(&state.metrics),
+                Duration::from_millis(cfg.auth_reload_interval_ms),
+                stop_rx.clone(),
+            )));
+        }
         tasks.push(tokio::spawn(accept_loop(
             server::ingress(&state),
             Arc::clone(&state.health),
@@ -286,6 +321,28 @@ impl Broker {
             stop_tx,
             tasks,
         })
+    }
+}
+
+/// The users source and its first table. A users file must be readable at start (a typo in
+/// the path fails loudly); a Secret that cannot be read yet starts the broker with an empty
+/// table (only peers get in) until the poll reads it.
+async fn first_users(
+    cfg: &BrokerConfig,
+) -> Result<(Option<UsersSource>, starling_access::Users, Option<String>), BrokerError> {
+    let Some(source) = UsersSource::from_config(cfg).await? else {
+        return Ok((None, starling_access::Users::default(), None));
+    };
+    match source.read().await {
+        Ok((text, users)) => {
+            tracing::info!(source = %source.describe(), users = users.len(), "users document loaded");
+            Ok((Some(source), users, Some(text)))
+        }
+        Err(e) if matches!(source, UsersSource::Secret { .. }) => {
+            tracing::warn!(source = %source.describe(), error = %e, "users document not readable yet: admitting no user until it is");
+            Ok((Some(source), starling_access::Users::default(), None))
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -320,7 +377,7 @@ async fn accept_loop(
     health: Arc<Health>,
     metrics: Arc<Metrics>,
     endpoint: quinn::Endpoint,
-    buffers: Buffers,
+    buffers: Arc<Buffers>,
     mut stop: watch::Receiver<bool>,
 ) {
     let limits = admit::Limits {

@@ -12,7 +12,12 @@ pub const NON_KNOB_ENV: &[&str] = &["STARLING_CONFIG", "STARLING_SERVER"];
 
 /// Starling broker: QUIC pub/sub and cache.
 #[derive(Debug, Parser)]
-#[command(name = "starling-broker", version, about)]
+#[command(
+    name = "starling-broker",
+    version,
+    about,
+    after_help = "Clients must authenticate by default (auth_mode: required): give the broker a users document with auth_users_file (STARLING_AUTH_USERS_FILE), or run it open for development with auth_mode: none (STARLING_AUTH_MODE=none)."
+)]
 pub struct Args {
     /// Config file (YAML). Without one the broker runs on the embedded profile defaults.
     #[arg(long, short = 'c', env = "STARLING_CONFIG", global = true)]

@@ -41,6 +41,14 @@ pub enum BrokerError {
     /// The cluster's member list could not be read.
     #[error("cluster membership: {0}")]
     Membership(#[from] SourceError),
+    /// `auth_mode: required` without a users document: nobody could connect.
+    #[error(
+        "config: auth_mode is `required` but no users document is configured: set auth_users_file (or auth_users_secret), or set auth_mode: none for development"
+    )]
+    NoUsersSource,
+    /// The users document could not be read at start.
+    #[error("users document: {0}")]
+    Users(#[from] crate::auth::source::UsersSourceError),
     /// Metrics registration failed.
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
@@ -64,6 +72,9 @@ pub enum TlsError {
     /// The key file holds no private key.
     #[error("{}: no private key block found", .0.display())]
     NoKey(PathBuf),
+    /// The client CA verifier could not be built.
+    #[error("client CA: {0}")]
+    ClientVerifier(#[from] rustls::server::VerifierBuilderError),
     /// A self-signed certificate could not be generated.
     #[error("{0}")]
     Generate(#[from] rcgen::Error),

@@ -7,6 +7,8 @@
 //! Module map (imports go one way: `broker` and `server` use `cluster`, `pubsub` and `cache`,
 //! never the reverse; `scripts/module-cycles.py broker/src` checks it):
 //! - [`broker`]: start-up, the accept loop and the SIGTERM drain ([`Broker`], [`RunningBroker`]).
+//! - [`auth`]: client identity (certificates, tokens, peers), the users table and its reload,
+//!   and the permission check of every request.
 //! - [`state`]: the shared state, built once and handed out as narrow handles.
 //! - [`server`]: the QUIC ingress: connections, the handshake and the per-stream handlers
 //!   (decode, check, hand over).
@@ -14,12 +16,14 @@
 //!   [`cluster::forward`] (everything handed to another member).
 //! - [`pubsub`]: topics (registry and task), batching, subscriber queues, writer lanes, acks.
 //! - [`cache`]: the sharded TTL cache.
-//! - [`transport`] and [`tls`]: quinn configuration and certificates.
+//! - [`transport`], [`tls`] and [`tls_reload`]: quinn configuration, certificates and the
+//!   client CA, and their reload.
 //! - [`http`], [`metrics`], [`health`]: the observability surface.
 //! - [`timer`]: sub-millisecond batch deadlines.
 //! - [`cli`] and [`telemetry`]: the binary's config loading and logging.
 //! - [`error`]: the typed errors.
 
+pub mod auth;
 pub mod broker;
 pub mod cache;
 pub mod cli;
@@ -35,6 +39,7 @@ pub mod state;
 pub mod telemetry;
 pub mod timer;
 pub mod tls;
+pub mod tls_reload;
 pub mod transport;
 
 pub use broker::{Broker, RunningBroker};

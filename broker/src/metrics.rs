@@ -143,6 +143,32 @@ pub struct Metrics {
     pub connection_buffer_bytes: IntGauge,
     /// Tasks alive in the broker's tokio runtime, read at scrape time.
     pub runtime_alive_tasks: IntGauge,
+    /// Operations refused by permissions, by operation.
+    pub forbidden: IntCounterVec,
+    /// Handshakes refused for want of a valid identity, by reason ([`auth_failure`]).
+    pub auth_failures: IntCounterVec,
+    /// Users in the table in force.
+    pub auth_users: IntGauge,
+    /// Users-document reads or parses that failed.
+    pub auth_reload_errors: IntCounter,
+    /// Connections closed because their user was removed.
+    pub auth_revoked: IntCounter,
+    /// Server certificate and client CA reloads, by outcome (`applied`, `failed`).
+    pub tls_reloads: IntCounterVec,
+}
+
+/// The `reason` values of `starling_auth_failures_total`.
+pub mod auth_failure {
+    /// No client certificate naming a user and no token.
+    pub const NO_CREDENTIALS: &str = "no_credentials";
+    /// A token no user has.
+    pub const UNKNOWN_TOKEN: &str = "unknown_token";
+    /// A verified client certificate whose common name is no `tls` user.
+    pub const UNKNOWN_CERTIFICATE: &str = "unknown_certificate";
+    /// `PEER` asked for without the peer certificate.
+    pub const NOT_A_PEER: &str = "not_a_peer";
+    /// Every reason, for pre-creating the labelled series.
+    pub const ALL: [&str; 4] = [NO_CREDENTIALS, UNKNOWN_TOKEN, UNKNOWN_CERTIFICATE, NOT_A_PEER];
 }
 
 /// The `reason` values of `starling_http_refused_total`: the HTTP listener's budgets.
@@ -528,6 +554,35 @@ impl Metrics {
                 "starling_runtime_alive_tasks",
                 "Tasks alive in the broker's tokio runtime (read at scrape time).",
             )?,
+            forbidden: counter_vec(
+                &r,
+                names::FORBIDDEN,
+                "Operations refused by a user's permissions, by operation.",
+                &["operation"],
+            )?,
+            auth_failures: counter_vec(
+                &r,
+                names::AUTH_FAILURES,
+                "Handshakes refused for want of a valid identity, by reason.",
+                &["reason"],
+            )?,
+            auth_users: gauge(&r, names::AUTH_USERS, "Users in the users table in force.")?,
+            auth_reload_errors: counter(
+                &r,
+                names::AUTH_RELOAD_ERRORS,
+                "Users-document reads or parses that failed (the last good table stayed).",
+            )?,
+            auth_revoked: counter(
+                &r,
+                names::AUTH_REVOKED_CONNECTIONS,
+                "Live connections closed because their user left the users table.",
+            )?,
+            tls_reloads: counter_vec(
+                &r,
+                names::TLS_RELOADS,
+                "Server certificate and client CA reloads, by outcome.",
+                &["outcome"],
+            )?,
             registry: r,
         };
         // Create every fixed label combination up front so each series exists (at 0) from the
@@ -550,6 +605,15 @@ impl Metrics {
         }
         for limit in Limit::ALL {
             m.limit_refusals.with_label_values(&[limit.label()]);
+        }
+        for op in ["publish", "subscribe", "cache_read", "cache_write"] {
+            m.forbidden.with_label_values(&[op]);
+        }
+        for reason in auth_failure::ALL {
+            m.auth_failures.with_label_values(&[reason]);
+        }
+        for outcome in ["applied", "failed"] {
+            m.tls_reloads.with_label_values(&[outcome]);
         }
         for op in ["publish", "subscribe", "cache"] {
             m.cluster_forwarded.with_label_values(&[op]);

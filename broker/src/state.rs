@@ -17,6 +17,7 @@ use starling_placement::Kind;
 use starling_proto::FrameDecoder;
 use tokio::sync::{Notify, Semaphore};
 
+use crate::auth::Auth;
 use crate::cache::Cache;
 use crate::cluster::forward::Forwarder;
 use crate::cluster::handoff::Handoff;
@@ -61,6 +62,8 @@ pub struct State {
     pub upstreams: Arc<Upstreams>,
     /// The cache hand-off.
     pub handoff: Arc<Handoff>,
+    /// Identities and permissions.
+    pub auth: Arc<Auth>,
 }
 
 /// A live subscription.

@@ -9,7 +9,7 @@ use quinn::{IdleTimeout, TransportConfig, VarInt};
 use starling_config::BrokerConfig;
 
 use crate::error::{BrokerError, TlsError};
-use crate::tls::TlsMaterial;
+use crate::tls::{ClientCa, TlsMaterial};
 
 fn varint(field: &'static str, v: u64) -> Result<VarInt, BrokerError> {
     VarInt::from_u64(v).map_err(|_| BrokerError::TooLarge {
@@ -78,14 +78,32 @@ pub fn transport_config_with(
     Ok(t)
 }
 
-/// The quinn server config: TLS 1.3 material plus [`transport_config`].
+/// The QUIC crypto config of `tls` (and client certificates verified against `client_ca`).
+pub fn server_crypto(
+    tls: &TlsMaterial,
+    client_ca: Option<&ClientCa>,
+) -> Result<Arc<quinn::crypto::rustls::QuicServerConfig>, BrokerError> {
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls.server_config(client_ca)?)
+        .map_err(TlsError::from)?;
+    Ok(Arc::new(crypto))
+}
+
+/// The quinn server config: TLS 1.3 material plus [`transport_config`], asking for no client
+/// certificate.
 pub fn server_config(
     cfg: &BrokerConfig,
     tls: &TlsMaterial,
 ) -> Result<quinn::ServerConfig, BrokerError> {
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls.server_config()?)
-        .map_err(TlsError::from)?;
-    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    server_config_with(cfg, tls, None)
+}
+
+/// [`server_config`], verifying client certificates against `client_ca` when given.
+pub fn server_config_with(
+    cfg: &BrokerConfig,
+    tls: &TlsMaterial,
+    client_ca: Option<&ClientCa>,
+) -> Result<quinn::ServerConfig, BrokerError> {
+    let mut server = quinn::ServerConfig::with_crypto(server_crypto(tls, client_ca)?);
     server.transport_config(Arc::new(transport_config(cfg)?));
     Ok(server)
 }

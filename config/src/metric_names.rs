@@ -1,7 +1,10 @@
 //! The names of the broker's metrics that other components read: the operator's autoscaler
 //! scrapes these from every broker's `/metrics`. The broker registers its series under these
 //! constants and the autoscaler looks them up by the same constants, so a rename is one edit
-//! and cannot leave the two apart. All are unlabelled.
+//! and cannot leave the two apart. All of those are unlabelled ([`READ_BY_OTHERS`]).
+//!
+//! The access-control series below are named here too, once, because dashboards, alerts and
+//! `docs/security.md` refer to them; some carry a label.
 
 /// Messages accepted from publishers (counter).
 pub const PUBLISHED_MESSAGES: &str = "starling_published_messages_total";
@@ -25,3 +28,19 @@ pub const READ_BY_OTHERS: [&str; 6] = [
     PROCESS_CPU_SECONDS,
     READY,
 ];
+
+/// Operations refused by a user's permissions, by `operation` (`publish`, `subscribe`,
+/// `cache_read`, `cache_write`) (counter).
+pub const FORBIDDEN: &str = "starling_forbidden_total";
+/// Handshakes refused for want of a valid identity, by `reason` (counter).
+pub const AUTH_FAILURES: &str = "starling_auth_failures_total";
+/// Users in the users table in force (gauge).
+pub const AUTH_USERS: &str = "starling_auth_users";
+/// Reads or parses of the users document that failed; the last good table stayed in force
+/// (counter).
+pub const AUTH_RELOAD_ERRORS: &str = "starling_auth_reload_errors_total";
+/// Live connections closed because their user left the users table (counter).
+pub const AUTH_REVOKED_CONNECTIONS: &str = "starling_auth_revoked_connections_total";
+/// Reloads of the server certificate and the client CA, by `outcome` (`applied`, `failed`)
+/// (counter).
+pub const TLS_RELOADS: &str = "starling_tls_reloads_total";

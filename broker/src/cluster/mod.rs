@@ -5,8 +5,9 @@
 //! handed to another member on the ingress's behalf ([`forward`]). Nothing here imports the
 //! ingress (`server`): each part holds its own handles.
 //!
-//! [`Cluster`] is the shared state: the current member list, the previous one (for the
-//! hand-off window) and the peer token. A broker without a member source is a cluster of one.
+//! [`Cluster`] is the shared state: the current member list and the previous one (for the
+//! hand-off window). A broker without a member source is a cluster of one. Members authenticate
+//! each other by their peer certificates (see `auth::decide` and [`peers`]).
 
 pub mod forward;
 pub mod handoff;
@@ -19,7 +20,6 @@ pub mod upstream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
 use starling_placement::Kind;
 use starling_proto::ClusterInfo;
 use tokio::sync::watch;
@@ -56,7 +56,6 @@ pub struct Cluster {
     clustered: bool,
     view: parking_lot::RwLock<Arc<View>>,
     changes: watch::Sender<u64>,
-    token: [u8; 32],
     handoff_window: Duration,
     started_at: Instant,
     metrics: Arc<Metrics>,
@@ -69,7 +68,6 @@ impl Cluster {
         self_id: String,
         initial: MemberSet,
         clustered: bool,
-        token: [u8; 32],
         handoff_window: Duration,
         metrics: Arc<Metrics>,
     ) -> Cluster {
@@ -83,7 +81,6 @@ impl Cluster {
                 changed_at: Instant::now(),
             })),
             changes,
-            token,
             handoff_window,
             started_at: Instant::now(),
             metrics,
@@ -236,22 +233,6 @@ impl Cluster {
                 .collect(),
         }
     }
-
-    /// The token other members present in `Hello`.
-    pub fn token(&self) -> &[u8; 32] {
-        &self.token
-    }
-
-    /// Whether `presented` is the cluster token (constant time).
-    pub fn token_matches(&self, presented: &[u8]) -> bool {
-        self.clustered
-            && presented.len() == self.token.len()
-            && presented
-                .iter()
-                .zip(self.token.iter())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0
-    }
 }
 
 /// Where `key` goes in `set`, seen from member `self_id`.
@@ -260,15 +241,6 @@ pub fn route_in(set: &MemberSet, self_id: &str, kind: Kind, key: &[u8]) -> Route
         Some(m) if m.id != self_id => Route::Peer(m.clone()),
         _ => Route::Local,
     }
-}
-
-/// The cluster token: a keyed hash of the TLS private key every member shares, so only holders
-/// of the cluster's TLS material can present it.
-pub fn peer_token(private_key_der: &[u8]) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update(b"starling-cluster-peer/1\0");
-    h.update(private_key_der);
-    h.finalize().into()
 }
 
 #[cfg(test)]
@@ -293,7 +265,6 @@ mod tests {
             me.into(),
             set(ids),
             true,
-            peer_token(b"key"),
             Duration::from_secs(30),
             metrics,
         )
@@ -340,14 +311,5 @@ mod tests {
             .count();
         // About a third of b's half moved to c.
         assert!((200..480).contains(&moved_from_b), "{moved_from_b}");
-    }
-
-    #[test]
-    fn tokens_are_checked_exactly() {
-        let c = cluster(&["a"], "a");
-        let t = peer_token(b"key");
-        assert!(c.token_matches(&t));
-        assert!(!c.token_matches(&peer_token(b"other")));
-        assert!(!c.token_matches(&t[..31]));
     }
 }

@@ -1,5 +1,14 @@
 //! Links to the other members: one `starling_client::Client` per member, opened on first use,
-//! authenticated with the cluster token and pinned to the cluster's shared certificate. A
+//! asking for the `PEER` role ([`ClientConfig::as_peer`]) with this broker's peer certificate
+//! (`cluster_peer_cert_file`/`cluster_peer_key_file`, common name `starling:peer`, signed by the
+//! cluster CA). The certificate files are read again on every dial, so a renewed certificate is
+//! used from the next link on without a restart.
+//!
+//! The peer's server certificate is trusted by its issuer when a `ca.crt` lies next to
+//! `tls_cert_file` (the layout of a Kubernetes TLS Secret, e.g. cert-manager's): members then
+//! accept each other across a renewal, while one already holds the new certificate and the
+//! other the old. Without it, the peer must serve this broker's own leaf certificate (read again
+//! on every dial; every member serves the same one). A
 //! member that cannot be reached is reported `Unavailable` at once for
 //! `cluster_peer_timeout_ms` before the next attempt, so requests for its topics and keys fail
 //! fast instead of queueing behind connection attempts. In Kubernetes, a member that does not
@@ -10,7 +19,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use starling_client::{Client, ClientConfig, ClientError, Trust};
+use std::path::PathBuf;
+
+use starling_client::{Client, ClientConfig, ClientError, Credentials, Trust};
 use starling_config::BrokerConfig;
 
 use super::Member;
@@ -37,6 +48,7 @@ pub struct Unavailable {
 /// Links to every other member.
 pub struct Peers {
     template: ClientConfig,
+    files: PeerFiles,
     retry_after: Duration,
     links: parking_lot::Mutex<HashMap<String, Arc<Link>>>,
     metrics: Arc<Metrics>,
@@ -55,29 +67,90 @@ struct LinkState {
     down_since: Option<(Instant, String)>,
 }
 
+/// The files a dial reads: this broker's peer certificate and what the peer's server
+/// certificate is checked against.
+struct PeerFiles {
+    /// `cluster_peer_cert_file` and `cluster_peer_key_file`.
+    identity: Option<(PathBuf, PathBuf)>,
+    /// `tls_cert_file`.
+    server_cert: Option<PathBuf>,
+    /// The fingerprint of the leaf certificate served at start (the fallback trust).
+    started_with: [u8; 32],
+}
+
+impl PeerFiles {
+    /// The peer certificate's credentials, read now.
+    fn credentials(&self) -> Result<Credentials, String> {
+        let Some((cert, key)) = &self.identity else {
+            return Ok(Credentials::None);
+        };
+        let read = |p: &PathBuf| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+        Ok(Credentials::Certificate {
+            cert_pem: read(cert)?,
+            key_pem: read(key)?,
+        })
+    }
+
+    /// What the peer's server certificate must be: signed by the `ca.crt` next to
+    /// `tls_cert_file`, else this broker's own current leaf certificate.
+    fn server_trust(&self) -> Trust {
+        let Some(cert) = &self.server_cert else {
+            return Trust::Fingerprint(self.started_with);
+        };
+        if let Some(ca) = cert.parent().map(|dir| dir.join("ca.crt"))
+            && let Ok(pem) = std::fs::read(&ca)
+        {
+            return Trust::CaPem(pem);
+        }
+        let leaf = std::fs::read(cert).ok().and_then(|pem| {
+            rustls_pemfile::certs(&mut pem.as_slice())
+                .next()
+                .and_then(Result::ok)
+                .map(|der| starling_client::certificate_fingerprint(der.as_ref()))
+        });
+        Trust::Fingerprint(leaf.unwrap_or(self.started_with))
+    }
+}
+
 impl Peers {
-    /// Links for a broker with `cfg`, presenting `token` and trusting only a peer whose leaf
-    /// certificate has SHA-256 `fingerprint` (every member serves the same certificate).
-    pub fn new(
-        cfg: &BrokerConfig,
-        token: [u8; 32],
-        fingerprint: [u8; 32],
-        metrics: Arc<Metrics>,
-    ) -> Peers {
+    /// Links for a broker with `cfg`, whose server certificate's leaf has SHA-256
+    /// `fingerprint` (trusted in a peer when no `ca.crt` lies next to `tls_cert_file`).
+    pub fn new(cfg: &BrokerConfig, fingerprint: [u8; 32], metrics: Arc<Metrics>) -> Peers {
         let timeout = Duration::from_millis(cfg.cluster_peer_timeout_ms);
         let mut template = ClientConfig::new("peer:0", Trust::Fingerprint(fingerprint))
             .with_profile(cfg.profile)
-            .with_peer_token(token.to_vec())
+            .as_peer()
             .with_client_name(format!("starling-broker/{}", env!("CARGO_PKG_VERSION")));
         template.connect_timeout = timeout;
         template.request_timeout = Duration::from_secs(10).max(timeout * 4);
+        let identity = cfg
+            .cluster_peer_cert_file
+            .clone()
+            .zip(cfg.cluster_peer_key_file.clone());
         Peers {
             template,
+            files: PeerFiles {
+                identity,
+                server_cert: cfg.tls_cert_file.clone(),
+                started_with: fingerprint,
+            },
             retry_after: timeout,
             links: parking_lot::Mutex::new(HashMap::new()),
             metrics,
             pod_ips: None,
         }
+    }
+
+    /// The config of a dial to `server`, with the peer certificate and the server trust read
+    /// from their files now.
+    fn dial(&self, server: String) -> Result<ClientConfig, ClientError> {
+        let credentials = self.files.credentials().map_err(|why| {
+            ClientError::Config(format!("cannot read the peer certificate: {why}"))
+        })?;
+        let mut cfg = self.template.clone().with_credentials(credentials);
+        cfg.trust = self.files.server_trust();
+        cfg.server = server;
+        Ok(cfg)
     }
 
     /// Reaches a member that does not answer at its name by its pod's current IP, looked up
@@ -115,9 +188,11 @@ impl Peers {
                 reason: reason.clone(),
             });
         }
-        let mut cfg = self.template.clone();
-        cfg.server = member.addr.clone();
-        let connected = match Client::connect(cfg).await {
+        let connected = match self.dial(member.addr.clone()) {
+            Ok(cfg) => Client::connect(cfg).await,
+            Err(e) => Err(e),
+        };
+        let connected = match connected {
             Err(by_name) => self.connect_by_pod_ip(member).await.ok_or(by_name),
             ok => ok,
         };
@@ -158,8 +233,7 @@ impl Peers {
                 return None;
             }
         };
-        let mut cfg = self.template.clone();
-        cfg.server = at_ip(&member.addr, ip)?;
+        let mut cfg = self.dial(at_ip(&member.addr, ip)?).ok()?;
         cfg.server_name = host_of(&member.addr).map(str::to_string);
         match Client::connect(cfg).await {
             Ok(client) => {

@@ -67,6 +67,14 @@ pub enum SourceError {
     },
 }
 
+/// The pod's namespace: `POD_NAMESPACE`, else the service account's namespace file.
+pub fn pod_namespace() -> std::io::Result<String> {
+    match std::env::var("POD_NAMESPACE") {
+        Ok(ns) if !ns.is_empty() => Ok(ns),
+        _ => std::fs::read_to_string(NAMESPACE_FILE).map(|s| s.trim().to_string()),
+    }
+}
+
 /// A member list source.
 pub enum Source {
     /// A local file.
@@ -95,12 +103,7 @@ impl Source {
         let Some(name) = &cfg.cluster_members_configmap else {
             return Ok(None);
         };
-        let namespace = match std::env::var("POD_NAMESPACE") {
-            Ok(ns) if !ns.is_empty() => ns,
-            _ => std::fs::read_to_string(NAMESPACE_FILE)
-                .map(|s| s.trim().to_string())
-                .map_err(SourceError::NoNamespace)?,
-        };
+        let namespace = pod_namespace().map_err(SourceError::NoNamespace)?;
         let client = kube::Client::try_default()
             .await
             .map_err(SourceError::Kubernetes)?;

@@ -115,8 +115,14 @@ pub struct Buffers {
     frame: u64,
     account: Arc<Account>,
     cfg: Arc<BrokerConfig>,
+    /// The endpoint's server config and the configs built from it per grant, replaced together
+    /// when the TLS material is reloaded.
+    configs: parking_lot::Mutex<Configs>,
+}
+
+struct Configs {
     base: quinn::ServerConfig,
-    configs: parking_lot::Mutex<HashMap<Windows, Arc<quinn::ServerConfig>>>,
+    by_grant: HashMap<Windows, Arc<quinn::ServerConfig>>,
 }
 
 impl Buffers {
@@ -137,8 +143,10 @@ impl Buffers {
                 gauge,
             }),
             cfg,
-            base,
-            configs: parking_lot::Mutex::new(HashMap::new()),
+            configs: parking_lot::Mutex::new(Configs {
+                base,
+                by_grant: HashMap::new(),
+            }),
         }
     }
 
@@ -169,14 +177,27 @@ impl Buffers {
     /// The server config that applies `grant`'s windows (built once per distinct grant).
     pub fn server_config(&self, grant: &Grant) -> Result<Arc<quinn::ServerConfig>, BrokerError> {
         let mut configs = self.configs.lock();
-        if let Some(c) = configs.get(&grant.windows) {
+        if let Some(c) = configs.by_grant.get(&grant.windows) {
             return Ok(Arc::clone(c));
         }
-        let mut server = self.base.clone();
+        let mut server = configs.base.clone();
         server.transport_config(Arc::new(transport_config_with(&self.cfg, grant.windows)?));
         let server = Arc::new(server);
-        configs.insert(grant.windows, Arc::clone(&server));
+        configs.by_grant.insert(grant.windows, Arc::clone(&server));
         Ok(server)
+    }
+
+    /// Serves new connections with `crypto` (reloaded TLS material): returns the endpoint's new
+    /// server config. The Retry token keys and transport settings are kept; established
+    /// connections keep the material they were accepted with.
+    pub fn set_crypto(
+        &self,
+        crypto: Arc<dyn quinn::crypto::ServerConfig>,
+    ) -> quinn::ServerConfig {
+        let mut configs = self.configs.lock();
+        configs.base.crypto = crypto;
+        configs.by_grant.clear();
+        configs.base.clone()
     }
 }
 

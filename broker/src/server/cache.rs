@@ -12,11 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use starling_access::Operation;
 use starling_placement::Kind;
 use starling_proto::{
     CacheGet, CacheOk, CacheValue, ErrorCode, ErrorFrame, Frame, FrameDecoder, Moved, ReadError,
 };
 
+use crate::auth::Access;
 use crate::cache::Cache;
 use crate::cluster::forward::{CacheAnswer, CacheOp, CacheRefusal, Forwarder};
 use crate::cluster::handoff::Handoff;
@@ -46,10 +48,14 @@ pub struct Handles {
     pub idle_timeout: Duration,
 }
 
-/// Serves a cache stream whose first frame is `first`: answers each request in order.
+/// Serves a cache stream whose first frame is `first`: answers each request in order. A get is
+/// checked against `access` as `cache_read`, a put or delete as `cache_write`; a refused one is
+/// answered with `Forbidden` and the stream goes on.
+#[allow(clippy::too_many_arguments)]
 pub async fn serve_cache_stream(
     h: Arc<Handles>,
     role: Role,
+    access: Access,
     allowance: Allowance,
     first: Frame,
     mut send: quinn::SendStream,
@@ -61,7 +67,7 @@ pub async fn serve_cache_stream(
     let mut pending = Some(first);
     loop {
         if let Some(frame) = pending.take() {
-            answer(&h, role, frame).await.encode(&mut out);
+            answer(&h, role, &access, frame).await.encode(&mut out);
         }
         // Answer every request already buffered before writing, so pipelined requests share
         // one write.
@@ -123,7 +129,26 @@ fn key_of(frame: &Frame) -> Option<&Bytes> {
     }
 }
 
-async fn answer(h: &Handles, role: Role, frame: Frame) -> Frame {
+/// The permission a cache request needs.
+fn operation_of(frame: &Frame) -> Option<Operation> {
+    match frame {
+        Frame::CacheGet(_) => Some(Operation::CacheRead),
+        Frame::CachePut(_) | Frame::CacheDelete(_) => Some(Operation::CacheWrite),
+        _ => None,
+    }
+}
+
+async fn answer(h: &Handles, role: Role, access: &Access, frame: Frame) -> Frame {
+    if let (Some(op), Some(key)) = (operation_of(&frame), key_of(&frame))
+        && let Err(denied) = access.check(op, key)
+    {
+        h.metrics
+            .forbidden
+            .with_label_values(&[denied.operation.name()])
+            .inc();
+        let request_id = reply::request_id(&frame);
+        return error(h, request_id, ErrorCode::Forbidden, denied.to_string());
+    }
     if let Frame::CachePut(p) = &frame
         && h.health.phase() == Phase::Draining
     {

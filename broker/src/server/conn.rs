@@ -11,6 +11,7 @@ use starling_proto::{ErrorCode, Frame, FrameDecoder, ReadError, features, write_
 use tokio::sync::watch;
 use tracing::Instrument;
 
+use crate::auth::{Auth, CLOSE_REVOKED};
 use crate::cluster::{Cluster, Role};
 use crate::metrics::Metrics;
 use crate::server::admit::Slot;
@@ -28,8 +29,10 @@ pub struct Handles {
     pub metrics: Arc<Metrics>,
     /// Frame decoder bounded by `max_frame_bytes`.
     pub decoder: FrameDecoder,
-    /// The cluster (the peer token, the epoch, `ClusterInfo`).
+    /// The cluster (the epoch, `ClusterInfo`).
     pub cluster: Arc<Cluster>,
+    /// Identities and permissions.
+    pub auth: Arc<Auth>,
     /// Name sent in `HelloOk`.
     pub server_id: String,
     /// Connection id source.
@@ -48,6 +51,8 @@ pub mod close_code {
     pub const SHUTDOWN: u32 = 0;
     /// The handshake failed.
     pub const HANDSHAKE_FAILED: u32 = 1;
+    /// The connection's user was removed from the users table.
+    pub const REVOKED: u32 = crate::auth::CLOSE_REVOKED;
 }
 
 /// How long a new connection has to complete the Starling handshake.
@@ -112,6 +117,7 @@ async fn established(
         &h.decoder,
         &h.metrics,
         &h.cluster,
+        &h.auth,
         &h.server_id,
         h.cfg.max_frame_bytes,
         grant.allowance(),
@@ -119,7 +125,15 @@ async fn established(
     let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, greeting).await;
     drop(handshaking);
     match handshake {
-        Ok(Ok(granted)) => {
+        Ok(Ok((granted, principal))) => {
+            let (access, _registered) = match h.auth.admit(conn_id, &principal, &conn) {
+                Ok(admitted) => admitted,
+                Err(revoked) => {
+                    conn.close(CLOSE_REVOKED.into(), revoked.to_string().as_bytes());
+                    h.metrics.connections.dec();
+                    return;
+                }
+            };
             let role = Role::from_granted(granted);
             let publisher = publish::Publisher::new(Arc::clone(&h.publish), granted, role);
             let link = Link {
@@ -129,6 +143,7 @@ async fn established(
                 role,
                 allowance: grant.allowance().clone(),
                 subscriptions: Arc::default(),
+                access,
             };
             loop {
                 tokio::select! {
@@ -230,6 +245,7 @@ async fn route_stream(
                 return publish::serve_publish_stream(
                     Arc::clone(&h.publish),
                     publisher,
+                    link.access,
                     link.allowance.clone(),
                     frame,
                     send,
@@ -266,6 +282,7 @@ async fn route_stream(
                 return cache::serve_cache_stream(
                     Arc::clone(&h.cache),
                     link.role,
+                    link.access,
                     link.allowance.clone(),
                     frame,
                     send,

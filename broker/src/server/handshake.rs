@@ -1,19 +1,26 @@
-//! The Starling handshake on a connection's first stream: `Hello` in; `HelloOk` with the granted
-//! features, or a typed `Error` and the reason, out.
+//! The Starling handshake on a connection's first stream: `Hello` in; the connection's identity
+//! (its verified client certificate, or the token in `Hello`, see `auth::decide`); `HelloOk`
+//! with the granted features, or a typed `Error` (`Unauthorized` naming why, never echoing the
+//! token) and the reason, out.
 
 use starling_proto::{
     ErrorCode, Frame, FrameDecoder, HelloOk, PROTOCOL_VERSION, ReadError, features, write_frame,
 };
 
+use crate::auth::decide::{Presented, Unauthorized, decide};
+use crate::auth::{Auth, Principal, identity};
 use crate::cluster::Cluster;
 use crate::metrics::Metrics;
 use crate::server::frames::{Allowance, FrameBuf, read_frame_within};
 use crate::server::reply;
 
-/// Features this broker offers. `AUTH_TOKEN` is granted only to a peer presenting the
-/// cluster token; `CLUSTER` marks a routing client.
-pub const OFFERED_FEATURES: u64 =
-    features::BATCH_PUBLISH | features::CACHE | features::CLUSTER | features::AUTH_TOKEN;
+/// Features this broker offers. `AUTH_TOKEN` is granted only to a token user, `PEER` only to
+/// a peer (see `auth::decide`); `CLUSTER` marks a routing client.
+pub const OFFERED_FEATURES: u64 = features::BATCH_PUBLISH
+    | features::CACHE
+    | features::CLUSTER
+    | features::AUTH_TOKEN
+    | features::PEER;
 
 /// Why a handshake failed (also the reason the connection is closed with).
 #[derive(Debug, thiserror::Error)]
@@ -38,25 +45,27 @@ pub enum HandshakeError {
         /// The client's highest version.
         max: u8,
     },
-    /// A would-be peer presented the wrong cluster token.
-    #[error("not a member of this cluster: the peer token does not match")]
-    NotAMember,
+    /// No valid identity.
+    #[error("unauthorized: {0}")]
+    Unauthorized(#[from] Unauthorized),
     /// `HelloOk` could not be written.
     #[error("{0}")]
     Write(std::io::Error),
 }
 
-/// Reads `Hello` on the first stream and answers `HelloOk` (returning the granted features), or
-/// an `Error` and the reason.
+/// Reads `Hello` on the first stream and answers `HelloOk` (returning the granted features and
+/// who the connection is), or an `Error` and the reason.
+#[allow(clippy::too_many_arguments)]
 pub async fn handshake(
     conn: &quinn::Connection,
     decoder: &FrameDecoder,
     metrics: &Metrics,
     cluster: &Cluster,
+    auth: &Auth,
     server_id: &str,
     max_frame_bytes: u32,
     allowance: &Allowance,
-) -> Result<u64, HandshakeError> {
+) -> Result<(u64, Principal), HandshakeError> {
     let (mut send, mut recv) = conn.accept_bi().await?;
     let mut buf = FrameBuf::new();
     let frame = read_frame_within(&mut recv, &mut buf, decoder, 4096, allowance).await;
@@ -84,16 +93,31 @@ pub async fn handshake(
         let _ = send.finish();
         return Err(err);
     };
-    let mut granted = hello.features & OFFERED_FEATURES;
-    if granted & features::AUTH_TOKEN != 0 {
-        let presented = hello.auth_token.as_deref().unwrap_or_default();
-        if !cluster.token_matches(presented) {
-            let err = HandshakeError::NotAMember;
-            let code = ErrorCode::Unauthorized;
-            reply::error(&mut send, metrics, 0, code, err.to_string()).await;
-            let _ = send.finish();
-            return Err(err);
-        }
+    let common_name = identity::client_common_name(conn);
+    let presented = Presented {
+        common_name: common_name.as_deref(),
+        requested: hello.features,
+        token: hello.auth_token.as_deref(),
+    };
+    let users = auth.users();
+    let (principal, identity_bits) =
+        match decide(auth.mode(), auth.has_client_ca(), &users, &presented) {
+            Ok(decided) => decided,
+            Err(why) => {
+                metrics
+                    .auth_failures
+                    .with_label_values(&[why.label()])
+                    .inc();
+                let err = HandshakeError::Unauthorized(why);
+                let code = ErrorCode::Unauthorized;
+                reply::error(&mut send, metrics, 0, code, err.to_string()).await;
+                let _ = send.finish();
+                return Err(err);
+            }
+        };
+    let identity_mask = !(features::PEER | features::AUTH_TOKEN) | identity_bits;
+    let mut granted = hello.features & OFFERED_FEATURES & identity_mask;
+    if matches!(principal, Principal::Peer) {
         // A peer is served as itself, never routed.
         granted &= !features::CLUSTER;
     }
@@ -108,8 +132,13 @@ pub async fn handshake(
         .await
         .map_err(HandshakeError::Write)?;
     let _ = send.finish();
-    tracing::debug!(client = %loggable_name(&hello.client_name), version, granted, "handshake complete");
-    Ok(granted)
+    let user = match &principal {
+        Principal::User(u) => u.name().to_string(),
+        Principal::Peer => "<peer>".to_string(),
+        Principal::Anonymous => "<anonymous>".to_string(),
+    };
+    tracing::debug!(client = %loggable_name(&hello.client_name), %user, version, granted, "handshake complete");
+    Ok((granted, principal))
 }
 
 /// Longest prefix of a client's self-chosen name (in characters) that reaches the logs.

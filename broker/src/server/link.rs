@@ -2,6 +2,7 @@
 //! module so that the connection loop (which builds it) and the handlers (which read it) both
 //! depend on it rather than on each other.
 
+use crate::auth::Access;
 use crate::cluster::Role;
 use std::sync::Arc;
 
@@ -23,4 +24,6 @@ pub struct Link {
     pub allowance: Allowance,
     /// The connection's open subscriptions (within `max_subscriptions_per_connection`).
     pub subscriptions: Arc<InProgress>,
+    /// What the connection's requests are checked against.
+    pub access: Access,
 }

@@ -69,6 +69,7 @@ pub fn ingress(state: &State) -> Arc<conn::Handles> {
         metrics: Arc::clone(&state.metrics),
         decoder: state.decoder,
         cluster: Arc::clone(&state.cluster),
+        auth: Arc::clone(&state.auth),
         server_id: state.server_id.clone(),
         next_conn_id: AtomicU64::new(1),
         publish: Arc::new(publish),

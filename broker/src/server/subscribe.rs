@@ -13,10 +13,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use starling_access::Operation;
 use starling_config::BrokerConfig;
 use starling_placement::Kind;
 use starling_proto::{ErrorCode, Frame, FrameDecoder, Moved, Subscribe, SubscribeOk, write_frame};
 
+use crate::auth::Access;
 use crate::cluster::upstream::Upstreams;
 use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
@@ -67,12 +69,20 @@ enum Refusal {
     Moved(Member),
 }
 
-/// Checks a `Subscribe` before anything is created for it: the broker serves, the topic is not
+/// Checks a `Subscribe` before anything is created for it: the broker serves, the connection's
+/// user may subscribe to the topic (the retained replay included), the topic is not
 /// another member's (for a routing client or a peer), and `max_topics` admits it.
-fn check(h: &Handles, role: Role, req: &Subscribe) -> Result<(), Refusal> {
+fn check(h: &Handles, role: Role, access: &Access, req: &Subscribe) -> Result<(), Refusal> {
     if h.health.phase() != Phase::Serving {
         let msg = "broker is not serving (starting or draining)";
         return Err(Refusal::Error(ErrorCode::Unavailable, msg.into()));
+    }
+    if let Err(denied) = access.check(Operation::Subscribe, req.topic.as_bytes()) {
+        h.metrics
+            .forbidden
+            .with_label_values(&[denied.operation.name()])
+            .inc();
+        return Err(Refusal::Error(ErrorCode::Forbidden, denied.to_string()));
     }
     if role != Role::Plain
         && let Route::Peer(owner) = h.cluster.route(Kind::Topic, req.topic.as_bytes())
@@ -119,7 +129,7 @@ pub async fn serve_subscription(
     buf: FrameBuf,
 ) {
     let (conn_id, role) = (link.id, link.role);
-    if let Err(refusal) = check(&h, role, &req) {
+    if let Err(refusal) = check(&h, role, &link.access, &req) {
         return refuse(&h, &req, refusal, send).await;
     }
     let id = h.subscriptions.next_id();

@@ -1,6 +1,9 @@
-//! The cluster harness: shared TLS material, a members file, brokers started and stopped by id,
-//! clients (routing or plain) and metric scrapes. Also used by the CLI's cluster test
-//! (`cli/tests/cluster.rs` includes this file).
+//! The cluster harness: a cluster CA (rcgen) signing the brokers' server certificate (one leaf,
+//! copied per broker so one broker's can be rotated) and their `starling:peer` certificate, a
+//! members file, brokers started and stopped by id, clients (routing or plain) and metric
+//! scrapes. Peers authenticate each other by certificate; clients connect anonymously
+//! (`auth_mode: none` with a client CA, so `PEER` is granted only to the peer certificate).
+//! Also used by the CLI's cluster test (`cli/tests/cluster.rs` includes this file).
 
 #![allow(dead_code)]
 
@@ -11,8 +14,11 @@ use std::time::{Duration, Instant};
 
 use starling_broker::{Broker, RunningBroker};
 use starling_client::{Client, ClientConfig, Trust};
-use starling_config::{ConfigOverrides, Profile, compose};
+use starling_config::{AuthMode, ConfigOverrides, Profile, compose};
 use starling_placement::Kind;
+
+#[path = "pki.rs"]
+pub mod pki;
 
 /// Upper bound for anything that should happen "soon" on a loaded 2-core machine.
 pub const SOON: Duration = Duration::from_secs(15);
@@ -29,6 +35,8 @@ pub struct TestCluster {
     fingerprint: [u8; 32],
     /// The member list last written for every broker: a broker started later reads it.
     current: Vec<String>,
+    /// The cluster CA (server, peer and client certificates).
+    pub ca: pki::Ca,
 }
 
 impl TestCluster {
@@ -40,14 +48,17 @@ impl TestCluster {
         let dir =
             std::env::temp_dir().join(format!("starling-cluster-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("tmp dir");
-        let key = rcgen::KeyPair::generate().expect("key");
-        let params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
-        let cert = params.self_signed(&key).expect("cert");
-        std::fs::write(dir.join("tls.crt"), cert.pem()).expect("write cert");
-        std::fs::write(dir.join("tls.key"), key.serialize_pem()).expect("write key");
+        let ca = pki::Ca::new("starling test cluster CA");
+        let server = ca.issue("localhost", &["localhost"]);
+        std::fs::write(dir.join("ca.crt"), &ca.pem).expect("write ca");
+        std::fs::write(dir.join("tls.crt"), &server.cert).expect("write cert");
+        std::fs::write(dir.join("tls.key"), &server.key).expect("write key");
+        let peer = ca.client(starling_broker::auth::PEER_IDENTITY);
+        std::fs::write(dir.join("peer.crt"), &peer.cert).expect("write peer cert");
+        std::fs::write(dir.join("peer.key"), &peer.key).expect("write peer key");
         let fingerprint = {
             use sha2::Digest;
-            sha2::Sha256::digest(cert.der()).into()
+            sha2::Sha256::digest(&server.der).into()
         };
         let mut c = TestCluster {
             dir,
@@ -55,6 +66,7 @@ impl TestCluster {
             running: BTreeMap::new(),
             fingerprint,
             current: Vec::new(),
+            ca,
         };
         for id in ids {
             c.ports.insert((*id).to_string(), free_udp_port());
@@ -115,18 +127,61 @@ impl TestCluster {
         starling_placement::epoch(addrs.iter().map(|(a, b)| (a.as_str(), b.as_str())))
     }
 
-    async fn boot(&self, id: &str) -> RunningBroker {
+    /// The cluster's directory (CA, certificates, member lists).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// Broker `id`'s server certificate and key files: a copy of the cluster's leaf until
+    /// [`TestCluster::rotate_server_cert`] gives it its own.
+    fn server_files(&self, id: &str) -> (PathBuf, PathBuf) {
+        let (cert, key) = (
+            self.dir.join(format!("tls-{id}.crt")),
+            self.dir.join(format!("tls-{id}.key")),
+        );
+        if !cert.exists() {
+            std::fs::copy(self.dir.join("tls.crt"), &cert).expect("copy cert");
+            std::fs::copy(self.dir.join("tls.key"), &key).expect("copy key");
+        }
+        (cert, key)
+    }
+
+    /// Gives broker `id` a new server certificate signed by the cluster CA, in place (as a
+    /// renewed Secret changes its mounted files); returns the new leaf's PEM.
+    pub fn rotate_server_cert(&self, id: &str) -> String {
+        let (cert, key) = self.server_files(id);
+        let leaf = self.ca.issue("localhost", &["localhost"]);
+        pki::write_atomic(&key, &leaf.key);
+        pki::write_atomic(&cert, &leaf.cert);
+        leaf.cert
+    }
+
+    /// The overrides of broker `id` (listeners, certificates, members file, peers by
+    /// certificate, anonymous clients).
+    pub fn overrides(&self, id: &str) -> ConfigOverrides {
         let port = self.ports[id];
-        let o = ConfigOverrides {
+        let (cert, key) = self.server_files(id);
+        ConfigOverrides {
             quic_listen: Some(SocketAddr::from(([127, 0, 0, 1], port))),
             http_listen: Some("127.0.0.1:0".parse().expect("addr")),
-            tls_cert_file: Some(Some(self.dir.join("tls.crt"))),
-            tls_key_file: Some(Some(self.dir.join("tls.key"))),
+            tls_cert_file: Some(Some(cert)),
+            tls_key_file: Some(Some(key)),
+            auth_mode: Some(AuthMode::None),
+            auth_client_ca_file: Some(Some(self.dir.join("ca.crt"))),
+            auth_reload_interval_ms: Some(200),
+            cluster_peer_cert_file: Some(Some(self.dir.join("peer.crt"))),
+            cluster_peer_key_file: Some(Some(self.dir.join("peer.key"))),
             cluster_members_file: Some(Some(self.members_path(id))),
             cluster_poll_interval_ms: Some(POLL.as_millis() as u64),
             cluster_peer_timeout_ms: Some(300),
             drain_timeout_ms: Some(3_000),
             ..ConfigOverrides::default()
+        }
+    }
+
+    async fn boot(&self, id: &str) -> RunningBroker {
+        let o = ConfigOverrides {
+            ..self.overrides(id)
         };
         // A restarted member takes its predecessor's port, which the OS may not have released
         // yet (in Kubernetes a new pod has a new network namespace).

@@ -156,22 +156,38 @@ async fn the_sdk_sends_each_topic_and_key_to_its_owner_without_forwarding() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_stranger_without_the_cluster_token_is_refused() {
+async fn a_stranger_without_the_peer_certificate_is_not_a_peer() {
     let ids = ["a", "b"];
-    let c = TestCluster::start("token", &ids).await;
-    let forged = c.config("a").with_peer_token(vec![7; 32]);
-    let err = starling_client::Client::connect(forged)
+    let c = TestCluster::start("stranger", &ids).await;
+    // Asking for PEER without a certificate: refused in the Starling handshake.
+    let bare = c.config("a").as_peer();
+    let err = starling_client::Client::connect(bare)
         .await
-        .expect_err("a wrong token is refused");
+        .expect_err("PEER without the peer certificate is refused");
     assert!(
-        matches!(
-            err,
-            starling_client::ClientError::Server {
-                code: starling_proto::ErrorCode::Unauthorized,
-                ..
-            }
-        ),
+        matches!(&err, starling_client::ClientError::Unauthorized(m) if m.contains("PEER")),
         "{err}"
     );
+    // A `starling:peer` certificate from another CA: the TLS handshake fails.
+    let rogue = crate::harness::pki::Ca::new("rogue CA").client(starling_broker::auth::PEER_IDENTITY);
+    let forged = c
+        .config("a")
+        .as_peer()
+        .with_credentials(starling_client::Credentials::Certificate {
+            cert_pem: rogue.cert.into_bytes(),
+            key_pem: rogue.key.into_bytes(),
+        });
+    let err = starling_client::Client::connect(forged)
+        .await
+        .expect_err("a peer certificate from another CA is refused");
+    assert!(
+        !matches!(err, starling_client::ClientError::Server { .. }),
+        "refused by TLS, before any Starling frame: {err}"
+    );
+    // The members still reach each other (by their real certificates).
+    let got = c.plain_client("a").await;
+    let topic = key_owned_by("stranger", Kind::Topic, &ids, "b");
+    got.publish_acked(&topic, "x").await.expect("forwarded to b");
+    got.close().await;
     c.shutdown().await;
 }

@@ -12,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 use rustls::pki_types::CertificateDer;
 use starling_broker::{Broker, RunningBroker};
 use starling_client::{Client, ClientConfig, Subscription, Trust};
-use starling_config::{ConfigOverrides, Profile, compose};
+use starling_config::{AuthMode, ConfigOverrides, Profile, compose};
 use starling_proto::{Frame, FrameDecoder, Hello, PROTOCOL_VERSION, read_frame, write_frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -23,9 +23,11 @@ pub struct TestBroker {
     pub running: RunningBroker,
 }
 
-/// Overrides every test starts from: loopback ephemeral ports, quiet logs.
+/// Overrides every test starts from: loopback ephemeral ports, quiet logs, and
+/// `auth_mode: none` (the access-control tests, `auth.rs`, set up their own identities).
 pub fn base_overrides() -> ConfigOverrides {
     ConfigOverrides {
+        auth_mode: Some(AuthMode::None),
         quic_listen: Some("127.0.0.1:0".parse().expect("addr")),
         http_listen: Some("127.0.0.1:0".parse().expect("addr")),
         drain_timeout_ms: Some(2_000),

@@ -27,8 +27,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use starling_config::BrokerConfig;
 use starling_placement::Kind;
+use starling_access::Operation;
 use starling_proto::{AckMode, ErrorCode, Frame, FrameDecoder, Ping, ReadError, features};
 
+use crate::auth::Access;
 use crate::cluster::forward::Forwarder;
 use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
@@ -141,10 +143,13 @@ fn plan(cluster: &Cluster, role: Role, ack: AckMode, topic: &str) -> Plan {
     }
 }
 
-/// Serves a publish stream whose first frame is `first`.
+/// Serves a publish stream whose first frame is `first`; every request's topic is checked
+/// against `access` (a refused one is answered with `Forbidden`, acked or not, and the stream
+/// goes on).
 pub async fn serve_publish_stream(
     h: Arc<Handles>,
     publisher: Publisher,
+    access: Access,
     allowance: Allowance,
     first: Frame,
     send: quinn::SendStream,
@@ -213,6 +218,17 @@ pub async fn serve_publish_stream(
                 continue;
             }
         };
+        if let Err(denied) = access.check(Operation::Publish, req.topic.as_bytes()) {
+            h.metrics
+                .forbidden
+                .with_label_values(&[denied.operation.name()])
+                .inc();
+            let why = denied.to_string();
+            replies
+                .error(req.request_id, ErrorCode::Forbidden, why)
+                .await;
+            continue;
+        }
         // Bytes read from a client count against the broker-wide budget; a member's were
         // counted where they entered the cluster.
         let bytes: usize = req.payloads.iter().map(Bytes::len).sum();

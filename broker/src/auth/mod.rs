@@ -1,0 +1,254 @@
+//! Client identity and access control, enforced at the broker where a client arrives (peers and
+//! the requests they forward are trusted: they were checked where they entered the cluster).
+//!
+//! - [`source`]: where the users document comes from (`auth_users_file`, or the
+//!   `auth_users_secret` Secret's `users.yaml` read through the Kubernetes API);
+//! - [`reload`]: re-reading it every `auth_reload_interval_ms`, keeping the last good table
+//!   when a read or a parse fails, and closing the live connections of removed users;
+//! - [`identity`]: the verified client certificate's subject common name;
+//! - [`decide`]: who a connection is ([`Principal`]) from its certificate, its `Hello` token and
+//!   the feature bits it asked for, or why it is refused;
+//! - this module: [`Auth`], the table in force and the registry of live users' connections,
+//!   and [`Access`], what a connection's stream handlers check each request against.
+//!
+//! The hot path: a connection's [`Access`] holds a snapshot of its user (an `Arc<User>` behind
+//! a `RwLock` that only a reload writes), so a check is one uncontended read lock and the
+//! user's pattern match; there is no table lookup per request. A reload replaces every live
+//! connection's snapshot with the user of the new table (or closes the connection), so
+//! permissions of live connections follow the document.
+
+pub mod decide;
+pub mod identity;
+pub mod reload;
+pub mod source;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+pub use starling_access::PEER_IDENTITY;
+use starling_access::{Denied, Operation, User, Users};
+use starling_config::{AuthMode, BrokerConfig};
+
+use crate::error::BrokerError;
+use crate::metrics::Metrics;
+
+/// The application close code of a connection whose user was removed from the users table.
+pub const CLOSE_REVOKED: u32 = 3;
+
+/// Who a connection is.
+#[derive(Debug, Clone)]
+pub enum Principal {
+    /// A user of the table (by certificate or token).
+    User(Arc<User>),
+    /// Another member of the cluster.
+    Peer,
+    /// Anyone, under `auth_mode: none`.
+    Anonymous,
+}
+
+/// One connection's user: replaced by every reload that keeps the user.
+#[derive(Debug)]
+pub struct UserAccess {
+    user: parking_lot::RwLock<Arc<User>>,
+}
+
+impl UserAccess {
+    /// The user as the table in force describes it.
+    pub fn user(&self) -> Arc<User> {
+        Arc::clone(&self.user.read())
+    }
+}
+
+/// What a connection's requests are checked against.
+#[derive(Debug, Clone)]
+pub enum Access {
+    /// A peer, or anyone under `auth_mode: none`: everything is allowed.
+    Unrestricted,
+    /// A user: its permissions.
+    User(Arc<UserAccess>),
+}
+
+impl Access {
+    /// Whether `operation` on `name` (a topic's bytes or a cache key) is allowed.
+    pub fn check(&self, operation: Operation, name: &[u8]) -> Result<(), Denied> {
+        match self {
+            Access::Unrestricted => Ok(()),
+            Access::User(u) => u.user.read().check(operation, name),
+        }
+    }
+
+    /// The user's name, if the connection is a user's.
+    pub fn user_name(&self) -> Option<String> {
+        match self {
+            Access::Unrestricted => None,
+            Access::User(u) => Some(u.user.read().name().to_string()),
+        }
+    }
+}
+
+/// A live user connection, as the revocation pass sees it.
+struct Live {
+    access: Arc<UserAccess>,
+    quic: quinn::Connection,
+}
+
+/// The users table in force and the live users' connections.
+pub struct Auth {
+    mode: AuthMode,
+    client_ca: bool,
+    table: parking_lot::RwLock<Arc<Users>>,
+    live: parking_lot::Mutex<HashMap<u64, Live>>,
+    metrics: Arc<Metrics>,
+}
+
+/// Keeps a user connection in the registry until dropped.
+pub struct Registration {
+    auth: Weak<Auth>,
+    id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if let Some(auth) = self.auth.upgrade() {
+            auth.live.lock().remove(&self.id);
+        }
+    }
+}
+
+/// The connection's user was removed between its handshake and its registration.
+#[derive(Debug, thiserror::Error)]
+#[error("user revoked")]
+pub struct Revoked;
+
+impl Auth {
+    /// Refuses `auth_mode: required` without a users source (the broker could admit no one).
+    pub fn check_config(cfg: &BrokerConfig) -> Result<(), BrokerError> {
+        let has_source = cfg.auth_users_file.is_some() || cfg.auth_users_secret.is_some();
+        if cfg.auth_mode == AuthMode::Required && !has_source {
+            return Err(BrokerError::NoUsersSource);
+        }
+        Ok(())
+    }
+
+    /// The access control of a broker with `cfg`, starting with `users`.
+    pub fn new(cfg: &BrokerConfig, users: Users, metrics: Arc<Metrics>) -> Arc<Auth> {
+        metrics
+            .auth_users
+            .set(i64::try_from(users.len()).unwrap_or(i64::MAX));
+        Arc::new(Auth {
+            mode: cfg.auth_mode,
+            client_ca: cfg.auth_client_ca_file.is_some(),
+            table: parking_lot::RwLock::new(Arc::new(users)),
+            live: parking_lot::Mutex::new(HashMap::new()),
+            metrics,
+        })
+    }
+
+    /// `auth_mode`.
+    pub fn mode(&self) -> AuthMode {
+        self.mode
+    }
+
+    /// Whether client certificates are verified against a client CA.
+    pub fn has_client_ca(&self) -> bool {
+        self.client_ca
+    }
+
+    /// The table in force.
+    pub fn users(&self) -> Arc<Users> {
+        Arc::clone(&self.table.read())
+    }
+
+    /// Metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Counts a refused operation.
+    pub fn forbidden(&self, denied: &Denied) {
+        self.metrics
+            .forbidden
+            .with_label_values(&[denied.operation.name()])
+            .inc();
+    }
+
+    /// The [`Access`] of connection `id`, authenticated as `principal`. A user's connection is
+    /// registered (so a reload can refresh or revoke it) until the [`Registration`] is dropped;
+    /// `Revoked` when a reload removed the user since the handshake.
+    pub fn admit(
+        self: &Arc<Self>,
+        id: u64,
+        principal: &Principal,
+        quic: &quinn::Connection,
+    ) -> Result<(Access, Option<Registration>), Revoked> {
+        let user = match principal {
+            Principal::Peer | Principal::Anonymous => return Ok((Access::Unrestricted, None)),
+            Principal::User(user) => user,
+        };
+        let access = Arc::new(UserAccess {
+            user: parking_lot::RwLock::new(Arc::clone(user)),
+        });
+        {
+            let mut live = self.live.lock();
+            // Checked under the registry's lock, which a reload's pass takes after swapping
+            // the table: either this sees the new table or the pass sees this connection.
+            let table = self.users();
+            match table.get(user.name()).filter(|_| table.still_has(user)) {
+                Some(u) => *access.user.write() = u,
+                None => return Err(Revoked),
+            }
+            live.insert(
+                id,
+                Live {
+                    access: Arc::clone(&access),
+                    quic: quic.clone(),
+                },
+            );
+        }
+        let registration = Registration {
+            auth: Arc::downgrade(self),
+            id,
+        };
+        Ok((Access::User(access), Some(registration)))
+    }
+
+    /// Installs a new table: every live connection whose user is still in it gets the new
+    /// permissions, every other one is closed with [`CLOSE_REVOKED`]. Returns how many were
+    /// closed.
+    pub fn install(&self, users: Users) -> usize {
+        self.metrics
+            .auth_users
+            .set(i64::try_from(users.len()).unwrap_or(i64::MAX));
+        let users = Arc::new(users);
+        *self.table.write() = Arc::clone(&users);
+        let revoked: Vec<(u64, quinn::Connection, String)> = {
+            let mut live = self.live.lock();
+            let mut gone = Vec::new();
+            live.retain(|id, l| {
+                let old = l.access.user();
+                match users.get(old.name()).filter(|_| users.still_has(&old)) {
+                    Some(new) => {
+                        *l.access.user.write() = new;
+                        true
+                    }
+                    None => {
+                        gone.push((*id, l.quic.clone(), old.name().to_string()));
+                        false
+                    }
+                }
+            });
+            gone
+        };
+        for (id, quic, user) in &revoked {
+            tracing::info!(conn = id, %user, "user revoked: closing its connection");
+            quic.close(CLOSE_REVOKED.into(), b"user revoked");
+            self.metrics.auth_revoked.inc();
+        }
+        revoked.len()
+    }
+
+    /// Live user connections (for tests and metrics).
+    pub fn live_users(&self) -> usize {
+        self.live.lock().len()
+    }
+}
