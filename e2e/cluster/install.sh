@@ -6,8 +6,8 @@
 #   e2e/cluster/install.sh --force    rebuild every cached binary
 #   e2e/cluster/install.sh --tidy     re-run `go mod tidy` in the wrapper modules first
 #
-# Debian packages go through apt; Kubernetes, etcd, CoreDNS, local-path-provisioner
-# and helm are built from the Go module proxy; outputs are cached by version under
+# Debian packages go through apt; Kubernetes, etcd, CoreDNS, local-path-provisioner,
+# helm and crane are built from the Go module proxy; outputs are cached by version under
 # $STARLING_CACHE_DIR (default ${XDG_CACHE_HOME:-$HOME/.cache}/starling).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -198,6 +198,11 @@ go_install helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm \
   "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
 STEP=helm
 grep -q "^${HELM_VERSION}" <<<"$("$BIN_DIR/helm" version --short)" || die "helm does not report $HELM_VERSION"
+# crane builds every image (e2e/images/crane.sh); needed by step 8 below.
+go_install crane "$CRANE_VERSION" github.com/google/go-containerregistry/cmd/crane \
+  "-s -w -X github.com/google/go-containerregistry/cmd/crane/cmd.Version=$CRANE_VERSION"
+STEP=crane
+[[ "$("$BIN_DIR/crane" version)" == "$CRANE_VERSION" ]] || die "crane does not report $CRANE_VERSION"
 
 # --- 7. pause (static C) -------------------------------------------------------
 PAUSE_SRC="$E2E_CLUSTER_DIR/pause/pause.c"

@@ -20,6 +20,7 @@ ETCD_VERSION=v3.6.5
 COREDNS_VERSION=v1.12.4
 LOCAL_PATH_VERSION=v0.0.30
 HELM_VERSION=v3.22.0
+CRANE_VERSION=v0.22.1   # go-containerregistry: builds the images (e2e/images/crane.sh)
 PAUSE_VERSION=3.10-starling
 
 DEB_PACKAGES=(containerd runc containernetworking-plugins busybox-static iptables
@@ -54,6 +55,15 @@ die() { printf '[%s] ERROR: %s\n' "$(date +%H:%M:%S)" "$*" >&2; exit 1; }
 bin() {
   local p="$BIN_DIR/$1"
   [[ -x "$p" ]] && printf '%s\n' "$p"
+}
+
+# import_images SOCKET FILE.tar...: image archives into containerd's k8s.io
+# namespace, where the kubelet finds them.
+import_images() {
+  local sock=$1 f; shift
+  for f in "$@"; do
+    ctr -a "$sock" -n k8s.io images import "$f" >&2 || die "importing $f into $sock failed"
+  done
 }
 
 need_root() {

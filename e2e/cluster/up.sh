@@ -360,9 +360,9 @@ wait_for containerd 30 serving ctr -a "$SOCK" version
 
 CURRENT=images
 t0=$SECONDS
-python3 "$E2E_DIR/images/docker_archive.py" import --address "$SOCK" \
+( import_images "$SOCK" \
   "$IMAGE_CACHE/pause.tar" "$IMAGE_CACHE/coredns.tar" \
-  "$IMAGE_CACHE/local-path-provisioner.tar" "$IMAGE_CACHE/busybox.tar" 2>>"$D/logs/images.log" \
+  "$IMAGE_CACHE/local-path-provisioner.tar" "$IMAGE_CACHE/busybox.tar" ) 2>>"$D/logs/images.log" \
   || report_failure images "importing the system images failed"
 log "images: pause, coredns, local-path-provisioner, busybox imported in $((SECONDS - t0))s"
 

@@ -6,7 +6,8 @@
 # 1. cargo build --release of starling-broker and starling-operator;
 # 2. for each binary, a rootfs with the binary, the glibc libraries `ldd` lists,
 #    /etc/passwd with uid 65532 `nonroot` and CA certificates;
-# 3. docker-archive tars under <cargo target dir>/images/, tagged
+# 3. images built with crane (e2e/images/crane.sh), written as docker-archive tars
+#    under <cargo target dir>/images/, tagged
 #    starling/broker:<crate version>-<git short sha> and starling/operator:<same>;
 # 4. imports them into the local cluster's containerd when it is up (unless --no-import);
 # 5. writes the refs to $STARLING_E2E_DIR/images.env (and next to the tars) as
@@ -16,19 +17,20 @@
 # OPERATOR_IMAGE is left empty; STARLING_REQUIRE_OPERATOR=1 makes that an error.
 # The images are the docker-less equivalent of broker/Dockerfile and operator/Dockerfile.
 source "$(dirname "${BASH_SOURCE[0]}")/../cluster/lib.sh"
+source "$E2E_DIR/images/crane.sh"
 
 IMPORT=1
 for arg in "$@"; do
   case "$arg" in
     --no-import) IMPORT=0 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) die "unknown argument: $arg" ;;
   esac
 done
 
-WRITER="$E2E_DIR/images/docker_archive.py"
 cd "$REPO_ROOT"
 command -v cargo >/dev/null || die "cargo not found"
+[[ -n "$(bin crane)" ]] || die "crane missing from $BIN_DIR: run e2e/cluster/install.sh (make deps)"
 
 META=$(cargo metadata --no-deps --format-version 1) || die "cargo metadata failed"
 read -r VERSION TARGET_DIR < <(python3 -c '
@@ -36,7 +38,10 @@ import json, sys
 m = json.load(sys.stdin)
 v = next(p["version"] for p in m["packages"] if p["name"] == "starling-broker")
 print(v, m["target_directory"])' <<<"$META")
-SHA=$(git rev-parse --short HEAD 2>/dev/null) || die "not a git checkout: the image tag needs the commit"
+# Read once: the tag and the revision label name the same commit even when HEAD
+# moves during the build.
+REVISION=$(git rev-parse HEAD 2>/dev/null) || die "not a git checkout: the image tag needs the commit"
+SHA=$(git rev-parse --short "$REVISION")
 TAG="$VERSION-$SHA"
 OUT="$TARGET_DIR/images"
 mkdir -p "$OUT"
@@ -85,17 +90,20 @@ make_image() {
     log "warning: /etc/ssl/certs/ca-certificates.crt missing; image has no CA certificates"
   fi
   local expose=() p
-  for p in "$@"; do expose+=(--expose "$p"); done
-  python3 "$WRITER" build --rootfs "$root" --tag "$ref" --out "$OUT/$name.tar" \
-    --entrypoint "[\"/usr/local/bin/$name\"]" --user 65532:65532 --workdir /home/nonroot \
-    --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
+  for p in "$@"; do expose+=(--exposed-ports "$p"); done
+  crane_image "$root" "$ref" "$OUT/$name.tar" \
+    --entrypoint "/usr/local/bin/$name" -u 65532:65532 -w /home/nonroot \
+    -e SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     --chown home/nonroot=65532:65532 \
-    --label "org.opencontainers.image.title=$name" \
-    --label "org.opencontainers.image.version=$VERSION" \
-    --label "org.opencontainers.image.revision=$(git rev-parse HEAD)" \
+    -l "org.opencontainers.image.title=$name" \
+    -l "org.opencontainers.image.version=$VERSION" \
+    -l "org.opencontainers.image.revision=$REVISION" \
     "${expose[@]}"
   rm -rf "$root"
 }
+
+trap crane_stop EXIT
+crane_start
 
 BROKER_IMAGE="starling/broker:$TAG"
 OPERATOR_IMAGE=""
@@ -116,7 +124,7 @@ printf '%s\n' "$ENV_TEXT" >"$OUT/images.env"
 SOCK="$STATE_DIR/containerd/containerd.sock"
 if [[ $IMPORT -eq 1 ]]; then
   if [[ -S "$SOCK" ]] && ctr -a "$SOCK" version >/dev/null 2>&1; then
-    python3 "$WRITER" import --address "$SOCK" "${TARS[@]}" || die "importing the images failed"
+    import_images "$SOCK" "${TARS[@]}"
     log "imported into the local cluster ($SOCK)"
   else
     log "local cluster not running ($SOCK): images not imported; run e2e/cluster/up.sh, then this script again"

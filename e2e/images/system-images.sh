@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Builds the docker-archive tars of the cluster's own images (pause, CoreDNS,
-# local-path-provisioner and a busybox for its helper pods) from the binaries
-# that e2e/cluster/install.sh cached. Called by install.sh; up.sh imports the
-# tars into the cluster's containerd.
+# Builds the images of the cluster's own pods (pause, CoreDNS,
+# local-path-provisioner and a busybox for its helper pods) with crane, from the
+# binaries that e2e/cluster/install.sh cached, as docker-archive tars under
+# $IMAGE_CACHE. Called by install.sh; up.sh imports the tars into the cluster's
+# containerd.
 #
 #   e2e/images/system-images.sh [--force]
 source "$(dirname "${BASH_SOURCE[0]}")/../cluster/lib.sh"
+source "$E2E_DIR/images/crane.sh"
 
 FORCE=0
 [[ "${1:-}" == "--force" ]] && FORCE=1
-WRITER="$E2E_DIR/images/docker_archive.py"
 BUSYBOX=/bin/busybox
 
 for c in "pause-$PAUSE_VERSION" "coredns-$COREDNS_VERSION" "local-path-provisioner-$LOCAL_PATH_VERSION"; do
@@ -22,7 +23,8 @@ fi
 fp=$( {
   printf '%s\n' "$PAUSE_IMAGE" "$COREDNS_IMAGE" "$LOCAL_PATH_IMAGE" "$BUSYBOX_IMAGE"
   cat "$CACHE_DIR/pause-$PAUSE_VERSION/.built" "$CACHE_DIR/coredns-$COREDNS_VERSION/.built" \
-    "$CACHE_DIR/local-path-provisioner-$LOCAL_PATH_VERSION/.built" "$WRITER" "$0"
+    "$CACHE_DIR/local-path-provisioner-$LOCAL_PATH_VERSION/.built" "$E2E_DIR/images/crane.sh" "$0"
+  printf '%s\n' "$CRANE_VERSION"
   sha256sum "$BUSYBOX"
 } | sha256sum | cut -c1-16)
 
@@ -35,7 +37,8 @@ if [[ $FORCE -eq 0 && -f "$IMAGE_CACHE/.built" && "$(cat "$IMAGE_CACHE/.built")"
 fi
 
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+trap 'crane_stop; rm -rf "$WORK"' EXIT
+crane_start
 
 # Base rootfs: /etc/passwd with root and nonroot (65532), /tmp.
 base_rootfs() {
@@ -51,19 +54,18 @@ log "system images: building into $IMAGE_CACHE"
 
 r="$WORK/pause"; mkdir -p "$r"
 install -m 0755 "$CACHE_DIR/pause-$PAUSE_VERSION/bin/pause" "$r/pause"
-python3 "$WRITER" build --rootfs "$r" --tag "$PAUSE_IMAGE" --out "$IMAGE_CACHE/pause.tar" \
-  --entrypoint '["/pause"]' --user 65535:65535
+crane_image "$r" "$PAUSE_IMAGE" "$IMAGE_CACHE/pause.tar" --entrypoint /pause -u 65535:65535
 
 r="$WORK/coredns"; base_rootfs "$r"
 install -m 0755 "$CACHE_DIR/coredns-$COREDNS_VERSION/bin/coredns" "$r/coredns"
-python3 "$WRITER" build --rootfs "$r" --tag "$COREDNS_IMAGE" --out "$IMAGE_CACHE/coredns.tar" \
-  --entrypoint '["/coredns"]' --user 65532:65532 --expose 53/udp --expose 53/tcp --chown home/nonroot=65532:65532
+crane_image "$r" "$COREDNS_IMAGE" "$IMAGE_CACHE/coredns.tar" --entrypoint /coredns -u 65532:65532 \
+  --exposed-ports 53/udp --exposed-ports 53/tcp --chown home/nonroot=65532:65532
 
 r="$WORK/local-path"; base_rootfs "$r"
 mkdir -p "$r/usr/bin"
 install -m 0755 "$CACHE_DIR/local-path-provisioner-$LOCAL_PATH_VERSION/bin/local-path-provisioner" "$r/usr/bin/local-path-provisioner"
-python3 "$WRITER" build --rootfs "$r" --tag "$LOCAL_PATH_IMAGE" --out "$IMAGE_CACHE/local-path-provisioner.tar" \
-  --entrypoint '["local-path-provisioner"]'
+crane_image "$r" "$LOCAL_PATH_IMAGE" "$IMAGE_CACHE/local-path-provisioner.tar" \
+  --entrypoint local-path-provisioner
 
 # busybox: the local-path helper pods run `sh -c` scripts with mkdir/rm/chmod.
 r="$WORK/busybox"; base_rootfs "$r"
@@ -72,7 +74,7 @@ install -m 0755 "$BUSYBOX" "$r/bin/busybox"
 for applet in $("$BUSYBOX" --list); do
   [[ "$applet" == busybox ]] || ln -s busybox "$r/bin/$applet"
 done
-python3 "$WRITER" build --rootfs "$r" --tag "$BUSYBOX_IMAGE" --out "$IMAGE_CACHE/busybox.tar" --cmd '["sh"]'
+crane_image "$r" "$BUSYBOX_IMAGE" "$IMAGE_CACHE/busybox.tar" --cmd sh
 
 printf '%s\n' "$fp" >"$IMAGE_CACHE/.built"
 log "system images: done"
