@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::ClientError;
 use crate::cluster::{Router, Target, is_moved};
 use crate::config::ClientConfig;
+use crate::error::Operation;
 use crate::handshake::{Role, ServerInfo};
 use crate::node::Node;
 use crate::pump::BATCH_BUFFER;
@@ -34,7 +35,7 @@ pub(crate) struct Inner {
     router: Option<Router>,
     request_timeout: Duration,
     closed: AtomicBool,
-    /// A broker's client for its peers (`ClientConfig::peer_token`).
+    /// A broker's client for its peers (`ClientConfig::as_peer`).
     peer: bool,
 }
 
@@ -45,10 +46,7 @@ impl Client {
     /// stream is opened on first use.
     pub async fn connect(cfg: ClientConfig) -> Result<Client, ClientError> {
         cfg.validate()?;
-        let role = match &cfg.peer_token {
-            Some(token) => Role::Peer(token.clone()),
-            None => Role::Plain,
-        };
+        let role = if cfg.peer { Role::Peer } else { Role::Plain };
         let bootstrap = Arc::new(Node::connect(&cfg, role).await?);
         let router = if cfg.cluster_routing {
             match bootstrap.cluster_info().await {
@@ -66,7 +64,7 @@ impl Client {
             router,
             request_timeout: cfg.request_timeout,
             closed: AtomicBool::new(false),
-            peer: cfg.peer_token.is_some(),
+            peer: cfg.peer,
         });
         if let Some(router) = &inner.router {
             router.warm_up().await;
@@ -105,6 +103,7 @@ impl Client {
                 async move { node.publish(topic, payload, acked).await }
             })
             .await
+            .map_err(|e| e.in_operation(Operation::Publish, topic.as_bytes()))
     }
 
     /// Publishes several messages to one topic in one frame; with `acked`,
@@ -123,6 +122,7 @@ impl Client {
                 async move { node.publish_batch(topic, payloads, acked).await }
             })
             .await
+            .map_err(|e| e.in_operation(Operation::Publish, topic.as_bytes()))
     }
 
     /// Queues an acked batch now and returns a future for its ack, so a caller can keep many
@@ -135,10 +135,16 @@ impl Client {
     ) -> Result<impl Future<Output = Result<(), ClientError>> + Send + 'static, ClientError> {
         let inner = self.open()?;
         check_topic(topic)?;
-        inner
+        let name = topic.to_string();
+        let ack = inner
             .bootstrap
             .publish_batch_deferred(topic, payloads)
             .await
+            .map_err(|e| e.in_operation(Operation::Publish, name.as_bytes()))?;
+        Ok(async move {
+            ack.await
+                .map_err(|e| e.in_operation(Operation::Publish, name.as_bytes()))
+        })
     }
 
     /// Subscribes to `topic`; returns once the broker accepted the subscription. The
@@ -206,6 +212,7 @@ impl Client {
                 async move { node.cache_put(key, value, ttl).await }
             })
             .await
+            .map_err(|e| e.in_operation(Operation::CacheWrite, &key))
     }
 
     /// The value under `key`, or `None` when absent or expired.
@@ -218,6 +225,7 @@ impl Client {
                 async move { node.cache_get(key).await }
             })
             .await
+            .map_err(|e| e.in_operation(Operation::CacheRead, &key))
     }
 
     /// Deletes `key`; `true` when it existed.
@@ -230,6 +238,7 @@ impl Client {
                 async move { node.cache_delete(key).await }
             })
             .await
+            .map_err(|e| e.in_operation(Operation::CacheWrite, &key))
     }
 
     /// The cluster's membership as the bootstrap broker sees it now.
@@ -318,6 +327,7 @@ impl Inner {
             |node: Arc<Node>| async move { node.subscribe(topic, resume).await },
         )
         .await
+        .map_err(|e| e.in_operation(Operation::Subscribe, topic.as_bytes()))
     }
 
     /// The node for a request, and the member id when it is a member's own node.

@@ -1,11 +1,13 @@
-//! [`ClientConfig`]: where to connect, whom to trust and how big the pools and
-//! QUIC windows are. Pool sizes and windows come from the same profile tables
+//! [`ClientConfig`]: where to connect, whom to trust, who the client is and how big the pools
+//! and QUIC windows are. Pool sizes and windows come from the same profile tables
 //! the broker uses (`starling-config`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use starling_config::{ClientTuning, Profile};
+
+use crate::credentials::Credentials;
 
 /// Default port of the broker's QUIC listener.
 pub const DEFAULT_PORT: u16 = starling_config::DEFAULT_QUIC_PORT;
@@ -39,12 +41,26 @@ impl Trust {
         insecure: bool,
         fingerprint: Option<&str>,
     ) -> Result<Trust, crate::ClientError> {
-        match (ca, insecure, fingerprint) {
-            (Some(path), false, None) => Ok(Trust::CaFile(path)),
-            (None, true, None) => Ok(Trust::Insecure),
-            (None, false, Some(hex)) => Trust::fingerprint_hex(hex),
+        Trust::select_or(ca, insecure, fingerprint, None)
+    }
+
+    /// [`Trust::select`], except that no option at all falls back to `fallback` when there is
+    /// one (the `ca.crt` of a credentials directory, see [`crate::CredentialsDir`]).
+    pub fn select_or(
+        ca: Option<PathBuf>,
+        insecure: bool,
+        fingerprint: Option<&str>,
+        fallback: Option<Trust>,
+    ) -> Result<Trust, crate::ClientError> {
+        match (ca, insecure, fingerprint, fallback) {
+            (Some(path), false, None, _) => Ok(Trust::CaFile(path)),
+            (None, true, None, _) => Ok(Trust::Insecure),
+            (None, false, Some(hex), _) => Trust::fingerprint_hex(hex),
+            (None, false, None, Some(trust)) => Ok(trust),
             _ => Err(crate::ClientError::Config(
-                "choose exactly one of --ca FILE, --insecure or --fingerprint HEX".to_string(),
+                "choose exactly one of --ca FILE, --insecure or --fingerprint HEX \
+                 (or --credentials DIR holding a ca.crt)"
+                    .to_string(),
             )),
         }
     }
@@ -111,8 +127,11 @@ pub struct ClientConfig {
     pub cluster_routing: bool,
     /// How often a routing client re-reads the cluster's membership.
     pub cluster_refresh: Duration,
-    /// Broker-to-broker links only: the cluster peer token sent in `Hello`.
-    pub peer_token: Option<Vec<u8>>,
+    /// Who the client is to the broker (see [`Credentials`]); `Debug` never shows a token or
+    /// a private key.
+    pub credentials: Credentials,
+    /// Broker-to-broker links only: ask for the `PEER` role (see [`ClientConfig::as_peer`]).
+    pub peer: bool,
 }
 
 impl ClientConfig {
@@ -131,7 +150,8 @@ impl ClientConfig {
             request_timeout: Duration::from_secs(10),
             cluster_routing: true,
             cluster_refresh: Duration::from_secs(5),
-            peer_token: None,
+            credentials: Credentials::None,
+            peer: false,
         }
     }
 
@@ -141,10 +161,20 @@ impl ClientConfig {
         self
     }
 
-    /// Makes this a broker-to-broker link authenticated with `token` (no routing: the peer
-    /// serves every request itself).
-    pub fn with_peer_token(mut self, token: Vec<u8>) -> Self {
-        self.peer_token = Some(token);
+    /// Authenticates with `credentials`: a token sent in the handshake, or a client
+    /// certificate presented in TLS.
+    pub fn with_credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = credentials;
+        self
+    }
+
+    /// Makes this a broker-to-broker link: the connection asks for the `PEER` role
+    /// (`starling_proto::Role::Peer`), which a broker grants only to a client certificate whose
+    /// common name is the peer identity (`starling:peer`) signed by its client CA, so give the
+    /// member's peer certificate with [`ClientConfig::with_credentials`]. No routing: the peer
+    /// serves every request itself.
+    pub fn as_peer(mut self) -> Self {
+        self.peer = true;
         self.cluster_routing = false;
         self
     }
@@ -226,11 +256,23 @@ mod tests {
             assert_eq!(
                 err.err().as_deref(),
                 Some(
-                    "invalid configuration: choose exactly one of --ca FILE, --insecure or --fingerprint HEX"
+                    "invalid configuration: choose exactly one of --ca FILE, --insecure or \
+                     --fingerprint HEX (or --credentials DIR holding a ca.crt)"
                 )
             );
         }
         assert!(Trust::select(None, false, Some("zz")).is_err());
+        // A credentials directory's CA is the trust only when no option chose one.
+        let dir_ca = Some(Trust::CaPem(b"ca".to_vec()));
+        assert_eq!(
+            Trust::select_or(None, false, None, dir_ca.clone()).ok(),
+            dir_ca
+        );
+        assert!(matches!(
+            Trust::select_or(None, true, None, dir_ca.clone()),
+            Ok(Trust::Insecure)
+        ));
+        assert!(Trust::select_or(Some("x".into()), true, None, dir_ca).is_err());
     }
 
     #[test]
@@ -265,6 +307,18 @@ mod tests {
             err,
             Err("invalid configuration: cache_streams_per_conn must be at least 1".into())
         );
+    }
+
+    #[test]
+    fn peers_do_not_route_and_credentials_are_kept() {
+        let cfg = ClientConfig::new("h:1", Trust::Insecure);
+        assert_eq!(
+            (cfg.peer, cfg.credentials.clone()),
+            (false, Credentials::None)
+        );
+        let peer = cfg.with_credentials(Credentials::token("t")).as_peer();
+        assert!(peer.peer && !peer.cluster_routing);
+        assert_eq!(peer.credentials, Credentials::Token("t".into()));
     }
 
     #[test]

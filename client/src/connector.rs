@@ -36,6 +36,8 @@ pub(crate) struct Connector {
     client_name: String,
     connect_timeout: Duration,
     role: Role,
+    /// A token user's token, sent in every `Hello` (never logged).
+    token: Option<Arc<str>>,
 }
 
 impl Connector {
@@ -59,6 +61,7 @@ impl Connector {
             client_name: cfg.client_name.clone(),
             connect_timeout: cfg.connect_timeout,
             role,
+            token: cfg.credentials.auth_token().map(Arc::from),
         })
     }
 
@@ -98,7 +101,8 @@ impl Connector {
             .connect_with(self.configs.for_kind(kind), addr, &self.server_name)
             .map_err(|e| ClientError::Connect(format!("{addr}: {e}")))?;
         let quic = connecting.await.map_err(setup_error)?;
-        let info = match handshake(&quic, &self.client_name, &self.role).await {
+        let info = match handshake(&quic, &self.client_name, self.role, self.token.as_deref()).await
+        {
             Ok(info) => info,
             Err(e) => {
                 quic.close(0u32.into(), b"handshake failed");

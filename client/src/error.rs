@@ -3,6 +3,8 @@
 
 use starling_proto::{DecodeError, ErrorCode, ReadError};
 
+use crate::credentials::CredentialsError;
+
 /// The error type of every fallible SDK call.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -44,6 +46,25 @@ pub enum ClientError {
     /// The cache key is not valid (empty or longer than the protocol allows).
     #[error("invalid cache key: {0}")]
     InvalidKey(String),
+    /// A credentials directory or certificate/key file could not be used.
+    #[error(transparent)]
+    Credentials(#[from] CredentialsError),
+    /// The broker refused the handshake: no credentials, or credentials it does not know
+    /// (`ErrorCode::Unauthorized`). Retrying with the same credentials fails the same way.
+    #[error("unauthorized: {0}")]
+    Unauthorized(String),
+    /// The broker refused one operation because the user's permissions do not allow it
+    /// (`ErrorCode::Forbidden`). The connection and the client's other requests and
+    /// subscriptions are unaffected.
+    #[error("forbidden: {message}")]
+    Forbidden {
+        /// The operation refused: `publish`, `subscribe`, `cache_read` or `cache_write`.
+        op: String,
+        /// The topic or cache key (a key that is not UTF-8 is shown lossily).
+        name: String,
+        /// The broker's explanation, naming the user, the operation and the name.
+        message: String,
+    },
     /// The request would exceed the server's `max_frame_bytes`.
     #[error("request of {len} bytes exceeds the server's frame limit of {max} bytes")]
     FrameTooLarge {
@@ -52,6 +73,27 @@ pub enum ClientError {
         /// The limit announced by the server in its handshake.
         max: u32,
     },
+}
+
+/// The operations a user's permissions govern, as [`ClientError::Forbidden`] names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Operation {
+    Publish,
+    Subscribe,
+    CacheRead,
+    CacheWrite,
+}
+
+impl Operation {
+    /// The name used in [`ClientError::Forbidden::op`] (and in the users document).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Operation::Publish => "publish",
+            Operation::Subscribe => "subscribe",
+            Operation::CacheRead => "cache_read",
+            Operation::CacheWrite => "cache_write",
+        }
+    }
 }
 
 /// A protocol violation by the server.
@@ -80,11 +122,32 @@ pub enum ProtocolError {
 }
 
 impl ClientError {
-    /// Builds a [`ClientError::Server`] from an `Error` frame.
+    /// Builds a [`ClientError::Server`] from an `Error` frame (a refused handshake,
+    /// `Unauthorized`, is [`ClientError::Unauthorized`]).
     pub(crate) fn server(frame: starling_proto::ErrorFrame) -> Self {
-        ClientError::Server {
-            code: frame.code,
-            message: frame.message,
+        match frame.code {
+            ErrorCode::Unauthorized => ClientError::Unauthorized(frame.message),
+            code => ClientError::Server {
+                code,
+                message: frame.message,
+            },
+        }
+    }
+
+    /// Names the refused operation in a `Forbidden` answer: the layers below only see an
+    /// `Error` frame, the public call knows which operation on which name it made. Any other
+    /// error is returned as it is.
+    pub(crate) fn in_operation(self, op: Operation, name: &[u8]) -> Self {
+        match self {
+            ClientError::Server {
+                code: ErrorCode::Forbidden,
+                message,
+            } => ClientError::Forbidden {
+                op: op.as_str().to_string(),
+                name: String::from_utf8_lossy(name).into_owned(),
+                message,
+            },
+            other => other,
         }
     }
 
@@ -189,6 +252,51 @@ mod tests {
         // A server refusal leaves the link up, and may succeed later.
         assert!(!server.is_link_failure() && server.is_transient());
         assert!(!topic.is_link_failure() && !topic.is_transient());
+    }
+
+    #[test]
+    fn refusals_by_permission_and_handshake_are_typed() {
+        let frame = |code| starling_proto::ErrorFrame {
+            request_id: 3,
+            code,
+            message: "user \"bob\" may not publish topic \"orders.eu\"".into(),
+        };
+        let forbidden = ClientError::server(frame(ErrorCode::Forbidden))
+            .in_operation(Operation::Publish, b"orders.eu");
+        match &forbidden {
+            ClientError::Forbidden { op, name, message } => {
+                assert_eq!((op.as_str(), name.as_str()), ("publish", "orders.eu"));
+                assert!(message.contains("bob"), "{message}");
+            }
+            other => panic!("not forbidden: {other:?}"),
+        }
+        assert_eq!(
+            forbidden.to_string(),
+            "forbidden: user \"bob\" may not publish topic \"orders.eu\""
+        );
+        // A refusal repeats: neither is retried, and neither breaks the link.
+        assert!(!forbidden.is_transient() && !forbidden.is_link_failure());
+        let unauthorized = ClientError::server(frame(ErrorCode::Unauthorized));
+        assert!(matches!(unauthorized, ClientError::Unauthorized(_)));
+        assert!(!unauthorized.is_transient());
+        // Other codes stay server errors, whatever the operation.
+        let moved = ClientError::server(frame(ErrorCode::Unavailable))
+            .in_operation(Operation::CacheRead, b"k");
+        assert!(matches!(
+            moved,
+            ClientError::Server {
+                code: ErrorCode::Unavailable,
+                ..
+            }
+        ));
+        let names = [
+            Operation::Publish,
+            Operation::Subscribe,
+            Operation::CacheRead,
+            Operation::CacheWrite,
+        ]
+        .map(Operation::as_str);
+        assert_eq!(names, ["publish", "subscribe", "cache_read", "cache_write"]);
     }
 
     #[test]

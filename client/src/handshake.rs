@@ -2,7 +2,7 @@
 //! connection's first bidirectional stream, and [`ServerInfo`], what it tells us.
 
 use bytes::BytesMut;
-use starling_proto::{Frame, FrameDecoder, Hello, HelloOk, PROTOCOL_VERSION, read_frame};
+use starling_proto::{Frame, FrameDecoder, Hello, HelloOk, PROTOCOL_VERSION, features, read_frame};
 
 use crate::ClientError;
 use crate::error::ProtocolError;
@@ -11,7 +11,7 @@ use crate::error::ProtocolError;
 const HANDSHAKE_MAX_FRAME: u32 = 64 * 1024;
 
 /// What a connection announces about itself in `Hello`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) enum Role {
     /// An ordinary client: the server forwards requests it does not own.
     #[default]
@@ -19,26 +19,19 @@ pub(crate) enum Role {
     /// A routing client talking to the member it believes owns the request: the server
     /// answers `Moved` when it does not own a subscription or cache key.
     Routed,
-    /// Another broker of the cluster, authenticated with the cluster token.
-    Peer(Vec<u8>),
+    /// Another broker of the cluster, identified by its peer certificate.
+    Peer,
 }
 
 impl Role {
     /// The feature bits this role asks for (the protocol's mapping, [`starling_proto::Role`]).
-    fn features(&self) -> u64 {
+    fn features(self) -> u64 {
         let role = match self {
             Role::Plain => starling_proto::Role::Plain,
             Role::Routed => starling_proto::Role::Routed,
-            Role::Peer(_) => starling_proto::Role::Peer,
+            Role::Peer => starling_proto::Role::Peer,
         };
         role.requested()
-    }
-
-    fn token(&self) -> Option<bytes::Bytes> {
-        match self {
-            Role::Peer(t) => Some(bytes::Bytes::copy_from_slice(t)),
-            _ => None,
-        }
     }
 }
 
@@ -82,14 +75,20 @@ impl From<HelloOk> for ServerInfo {
     }
 }
 
-/// The `Hello` frame this client sends.
-pub(crate) fn hello(client_name: &str, role: &Role) -> Frame {
+/// The `Hello` frame this client sends: the role's features, plus `AUTH_TOKEN` and the token
+/// when the client authenticates as a token user.
+pub(crate) fn hello(client_name: &str, role: Role, token: Option<&str>) -> Frame {
+    let auth = if token.is_some() {
+        features::AUTH_TOKEN
+    } else {
+        0
+    };
     Frame::Hello(Hello {
         min_version: PROTOCOL_VERSION,
         max_version: PROTOCOL_VERSION,
-        features: role.features(),
+        features: role.features() | auth,
         client_name: client_name.to_string(),
-        auth_token: role.token(),
+        auth_token: token.map(|t| bytes::Bytes::copy_from_slice(t.as_bytes())),
     })
 }
 
@@ -112,10 +111,12 @@ pub(crate) fn answer(frame: Option<Frame>) -> Result<ServerInfo, ClientError> {
 pub(crate) async fn handshake(
     conn: &quinn::Connection,
     client_name: &str,
-    role: &Role,
+    role: Role,
+    token: Option<&str>,
 ) -> Result<ServerInfo, ClientError> {
     let (mut send, mut recv) = conn.open_bi().await?;
-    send.write_all(&hello(client_name, role).to_bytes()).await?;
+    send.write_all(&hello(client_name, role, token).to_bytes())
+        .await?;
     let mut buf = BytesMut::new();
     let frame = read_frame(
         &mut recv,
@@ -132,7 +133,7 @@ pub(crate) async fn handshake(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use starling_proto::{ErrorCode, ErrorFrame, Ping, features};
+    use starling_proto::{ErrorCode, ErrorFrame, Ping};
 
     fn ok(version: u8) -> Frame {
         Frame::HelloOk(HelloOk {
@@ -144,25 +145,52 @@ mod tests {
         })
     }
 
+    fn hello_of(role: Role, token: Option<&str>) -> Hello {
+        match hello("me", role, token) {
+            Frame::Hello(h) => h,
+            other => panic!("not a hello: {other:?}"),
+        }
+    }
+
     #[test]
     fn hello_offers_the_protocol_version_and_features() {
-        let Frame::Hello(h) = hello("me", &Role::Plain) else {
-            panic!("not a hello");
-        };
+        let h = hello_of(Role::Plain, None);
         assert_eq!((h.min_version, h.max_version), (2, 2));
         assert_eq!(h.features, features::BATCH_PUBLISH | features::CACHE);
         assert_eq!(h.client_name, "me");
         assert_eq!(h.auth_token, None);
-        let Frame::Hello(routed) = hello("me", &Role::Routed) else {
-            panic!("not a hello");
-        };
+        let routed = hello_of(Role::Routed, None);
         assert!(routed.features & features::CLUSTER != 0);
-        let Frame::Hello(peer) = hello("me", &Role::Peer(vec![1, 2])) else {
-            panic!("not a hello");
-        };
-        assert!(peer.features & features::AUTH_TOKEN != 0);
-        assert!(peer.features & features::CLUSTER == 0);
-        assert_eq!(peer.auth_token.as_deref(), Some(&[1u8, 2][..]));
+        let peer = hello_of(Role::Peer, None);
+        assert_eq!(peer.features, features::BASE | features::PEER);
+        assert_eq!(peer.auth_token, None);
+    }
+
+    #[test]
+    fn a_token_user_sends_the_token_and_the_auth_token_bit() {
+        for role in [Role::Plain, Role::Routed] {
+            let h = hello_of(role, Some("s3cret"));
+            assert_eq!(h.features, role.features() | features::AUTH_TOKEN);
+            assert_eq!(h.auth_token.as_deref(), Some(&b"s3cret"[..]));
+        }
+        // No token, no bit: a certificate user is known by its certificate.
+        assert_eq!(
+            hello_of(Role::Plain, None).features & features::AUTH_TOKEN,
+            0
+        );
+    }
+
+    #[test]
+    fn a_refused_handshake_is_unauthorized() {
+        let refused = Frame::Error(ErrorFrame {
+            request_id: 0,
+            code: ErrorCode::Unauthorized,
+            message: "unknown token".into(),
+        });
+        assert!(matches!(
+            answer(Some(refused)),
+            Err(ClientError::Unauthorized(m)) if m == "unknown token"
+        ));
     }
 
     #[test]

@@ -60,6 +60,7 @@ mod client;
 mod cluster;
 mod config;
 mod connector;
+mod credentials;
 mod error;
 mod fingerprint;
 mod handshake;
@@ -79,6 +80,7 @@ mod verify;
 
 pub use client::Client;
 pub use config::{ClientConfig, DEFAULT_PORT, TransportTuning, Trust};
+pub use credentials::{Credentials, CredentialsDir, CredentialsError};
 pub use error::{ClientError, ProtocolError};
 pub use fingerprint::sha256 as certificate_fingerprint;
 pub use handshake::ServerInfo;

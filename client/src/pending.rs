@@ -95,6 +95,13 @@ pub(crate) fn copy_error(e: &ClientError) -> ClientError {
             code: *code,
             message: message.clone(),
         },
+        ClientError::Credentials(c) => ClientError::Credentials(c.clone()),
+        ClientError::Unauthorized(m) => ClientError::Unauthorized(m.clone()),
+        ClientError::Forbidden { op, name, message } => ClientError::Forbidden {
+            op: op.clone(),
+            name: name.clone(),
+            message: message.clone(),
+        },
         ClientError::Timeout => ClientError::Timeout,
         ClientError::Closed => ClientError::Closed,
         ClientError::InvalidTopic(s) => ClientError::InvalidTopic(s.clone()),

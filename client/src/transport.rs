@@ -43,13 +43,15 @@ impl QuicConfigs {
     /// Builds TLS and transport settings from the client config.
     pub(crate) fn new(cfg: &ClientConfig) -> Result<Self, ClientError> {
         let t = &cfg.transport;
-        let mut pubsub = quinn::ClientConfig::new(quic_crypto(&cfg.trust, ALPN_PUBSUB)?);
+        let mut pubsub =
+            quinn::ClientConfig::new(quic_crypto(&cfg.trust, &cfg.credentials, ALPN_PUBSUB)?);
         pubsub.transport_config(Arc::new(transport(
             t,
             t.event_stream_recv_window,
             t.event_conn_recv_window,
         )?));
-        let mut cache = quinn::ClientConfig::new(quic_crypto(&cfg.trust, ALPN_CACHE)?);
+        let mut cache =
+            quinn::ClientConfig::new(quic_crypto(&cfg.trust, &cfg.credentials, ALPN_CACHE)?);
         cache.transport_config(Arc::new(transport(
             t,
             t.cache_stream_recv_window,

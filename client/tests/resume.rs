@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::SOON;
 use starling_broker::{Broker, RunningBroker};
 use starling_client::{Client, ClientConfig, Subscription, Trust};
-use starling_config::{ConfigOverrides, Profile, compose};
+use starling_config::{AuthMode, ConfigOverrides, Profile, compose};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TOPIC: &str = "resume.orders";
@@ -31,6 +31,7 @@ async fn start_fresh() -> RunningBroker {
 
 async fn start_on(quic: SocketAddr) -> RunningBroker {
     let overrides = ConfigOverrides {
+        auth_mode: Some(AuthMode::None),
         quic_listen: Some(quic),
         http_listen: Some("127.0.0.1:0".parse().expect("addr")),
         drain_timeout_ms: Some(1_000),

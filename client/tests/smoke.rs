@@ -178,6 +178,7 @@ async fn pool_slots_reconnect_after_the_broker_restarts() {
     first.shutdown().await;
 
     let overrides = starling_config::ConfigOverrides {
+        auth_mode: Some(starling_config::AuthMode::None),
         quic_listen: Some(addr),
         http_listen: Some("127.0.0.1:0".parse().expect("addr")),
         ..Default::default()

@@ -7,14 +7,16 @@ use std::time::Duration;
 
 use starling_broker::{Broker, RunningBroker};
 use starling_client::{ClientConfig, Trust, certificate_fingerprint};
-use starling_config::{ConfigOverrides, Profile, compose};
+use starling_config::{AuthMode, ConfigOverrides, Profile, compose};
 
 /// Upper bound for anything that should happen "soon" on a loaded machine.
 pub const SOON: Duration = Duration::from_secs(10);
 
-/// Starts a broker with the balanced profile on 127.0.0.1 ephemeral ports.
+/// Starts a broker with the balanced profile on 127.0.0.1 ephemeral ports, without
+/// authentication (`auth_mode: none`): these tests exercise the data path.
 pub async fn start_broker() -> RunningBroker {
     let overrides = ConfigOverrides {
+        auth_mode: Some(AuthMode::None),
         quic_listen: Some("127.0.0.1:0".parse().expect("addr")),
         http_listen: Some("127.0.0.1:0".parse().expect("addr")),
         drain_timeout_ms: Some(1_000),
