@@ -17,14 +17,14 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::auth::source::UsersSource;
+use crate::auth::{self, Auth};
 use crate::cache::{Cache, CacheConfig};
 use crate::cluster::forward::Forwarder;
 use crate::cluster::handoff::{self, Handoff};
 use crate::cluster::peers::Peers;
 use crate::cluster::source::Source;
 use crate::cluster::upstream::Upstreams;
-use crate::auth::source::UsersSource;
-use crate::auth::{self, Auth};
 use crate::cluster::{Cluster, MemberSet, Route};
 use crate::error::BrokerError;
 use crate::health::{Health, Phase};

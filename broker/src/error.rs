@@ -42,10 +42,8 @@ pub enum BrokerError {
     #[error("cluster membership: {0}")]
     Membership(#[from] SourceError),
     /// `auth_mode: required` without a users document: nobody could connect.
-    #[error(
-        "config: auth_mode is `required` but no users document is configured: set auth_users_file (or auth_users_secret), or set auth_mode: none for development"
-    )]
-    NoUsersSource,
+    #[error("config: {0}")]
+    NoUsersSource(#[from] crate::auth::NoUsersSource),
     /// The users document could not be read at start.
     #[error("users document: {0}")]
     Users(#[from] crate::auth::source::UsersSourceError),

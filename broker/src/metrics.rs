@@ -168,7 +168,12 @@ pub mod auth_failure {
     /// `PEER` asked for without the peer certificate.
     pub const NOT_A_PEER: &str = "not_a_peer";
     /// Every reason, for pre-creating the labelled series.
-    pub const ALL: [&str; 4] = [NO_CREDENTIALS, UNKNOWN_TOKEN, UNKNOWN_CERTIFICATE, NOT_A_PEER];
+    pub const ALL: [&str; 4] = [
+        NO_CREDENTIALS,
+        UNKNOWN_TOKEN,
+        UNKNOWN_CERTIFICATE,
+        NOT_A_PEER,
+    ];
 }
 
 /// The `reason` values of `starling_http_refused_total`: the HTTP listener's budgets.

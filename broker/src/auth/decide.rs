@@ -131,7 +131,10 @@ mod tests {
         let u = users();
         let req = |pr| name(decide(AuthMode::Required, true, &u, &pr));
         let tok = features::BASE | features::AUTH_TOKEN;
-        assert_eq!(req(p(Some("billing"), features::BASE, None)).unwrap(), "billing");
+        assert_eq!(
+            req(p(Some("billing"), features::BASE, None)).unwrap(),
+            "billing"
+        );
         assert_eq!(req(p(None, tok, Some(b"s3cret"))).unwrap(), "app");
         assert_eq!(
             req(p(None, tok, Some(b"nope"))),
@@ -147,7 +150,10 @@ mod tests {
             Err(Unauthorized::UnknownCertificate("app".into())),
             "a token user has no certificate"
         );
-        assert_eq!(req(p(None, features::BASE, None)), Err(Unauthorized::NoCredentials));
+        assert_eq!(
+            req(p(None, features::BASE, None)),
+            Err(Unauthorized::NoCredentials)
+        );
         assert_eq!(
             req(p(Some(PEER_IDENTITY), peer_bits(), None)).unwrap(),
             "<peer>"
@@ -167,9 +173,15 @@ mod tests {
     fn none_admits_everyone_and_peers_only_by_certificate_once_a_ca_is_set() {
         let u = users();
         let none = |ca, pr| name(decide(AuthMode::None, ca, &u, &pr));
-        assert_eq!(none(false, p(None, features::BASE, None)).unwrap(), "<anonymous>");
+        assert_eq!(
+            none(false, p(None, features::BASE, None)).unwrap(),
+            "<anonymous>"
+        );
         assert_eq!(none(false, p(None, peer_bits(), None)).unwrap(), "<peer>");
-        assert_eq!(none(true, p(None, peer_bits(), None)), Err(Unauthorized::NotAPeer));
+        assert_eq!(
+            none(true, p(None, peer_bits(), None)),
+            Err(Unauthorized::NotAPeer)
+        );
         assert_eq!(
             none(true, p(Some(PEER_IDENTITY), peer_bits(), None)).unwrap(),
             "<peer>"

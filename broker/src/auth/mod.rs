@@ -29,7 +29,6 @@ pub use starling_access::PEER_IDENTITY;
 use starling_access::{Denied, Operation, User, Users};
 use starling_config::{AuthMode, BrokerConfig};
 
-use crate::error::BrokerError;
 use crate::metrics::Metrics;
 
 /// The application close code of a connection whose user was removed from the users table.
@@ -115,6 +114,13 @@ impl Drop for Registration {
     }
 }
 
+/// `auth_mode: required` without a users document: nobody could connect.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "auth_mode is `required` but no users document is configured: set auth_users_file (or auth_users_secret), or set auth_mode: none for development"
+)]
+pub struct NoUsersSource;
+
 /// The connection's user was removed between its handshake and its registration.
 #[derive(Debug, thiserror::Error)]
 #[error("user revoked")]
@@ -122,10 +128,10 @@ pub struct Revoked;
 
 impl Auth {
     /// Refuses `auth_mode: required` without a users source (the broker could admit no one).
-    pub fn check_config(cfg: &BrokerConfig) -> Result<(), BrokerError> {
+    pub fn check_config(cfg: &BrokerConfig) -> Result<(), NoUsersSource> {
         let has_source = cfg.auth_users_file.is_some() || cfg.auth_users_secret.is_some();
         if cfg.auth_mode == AuthMode::Required && !has_source {
-            return Err(BrokerError::NoUsersSource);
+            return Err(NoUsersSource);
         }
         Ok(())
     }

@@ -109,12 +109,14 @@ impl UsersSource {
 
     async fn read_unlimited(&self) -> Result<String, UsersSourceError> {
         match self {
-            UsersSource::File(path) => tokio::fs::read_to_string(path).await.map_err(|source| {
-                UsersSourceError::File {
-                    path: path.clone(),
-                    source,
-                }
-            }),
+            UsersSource::File(path) => {
+                tokio::fs::read_to_string(path)
+                    .await
+                    .map_err(|source| UsersSourceError::File {
+                        path: path.clone(),
+                        source,
+                    })
+            }
             UsersSource::Secret { api, name } => {
                 let secret = api
                     .get(name)

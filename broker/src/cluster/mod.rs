@@ -261,13 +261,7 @@ mod tests {
 
     fn cluster(ids: &[&str], me: &str) -> Cluster {
         let metrics = Arc::new(Metrics::new().unwrap_or_else(|e| panic!("{e}")));
-        Cluster::new(
-            me.into(),
-            set(ids),
-            true,
-            Duration::from_secs(30),
-            metrics,
-        )
+        Cluster::new(me.into(), set(ids), true, Duration::from_secs(30), metrics)
     }
 
     #[test]

@@ -190,10 +190,7 @@ impl Buffers {
     /// Serves new connections with `crypto` (reloaded TLS material): returns the endpoint's new
     /// server config. The Retry token keys and transport settings are kept; established
     /// connections keep the material they were accepted with.
-    pub fn set_crypto(
-        &self,
-        crypto: Arc<dyn quinn::crypto::ServerConfig>,
-    ) -> quinn::ServerConfig {
+    pub fn set_crypto(&self, crypto: Arc<dyn quinn::crypto::ServerConfig>) -> quinn::ServerConfig {
         let mut configs = self.configs.lock();
         configs.base.crypto = crypto;
         configs.by_grant.clear();

@@ -147,13 +147,14 @@ impl TestCluster {
     }
 
     /// Gives broker `id` a new server certificate signed by the cluster CA, in place (as a
-    /// renewed Secret changes its mounted files); returns the new leaf's PEM.
-    pub fn rotate_server_cert(&self, id: &str) -> String {
+    /// renewed Secret changes its mounted files); returns the new leaf's SHA-256.
+    pub fn rotate_server_cert(&self, id: &str) -> [u8; 32] {
+        use sha2::Digest;
         let (cert, key) = self.server_files(id);
         let leaf = self.ca.issue("localhost", &["localhost"]);
         pki::write_atomic(&key, &leaf.key);
         pki::write_atomic(&cert, &leaf.cert);
-        leaf.cert
+        sha2::Sha256::digest(&leaf.der).into()
     }
 
     /// The overrides of broker `id` (listeners, certificates, members file, peers by
@@ -264,12 +265,19 @@ impl TestCluster {
             .collect()
     }
 
-    /// Client config for broker `id`, trusting the cluster certificate.
+    /// The SHA-256 of the server certificate every broker starts with.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        self.fingerprint
+    }
+
+    /// Client config for broker `id`, trusting the cluster CA (so a rotated server certificate
+    /// is trusted too).
     pub fn config(&self, id: &str) -> ClientConfig {
         let mut cfg = ClientConfig::new(
             format!("127.0.0.1:{}", self.ports[id]),
-            Trust::Fingerprint(self.fingerprint),
-        );
+            Trust::CaPem(self.ca.pem.clone().into_bytes()),
+        )
+        .with_server_name("localhost");
         cfg.cluster_refresh = Duration::from_millis(200);
         cfg.request_timeout = Duration::from_secs(5);
         cfg

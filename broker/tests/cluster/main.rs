@@ -1,5 +1,6 @@
-//! Cluster integration tests: several real brokers in one process on loopback, sharing one TLS
-//! certificate and a members file, with real QUIC between them and to the clients.
+//! Cluster integration tests: several real brokers in one process on loopback, with server and
+//! peer certificates from one test CA and a members file, with real QUIC between them and to
+//! the clients.
 //!
 //! One test binary with a module per area keeps link time down on small machines.
 
@@ -9,4 +10,5 @@ mod failure;
 mod harness;
 mod late;
 mod meet;
+mod rotation;
 mod scale;

@@ -169,14 +169,15 @@ async fn a_stranger_without_the_peer_certificate_is_not_a_peer() {
         "{err}"
     );
     // A `starling:peer` certificate from another CA: the TLS handshake fails.
-    let rogue = crate::harness::pki::Ca::new("rogue CA").client(starling_broker::auth::PEER_IDENTITY);
-    let forged = c
-        .config("a")
-        .as_peer()
-        .with_credentials(starling_client::Credentials::Certificate {
-            cert_pem: rogue.cert.into_bytes(),
-            key_pem: rogue.key.into_bytes(),
-        });
+    let rogue =
+        crate::harness::pki::Ca::new("rogue CA").client(starling_broker::auth::PEER_IDENTITY);
+    let forged =
+        c.config("a")
+            .as_peer()
+            .with_credentials(starling_client::Credentials::Certificate {
+                cert_pem: rogue.cert.into_bytes(),
+                key_pem: rogue.key.into_bytes(),
+            });
     let err = starling_client::Client::connect(forged)
         .await
         .expect_err("a peer certificate from another CA is refused");
@@ -187,7 +188,9 @@ async fn a_stranger_without_the_peer_certificate_is_not_a_peer() {
     // The members still reach each other (by their real certificates).
     let got = c.plain_client("a").await;
     let topic = key_owned_by("stranger", Kind::Topic, &ids, "b");
-    got.publish_acked(&topic, "x").await.expect("forwarded to b");
+    got.publish_acked(&topic, "x")
+        .await
+        .expect("forwarded to b");
     got.close().await;
     c.shutdown().await;
 }

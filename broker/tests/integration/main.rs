@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
 mod admission;
+mod auth;
 mod bad_input;
 mod buffer_budget;
 mod cache;
@@ -17,3 +18,6 @@ mod observability;
 mod retention;
 mod slow_subscriber;
 mod tls_files;
+
+#[path = "../cluster/pki.rs"]
+mod pki;

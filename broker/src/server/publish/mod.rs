@@ -25,9 +25,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use starling_access::Operation;
 use starling_config::BrokerConfig;
 use starling_placement::Kind;
-use starling_access::Operation;
 use starling_proto::{AckMode, ErrorCode, Frame, FrameDecoder, Ping, ReadError, features};
 
 use crate::auth::Access;

@@ -1,0 +1,400 @@
+//! Client identity and access control over real QUIC: a broker with `auth_mode: required`, a
+//! users file and a client CA (rcgen); token users and certificate users through the SDK, raw
+//! connections where the close code matters.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use starling_access::token_hash_hex;
+use starling_broker::{Broker, BrokerError};
+use starling_client::{Client, ClientError, Credentials};
+use starling_config::{AuthMode, ConfigOverrides, Profile, compose};
+use starling_proto::{Frame, Hello, PROTOCOL_VERSION, Subscribe, features, write_frame};
+
+use crate::common::{SOON, TestBroker, read_one, start, wait_metrics};
+use crate::pki::{Ca, write_atomic};
+
+const APP_TOKEN: &str = "app-token-0123456789";
+const NEW_TOKEN: &str = "late-token-0123456789";
+
+/// `app` (token): every pattern form on every operation; `billing` (certificate).
+fn users_doc(extra: &str) -> String {
+    format!(
+        r#"version: 1
+users:
+  - name: app
+    authentication: {{type: token, sha256: "{app}"}}
+    permissions:
+      publish: {{allow: ["orders.eu", "metrics.*", "tenant-a.>"], deny: ["tenant-a.secret.>"]}}
+      subscribe: {{allow: ["orders.eu", "metrics.*", "tenant-a.>"], deny: ["tenant-a.secret.>"]}}
+      cache_read: {{allow: ["cfg.*"], deny: ["cfg.hidden"]}}
+      cache_write: {{allow: ["cfg.app"]}}
+  - name: billing
+    authentication: {{type: tls}}
+    permissions:
+      publish: {{allow: ["billing.>"]}}
+      subscribe: {{allow: ["billing.>"]}}
+{extra}"#,
+        app = token_hash_hex(APP_TOKEN.as_bytes()),
+    )
+}
+
+fn late_user() -> String {
+    format!(
+        "  - name: late\n    authentication: {{type: token, sha256: \"{}\"}}\n    permissions:\n      publish: {{allow: [\"late.>\"]}}\n",
+        token_hash_hex(NEW_TOKEN.as_bytes())
+    )
+}
+
+struct Secured {
+    broker: TestBroker,
+    ca: Ca,
+    dir: PathBuf,
+}
+
+impl Secured {
+    async fn start(tag: &str) -> Secured {
+        let dir = std::env::temp_dir().join(format!("starling-auth-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = Ca::new("users CA");
+        std::fs::write(dir.join("ca.crt"), &ca.pem).unwrap();
+        write_atomic(&dir.join("users.yaml"), &users_doc(""));
+        let broker = start(
+            Profile::Balanced,
+            ConfigOverrides {
+                auth_mode: Some(AuthMode::Required),
+                auth_users_file: Some(Some(dir.join("users.yaml"))),
+                auth_client_ca_file: Some(Some(dir.join("ca.crt"))),
+                auth_reload_interval_ms: Some(200),
+                ..ConfigOverrides::default()
+            },
+        )
+        .await;
+        Secured { broker, ca, dir }
+    }
+
+    async fn token_client(&self, token: &str) -> Result<Client, ClientError> {
+        let cfg = self
+            .broker
+            .client_config()
+            .with_credentials(Credentials::Token(token.to_string()));
+        Client::connect(cfg).await
+    }
+
+    async fn cert_client(&self, ca: &Ca, cn: &str) -> Result<Client, ClientError> {
+        let leaf = ca.client(cn);
+        let cfg = self
+            .broker
+            .client_config()
+            .with_credentials(Credentials::Certificate {
+                cert_pem: leaf.cert.into_bytes(),
+                key_pem: leaf.key.into_bytes(),
+            });
+        Client::connect(cfg).await
+    }
+
+    fn write_users(&self, text: &str) {
+        write_atomic(&self.dir.join("users.yaml"), text);
+    }
+}
+
+impl Drop for Secured {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn assert_forbidden<T: std::fmt::Debug>(r: Result<T, ClientError>, op: &str, name: &str) {
+    match r {
+        Err(ClientError::Forbidden {
+            op: o,
+            name: n,
+            message,
+        }) => {
+            assert_eq!((o.as_str(), n.as_str()), (op, name), "{message}");
+            assert!(
+                message.contains("app") || message.contains("billing"),
+                "{message}"
+            );
+        }
+        other => panic!("{op} {name}: expected Forbidden, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_credentials_are_refused_while_a_bystander_keeps_working() {
+    let s = Secured::start("anon").await;
+    let app = s.token_client(APP_TOKEN).await.expect("app connects");
+    let mut sub = app.subscribe("orders.eu").await.expect("subscribe");
+
+    let anonymous = Client::connect(s.broker.client_config()).await;
+    assert!(
+        matches!(&anonymous, Err(ClientError::Unauthorized(m)) if m.contains("no credentials")),
+        "{:?}",
+        anonymous.err()
+    );
+    let wrong = s.token_client("not-a-token").await;
+    match wrong {
+        Err(ClientError::Unauthorized(m)) => {
+            assert!(m.contains("matches no user"), "{m}");
+            assert!(!m.contains("not-a-token"), "the token is never echoed: {m}");
+        }
+        other => panic!("expected Unauthorized, got {:?}", other.err()),
+    }
+    let unknown_cn = s.cert_client(&s.ca, "nobody").await;
+    assert!(
+        matches!(&unknown_cn, Err(ClientError::Unauthorized(m)) if m.contains("nobody")),
+        "{:?}",
+        unknown_cn.err()
+    );
+
+    // The bystander's connection and subscription are untouched.
+    app.publish_acked("orders.eu", "still here")
+        .await
+        .expect("publish");
+    let ev = tokio::time::timeout(SOON, sub.next_event())
+        .await
+        .expect("in time")
+        .expect("an event")
+        .expect("no error");
+    assert_eq!(&ev.payload[..], b"still here");
+    let m = s.broker.metrics().await;
+    assert_eq!(
+        m.get("starling_auth_failures_total{reason=no_credentials}"),
+        1.0
+    );
+    assert_eq!(
+        m.get("starling_auth_failures_total{reason=unknown_token}"),
+        1.0
+    );
+    assert_eq!(
+        m.get("starling_auth_failures_total{reason=unknown_certificate}"),
+        1.0
+    );
+    assert_eq!(m.get("starling_auth_users"), 2.0);
+    app.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_from_another_ca_fails_the_tls_handshake() {
+    let s = Secured::start("otherca").await;
+    let rogue = Ca::new("rogue CA");
+    let err = s
+        .cert_client(&rogue, "billing")
+        .await
+        .expect_err("another CA's certificate is refused");
+    assert!(
+        !matches!(
+            err,
+            ClientError::Unauthorized(_) | ClientError::Server { .. }
+        ),
+        "refused in TLS, before any Starling frame: {err}"
+    );
+    // The same name from the right CA is billing.
+    let billing = s
+        .cert_client(&s.ca, "billing")
+        .await
+        .expect("billing connects");
+    billing
+        .publish_acked("billing.invoices", "1")
+        .await
+        .expect("allowed");
+    assert_forbidden(
+        billing.publish_acked("orders.eu", "x").await,
+        "publish",
+        "orders.eu",
+    );
+    billing.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_pattern_form_allows_and_forbids_each_operation() {
+    let s = Secured::start("patterns").await;
+    let app = s.token_client(APP_TOKEN).await.expect("app connects");
+
+    // Publish: exact, `*` (exactly one token), `>` (one or more), deny.
+    for allowed in ["orders.eu", "metrics.cpu", "tenant-a.x", "tenant-a.x.y.z"] {
+        app.publish_acked(allowed, "ok")
+            .await
+            .unwrap_or_else(|e| panic!("publish {allowed}: {e}"));
+    }
+    for refused in [
+        "orders.us",
+        "orders.eu.x",
+        "metrics",
+        "metrics.cpu.0",
+        "tenant-a",
+        "tenant-a.secret.k",
+        "other",
+    ] {
+        assert_forbidden(app.publish_acked(refused, "no").await, "publish", refused);
+    }
+    // A batch is checked by its topic too.
+    assert_forbidden(
+        app.publish_batch("orders.us", vec!["a".into(), "b".into()], true)
+            .await,
+        "publish",
+        "orders.us",
+    );
+
+    // Subscribe: the same forms; a refusal leaves the connection's other streams working.
+    let mut ok = app
+        .subscribe("metrics.cpu")
+        .await
+        .expect("subscribe metrics.*");
+    for refused in ["metrics.cpu.0", "tenant-a.secret.x", "orders.us"] {
+        assert_forbidden(
+            app.subscribe(refused).await.map(|_| ()),
+            "subscribe",
+            refused,
+        );
+    }
+    app.publish_acked("metrics.cpu", "after refusals")
+        .await
+        .expect("publish");
+    let ev = tokio::time::timeout(SOON, ok.next_event())
+        .await
+        .expect("in time")
+        .expect("an event")
+        .expect("no error");
+    assert_eq!(&ev.payload[..], b"after refusals");
+
+    // Cache: read by `*` minus a deny, write by exact name.
+    app.cache_put("cfg.app", "v1", None)
+        .await
+        .expect("write cfg.app");
+    assert_eq!(
+        app.cache_get("cfg.app").await.expect("read").as_deref(),
+        Some(&b"v1"[..])
+    );
+    assert_forbidden(
+        app.cache_put("cfg.other", "x", None).await,
+        "cache_write",
+        "cfg.other",
+    );
+    assert_forbidden(
+        app.cache_delete("cfg.other").await,
+        "cache_write",
+        "cfg.other",
+    );
+    assert_forbidden(
+        app.cache_get("cfg.hidden").await,
+        "cache_read",
+        "cfg.hidden",
+    );
+    assert_forbidden(
+        app.cache_get("secrets.db").await,
+        "cache_read",
+        "secrets.db",
+    );
+    assert!(app.cache_delete("cfg.app").await.expect("delete cfg.app"));
+
+    let m = s.broker.metrics().await;
+    assert_eq!(m.get("starling_forbidden_total{operation=publish}"), 8.0);
+    assert_eq!(m.get("starling_forbidden_total{operation=subscribe}"), 3.0);
+    assert_eq!(
+        m.get("starling_forbidden_total{operation=cache_write}"),
+        2.0
+    );
+    assert_eq!(m.get("starling_forbidden_total{operation=cache_read}"), 2.0);
+    app.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_adds_a_user_and_a_removed_users_subscription_is_closed_within_10s() {
+    let s = Secured::start("reload").await;
+    assert!(matches!(
+        s.token_client(NEW_TOKEN).await,
+        Err(ClientError::Unauthorized(_))
+    ));
+    s.write_users(&users_doc(&late_user()));
+    wait_metrics(&s.broker, "the new user loaded", |m| {
+        m.get("starling_auth_users") == 3.0
+    })
+    .await;
+    let late = s
+        .token_client(NEW_TOKEN)
+        .await
+        .expect("added without a restart");
+    late.publish_acked("late.x", "hi").await.expect("allowed");
+    late.close().await;
+
+    // `app` holds a live subscription on a raw connection (to see the close code).
+    let conn = s.broker.raw(None).await;
+    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+    let hello = Frame::Hello(Hello {
+        min_version: PROTOCOL_VERSION,
+        max_version: PROTOCOL_VERSION,
+        features: features::BASE | features::AUTH_TOKEN,
+        client_name: "revocation test".into(),
+        auth_token: Some(APP_TOKEN.as_bytes().to_vec().into()),
+    });
+    write_frame(&mut send, &hello).await.unwrap();
+    assert!(matches!(read_one(&mut recv).await, Some(Frame::HelloOk(_))));
+    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+    let sub = Frame::Subscribe(Subscribe {
+        request_id: 1,
+        topic: "orders.eu".into(),
+        resume: None,
+    });
+    write_frame(&mut send, &sub).await.unwrap();
+    assert!(matches!(
+        read_one(&mut recv).await,
+        Some(Frame::SubscribeOk(_))
+    ));
+
+    // `app` leaves the document: its connection is closed, the others' users stay.
+    let removed = Instant::now();
+    let without_app: String = users_doc(&late_user())
+        .replace("  - name: app\n", "  - name: gone-app\n")
+        .replace(&token_hash_hex(APP_TOKEN.as_bytes()), &"0".repeat(64));
+    s.write_users(&without_app);
+    let closed = tokio::time::timeout(Duration::from_secs(10), conn.closed())
+        .await
+        .expect("closed within 10 s of the change");
+    match closed {
+        quinn::ConnectionError::ApplicationClosed(close) => {
+            assert_eq!(close.error_code, quinn::VarInt::from_u32(3));
+            assert_eq!(&close.reason[..], b"user revoked");
+        }
+        other => panic!("expected an application close, got {other}"),
+    }
+    assert!(removed.elapsed() < Duration::from_secs(10));
+    assert!(matches!(
+        s.token_client(APP_TOKEN).await,
+        Err(ClientError::Unauthorized(_))
+    ));
+    let late = s.token_client(NEW_TOKEN).await.expect("late stays");
+    late.close().await;
+    let m = s.broker.metrics().await;
+    assert_eq!(m.get("starling_auth_revoked_connections_total"), 1.0);
+
+    // A broken document is refused and counted; the table in force stays.
+    s.write_users("version: 1\nusers: [{name: BAD}]\n");
+    wait_metrics(&s.broker, "the reload error counted", |m| {
+        m.get("starling_auth_reload_errors_total") >= 1.0
+    })
+    .await;
+    let late = s
+        .token_client(NEW_TOKEN)
+        .await
+        .expect("last good table in force");
+    late.close().await;
+}
+
+#[tokio::test]
+async fn required_without_a_users_document_refuses_to_start() {
+    let o = ConfigOverrides {
+        auth_mode: Some(AuthMode::Required),
+        ..crate::common::base_overrides()
+    };
+    let err = Broker::new(compose(Profile::Balanced, None, &o))
+        .err()
+        .expect("refused");
+    assert!(matches!(err, BrokerError::NoUsersSource(_)), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("auth_users_file") && msg.contains("auth_mode: none"),
+        "{msg}"
+    );
+}
