@@ -332,6 +332,12 @@ knobs! {
     cluster_peer_cert_file: Option<PathBuf>,
     /// PEM private key matching `cluster_peer_cert_file`.
     cluster_peer_key_file: Option<PathBuf>,
+    /// Receive and send window (bytes) of each connection this broker opens to another member
+    /// (its peer links: relayed subscriptions, forwarded publishes and cache requests; a link
+    /// has the profile's and tier's client pools of connections). Small, because members are
+    /// close: 2 MiB carries about 4 GB/s at a 0.5 ms round trip. The memory-fit formula counts
+    /// members − 1 links of this size.
+    cluster_peer_window_bytes: u64,
     /// Limit (ms) on connecting to a peer broker; a peer that fails is reported `Unavailable`
     /// without a new attempt for the same time.
     cluster_peer_timeout_ms: u64,

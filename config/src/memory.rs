@@ -20,10 +20,17 @@
 //! | topics | `max_topics` × [`TOPIC_BYTES`] |
 //! | subscriptions | `max_subscriptions` × [`SUBSCRIPTION_BYTES`] |
 //! | connections | `max_connections` × [`CONNECTION_BYTES`] (state besides the buffers) |
-//! | peer links | peers × (`event_conn_recv_window` + `event_send_window`) |
+//! | peer links | peers × connections per link × 2 × `cluster_peer_window_bytes` |
 //!
-//! The peer term needs the number of other members, which only the operator knows (replicas −
-//! 1); the broker checks with the members it has at start.
+//! A peer link is a client of the other member with the profile's (and tier's) connection
+//! pools ([`crate::ClientTuning`]), each connection with a receive and a send window of
+//! `cluster_peer_window_bytes`. The peer term needs the number of other members, which only
+//! the operator knows (replicas − 1); the broker checks with the members it has at start.
+//!
+//! A tier (and the operator, for an admin's tier override or `spec.resources`) derives the
+//! byte budgets and the object caps from the pod's memory limit ([`MemoryBudgets`]): half of
+//! the limit for the byte budgets, 5/64 for the objects, which leaves the baseline and the peer
+//! links in the rest.
 
 use std::fmt;
 
@@ -88,9 +95,10 @@ pub struct MemoryFitError {
 /// The most memory `cfg` lets a broker hold, with `peers` other members.
 pub fn worst_case(cfg: &BrokerConfig, peers: u32) -> Estimate {
     let times = |n: u32, each: u64| u64::from(n).saturating_mul(each);
-    let peer_windows = cfg
-        .event_conn_recv_window
-        .saturating_add(cfg.event_send_window);
+    let pools = crate::ClientTuning::resolve(cfg.profile, cfg.tier);
+    let link_connections = pools.pub_conn_pool + pools.event_conn_pool + pools.cache_conn_pool;
+    let per_link =
+        u64::from(link_connections).saturating_mul(cfg.cluster_peer_window_bytes.saturating_mul(2));
     Estimate {
         terms: vec![
             Term {
@@ -140,8 +148,8 @@ pub fn worst_case(cfg: &BrokerConfig, peers: u32) -> Estimate {
             },
             Term {
                 what: "peer links",
-                knobs: "event_conn_recv_window, event_send_window",
-                bytes: times(peers, peer_windows),
+                knobs: "cluster_peer_window_bytes",
+                bytes: times(peers, per_link),
             },
         ],
     }
@@ -157,14 +165,14 @@ pub fn check_fit(cfg: &BrokerConfig, peers: u32, limit: u64) -> Result<Estimate,
     }
 }
 
-/// The byte budgets a broker gets from its pod's memory limit when a tier sizes it. Together
-/// they take 9/16 of the limit, which leaves the rest for the per-object terms (topics,
-/// subscriptions, connections), peer links and the baseline.
+/// The byte budgets and object caps a broker gets from its pod's memory limit when a tier
+/// sizes it: half of the limit for the byte budgets, 5/64 for the objects (at the per-object
+/// sizes above), which leaves about 27 % for the baseline and the peer links.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryBudgets {
     /// `cache_max_bytes`: 1/8 of the limit.
     pub cache_max_bytes: u64,
-    /// `connection_buffer_budget_bytes`: 1/4.
+    /// `connection_buffer_budget_bytes`: 3/16.
     pub connection_buffer_budget_bytes: u64,
     /// `replay_max_total_bytes`: 1/16.
     pub replay_max_total_bytes: u64,
@@ -172,27 +180,73 @@ pub struct MemoryBudgets {
     pub max_inflight_publish_bytes: u64,
     /// `subscriber_queue_budget_bytes`: 1/16.
     pub subscriber_queue_budget_bytes: u64,
+    /// `max_topics`: 1/32 of the limit in [`TOPIC_BYTES`].
+    pub max_topics: u32,
+    /// `max_subscriptions`: 1/32 in [`SUBSCRIPTION_BYTES`].
+    pub max_subscriptions: u32,
+    /// `max_connections`: 1/64 in [`CONNECTION_BYTES`].
+    pub max_connections: u32,
 }
 
 impl MemoryBudgets {
     /// The budgets for a memory limit of `limit` bytes.
-    pub const fn for_limit(limit: u64) -> MemoryBudgets {
+    pub fn for_limit(limit: u64) -> MemoryBudgets {
+        let count = |share: u64, each: u64| u32::try_from(share / each).unwrap_or(u32::MAX).max(1);
         MemoryBudgets {
             cache_max_bytes: limit / 8,
-            connection_buffer_budget_bytes: limit / 4,
+            connection_buffer_budget_bytes: limit / 16 * 3,
             replay_max_total_bytes: limit / 16,
             max_inflight_publish_bytes: limit / 16,
             subscriber_queue_budget_bytes: limit / 16,
+            max_topics: count(limit / 32, TOPIC_BYTES),
+            max_subscriptions: count(limit / 32, SUBSCRIPTION_BYTES),
+            max_connections: count(limit / 64, CONNECTION_BYTES),
         }
     }
 
     /// Writes the budgets into `cfg`.
     pub fn apply_to(&self, cfg: &mut BrokerConfig) {
-        cfg.cache_max_bytes = self.cache_max_bytes;
-        cfg.connection_buffer_budget_bytes = self.connection_buffer_budget_bytes;
-        cfg.replay_max_total_bytes = self.replay_max_total_bytes;
-        cfg.max_inflight_publish_bytes = self.max_inflight_publish_bytes;
-        cfg.subscriber_queue_budget_bytes = self.subscriber_queue_budget_bytes;
+        self.apply_unset(cfg, &[]);
+    }
+
+    /// Writes the budgets into `cfg`, except the knobs named in `kept` (what the operator does
+    /// for the effective memory limit: a knob the user set explicitly stays theirs). When the
+    /// cache shrinks below `cache_shards` shards of `cache_max_value_bytes`, the shard count is
+    /// lowered (to a power of two, at least 1) unless it is kept too.
+    pub fn apply_unset(&self, cfg: &mut BrokerConfig, kept: &[&str]) {
+        let set = |name: &str| !kept.contains(&name);
+        if set("cache_max_bytes") {
+            cfg.cache_max_bytes = self.cache_max_bytes;
+        }
+        if set("connection_buffer_budget_bytes") {
+            cfg.connection_buffer_budget_bytes = self.connection_buffer_budget_bytes;
+        }
+        if set("replay_max_total_bytes") {
+            cfg.replay_max_total_bytes = self.replay_max_total_bytes;
+        }
+        if set("max_inflight_publish_bytes") {
+            cfg.max_inflight_publish_bytes = self.max_inflight_publish_bytes;
+        }
+        if set("subscriber_queue_budget_bytes") {
+            cfg.subscriber_queue_budget_bytes = self.subscriber_queue_budget_bytes;
+        }
+        if set("max_topics") {
+            cfg.max_topics = self.max_topics;
+        }
+        if set("max_subscriptions") {
+            cfg.max_subscriptions = self.max_subscriptions;
+        }
+        if set("max_connections") {
+            cfg.max_connections = self.max_connections;
+        }
+        if set("cache_shards") {
+            let fit = cfg.cache_max_bytes / u64::from(cfg.cache_max_value_bytes.max(1));
+            let most = if fit == 0 { 1 } else { 1u64 << fit.ilog2() };
+            cfg.cache_shards = cfg
+                .cache_shards
+                .min(u32::try_from(most).unwrap_or(u32::MAX))
+                .max(1);
+        }
     }
 }
 
@@ -271,9 +325,11 @@ mod tests {
         let cfg = Profile::Balanced.config();
         let alone = worst_case(&cfg, 0).total();
         let with_two = worst_case(&cfg, 2).total();
+        let pools = crate::ClientTuning::resolve(cfg.profile, None);
+        let conns = u64::from(pools.pub_conn_pool + pools.event_conn_pool + pools.cache_conn_pool);
         assert_eq!(
             with_two - alone,
-            2 * (cfg.event_conn_recv_window + cfg.event_send_window)
+            2 * conns * 2 * cfg.cluster_peer_window_bytes
         );
         let mut huge = cfg.clone();
         huge.max_topics = u32::MAX;
@@ -282,16 +338,33 @@ mod tests {
     }
 
     #[test]
-    fn budgets_scale_with_the_limit() {
+    fn budgets_scale_with_the_limit_and_fit_it() {
         let b = MemoryBudgets::for_limit(4 << 30);
         assert_eq!(b.cache_max_bytes, 512 << 20);
-        assert_eq!(b.connection_buffer_budget_bytes, 1 << 30);
+        assert_eq!(b.connection_buffer_budget_bytes, 768 << 20);
         let sum = b.cache_max_bytes
             + b.connection_buffer_budget_bytes
             + b.replay_max_total_bytes
             + b.max_inflight_publish_bytes
             + b.subscriber_queue_budget_bytes;
-        assert_eq!(sum, (4u64 << 30) / 16 * 9);
+        assert_eq!(sum, (4u64 << 30) / 2);
+        assert_eq!(b.max_topics, 8192);
+        for limit in [256u64 << 20, 1 << 30, 4 << 30, 32 << 30] {
+            for profile in Profile::ALL {
+                let mut cfg = profile.config();
+                MemoryBudgets::for_limit(limit).apply_to(&mut cfg);
+                if let Err(e) = cfg.validate() {
+                    panic!("{profile} at {}: {e}", human(limit));
+                }
+                let used = worst_case(&cfg, 0).total();
+                assert!(
+                    used <= limit,
+                    "{profile} at {}: {}",
+                    human(limit),
+                    worst_case(&cfg, 0)
+                );
+            }
+        }
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub fn configuration_reference() -> String {
     let _ = writeln!(out, "| setting | small | medium | large |");
     let _ = writeln!(out, "|---|---|---|---|");
     let tiers: Vec<_> = Tier::ALL.iter().map(|t| t.sizing()).collect();
-    let rows: [TierRow; 17] = [
+    let rows: [TierRow; 20] = [
         ("replicas (default)", |s| s.replicas.to_string()),
         ("CPU request / limit", |s| {
             format!("{} / {}", s.resources.cpu_request, s.resources.cpu_limit)
@@ -79,7 +79,7 @@ pub fn configuration_reference() -> String {
         ("`cache_max_bytes` (1/8 of the memory limit)", |s| {
             bytes(s.memory_budgets().map(|b| b.cache_max_bytes))
         }),
-        ("`connection_buffer_budget_bytes` (1/4)", |s| {
+        ("`connection_buffer_budget_bytes` (3/16)", |s| {
             bytes(s.memory_budgets().map(|b| b.connection_buffer_budget_bytes))
         }),
         ("`replay_max_total_bytes` (1/16)", |s| {
@@ -90,6 +90,15 @@ pub fn configuration_reference() -> String {
         }),
         ("`subscriber_queue_budget_bytes` (1/16)", |s| {
             bytes(s.memory_budgets().map(|b| b.subscriber_queue_budget_bytes))
+        }),
+        ("`max_topics` (1/32 at 16 KiB each)", |s| {
+            bytes(s.memory_budgets().map(|b| u64::from(b.max_topics)))
+        }),
+        ("`max_subscriptions` (1/32 at 8 KiB each)", |s| {
+            bytes(s.memory_budgets().map(|b| u64::from(b.max_subscriptions)))
+        }),
+        ("`max_connections` (1/64 at 64 KiB each)", |s| {
+            bytes(s.memory_budgets().map(|b| u64::from(b.max_connections)))
         }),
         ("client `pub_conn_pool`", |s| s.pub_conn_pool.to_string()),
         ("client `event_conn_pool`", |s| {

@@ -120,6 +120,7 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("cluster_peer_timeout_ms", Some(50), Some(60_000)),
     range("cluster_handoff_window_ms", None, Some(3_600_000)),
     range("auth_reload_interval_ms", Some(100), Some(60_000)),
+    range("cluster_peer_window_bytes", Some(64 * 1024), Some(1 << 30)),
 ];
 
 /// Every order between two knobs. `validate` enforces them, and the operator turns the same

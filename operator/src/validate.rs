@@ -12,7 +12,7 @@ pub(crate) mod fixtures;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
-use starling_config::{AuthMode, BrokerConfig, ConfigOverrides, Profile, Tier, TierTable, resolve};
+use starling_config::{AuthMode, BrokerConfig, ConfigOverrides, Profile, Tier, TierTable, compose};
 
 use crate::crd::conditions::Reason;
 use crate::crd::config_rules::OPERATOR_MANAGED_KNOBS;
@@ -276,13 +276,25 @@ pub fn validate_at_tier(
     let user_tls = spec.tls.as_ref().map(|t| t.secret_name.clone());
     let tls_generated = user_tls.is_none();
     let tls_secret = user_tls.unwrap_or_else(|| names.generated_tls_secret.clone());
-    let config = match broker_config(spec, tier, &names) {
+    let memory_limit = resources
+        .as_ref()
+        .and_then(|r| starling_config::quantity::parse_units(&r.limits.memory));
+    let config = match broker_config(spec, tier, &names, memory_limit) {
         Ok(c) => Some(c),
         Err(p) => {
             problems.push(p);
             None
         }
     };
+    if let (Some(config), Some(limit)) = (&config, memory_limit) {
+        let peers = u32::try_from(replicas.saturating_sub(1)).unwrap_or(0);
+        if let Err(e) = starling_config::memory::check_fit(config, peers, limit) {
+            problems.push(Problem {
+                reason: Reason::InvalidConfig,
+                message: format!("config rejected: {e}"),
+            });
+        }
+    }
     match (config, resources) {
         (Some(config), Some(resources)) if problems.is_empty() => {
             let config_yaml = config.to_yaml();
@@ -325,11 +337,15 @@ pub fn valid_cluster_name(name: &str) -> bool {
         && b.last() != Some(&b'-')
 }
 
-/// The broker config: profile ⊕ tier ⊕ `spec.config` ⊕ the knobs the operator owns.
+/// The broker config: profile ⊕ tier ⊕ `spec.config` ⊕ the knobs the operator owns. The byte
+/// budgets and object caps `spec.config` leaves unset follow the pod's effective memory limit
+/// (`starling_config::memory::MemoryBudgets`), so an admin's tier override or
+/// `spec.resources.limits.memory` resizes them the way the tier table sizes its own limits.
 fn broker_config(
     spec: &BrokerClusterSpec,
     tier: Tier,
     names: &Names,
+    memory_limit: Option<u64>,
 ) -> Result<BrokerConfig, Problem> {
     let mut overrides = spec.config.clone().unwrap_or_default();
     let set = overrides.set_fields();
@@ -350,7 +366,11 @@ fn broker_config(
     }
     force_operator_knobs(&mut overrides, names);
     overrides.auth_mode = Some(spec.auth_mode());
-    resolve(spec.profile, Some(tier), &overrides).map_err(|e| Problem {
+    let mut config = compose(spec.profile, Some(tier), &overrides);
+    if let Some(limit) = memory_limit {
+        starling_config::memory::MemoryBudgets::for_limit(limit).apply_unset(&mut config, &set);
+    }
+    config.validate().map(|()| config).map_err(|e| Problem {
         reason: Reason::InvalidConfig,
         message: format!("config rejected: {e}"),
     })

@@ -371,3 +371,53 @@ fn a_huge_replica_count_is_refused_before_anything_is_rendered() {
         e.message()
     );
 }
+
+#[test]
+fn a_spec_whose_worst_case_passes_its_memory_limit_is_refused_naming_knobs_and_numbers() {
+    let err = try_spec(BrokerClusterSpec {
+        tier: Tier::Small,
+        config: Some(ConfigOverrides {
+            cache_max_bytes: Some(8 << 30),
+            ..ConfigOverrides::default()
+        }),
+        ..BrokerClusterSpec::default()
+    })
+    .err()
+    .map(|e| e.message())
+    .unwrap_or_default();
+    assert!(err.contains("memory limit is 4.0 GiB"), "{err}");
+    assert!(err.contains("cache 8.0 GiB (cache_max_bytes)"), "{err}");
+}
+
+#[test]
+fn budgets_follow_the_effective_memory_limit_unless_the_spec_sets_them() {
+    let v = try_spec(BrokerClusterSpec {
+        tier: Tier::Small,
+        resources: Some(ResourceOverrides {
+            requests: Some(CpuMemorySpec {
+                cpu: None,
+                memory: Some("512Mi".into()),
+            }),
+            limits: Some(CpuMemorySpec {
+                cpu: None,
+                memory: Some("1Gi".into()),
+            }),
+        }),
+        config: Some(ConfigOverrides {
+            replay_max_total_bytes: Some(32 << 20),
+            ..ConfigOverrides::default()
+        }),
+        ..BrokerClusterSpec::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v.config.cache_max_bytes, 128 << 20, "1/8 of 1Gi");
+    assert_eq!(v.config.connection_buffer_budget_bytes, 192 << 20);
+    assert_eq!(v.config.max_topics, 2048);
+    assert_eq!(
+        v.config.replay_max_total_bytes,
+        32 << 20,
+        "the spec's own value"
+    );
+    let fits = starling_config::memory::check_fit(&v.config, 0, 1 << 30);
+    assert!(fits.is_ok(), "{fits:?}");
+}
