@@ -25,7 +25,8 @@ use crate::cluster::handoff::Handoff;
 use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
 use crate::metrics::{Metrics, idle_stream};
-use crate::server::frames::{Allowance, FrameBuf, read_frame_within};
+use crate::server::frames::{FrameBuf, read_frame_within};
+use crate::server::link::Link;
 use crate::server::reply;
 
 /// What a cache stream's handler uses.
@@ -48,20 +49,19 @@ pub struct Handles {
     pub idle_timeout: Duration,
 }
 
-/// Serves a cache stream whose first frame is `first`: answers each request in order. A get is
-/// checked against `access` as `cache_read`, a put or delete as `cache_write`; a refused one is
-/// answered with `Forbidden` and the stream goes on.
-#[allow(clippy::too_many_arguments)]
+/// Serves a cache stream of connection `link` whose first frame is `first`: answers each
+/// request in order. A get is checked against the connection's access as `cache_read`, a put
+/// or delete as `cache_write`; a refused one is answered with `Forbidden` and the stream goes
+/// on.
 pub async fn serve_cache_stream(
     h: Arc<Handles>,
-    role: Role,
-    access: Access,
-    allowance: Allowance,
+    link: Link,
     first: Frame,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
     mut buf: FrameBuf,
 ) {
+    let (role, access, allowance) = (link.role, link.access, link.allowance);
     let idle = h.idle_timeout;
     let mut out = BytesMut::new();
     let mut pending = Some(first);

@@ -112,16 +112,15 @@ async fn established(
     }
     tracing::debug!(is_cache, "connection open");
 
-    let greeting = handshake::handshake(
-        &conn,
-        &h.decoder,
-        &h.metrics,
-        &h.cluster,
-        &h.auth,
-        &h.server_id,
-        h.cfg.max_frame_bytes,
-        grant.allowance(),
-    );
+    let context = handshake::Context {
+        decoder: &h.decoder,
+        metrics: &h.metrics,
+        cluster: &h.cluster,
+        auth: &h.auth,
+        server_id: &h.server_id,
+        max_frame_bytes: h.cfg.max_frame_bytes,
+    };
+    let greeting = handshake::handshake(&conn, &context, grant.allowance());
     let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, greeting).await;
     drop(handshaking);
     match handshake {
@@ -135,7 +134,8 @@ async fn established(
                 }
             };
             let role = Role::from_granted(granted);
-            let publisher = publish::Publisher::new(Arc::clone(&h.publish), granted, role);
+            let publisher =
+                publish::Publisher::new(Arc::clone(&h.publish), granted, role, access.clone());
             let link = Link {
                 id: conn_id,
                 quic: conn.clone(),
@@ -245,7 +245,6 @@ async fn route_stream(
                 return publish::serve_publish_stream(
                     Arc::clone(&h.publish),
                     publisher,
-                    link.access,
                     link.allowance.clone(),
                     frame,
                     send,
@@ -281,9 +280,7 @@ async fn route_stream(
             Frame::CachePut(_) | Frame::CacheGet(_) | Frame::CacheDelete(_) => {
                 return cache::serve_cache_stream(
                     Arc::clone(&h.cache),
-                    link.role,
-                    link.access,
-                    link.allowance.clone(),
+                    link,
                     frame,
                     send,
                     recv,

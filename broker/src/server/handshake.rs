@@ -53,19 +53,37 @@ pub enum HandshakeError {
     Write(std::io::Error),
 }
 
+/// What the handshake uses of the broker.
+pub struct Context<'a> {
+    /// Frame decoder bounded by `max_frame_bytes`.
+    pub decoder: &'a FrameDecoder,
+    /// Metrics.
+    pub metrics: &'a Metrics,
+    /// The epoch sent in `HelloOk`.
+    pub cluster: &'a Cluster,
+    /// The users table and the authentication mode.
+    pub auth: &'a Auth,
+    /// Name sent in `HelloOk`.
+    pub server_id: &'a str,
+    /// `max_frame_bytes`, sent in `HelloOk`.
+    pub max_frame_bytes: u32,
+}
+
 /// Reads `Hello` on the first stream and answers `HelloOk` (returning the granted features and
 /// who the connection is), or an `Error` and the reason.
-#[allow(clippy::too_many_arguments)]
 pub async fn handshake(
     conn: &quinn::Connection,
-    decoder: &FrameDecoder,
-    metrics: &Metrics,
-    cluster: &Cluster,
-    auth: &Auth,
-    server_id: &str,
-    max_frame_bytes: u32,
+    cx: &Context<'_>,
     allowance: &Allowance,
 ) -> Result<(u64, Principal), HandshakeError> {
+    let Context {
+        decoder,
+        metrics,
+        cluster,
+        auth,
+        server_id,
+        max_frame_bytes,
+    } = *cx;
     let (mut send, mut recv) = conn.accept_bi().await?;
     let mut buf = FrameBuf::new();
     let frame = read_frame_within(&mut recv, &mut buf, decoder, 4096, allowance).await;

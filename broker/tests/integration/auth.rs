@@ -398,3 +398,35 @@ async fn required_without_a_users_document_refuses_to_start() {
         "{msg}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_client_ca_applies_to_new_connections_without_a_restart() {
+    let s = Secured::start("newca").await;
+    let before = s.cert_client(&s.ca, "billing").await.expect("old CA accepted");
+    let next = Ca::new("next users CA");
+    // A bundle with both CAs during a change-over, as a renewal would mount it.
+    write_atomic(&s.dir.join("ca.crt"), &format!("{}{}", s.ca.pem, next.pem));
+    wait_metrics(&s.broker, "the bundle reloaded", |m| {
+        m.get("starling_tls_reloads_total{outcome=applied}") >= 1.0
+    })
+    .await;
+    s.cert_client(&next, "billing")
+        .await
+        .expect("the new CA is accepted")
+        .close()
+        .await;
+    // Then the new CA alone: the old one's certificates fail the TLS handshake.
+    write_atomic(&s.dir.join("ca.crt"), &next.pem);
+    wait_metrics(&s.broker, "the new CA alone", |m| {
+        m.get("starling_tls_reloads_total{outcome=applied}") >= 2.0
+    })
+    .await;
+    let err = s.cert_client(&s.ca, "billing").await.expect_err("old CA refused");
+    assert!(!matches!(err, ClientError::Unauthorized(_)), "{err}");
+    // The connection made before the change goes on.
+    before
+        .publish_acked("billing.x", "still")
+        .await
+        .expect("established connection unaffected");
+    before.close().await;
+}

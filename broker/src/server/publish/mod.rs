@@ -30,7 +30,6 @@ use starling_config::BrokerConfig;
 use starling_placement::Kind;
 use starling_proto::{AckMode, ErrorCode, Frame, FrameDecoder, Ping, ReadError, features};
 
-use crate::auth::Access;
 use crate::cluster::forward::Forwarder;
 use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
@@ -144,12 +143,11 @@ fn plan(cluster: &Cluster, role: Role, ack: AckMode, topic: &str) -> Plan {
 }
 
 /// Serves a publish stream whose first frame is `first`; every request's topic is checked
-/// against `access` (a refused one is answered with `Forbidden`, acked or not, and the stream
-/// goes on).
+/// against the connection's access (a refused one is answered with `Forbidden`, acked or not,
+/// and the stream goes on).
 pub async fn serve_publish_stream(
     h: Arc<Handles>,
     publisher: Publisher,
-    access: Access,
     allowance: Allowance,
     first: Frame,
     send: quinn::SendStream,
@@ -218,7 +216,10 @@ pub async fn serve_publish_stream(
                 continue;
             }
         };
-        if let Err(denied) = access.check(Operation::Publish, req.topic.as_bytes()) {
+        if let Err(denied) = publisher
+            .access()
+            .check(Operation::Publish, req.topic.as_bytes())
+        {
             h.metrics
                 .forbidden
                 .with_label_values(&[denied.operation.name()])

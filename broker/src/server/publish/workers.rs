@@ -12,6 +12,7 @@ use tracing::Instrument;
 
 use super::Handles;
 use super::budget::InFlight;
+use crate::auth::Access;
 use crate::cluster::{Member, Role};
 use crate::pubsub::ack::AckToken;
 use crate::pubsub::topic::TopicMsg;
@@ -51,18 +52,26 @@ pub struct Publisher {
     hasher: ahash::RandomState,
     granted: u64,
     role: Role,
+    access: Access,
 }
 
 impl Publisher {
-    /// The pipeline of a connection that was granted the `granted` feature bits.
-    pub fn new(h: Arc<Handles>, granted: u64, role: Role) -> Self {
+    /// The pipeline of a connection that was granted the `granted` feature bits, whose
+    /// publishes are checked against `access`.
+    pub fn new(h: Arc<Handles>, granted: u64, role: Role, access: Access) -> Self {
         Publisher {
             inner: Arc::new(tokio::sync::OnceCell::new()),
             h,
             hasher: ahash::RandomState::with_seeds(7, 11, 13, 17),
             granted,
             role,
+            access,
         }
+    }
+
+    /// What the connection's publishes are checked against.
+    pub fn access(&self) -> &Access {
+        &self.access
     }
 
     /// The feature bits granted to the connection.
