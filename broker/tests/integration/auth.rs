@@ -402,7 +402,15 @@ async fn required_without_a_users_document_refuses_to_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_client_ca_applies_to_new_connections_without_a_restart() {
     let s = Secured::start("newca").await;
-    let before = s.cert_client(&s.ca, "billing").await.expect("old CA accepted");
+    let before = s
+        .cert_client(&s.ca, "billing")
+        .await
+        .expect("old CA accepted");
+    // Opens the SDK's publish connection now, under the old CA.
+    before
+        .publish_acked("billing.x", "before")
+        .await
+        .expect("publish");
     let next = Ca::new("next users CA");
     // A bundle with both CAs during a change-over, as a renewal would mount it.
     write_atomic(&s.dir.join("ca.crt"), &format!("{}{}", s.ca.pem, next.pem));
@@ -421,9 +429,12 @@ async fn a_replaced_client_ca_applies_to_new_connections_without_a_restart() {
         m.get("starling_tls_reloads_total{outcome=applied}") >= 2.0
     })
     .await;
-    let err = s.cert_client(&s.ca, "billing").await.expect_err("old CA refused");
+    let err = s
+        .cert_client(&s.ca, "billing")
+        .await
+        .expect_err("old CA refused");
     assert!(!matches!(err, ClientError::Unauthorized(_)), "{err}");
-    // The connection made before the change goes on.
+    // The connections made before the change go on (a new one would need the new CA).
     before
         .publish_acked("billing.x", "still")
         .await
