@@ -2,8 +2,10 @@
 //! forced, so the operator owns every field it renders) and deletes optional children that are
 //! no longer wanted, but only when this BrokerCluster owns them. The generated TLS Secret is the
 //! exception: it is created once when absent ([`ensure_tls_secret`]) and never rewritten.
-//! Status writes, one field manager per writer, are in [`status`].
+//! Status writes, one field manager per writer, are in [`status`]; the cluster CA and peer
+//! certificate Secrets in [`pki`].
 
+pub mod pki;
 pub mod status;
 
 use std::fmt::Debug;

@@ -42,6 +42,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tracing::Instrument;
 
+use crate::apply::pki::ensure_pki;
 use crate::apply::{apply_children, apply_status, ensure_tls_secret};
 use crate::autoscale::runner::AutoscaleContext;
 use crate::build::{Sizes, render_sized, unwanted};
@@ -230,6 +231,13 @@ async fn apply_cluster(
 ) -> Result<StatefulSet> {
     if ensure_tls_secret(&ctx.client, v).await? {
         tracing::info!(secret = %v.tls_secret, "created the cluster's TLS secret");
+    }
+    let pki = ensure_pki(&ctx.client, v, Timestamp::now().as_second()).await?;
+    if pki.ca_created {
+        tracing::info!(secret = %v.names.ca_secret, "created the cluster CA");
+    }
+    if let Some(why) = &pki.peer_issued {
+        tracing::info!(secret = %v.names.peer_secret, reason = why.as_str(), "issued the peer certificate");
     }
     let children = render_sized(
         v,

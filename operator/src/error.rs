@@ -39,6 +39,18 @@ pub enum Error {
     /// The generated TLS certificate could not be made.
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    /// A CA or a certificate it signs could not be made.
+    #[error(transparent)]
+    Pki(#[from] crate::pki::PkiError),
+    /// A Secret the operator must write exists, is not the operator's, and does not hold what
+    /// the operator needs.
+    #[error("Secret {name}: {problem}")]
+    ForeignSecret {
+        /// Its name.
+        name: String,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 impl Error {
@@ -66,7 +78,8 @@ impl Error {
             Error::MissingObjectField(_) => "missing_field",
             Error::Serialize { .. } => "serialize",
             Error::Leadership(_) => "leadership",
-            Error::Tls(_) => "certificate",
+            Error::Tls(_) | Error::Pki(_) => "certificate",
+            Error::ForeignSecret { .. } => "foreign_secret",
         }
     }
 
@@ -82,6 +95,7 @@ impl Error {
         "serialize",
         "leadership",
         "certificate",
+        "foreign_secret",
     ];
 }
 

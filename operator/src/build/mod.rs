@@ -7,12 +7,14 @@
 //! state where both equal the desired replicas. The config hash is computed with the config
 //! text, by validation ([`crate::validate::config_hash()`]).
 //!
-//! The generated TLS Secret ([`tls_secret`]) is rendered here too, but it is created once, not
-//! applied (see [`crate::apply::ensure_tls_secret`]).
+//! The generated TLS Secret ([`tls_secret`]) and the PKI Secrets ([`pki_secrets`]) are
+//! rendered here too, but they are written only when absent or due for renewal, not applied on
+//! every reconcile (see [`crate::apply::ensure_tls_secret`] and [`crate::apply::pki`]).
 
 pub mod config_map;
 pub mod members;
 pub mod pdb;
+pub mod pki_secrets;
 pub mod pod;
 pub mod rbac;
 pub mod service;

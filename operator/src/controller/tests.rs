@@ -82,6 +82,7 @@ async fn first_reconcile_applies_every_child_then_writes_status_and_an_event() {
         assert_eq!(
             f.paths("PATCH"),
             vec![
+                "secrets/events-peer",
                 "configmaps/events-config",
                 "configmaps/events-members",
                 "serviceaccounts/events-broker",
@@ -109,7 +110,12 @@ async fn first_reconcile_applies_every_child_then_writes_status_and_an_event() {
         }
         assert_eq!(
             f.paths("GET"),
-            vec!["statefulsets/events", "secrets/events-tls"]
+            vec![
+                "statefulsets/events",
+                "secrets/events-tls",
+                "secrets/events-ca",
+                "secrets/events-peer"
+            ]
         );
         assert_eq!(f.paths("POST").first().map(String::as_str), Some("secrets"));
         let secret = f
@@ -408,7 +414,7 @@ async fn an_existing_tls_secret_is_never_replaced() {
     h.with(|f| f.objects.insert(path.clone(), existing.clone()));
     assert!(h.reconcile(&bc).await.is_ok());
     h.with(|f| {
-        assert!(!f.paths("POST").contains(&"secrets".to_string()));
+        assert!(!posted_secrets(f).contains(&"events-tls".to_string()));
         assert_eq!(f.objects.get(&path), Some(&existing));
     });
 }
@@ -424,8 +430,59 @@ async fn a_user_tls_secret_means_no_generated_one() {
     let h = Harness::new(&bc);
     assert!(h.reconcile(&bc).await.is_ok());
     h.with(|f| {
-        assert!(!f.paths("GET").iter().any(|p| p.starts_with("secrets")));
-        assert!(!f.paths("POST").iter().any(|p| p.starts_with("secrets")));
+        assert!(!f.paths("GET").iter().any(|p| p == "secrets/events-tls"));
+        assert_eq!(posted_secrets(f), vec!["events-ca".to_string()]);
+    });
+}
+
+fn posted_secrets(f: &crate::fake_api::Fake) -> Vec<String> {
+    f.calls
+        .iter()
+        .filter(|c| c.method == "POST" && c.path.ends_with("/secrets"))
+        .map(|c| {
+            c.body["metadata"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_ca_is_created_once_and_the_peer_certificate_kept_while_valid() {
+    let bc = cluster(BrokerClusterSpec::default());
+    let h = Harness::new(&bc);
+    assert!(h.reconcile(&bc).await.is_ok());
+    let ca_path = format!("/api/v1{NS}secrets/events-ca");
+    let peer_path = format!("/api/v1{NS}secrets/events-peer");
+    let (ca, peer) = h.with(|f| {
+        (
+            f.objects.get(&ca_path).cloned(),
+            f.objects.get(&peer_path).cloned(),
+        )
+    });
+    let ca = ca.unwrap_or_else(|| panic!("no CA secret"));
+    let peer = peer.unwrap_or_else(|| panic!("no peer secret"));
+    assert_eq!(ca["metadata"]["ownerReferences"][0]["uid"], "0000-uid");
+    assert_eq!(peer["data"]["ca.crt"], ca["data"]["ca.crt"]);
+    h.with(|f| f.calls.clear());
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| {
+        assert!(posted_secrets(f).is_empty(), "the CA is never regenerated");
+        assert!(!f.paths("PATCH").iter().any(|p| p.starts_with("secrets")));
+        assert_eq!(f.objects.get(&ca_path), Some(&ca));
+        assert_eq!(f.objects.get(&peer_path), Some(&peer));
+    });
+    // A peer Secret from another CA is reissued; the CA stays.
+    let mut stale = peer.clone();
+    stale["data"]["ca.crt"] = json!("b3RoZXI=");
+    h.with(|f| f.objects.insert(peer_path.clone(), stale));
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| {
+        let now = f.objects.get(&peer_path).cloned().unwrap_or_default();
+        assert_eq!(now["data"]["ca.crt"], ca["data"]["ca.crt"]);
+        assert_ne!(now["data"]["tls.crt"], peer["data"]["tls.crt"]);
+        assert_eq!(f.objects.get(&ca_path), Some(&ca));
     });
 }
 
