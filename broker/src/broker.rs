@@ -117,6 +117,12 @@ impl Broker {
         if source.is_some() && material.self_signed {
             return Err(BrokerError::ClusterWithoutSharedTls);
         }
+        if source.is_some()
+            && cfg.auth_client_ca_file.is_some()
+            && cfg.cluster_peer_cert_file.is_none()
+        {
+            return Err(BrokerError::ClusterWithoutPeerCertificate);
+        }
         let (users_source, users, users_text) = first_users(&cfg).await?;
         let leaf_sha256: [u8; 32] = {
             use sha2::Digest;

@@ -26,6 +26,12 @@ pub enum BrokerError {
         "config: clustering needs the same TLS certificate on every member: set tls_cert_file and tls_key_file"
     )]
     ClusterWithoutSharedTls,
+    /// Clustering with a client CA but no peer certificate: the other members would refuse this
+    /// broker's links.
+    #[error(
+        "config: a cluster whose brokers verify client certificates (auth_client_ca_file) needs cluster_peer_cert_file and cluster_peer_key_file: members grant PEER only to the peer certificate"
+    )]
+    ClusterWithoutPeerCertificate,
     /// TLS material could not be loaded or generated.
     #[error("tls: {0}")]
     Tls(#[from] TlsError),

@@ -40,14 +40,23 @@ pub struct TestCluster {
 }
 
 impl TestCluster {
-    /// Starts brokers `ids` as one cluster.
+    /// Starts brokers `ids` as one cluster whose clients connect anonymously.
     pub async fn start(tag: &str, ids: &[&str]) -> TestCluster {
+        Self::start_with_users(tag, ids, None).await
+    }
+
+    /// Starts brokers `ids` as one cluster; with `users` (a users document), every broker runs
+    /// with `auth_mode: required` and reads it from the cluster's `users.yaml`.
+    pub async fn start_with_users(tag: &str, ids: &[&str], users: Option<&str>) -> TestCluster {
         if let Ok(filter) = std::env::var("RUST_LOG") {
             starling_broker::telemetry::init(starling_config::LogFormat::Text, &filter);
         }
         let dir =
             std::env::temp_dir().join(format!("starling-cluster-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("tmp dir");
+        if let Some(users) = users {
+            std::fs::write(dir.join("users.yaml"), users).expect("write users");
+        }
         let ca = pki::Ca::new("starling test cluster CA");
         let server = ca.issue("localhost", &["localhost"]);
         std::fs::write(dir.join("ca.crt"), &ca.pem).expect("write ca");
@@ -167,7 +176,16 @@ impl TestCluster {
             http_listen: Some("127.0.0.1:0".parse().expect("addr")),
             tls_cert_file: Some(Some(cert)),
             tls_key_file: Some(Some(key)),
-            auth_mode: Some(AuthMode::None),
+            auth_mode: Some(if self.dir.join("users.yaml").exists() {
+                AuthMode::Required
+            } else {
+                AuthMode::None
+            }),
+            auth_users_file: self
+                .dir
+                .join("users.yaml")
+                .exists()
+                .then(|| Some(self.dir.join("users.yaml"))),
             auth_client_ca_file: Some(Some(self.dir.join("ca.crt"))),
             auth_reload_interval_ms: Some(200),
             cluster_peer_cert_file: Some(Some(self.dir.join("peer.crt"))),

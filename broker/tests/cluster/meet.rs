@@ -194,3 +194,71 @@ async fn a_stranger_without_the_peer_certificate_is_not_a_peer() {
     got.close().await;
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn permissions_are_checked_where_the_client_arrives_and_peers_forward_freely() {
+    let ids = ["a", "b", "c"];
+    let token = "cluster-user-token";
+    let users = format!(
+        "version: 1\nusers:\n  - name: app\n    authentication: {{type: token, sha256: \"{}\"}}\n    permissions:\n      publish: {{allow: [\"ok.>\"]}}\n      subscribe: {{allow: [\"ok.>\"]}}\n      cache_read: {{allow: [\"ok.>\"]}}\n      cache_write: {{allow: [\"ok.>\"]}}\n",
+        starling_access::token_hash_hex(token.as_bytes())
+    );
+    let c = TestCluster::start_with_users("perm", &ids, Some(&users)).await;
+    let as_app = |id: &str| {
+        c.config(id)
+            .without_cluster_routing()
+            .with_credentials(starling_client::Credentials::Token(token.into()))
+    };
+    assert!(matches!(
+        starling_client::Client::connect(c.config("a")).await,
+        Err(starling_client::ClientError::Unauthorized(_))
+    ));
+    let on_a = starling_client::Client::connect(as_app("a"))
+        .await
+        .expect("app on a");
+    let on_c = starling_client::Client::connect(as_app("c"))
+        .await
+        .expect("app on c");
+    let topic_b = key_owned_by("ok.t", Kind::Topic, &ids, "b");
+    let key_b = key_owned_by("ok.k", Kind::CacheKey, &ids, "b");
+    let mut sub = on_c.subscribe(&topic_b).await.expect("subscribe through c");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    on_a.publish_acked(&topic_b, payload(1))
+        .await
+        .expect("forwarded a -> b");
+    let ev = tokio::time::timeout(SOON, sub.next_event())
+        .await
+        .expect("in time")
+        .expect("an event")
+        .expect("no error");
+    assert_eq!(index(&ev.payload), 1);
+    on_a.cache_put(key_b.clone(), payload(2), None)
+        .await
+        .expect("put via a");
+    assert_eq!(
+        on_c.cache_get(key_b)
+            .await
+            .expect("get via c")
+            .as_deref()
+            .map(index),
+        Some(2)
+    );
+    // Refused at the broker the client reached: nothing is forwarded.
+    let denied = key_owned_by("no.t", Kind::Topic, &ids, "b");
+    let r = on_a.publish_acked(&denied, payload(3)).await;
+    assert!(
+        matches!(r, Err(starling_client::ClientError::Forbidden { ref op, .. }) if op == "publish"),
+        "{r:?}"
+    );
+    assert_eq!(
+        c.metric("a", "starling_forbidden_total", "publish").await,
+        1.0
+    );
+    assert_eq!(
+        c.metric("b", "starling_forbidden_total", "publish").await,
+        0.0
+    );
+    on_a.close().await;
+    on_c.close().await;
+    c.shutdown().await;
+}

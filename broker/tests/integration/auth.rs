@@ -382,6 +382,38 @@ async fn a_reload_adds_a_user_and_a_removed_users_subscription_is_closed_within_
     late.close().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_connections_follow_the_reloaded_permissions() {
+    let s = Secured::start("narrow").await;
+    let app = s.token_client(APP_TOKEN).await.expect("app connects");
+    app.publish_acked("metrics.cpu", "1")
+        .await
+        .expect("allowed");
+    // `metrics.*` leaves app's publish rules (and a user is added, so the reload is visible).
+    let narrowed = users_doc(&late_user()).replacen(
+        r#"publish: {allow: ["orders.eu", "metrics.*", "tenant-a.>"]"#,
+        r#"publish: {allow: ["orders.eu", "tenant-a.>"]"#,
+        1,
+    );
+    assert_ne!(narrowed, users_doc(&late_user()));
+    s.write_users(&narrowed);
+    wait_metrics(&s.broker, "the narrowed document", |m| {
+        m.get("starling_auth_users") == 3.0
+    })
+    .await;
+    assert_forbidden(
+        app.publish_acked("metrics.cpu", "2").await,
+        "publish",
+        "metrics.cpu",
+    );
+    app.publish_acked("orders.eu", "3")
+        .await
+        .expect("the same connection keeps its other permissions");
+    let m = s.broker.metrics().await;
+    assert_eq!(m.get("starling_auth_revoked_connections_total"), 0.0);
+    app.close().await;
+}
+
 #[tokio::test]
 async fn required_without_a_users_document_refuses_to_start() {
     let o = ConfigOverrides {
