@@ -643,6 +643,13 @@ impl Metrics {
         Ok(m)
     }
 
+    /// Counts an operation refused by a user's permissions.
+    pub fn forbidden(&self, denied: &starling_access::Denied) {
+        self.forbidden
+            .with_label_values(&[denied.operation.name()])
+            .inc();
+    }
+
     /// Counts a request refused because it hit `limit`.
     pub fn limit_refused(&self, limit: Limit) {
         self.limit_refusals

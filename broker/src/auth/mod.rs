@@ -75,14 +75,6 @@ impl Access {
             Access::User(u) => u.user.read().check(operation, name),
         }
     }
-
-    /// The user's name, if the connection is a user's.
-    pub fn user_name(&self) -> Option<String> {
-        match self {
-            Access::Unrestricted => None,
-            Access::User(u) => Some(u.user.read().name().to_string()),
-        }
-    }
 }
 
 /// A live user connection, as the revocation pass sees it.
@@ -170,14 +162,6 @@ impl Auth {
         &self.metrics
     }
 
-    /// Counts a refused operation.
-    pub fn forbidden(&self, denied: &Denied) {
-        self.metrics
-            .forbidden
-            .with_label_values(&[denied.operation.name()])
-            .inc();
-    }
-
     /// The [`Access`] of connection `id`, authenticated as `principal`. A user's connection is
     /// registered (so a reload can refresh or revoke it) until the [`Registration`] is dropped;
     /// `Revoked` when a reload removed the user since the handshake.
@@ -251,10 +235,5 @@ impl Auth {
             self.metrics.auth_revoked.inc();
         }
         revoked.len()
-    }
-
-    /// Live user connections (for tests and metrics).
-    pub fn live_users(&self) -> usize {
-        self.live.lock().len()
     }
 }

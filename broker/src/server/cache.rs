@@ -142,10 +142,7 @@ async fn answer(h: &Handles, role: Role, access: &Access, frame: Frame) -> Frame
     if let (Some(op), Some(key)) = (operation_of(&frame), key_of(&frame))
         && let Err(denied) = access.check(op, key)
     {
-        h.metrics
-            .forbidden
-            .with_label_values(&[denied.operation.name()])
-            .inc();
+        h.metrics.forbidden(&denied);
         let request_id = reply::request_id(&frame);
         return error(h, request_id, ErrorCode::Forbidden, denied.to_string());
     }

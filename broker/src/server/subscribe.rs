@@ -78,10 +78,7 @@ fn check(h: &Handles, role: Role, access: &Access, req: &Subscribe) -> Result<()
         return Err(Refusal::Error(ErrorCode::Unavailable, msg.into()));
     }
     if let Err(denied) = access.check(Operation::Subscribe, req.topic.as_bytes()) {
-        h.metrics
-            .forbidden
-            .with_label_values(&[denied.operation.name()])
-            .inc();
+        h.metrics.forbidden(&denied);
         return Err(Refusal::Error(ErrorCode::Forbidden, denied.to_string()));
     }
     if role != Role::Plain

@@ -220,10 +220,7 @@ pub async fn serve_publish_stream(
             .access()
             .check(Operation::Publish, req.topic.as_bytes())
         {
-            h.metrics
-                .forbidden
-                .with_label_values(&[denied.operation.name()])
-                .inc();
+            h.metrics.forbidden(&denied);
             let why = denied.to_string();
             replies
                 .error(req.request_id, ErrorCode::Forbidden, why)
