@@ -32,7 +32,7 @@ use starling_config::{AuthMode, BrokerConfig};
 use crate::metrics::Metrics;
 
 /// The application close code of a connection whose user was removed from the users table.
-pub const CLOSE_REVOKED: u32 = 3;
+pub const CLOSE_REVOKED: u32 = 2;
 
 /// Who a connection is.
 #[derive(Debug, Clone)]

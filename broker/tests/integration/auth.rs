@@ -354,7 +354,7 @@ async fn a_reload_adds_a_user_and_a_removed_users_subscription_is_closed_within_
         .expect("closed within 10 s of the change");
     match closed {
         quinn::ConnectionError::ApplicationClosed(close) => {
-            assert_eq!(close.error_code, quinn::VarInt::from_u32(3));
+            assert_eq!(close.error_code, quinn::VarInt::from_u32(2));
             assert_eq!(&close.reason[..], b"user revoked");
         }
         other => panic!("expected an application close, got {other}"),
