@@ -70,6 +70,7 @@ docs:
 
 crds: deps
 	$(CARGO) run -q -p starling-operator --bin crdgen > crds/brokercluster.yaml
+	$(CARGO) run -q -p starling-operator --bin crdgen -- --user > crds/brokeruser.yaml
 	./scripts/render-manifests.sh
 
 manifests: deps

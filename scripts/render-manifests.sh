@@ -2,7 +2,8 @@
 # Renders the files that are generated from the Helm chart:
 #
 #   charts/starling-operator/crds/brokercluster.yaml   a byte-for-byte copy of crds/brokercluster.yaml
-#   manifests/install.yaml                              a Namespace, the CRD and every object of the
+#   charts/starling-operator/crds/brokeruser.yaml      a byte-for-byte copy of crds/brokeruser.yaml
+#   manifests/install.yaml                              a Namespace, the CRDs and every object of the
 #                                                       chart with its default values (release
 #                                                       starling-operator, namespace starling-system)
 #
@@ -15,8 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CHART=charts/starling-operator
-CRD_SRC=crds/brokercluster.yaml
-CRD_COPY=$CHART/crds/brokercluster.yaml
+CRDS=(brokercluster.yaml brokeruser.yaml)
 INSTALL=manifests/install.yaml
 RELEASE=starling-operator
 NAMESPACE=starling-system
@@ -26,7 +26,7 @@ CHECK=0
 case "${1:-}" in
   "") ;;
   --check) CHECK=1 ;;
-  -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
   *) echo "usage: $0 [--check]" >&2; exit 2 ;;
 esac
 
@@ -51,7 +51,7 @@ render_install() {
     echo "render-manifests: warning: helm is ${version:-unknown}, the committed output comes from $HELM_MINOR" >&2
   fi
   cat <<EOF
-# The Starling operator as plain manifests: a Namespace, the BrokerCluster CRD, and the
+# The Starling operator as plain manifests: a Namespace, the BrokerCluster and BrokerUser CRDs, and the
 # objects of the Helm chart charts/starling-operator with its default values (release
 # $RELEASE, namespace $NAMESPACE).
 #
@@ -69,18 +69,20 @@ EOF
 }
 
 if [[ $CHECK == 0 ]]; then
-  cp "$CRD_SRC" "$CRD_COPY"
+  for crd in "${CRDS[@]}"; do cp "crds/$crd" "$CHART/crds/$crd"; done
   tmp=$(mktemp "$INSTALL.XXXXXX")
   trap 'rm -f "$tmp"' EXIT
   render_install >"$tmp"
   mv "$tmp" "$INSTALL"
   trap - EXIT
-  echo "render-manifests: wrote $CRD_COPY and $INSTALL"
+  echo "render-manifests: wrote the chart's CRD copies and $INSTALL"
   exit 0
 fi
 
 stale=()
-cmp -s "$CRD_SRC" "$CRD_COPY" || stale+=("$CRD_COPY (differs from $CRD_SRC)")
+for crd in "${CRDS[@]}"; do
+  cmp -s "crds/$crd" "$CHART/crds/$crd" || stale+=("$CHART/crds/$crd (differs from crds/$crd)")
+done
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 # Rendering uses the chart's CRD copy; compare against what a fresh copy would give.
@@ -99,4 +101,4 @@ if [[ ${#stale[@]} -gt 0 ]]; then
   echo "render-manifests: rerun scripts/render-manifests.sh and commit the result" >&2
   exit 1
 fi
-echo "render-manifests: $CRD_COPY and $INSTALL are up to date"
+echo "render-manifests: the chart's CRD copies and $INSTALL are up to date"

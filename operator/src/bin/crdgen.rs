@@ -1,5 +1,6 @@
-//! Prints the BrokerCluster CRD as YAML (`crds/brokercluster.yaml`), or with
-//! `--write-docs PATH` regenerates the reference section of `docs/operator.md`.
+//! Prints the BrokerCluster CRD as YAML (`crds/brokercluster.yaml`), with `--user` the
+//! BrokerUser CRD (`crds/brokeruser.yaml`), or with `--write-docs PATH` regenerates the
+//! reference section of `docs/operator.md`.
 
 use std::process::ExitCode;
 
@@ -8,6 +9,10 @@ fn main() -> ExitCode {
     match args.as_slice() {
         [] => {
             print!("{}", starling_operator::crd::crd_yaml());
+            ExitCode::SUCCESS
+        }
+        [flag] if flag == "--user" => {
+            print!("{}", starling_operator::crd::user::crd_yaml());
             ExitCode::SUCCESS
         }
         [flag, path] if flag == "--write-docs" => {
@@ -20,7 +25,7 @@ fn main() -> ExitCode {
             }
         }
         _ => {
-            eprintln!("usage: crdgen [--write-docs docs/operator.md]");
+            eprintln!("usage: crdgen [--user | --write-docs docs/operator.md]");
             ExitCode::from(2)
         }
     }

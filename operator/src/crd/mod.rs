@@ -8,7 +8,8 @@
 //! - [`duration`]: the duration strings of `spec.autoscaling`;
 //! - [`cel`]: the building blocks of CEL rules (append a rule, read a field with its default);
 //! - [`rules`]: helpers that attach CEL `x-kubernetes-validations` to generated schemas;
-//! - [`config_rules`]: the schema and admission rules of `spec.config` (the broker knobs).
+//! - [`config_rules`]: the schema and admission rules of `spec.config` (the broker knobs);
+//! - [`user`]: the `BrokerUser` resource (a client identity and its permissions).
 
 pub mod cel;
 pub mod conditions;
@@ -16,6 +17,7 @@ pub mod config_rules;
 pub mod duration;
 pub mod rules;
 pub mod status;
+pub mod user;
 
 use std::collections::BTreeMap;
 
