@@ -35,6 +35,7 @@
 //!
 //! The profile, tier and knob tables are `starling-config`'s; nothing here restates them.
 
+pub mod access;
 pub mod apply;
 pub mod autoscale;
 pub mod build;

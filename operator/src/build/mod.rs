@@ -12,6 +12,7 @@
 //! every reconcile (see [`crate::apply::ensure_tls_secret`] and [`crate::apply::pki`]).
 
 pub mod config_map;
+pub mod credentials;
 pub mod members;
 pub mod pdb;
 pub mod pki_secrets;
@@ -21,6 +22,7 @@ pub mod service;
 pub mod service_account;
 pub mod statefulset;
 pub mod tls_secret;
+pub mod users_secret;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
