@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod secured;
+
 use std::time::Duration;
 
 use starling_broker::{Broker, RunningBroker};
