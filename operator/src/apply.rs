@@ -3,10 +3,11 @@
 //! no longer wanted, but only when this BrokerCluster owns them. The generated TLS Secret is the
 //! exception: it is created once when absent ([`ensure_tls_secret`]) and never rewritten.
 //! Status writes, one field manager per writer, are in [`status`]; the cluster CA and peer
-//! certificate Secrets in [`pki`].
+//! certificate Secrets in [`pki`]; the users document Secret in [`users`].
 
 pub mod pki;
 pub mod status;
+pub mod users;
 
 use std::fmt::Debug;
 

@@ -3,7 +3,8 @@
 //! A reconcile is: read the observed StatefulSet → [`validate`] → the step of a tier change
 //! ([`stage`]) → [`plan_members`] (the next
 //! step of a scale change) → create the generated TLS Secret if absent ([`ensure_tls_secret`])
-//! → [`render_sized`] → [`apply_children`] (skipped when paused or refused) →
+//! → the cluster CA and peer certificate ([`ensure_pki`]) → the users document
+//! ([`apply_users`]) → [`render_sized`] → [`apply_children`] (skipped when paused or refused) →
 //! [`status::compute`] → write status if it changed → publish events. The logic worth testing
 //! lives in those pure steps; this file only wires them to the API server.
 //!
@@ -35,7 +36,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -43,11 +44,13 @@ use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::apply::pki::ensure_pki;
+use crate::apply::users::apply_users;
 use crate::apply::{apply_children, apply_status, ensure_tls_secret};
 use crate::autoscale::runner::AutoscaleContext;
 use crate::build::{Sizes, render_sized, unwanted};
 use crate::context::Context;
 use crate::crd::conditions::{self, ConditionType};
+use crate::crd::user::BrokerUser;
 use crate::crd::{BrokerCluster, BrokerClusterStatus};
 use crate::error::{Error, Result};
 use crate::events::{self, Planned};
@@ -239,6 +242,8 @@ async fn apply_cluster(
     if let Some(why) = &pki.peer_issued {
         tracing::info!(secret = %v.names.peer_secret, reason = why.as_str(), "issued the peer certificate");
     }
+    let users = apply_users(&ctx.client, v).await?;
+    tracing::debug!(secret = %v.names.users_secret, users, "applied the users document");
     let children = render_sized(
         v,
         Sizes {
@@ -320,7 +325,16 @@ pub fn controller_for(
         .owns(scoped::<ServiceAccount>(client, ns), children.clone())
         .owns(scoped::<Role>(client, ns), children.clone())
         .owns(scoped::<RoleBinding>(client, ns), children.clone())
-        .owns(scoped::<PodDisruptionBudget>(client, ns), children);
+        .owns(scoped::<PodDisruptionBudget>(client, ns), children)
+        // Any change or deletion of a BrokerUser recomputes its cluster's users document.
+        .watches(
+            scoped::<BrokerUser>(client, ns),
+            watcher::Config::default(),
+            |user: BrokerUser| {
+                let ns = user.namespace()?;
+                Some(ObjectRef::<BrokerCluster>::new(&user.spec.cluster).within(&ns))
+            },
+        );
     (controller, reader)
 }
 
@@ -331,8 +345,8 @@ async fn stopped(mut shutdown: watch::Receiver<bool>, fence: crate::fence::Fence
     }
 }
 
-/// Runs one controller per watch scope (every namespace when `namespaces` is empty) and the
-/// autoscaler until `shutdown` turns true or leadership is lost (`ctx.fence`), keeping the
+/// Runs one BrokerCluster and one BrokerUser controller per watch scope (every namespace
+/// when `namespaces` is empty) and the autoscaler until `shutdown` turns true or leadership is lost (`ctx.fence`), keeping the
 /// managed-clusters gauge current.
 pub async fn run(
     ctx: Arc<Context>,
@@ -347,7 +361,13 @@ pub async fn run(
     };
     let mut stores = Vec::new();
     let mut runs = Vec::new();
+    let mut user_runs = Vec::new();
     for scope in scopes {
+        user_runs.push(crate::users::run(
+            ctx.clone(),
+            scope.clone(),
+            shutdown.clone(),
+        ));
         let (controller, store) = controller_for(&ctx.client, scope.as_deref());
         stores.push(store);
         let run = controller
@@ -378,8 +398,15 @@ pub async fn run(
             }
         }
     };
-    futures::join!(futures::future::join_all(runs), gauge, autoscaler);
+    futures::join!(
+        futures::future::join_all(runs),
+        futures::future::join_all(user_runs),
+        gauge,
+        autoscaler
+    );
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod user_tests;

@@ -82,6 +82,21 @@ impl Fake {
         match method {
             "GET" => match self.objects.get(path) {
                 Some(obj) => (200, obj.clone()),
+                // A collection: every stored object right below it.
+                None if path.ends_with("/brokerusers") => {
+                    let prefix = format!("{path}/");
+                    let mut items: Vec<(&String, &Value)> = self
+                        .objects
+                        .iter()
+                        .filter(|(k, _)| k.strip_prefix(&prefix).is_some_and(|n| !n.contains('/')))
+                        .collect();
+                    items.sort_by_key(|(k, _)| *k);
+                    let items: Vec<Value> = items.into_iter().map(|(_, v)| v.clone()).collect();
+                    (
+                        200,
+                        json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}),
+                    )
+                }
                 None => (404, status_body(404, "NotFound")),
             },
             "PATCH" if path.ends_with("/status") => {

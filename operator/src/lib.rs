@@ -25,6 +25,8 @@
 //! - [`autoscale`]: the tier autoscaler: scrapes the brokers, decides (pure), writes
 //!   `status.effectiveTier` with its own narrow handle.
 //! - [`controller`]: the kube-runtime controller wiring the steps together.
+//! - [`users`]: the BrokerUser controller (credentials Secrets and user status); [`access`]
+//!   checks users and builds the users document (pure).
 //! - [`leader`], [`fence`]: Lease-based leader election, and the fence every writer stops on
 //!   when the lease is lost.
 //! - [`metrics`], [`http`], [`telemetry`]: the process's metrics, health endpoint and logs.
@@ -60,4 +62,5 @@ pub mod status;
 pub mod telemetry;
 pub mod tier_change;
 pub mod tls;
+pub mod users;
 pub mod validate;
