@@ -8,18 +8,47 @@ use starling_client::Profile;
 
 use super::duration::parse_duration;
 
+/// Exit codes, shown at the end of `starling --help`.
+pub(crate) const EXIT_CODES: &str = "\
+Credentials (at most one): --cert FILE --key FILE, --token TOKEN (or STARLING_TOKEN), or
+--credentials DIR (a mounted BrokerUser Secret: token, or tls.crt and tls.key; its ca.crt is
+the trust and its address the server unless --ca/--insecure/--fingerprint or --server say
+otherwise). Without any, the broker must run with auth_mode: none.
+
+Exit codes:
+  0  success
+  1  `cache get`: the key is absent
+  2  any other error (usage, connection, TLS, server)
+  3  unauthorized: the broker refused the credentials (none, unknown or revoked)
+  4  forbidden: the user's permissions do not allow the operation on that topic or key";
+
 /// Publish, subscribe and use the cache of a Starling broker.
 #[derive(Debug, Parser)]
-#[command(name = "starling", version)]
+#[command(name = "starling", version, after_help = EXIT_CODES)]
 pub(crate) struct Cli {
-    /// Broker address (host:port).
+    /// Broker address (host:port) [default: the `address` of --credentials DIR, else
+    /// 127.0.0.1:7400].
+    #[arg(long, env = "STARLING_SERVER", global = true)]
+    pub(crate) server: Option<String>,
+    /// Authenticate with this client certificate (PEM; needs --key).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub(crate) cert: Option<PathBuf>,
+    /// The private key of --cert (PEM).
+    #[arg(long = "key", id = "key_file", value_name = "FILE", global = true)]
+    pub(crate) key_file: Option<PathBuf>,
+    /// Authenticate as a token user with this token.
     #[arg(
         long,
-        env = "STARLING_SERVER",
-        default_value = "127.0.0.1:7400",
+        env = "STARLING_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true,
         global = true
     )]
-    pub(crate) server: String,
+    pub(crate) token: Option<String>,
+    /// Read the credentials from a directory laid out like a BrokerUser's Secret (`token`, or
+    /// `tls.crt` and `tls.key`; optional `ca.crt` and `address`).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub(crate) credentials: Option<PathBuf>,
     /// Trust the CA certificates in this PEM file.
     #[arg(long, value_name = "FILE", global = true)]
     pub(crate) ca: Option<PathBuf>,
@@ -191,6 +220,35 @@ mod tests {
         };
         assert_eq!(ttl, Some(Duration::from_millis(500)));
         assert_eq!(profile, Profile::Latency);
+    }
+
+    #[test]
+    fn parses_credential_options() {
+        let cli = parse(&["--cert", "c.pem", "--key", "k.pem", "sub", "t"]);
+        let Ok(cli) = cli else {
+            panic!("unexpected parse: {cli:?}");
+        };
+        assert_eq!(cli.cert.as_deref(), Some(std::path::Path::new("c.pem")));
+        assert_eq!(cli.key_file.as_deref(), Some(std::path::Path::new("k.pem")));
+        assert_eq!(cli.server, None);
+        let cli = parse(&["sub", "t", "--credentials", "/etc/creds", "--token", "x"]);
+        let Ok(cli) = cli else {
+            panic!("unexpected parse: {cli:?}");
+        };
+        assert_eq!(
+            (cli.credentials.as_deref(), cli.token.as_deref()),
+            (Some(std::path::Path::new("/etc/creds")), Some("x"))
+        );
+    }
+
+    #[test]
+    fn help_documents_exit_codes_and_hides_the_token() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(
+            help.contains("Exit codes:") && help.contains("4  forbidden"),
+            "{help}"
+        );
+        assert!(help.contains("STARLING_TOKEN"), "{help}");
     }
 
     #[test]

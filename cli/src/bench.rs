@@ -14,8 +14,12 @@ use crate::error::{CliError, Outcome};
 const BINARY: &str = "starling-bench";
 
 /// Global options of `starling` that take a value as the next argument.
-const VALUED: [&str; 7] = [
+const VALUED: [&str; 11] = [
     "--server",
+    "--cert",
+    "--key",
+    "--token",
+    "--credentials",
     "--ca",
     "--fingerprint",
     "--profile",
@@ -114,6 +118,18 @@ mod tests {
                 "--server", "bench", "--direct", "bench", "cache", "bench"
             ])),
             args(&["--server", "bench", "cache", "bench"])
+        );
+        // Credential options carry their values (a token may read `bench` too).
+        assert_eq!(
+            harness_args(&args(&[
+                "--token",
+                "bench",
+                "--credentials",
+                "d",
+                "bench",
+                "--embedded"
+            ])),
+            args(&["--token", "bench", "--credentials", "d", "--embedded"])
         );
         assert_eq!(
             harness_args(&args(&["bench", "--direct", "--help"])),

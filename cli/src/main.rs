@@ -1,6 +1,7 @@
 //! `starling`: the command-line client of the Starling broker. Parses the
-//! arguments, runs one subcommand and turns its outcome into an exit code;
-//! every error is a single line on stderr.
+//! arguments, runs one subcommand and turns its outcome into an exit code
+//! (0 done, 1 `cache get` found nothing, 2 error, 3 unauthorized, 4 forbidden: see
+//! `starling --help`); every error is a single line on stderr.
 //!
 //! | module | job |
 //! | --- | --- |
@@ -48,8 +49,19 @@ fn main() -> ExitCode {
                 return ExitCode::from(u8::try_from(*code).unwrap_or(2));
             }
             eprintln!("error: {}", one_line(&format!("{e:#}")));
-            ExitCode::from(2)
+            ExitCode::from(exit_code(&e))
         }
+    }
+}
+
+/// The exit code of a failed run: 3 when the broker refused the credentials, 4 when it refused
+/// the operation, 2 for anything else (documented in `args::EXIT_CODES`).
+fn exit_code(e: &anyhow::Error) -> u8 {
+    use starling_client::ClientError;
+    match e.downcast_ref::<CliError>() {
+        Some(CliError::Client(ClientError::Unauthorized(_))) => 3,
+        Some(CliError::Client(ClientError::Forbidden { .. })) => 4,
+        _ => 2,
     }
 }
 
@@ -116,6 +128,26 @@ fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_have_their_own_exit_codes() {
+        use starling_client::ClientError;
+        let err = |e: ClientError| anyhow::Error::from(CliError::Client(e));
+        assert_eq!(exit_code(&err(ClientError::Unauthorized("no".into()))), 3);
+        let forbidden = ClientError::Forbidden {
+            op: "publish".into(),
+            name: "y".into(),
+            message: "user \"x\" may not publish topic \"y\"".into(),
+        };
+        let e = err(forbidden);
+        assert_eq!(exit_code(&e), 4);
+        assert_eq!(
+            one_line(&format!("{e:#}")),
+            "forbidden: user \"x\" may not publish topic \"y\""
+        );
+        assert_eq!(exit_code(&err(ClientError::Timeout)), 2);
+        assert_eq!(exit_code(&anyhow::anyhow!("other")), 2);
+    }
 
     #[test]
     fn clap_errors_become_one_line() {
