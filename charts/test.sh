@@ -135,12 +135,16 @@ def check(cond, what):
 
 default, full = load(sys.argv[1]), load(sys.argv[2])
 WANT_RULES = {
-    ("starling.dev", "brokerclusters"): {"list", "watch"},
+    ("starling.dev", "brokerclusters"): {"get", "list", "watch"},
     ("starling.dev", "brokerclusters/status"): {"patch"},
     ("starling.dev", "brokerclusters/finalizers"): {"update"},
+    ("starling.dev", "brokerusers"): {"list", "watch"},
+    ("starling.dev", "brokerusers/status"): {"patch"},
+    ("starling.dev", "brokerusers/finalizers"): {"update"},
+    ("networking.k8s.io", "networkpolicies"): {"list", "watch", "create", "patch"},
     ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch"},
     ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
-    ("", "secrets"): {"get", "create"},
+    ("", "secrets"): {"get", "create", "patch"},
     ("", "pods"): {"list"},
     ("rbac.authorization.k8s.io", "roles"): {"list", "watch", "create", "patch"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"list", "watch", "create", "patch"},
@@ -394,6 +398,16 @@ else
       "${K[@]}" apply --server-side --field-manager=starling-chart-test -f crds/brokercluster.yaml >/dev/null
       established "$CRD"
       ok "server accepts crds/brokercluster.yaml (installed for this run)"
+    fi
+    USER_CRD=brokerusers.starling.dev
+    not_terminating "$USER_CRD"
+    if "${K[@]}" get crd "$USER_CRD" >/dev/null 2>&1; then
+      dry "crds/brokeruser.yaml" crds/brokeruser.yaml
+    else
+      CLEANUP+=("${K[*]} delete crd $USER_CRD --ignore-not-found --wait=false")
+      "${K[@]}" apply --server-side --field-manager=starling-chart-test -f crds/brokeruser.yaml >/dev/null
+      established "$USER_CRD"
+      ok "server accepts crds/brokeruser.yaml (installed for this run)"
     fi
     # Only the stand-ins of the kinds the server lacks, so real prometheus-operator CRDs stay.
     missing_crds=()

@@ -1,15 +1,18 @@
 //! The brokers' RBAC: a Role `<cluster>-broker`, bound to the brokers' ServiceAccount, allowing
-//! `get`, `list` and `watch` on the one ConfigMap `<cluster>-members`, and `list` on pods.
-//! Nothing else: the brokers read their member list, and look up a peer's pod IP.
+//! `get`, `list` and `watch` on the one ConfigMap `<cluster>-members`, `get` on the one Secret
+//! `<cluster>-users`, and `list` on pods. Nothing else: the brokers read their member list and
+//! their users document, and look up a peer's pod IP.
 
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 
 use super::child_meta;
 use crate::validate::ValidatedCluster;
 
-/// Renders the Role: two rules.
+/// Renders the Role: three rules.
 ///
 /// - `get`, `list`, `watch` on the members ConfigMap only: the brokers poll their member list.
+/// - `get` on the users Secret only: the brokers re-read the users document
+///   (`auth_users_secret`).
 /// - `list` on pods: a broker lists pods with the field selector `metadata.name=<pod>` to read
 ///   a peer's `status.podIP`, because after a pod restarts its DNS name can keep answering with
 ///   the old address for up to 30 s (CoreDNS caching). RBAC cannot restrict `list` by
@@ -23,6 +26,13 @@ pub fn role(v: &ValidatedCluster) -> Role {
                 resources: Some(vec!["configmaps".to_string()]),
                 resource_names: Some(vec![v.names.members_config_map.clone()]),
                 verbs: ["get", "list", "watch"].map(String::from).to_vec(),
+                ..PolicyRule::default()
+            },
+            PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["secrets".to_string()]),
+                resource_names: Some(vec![v.names.users_secret.clone()]),
+                verbs: vec!["get".to_string()],
                 ..PolicyRule::default()
             },
             PolicyRule {
@@ -60,7 +70,7 @@ mod tests {
     use starling_config::{Profile, Tier};
 
     #[test]
-    fn the_role_reads_the_members_configmap_and_lists_pods() {
+    fn the_role_reads_the_members_configmap_the_users_secret_and_lists_pods() {
         let v = cluster(Profile::Balanced, Tier::Small, |_| {});
         let r = role(&v);
         assert_eq!(r.metadata.name.as_deref(), Some("events-broker"));
@@ -72,6 +82,13 @@ mod tests {
                     resources: Some(vec!["configmaps".to_string()]),
                     resource_names: Some(vec!["events-members".to_string()]),
                     verbs: vec!["get".into(), "list".into(), "watch".into()],
+                    non_resource_urls: None,
+                },
+                PolicyRule {
+                    api_groups: Some(vec![String::new()]),
+                    resources: Some(vec!["secrets".to_string()]),
+                    resource_names: Some(vec!["events-users".to_string()]),
+                    verbs: vec!["get".into()],
                     non_resource_urls: None,
                 },
                 PolicyRule {
