@@ -4,9 +4,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use starling_client::Profile;
+use starling_client::{Credentials, Profile};
 
 use super::duration::parse_duration;
+
+/// `--token`, held as [`Credentials::Token`] so that no `Debug` of the arguments shows it.
+fn parse_token(text: &str) -> Result<Credentials, String> {
+    Ok(Credentials::Token(text.to_string()))
+}
 
 /// Exit codes, shown at the end of `starling --help`.
 pub(crate) const EXIT_CODES: &str = "\
@@ -41,10 +46,11 @@ pub(crate) struct Cli {
         long,
         env = "STARLING_TOKEN",
         value_name = "TOKEN",
+        value_parser = parse_token,
         hide_env_values = true,
         global = true
     )]
-    pub(crate) token: Option<String>,
+    pub(crate) token: Option<Credentials>,
     /// Read the credentials from a directory laid out like a BrokerUser's Secret (`token`, or
     /// `tls.crt` and `tls.key`; optional `ca.crt` and `address`).
     #[arg(long, value_name = "DIR", global = true)]
@@ -236,8 +242,11 @@ mod tests {
             panic!("unexpected parse: {cli:?}");
         };
         assert_eq!(
-            (cli.credentials.as_deref(), cli.token.as_deref()),
-            (Some(std::path::Path::new("/etc/creds")), Some("x"))
+            (cli.credentials.as_deref(), cli.token.as_ref()),
+            (
+                Some(std::path::Path::new("/etc/creds")),
+                Some(&Credentials::Token("x".into()))
+            )
         );
     }
 
@@ -249,6 +258,8 @@ mod tests {
             "{help}"
         );
         assert!(help.contains("STARLING_TOKEN"), "{help}");
+        let cli = parse(&["--token", "s3cret", "sub", "t"]);
+        assert!(!format!("{cli:?}").contains("s3cret"));
     }
 
     #[test]

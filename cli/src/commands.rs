@@ -15,7 +15,7 @@ pub(crate) fn config(cli: &Cli) -> Result<ClientConfig, CliError> {
     let chosen = Credentials::select(
         cli.cert.as_deref(),
         cli.key_file.as_deref(),
-        cli.token.as_deref(),
+        cli.token.as_ref().and_then(Credentials::auth_token),
         cli.credentials.as_deref(),
     )?;
     let trust = Trust::select_or(

@@ -277,8 +277,8 @@ impl Credentials {
         }
     }
 
-    /// The token to send in `Hello`, if these are token credentials.
-    pub(crate) fn auth_token(&self) -> Option<&str> {
+    /// The token, if these are token credentials (what is sent in `Hello`).
+    pub fn auth_token(&self) -> Option<&str> {
         match self {
             Credentials::Token(t) => Some(t),
             _ => None,
