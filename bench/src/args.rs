@@ -1,12 +1,12 @@
 //! Arguments of `starling bench` and its subcommands (clap derive). The
-//! global options of `starling` (`--server`, `--ca`, `--insecure`,
-//! `--fingerprint`, `--profile`, `--server-name`, `--timeout`) apply too.
+//! global options of `starling` (`--server`, `--cert`, `--key`, `--token`, `--credentials`,
+//! `--ca`, `--insecure`, `--fingerprint`, `--profile`, `--server-name`, `--timeout`) apply too.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use starling_client::Profile;
+use starling_client::{Credentials, Profile};
 use starling_config::SlowSubscriberPolicy;
 
 /// `--output`.
@@ -22,8 +22,10 @@ pub(crate) enum Output {
 /// The global options (those `starling` has too: `--server`, `--ca`, …) the bench uses.
 #[derive(Debug, Clone)]
 pub(crate) struct Globals {
-    /// `--server`.
-    pub(crate) server: String,
+    /// `--server` (else the credentials directory's `address`, else 127.0.0.1:7400).
+    pub(crate) server: Option<String>,
+    /// The credential options, for an external broker.
+    pub(crate) identity: Identity,
     /// `--ca`.
     pub(crate) ca: Option<PathBuf>,
     /// `--insecure`.
@@ -38,6 +40,32 @@ pub(crate) struct Globals {
     pub(crate) timeout: Duration,
     /// `--output`.
     pub(crate) output: Output,
+}
+
+/// `--cert`, `--key`, `--token` and `--credentials`: who the bench is to an external broker
+/// (the embedded broker runs without authentication).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Identity {
+    /// `--cert`.
+    pub(crate) cert: Option<PathBuf>,
+    /// `--key`.
+    pub(crate) key: Option<PathBuf>,
+    /// `--token` (as [`Credentials::Token`], so `Debug` never shows it).
+    pub(crate) token: Option<Credentials>,
+    /// `--credentials`.
+    pub(crate) dir: Option<PathBuf>,
+}
+
+impl Identity {
+    /// Whether any credential option was given.
+    pub(crate) fn is_given(&self) -> bool {
+        self.cert.is_some() || self.key.is_some() || self.token.is_some() || self.dir.is_some()
+    }
+}
+
+/// `--token`, held as [`Credentials::Token`].
+pub(crate) fn parse_token(text: &str) -> Result<Credentials, String> {
+    Ok(Credentials::Token(text.to_string()))
 }
 
 /// Duration arguments, in the workspace's one grammar (`30s`, `500ms`, `1m30s`).

@@ -1,7 +1,9 @@
 //! The in-process broker of `--embedded`: a real [`Broker`] on loopback
 //! ephemeral ports, running on a runtime of its own whose threads are all
 //! named [`BROKER_THREAD`], so the broker's CPU time can be told apart from
-//! the load generator's (see `probe::threads_cpu_s`).
+//! the load generator's (see `probe::threads_cpu_s`). `target` configures it with
+//! `auth_mode: none` (the default is `required`): the bench measures the data path, and the
+//! clients of an embedded run present no credentials.
 
 use std::net::SocketAddr;
 

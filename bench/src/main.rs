@@ -60,7 +60,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use starling_client::Profile;
+use starling_client::{Credentials, Profile};
 
 use crate::args::{BenchArgs, Output, parse_duration};
 
@@ -72,14 +72,30 @@ use crate::args::{BenchArgs, Output, parse_duration};
     about = "Starling's benchmark harness"
 )]
 struct Cli {
-    /// Broker address (host:port).
+    /// Broker address (host:port) [default: the `address` of --credentials DIR, else
+    /// 127.0.0.1:7400].
+    #[arg(long, env = "STARLING_SERVER", global = true)]
+    server: Option<String>,
+    /// External broker: authenticate with this client certificate (PEM; needs --key).
+    #[arg(long, value_name = "FILE", global = true)]
+    cert: Option<PathBuf>,
+    /// The private key of --cert (PEM).
+    #[arg(long = "key", id = "key_file", value_name = "FILE", global = true)]
+    key_file: Option<PathBuf>,
+    /// External broker: authenticate as a token user with this token.
     #[arg(
         long,
-        env = "STARLING_SERVER",
-        default_value = "127.0.0.1:7400",
+        env = "STARLING_TOKEN",
+        value_name = "TOKEN",
+        value_parser = args::parse_token,
+        hide_env_values = true,
         global = true
     )]
-    server: String,
+    token: Option<Credentials>,
+    /// External broker: read the credentials from a directory laid out like a BrokerUser's
+    /// Secret (`token`, or `tls.crt` and `tls.key`; optional `ca.crt` and `address`).
+    #[arg(long, value_name = "DIR", global = true)]
+    credentials: Option<PathBuf>,
     /// Trust the CA certificates in this PEM file.
     #[arg(long, value_name = "FILE", global = true)]
     ca: Option<PathBuf>,
@@ -110,6 +126,12 @@ fn main() -> ExitCode {
     init_tracing();
     let globals = args::Globals {
         server: cli.server,
+        identity: args::Identity {
+            cert: cli.cert,
+            key: cli.key_file,
+            token: cli.token,
+            dir: cli.credentials,
+        },
         ca: cli.ca,
         insecure: cli.insecure,
         fingerprint: cli.fingerprint,

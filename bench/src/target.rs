@@ -1,11 +1,11 @@
-//! [`Target`]: the broker a run talks to — in-process (`--embedded`) or
-//! external (`--server`) — with the client config to reach it, the
-//! slow-subscriber policy in force and the broker's CPU clock.
+//! [`Target`]: the broker a run talks to — in-process (`--embedded`, with `auth_mode: none`)
+//! or external (`--server`, with the credential options) — with the client config to reach
+//! it, the slow-subscriber policy in force and the broker's CPU clock.
 
 use std::net::SocketAddr;
 
-use starling_client::{ClientConfig, Profile, Trust, certificate_fingerprint};
-use starling_config::{ConfigOverrides, SlowSubscriberPolicy, compose};
+use starling_client::{ClientConfig, Credentials, Profile, Trust, certificate_fingerprint};
+use starling_config::{AuthMode, ConfigOverrides, SlowSubscriberPolicy, compose};
 
 use super::args::TargetArgs;
 use super::embedded::{BROKER_THREAD, EmbeddedBroker};
@@ -15,6 +15,8 @@ use crate::args::Globals;
 
 /// Thread-name prefixes of the embedded broker (runtime and batch timer).
 const BROKER_THREADS: &[&str] = &[BROKER_THREAD, "starling-hires"];
+/// The external broker when neither `--server` nor a credentials directory names one.
+const DEFAULT_SERVER: &str = "127.0.0.1:7400";
 /// Default HTTP port of an external broker.
 const DEFAULT_HTTP_PORT: u16 = starling_config::DEFAULT_HTTP_PORT;
 
@@ -46,14 +48,33 @@ impl Target {
         if t.embedded {
             return Self::embedded(g, t).await;
         }
-        let trust = Trust::select(g.ca.clone(), g.insecure, g.fingerprint.as_deref())
-            .map_err(|e| BenchError::Usage(e.to_string()))?;
-        let mut base = client_config(g, g.server.clone(), trust);
+        let usage = |e: starling_client::ClientError| BenchError::Usage(e.to_string());
+        let id = &g.identity;
+        let chosen = Credentials::select(
+            id.cert.as_deref(),
+            id.key.as_deref(),
+            id.token.as_ref().and_then(Credentials::auth_token),
+            id.dir.as_deref(),
+        )
+        .map_err(usage)?;
+        let trust = Trust::select_or(
+            g.ca.clone(),
+            g.insecure,
+            g.fingerprint.as_deref(),
+            chosen.trust,
+        )
+        .map_err(usage)?;
+        let server = g
+            .server
+            .clone()
+            .or(chosen.address)
+            .unwrap_or_else(|| DEFAULT_SERVER.to_string());
+        let mut base = client_config(g, server.clone(), trust).with_credentials(chosen.credentials);
         base.server_name = g.server_name.clone();
         let metrics_addr = t
             .metrics_addr
             .clone()
-            .unwrap_or_else(|| default_metrics_addr(&g.server));
+            .unwrap_or_else(|| default_metrics_addr(&server));
         let reported = match probe::http_get(&metrics_addr, "/config").await {
             Some(yaml) => probe::parse_policy(&yaml),
             None => {
@@ -76,9 +97,17 @@ impl Target {
         })
     }
 
+    /// The in-process broker runs with `auth_mode: none`: the bench measures the data path,
+    /// and the broker's own tests cover authentication.
     async fn embedded(g: &Globals, t: &TargetArgs) -> Result<Self, BenchError> {
+        if g.identity.is_given() {
+            tracing::warn!(
+                "--embedded runs its broker without authentication; the credential options are ignored"
+            );
+        }
         let loopback = |port| SocketAddr::from(([127, 0, 0, 1], port));
         let overrides = ConfigOverrides {
+            auth_mode: Some(AuthMode::None),
             quic_listen: Some(loopback(0)),
             http_listen: Some(loopback(0)),
             slow_subscriber_policy: t.policy,

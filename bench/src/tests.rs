@@ -14,7 +14,8 @@ use crate::args::Globals;
 
 fn globals() -> Globals {
     Globals {
-        server: "127.0.0.1:7400".into(),
+        server: Some("127.0.0.1:7400".into()),
+        identity: crate::args::Identity::default(),
         ca: None,
         insecure: false,
         fingerprint: None,
@@ -100,4 +101,23 @@ async fn cache_run_reports_three_phases() {
         assert!(s.ops > 0 && s.errors == 0, "{s:?}");
         assert!(s.latency_us.p99 > 0.0);
     }
+}
+
+#[tokio::test]
+async fn conflicting_credential_options_are_a_usage_error() {
+    let mut g = globals();
+    g.insecure = true;
+    g.identity.token = Some(starling_client::Credentials::token("t"));
+    g.identity.dir = Some("/nonexistent".into());
+    let mut external = embedded(SlowSubscriberPolicy::Block);
+    external.embedded = false;
+    let err = Target::open(&g, &external)
+        .await
+        .err()
+        .map(|e| e.to_string());
+    assert!(
+        err.as_deref()
+            .is_some_and(|e| e.contains("choose at most one of --cert")),
+        "{err:?}"
+    );
 }
