@@ -274,7 +274,11 @@ async fn broker_users_work_from_the_host_within_their_patterns() {
     // A refusal is one line on stderr and a failing exit status.
     let out = run_cli(&with(b_dir.path(), &["pub", "orders.eu", "x", "--ack"])).await;
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "a forbidden publish fails: {out:?}");
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "a forbidden publish exits 4: {out:?}"
+    );
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     assert!(
         err.contains("forbidden") && err.contains("billing") && err.contains("orders.eu"),
