@@ -43,6 +43,42 @@ pub enum AuthMode {
     None,
 }
 
+/// When an acked publish is acknowledged (the knob `ack_level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AckLevel {
+    /// As soon as the broker has accepted the message into its publish pipeline (in memory).
+    Received,
+    /// Once the message's batch has been enqueued to every subscriber of its topic.
+    Committed,
+    /// Once the message's batch is in the topic's durable log under `storage_fsync`; on a
+    /// topic that is not durable, the same as `committed`.
+    Persisted,
+}
+
+impl AckLevel {
+    /// The level the deprecated boolean `ack_on_commit` meant.
+    pub fn from_ack_on_commit(on: bool) -> AckLevel {
+        if on {
+            AckLevel::Committed
+        } else {
+            AckLevel::Received
+        }
+    }
+}
+
+/// When durable logs are fsynced (the knob `storage_fsync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StorageFsync {
+    /// Before a `persisted` ack; appends made while an fsync runs share the next one.
+    Always,
+    /// Every `storage_fsync_interval_ms`, in the background.
+    Interval,
+    /// Never explicitly: the OS writes back in its own time.
+    Never,
+}
+
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -94,6 +130,16 @@ snake_enum_str!(SlowSubscriberPolicy {
     Block => "block",
 });
 snake_enum_str!(LogFormat { Text => "text", Json => "json" });
+snake_enum_str!(AckLevel {
+    Received => "received",
+    Committed => "committed",
+    Persisted => "persisted",
+});
+snake_enum_str!(StorageFsync {
+    Always => "always",
+    Interval => "interval",
+    Never => "never",
+});
 snake_enum_str!(AuthMode { Required => "required", None => "none" });
 
 #[cfg(test)]

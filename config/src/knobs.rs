@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::enums::{AuthMode, LaneShard, LogFormat, SlowSubscriberPolicy};
+use crate::enums::{AckLevel, AuthMode, LaneShard, LogFormat, SlowSubscriberPolicy, StorageFsync};
 use crate::profile::Profile;
 use crate::tier::Tier;
 
@@ -72,6 +72,12 @@ macro_rules! knobs {
                 #[serde(default, skip_serializing_if = "Option::is_none")]
                 pub $name: Option<$ty>,
             )+)+
+            /// Deprecated, read for old files only: replaced by `ack_level` (`true` reads as
+            /// `committed`, `false` as `received`; `ack_level` wins when both are set). Not a
+            /// knob: it never reaches [`BrokerConfig`] or [`ConfigOverrides`].
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            #[schemars(skip)]
+            pub ack_on_commit: Option<bool>,
         }
 
         /// Every knob's name, group and description, in declaration order.
@@ -101,8 +107,24 @@ macro_rules! knobs {
         impl ConfigFile {
             /// Splits the file into its profile, tier and knob overrides.
             pub fn into_parts(self) -> (Option<Profile>, Option<Tier>, ConfigOverrides) {
-                let overrides = ConfigOverrides { $($( $name: self.$name, )+)+ };
+                let mut overrides = ConfigOverrides { $($( $name: self.$name, )+)+ };
+                if overrides.ack_level.is_none() {
+                    overrides.ack_level = self.ack_on_commit.map(AckLevel::from_ack_on_commit);
+                }
                 (self.profile, self.tier, overrides)
+            }
+
+            /// Warnings for deprecated keys the file uses, for the broker to log.
+            pub fn deprecations(&self) -> Vec<String> {
+                let mut out = Vec::new();
+                if let Some(on) = self.ack_on_commit {
+                    out.push(format!(
+                        "`ack_on_commit` is deprecated: use `ack_level: {}`{}",
+                        AckLevel::from_ack_on_commit(on),
+                        if self.ack_level.is_some() { " (ignored: `ack_level` is set)" } else { "" }
+                    ));
+                }
+                out
             }
         }
 
@@ -286,9 +308,13 @@ knobs! {
     subscriber_lane_shard: LaneShard,
     /// What a full subscriber queue does: `drop_new`, `drop_old` or `block`.
     slow_subscriber_policy: SlowSubscriberPolicy,
-    /// When true, an acked publish is acknowledged only after it has been enqueued to every
-    /// subscriber of its topic; when false, as soon as the broker has accepted it.
-    ack_on_commit: bool,
+    /// When an acked publish is acknowledged: `received` as soon as the broker has accepted
+    /// it; `committed` once its batch has been enqueued to every subscriber of its topic;
+    /// `persisted` once its batch is in the topic's durable log on disk under
+    /// `storage_fsync` (on a topic that `durable_topics` does not name, `persisted` means
+    /// `committed`). Replaces the deprecated boolean `ack_on_commit`, which old files may
+    /// still set (`true` = `committed`, `false` = `received`; the broker logs a warning).
+    ack_level: AckLevel,
     /// How long (ms) each topic keeps its recent EventBatches so a subscriber that resumes
     /// from the position it reached (after a broker restart, an owner change or a lost
     /// connection) first receives what it missed. 0 keeps nothing.
@@ -299,6 +325,32 @@ knobs! {
     /// Most bytes of encoded EventBatches all topics of one broker retain together; a topic
     /// whose batch would pass it drops its own oldest batches first. 0 keeps nothing.
     replay_max_total_bytes: u64,
+
+    ["Durability"]
+    /// Topics whose batches are appended to a log on disk under `storage_dir` before they are
+    /// offered to subscribers, so they survive a restart or a crash of the broker and a
+    /// subscriber can resume from any position the log still holds. Patterns in the access
+    /// pattern language (`.`-separated tokens, `*` one token, a trailing `>` one or more
+    /// tokens, else an exact name). Empty (the default): no durable topic. One copy, on this
+    /// broker's volume: a lost volume loses the topics' logs.
+    durable_topics: Vec<String>,
+    /// Directory holding one log directory per durable topic (the topic name escaped into a
+    /// file name). Required when `durable_topics` is not empty; the operator mounts the
+    /// broker's volume at `/var/lib/starling`.
+    storage_dir: Option<PathBuf>,
+    /// When durable logs are fsynced: `always` (before a `persisted` ack; appends made while
+    /// one fsync runs share the next one), `interval` (every `storage_fsync_interval_ms`;
+    /// `persisted` acks wait for it) or `never` (left to the OS: survives a broker crash,
+    /// not a machine crash; `persisted` acks once written).
+    storage_fsync: StorageFsync,
+    /// The period (ms) of the background fsync under `storage_fsync: interval`.
+    storage_fsync_interval_ms: u64,
+    /// Most bytes each durable topic's log keeps on disk; the oldest whole segments are
+    /// deleted beyond it (the segment being written is kept). 0: no size limit.
+    storage_retention_max_bytes: u64,
+    /// How long (ms) a durable topic's log keeps a segment after its last record; older
+    /// whole segments are deleted. 0: no age limit.
+    storage_retention_max_age_ms: u64,
 
     ["Cache"]
     /// Upper bound (bytes) of cache keys, values and per-entry overhead; beyond it the least

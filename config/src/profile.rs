@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::enums::{AuthMode, LaneShard, LogFormat, SlowSubscriberPolicy};
+use crate::enums::{AckLevel, AuthMode, LaneShard, LogFormat, SlowSubscriberPolicy, StorageFsync};
 use crate::knobs::BrokerConfig;
 use crate::{DEFAULT_HTTP_PORT, DEFAULT_QUIC_PORT};
 
@@ -87,10 +87,16 @@ impl Profile {
             max_subscriber_writer_lanes: 8,
             subscriber_lane_shard: LaneShard::Auto,
             slow_subscriber_policy: SlowSubscriberPolicy::DropOld,
-            ack_on_commit: false,
+            ack_level: AckLevel::Received,
             replay_window_ms: 30_000,
             replay_max_bytes: 4 * MIB,
             replay_max_total_bytes: 256 * MIB,
+            durable_topics: Vec::new(),
+            storage_dir: None,
+            storage_fsync: StorageFsync::Always,
+            storage_fsync_interval_ms: 100,
+            storage_retention_max_bytes: 0,
+            storage_retention_max_age_ms: 0,
             cache_max_bytes: GIB,
             cache_shards: 64,
             cache_max_value_bytes: MIB as u32,
@@ -115,7 +121,7 @@ impl Profile {
                 event_batch_max_bytes: (32 * KIB) as u32,
                 event_batch_max_delay_us: 100,
                 fanout_batch_size: 8,
-                ack_on_commit: true,
+                ack_level: AckLevel::Committed,
                 pub_queue_depth: 512,
                 pub_workers_per_conn: 1,
                 subscriber_queue_capacity: 64,
@@ -131,7 +137,7 @@ impl Profile {
                 event_batch_max_bytes: MIB as u32,
                 event_batch_max_delay_us: 2_000,
                 fanout_batch_size: 256,
-                ack_on_commit: false,
+                ack_level: AckLevel::Received,
                 pub_queue_depth: 4096,
                 pub_workers_per_conn: 4,
                 subscriber_queue_capacity: 256,
@@ -182,7 +188,7 @@ mod tests {
             (l.event_stream_recv_window, l.event_batch_max_bytes),
             (16_777_216, 32_768)
         );
-        assert!(l.ack_on_commit);
+        assert_eq!(l.ack_level, AckLevel::Committed);
         assert_eq!(l.profile, Profile::Latency);
         let t = Profile::Throughput.config();
         assert_eq!(
@@ -202,7 +208,7 @@ mod tests {
             (4096, 256, 8)
         );
         assert_eq!(t.publish_chunk_bytes, 32_768);
-        assert!(!t.ack_on_commit);
+        assert_eq!(t.ack_level, AckLevel::Received);
     }
 
     #[test]

@@ -284,6 +284,33 @@ mod tests {
     }
 
     #[test]
+    fn deprecated_ack_on_commit_still_loads_as_an_ack_level() {
+        use crate::AckLevel;
+        for (text, level) in [
+            ("ack_on_commit: true\n", AckLevel::Committed),
+            ("ack_on_commit: false\n", AckLevel::Received),
+            (
+                "ack_on_commit: true\nack_level: persisted\n",
+                AckLevel::Persisted,
+            ),
+        ] {
+            let file = ConfigFile::from_yaml(text, "t").expect("parses");
+            assert_eq!(file.deprecations().len(), 1, "{text}");
+            let cfg = Sources {
+                file: Layer::from(file),
+                ..Sources::default()
+            }
+            .resolve()
+            .expect("valid");
+            assert_eq!(cfg.ack_level, level, "{text}");
+        }
+        let env = Layer::from_env(env(&[("STARLING_ACK_ON_COMMIT", "true")]), &[]).expect("env");
+        assert_eq!(env.knobs.ack_level, Some(AckLevel::Committed));
+        let file = ConfigFile::from_yaml("ack_level: committed\n", "t").expect("parses");
+        assert!(file.deprecations().is_empty());
+    }
+
+    #[test]
     fn missing_file_names_the_path() {
         let err = ConfigFile::load(Path::new("/nonexistent/starling.yaml")).err();
         assert!(

@@ -121,6 +121,7 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("cluster_handoff_window_ms", None, Some(3_600_000)),
     range("auth_reload_interval_ms", Some(100), Some(60_000)),
     range("cluster_peer_window_bytes", Some(64 * 1024), Some(1 << 30)),
+    range("storage_fsync_interval_ms", Some(1), Some(60_000)),
 ];
 
 /// Every order between two knobs. `validate` enforces them, and the operator turns the same
@@ -277,6 +278,19 @@ impl BrokerConfig {
                     .to_string()
             },
         );
+        c.check(
+            self.durable_topics.is_empty() || self.storage_dir.is_some(),
+            "storage_dir",
+            || {
+                "durable_topics is set: storage_dir must name the directory of their logs"
+                    .to_string()
+            },
+        );
+        for topic in &self.durable_topics {
+            if let Err(e) = starling_access::Pattern::parse(topic) {
+                c.check(false, "durable_topics", || format!("`{topic}`: {e}"));
+            }
+        }
         c.check(!self.log_level.trim().is_empty(), "log_level", || {
             "must not be empty".to_string()
         });
@@ -299,6 +313,30 @@ mod tests {
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn durable_topics_need_a_storage_dir_and_valid_patterns() {
+        let msg = errors(ConfigOverrides {
+            durable_topics: Some(vec!["orders.*".into()]),
+            ..Default::default()
+        });
+        assert!(msg.contains("storage_dir"), "{msg}");
+        let msg = errors(ConfigOverrides {
+            durable_topics: Some(vec!["orders.>.x".into()]),
+            storage_dir: Some(Some("/var/lib/starling".into())),
+            ..Default::default()
+        });
+        assert!(
+            msg.contains("durable_topics") && msg.contains("orders.>.x"),
+            "{msg}"
+        );
+        let ok = errors(ConfigOverrides {
+            durable_topics: Some(vec!["orders.*".into(), "audit.>".into(), "exact".into()]),
+            storage_dir: Some(Some("/var/lib/starling".into())),
+            ..Default::default()
+        });
+        assert!(ok.is_empty(), "{ok}");
     }
 
     #[test]
