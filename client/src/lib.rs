@@ -16,6 +16,39 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Credentials
+//! A broker with `auth_mode: required` (the default) admits only known users, and checks every
+//! publish, subscribe, cache read and cache write against the user's permissions. A
+//! [`ClientConfig`] carries one of the three [`Credentials`]: `None` (for `auth_mode: none`),
+//! `Token` (sent in the handshake's `Hello.auth_token` with the `AUTH_TOKEN` feature bit) or
+//! `Certificate` (presented for TLS client authentication; its common name is the user's name).
+//! An application that mounts a `BrokerUser`'s credentials Secret reads it with
+//! [`Credentials::load_dir`]:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), starling_client::ClientError> {
+//! use starling_client::{Client, ClientError, Credentials};
+//! // `token` (or `tls.crt` + `tls.key`), `ca.crt` and `address`, as the operator writes them.
+//! let cfg = Credentials::load_dir("/etc/starling/user")?.into_config()?;
+//! let client = Client::connect(cfg).await?;
+//! match client.publish_acked("orders.eu", "hello").await {
+//!     Err(ClientError::Forbidden { op, name, message }) => eprintln!("{op} {name}: {message}"),
+//!     other => other?,
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! A refused handshake (no, unknown or revoked credentials) is [`ClientError::Unauthorized`];
+//! an operation the user's permissions do not allow is [`ClientError::Forbidden`], naming the
+//! operation (`publish`, `subscribe`, `cache_read`, `cache_write`) and the topic or key. A
+//! refusal affects that request only: the connection, the client's other requests and its
+//! subscriptions go on. Neither refusal is retried, and a subscription whose user was revoked
+//! ends with `Unauthorized` when it tries to resubscribe. The `Debug` output of
+//! [`Credentials`] and [`ClientConfig`] never shows a token or a private key.
+//!
+//! A broker's links to its peers use [`ClientConfig::as_peer`] with the member's
+//! `starling:peer` certificate as `Certificate` credentials.
+//!
 //! # Pools and routing
 //! A [`Client`] keeps three pools sized by the profile's client knobs
 //! (`starling_config::ClientTuning`), all opened lazily and reopened on the
@@ -33,6 +66,7 @@
 //! | --- | --- |
 //! | `client` | [`Client`], the public entry point |
 //! | `config` | [`ClientConfig`], [`Trust`], [`TransportTuning`] |
+//! | `credentials` | [`Credentials`], the credentials directory ([`CredentialsDir`]) |
 //! | `error` | [`ClientError`], [`ProtocolError`] |
 //! | `subscription` | [`Subscription`], [`Event`] |
 //! | `handshake` | `Hello`/`HelloOk` and [`ServerInfo`] |
