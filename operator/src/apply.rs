@@ -110,6 +110,7 @@ pub async fn apply_children(
     apply(client, &children.role_binding).await?;
     apply(client, &children.headless_service).await?;
     apply(client, &children.client_service).await?;
+    apply(client, &children.network_policy).await?;
     if let Some(pdb) = &children.pdb {
         apply(client, pdb).await?;
     }
@@ -184,6 +185,7 @@ mod tests {
             serde_json::to_value(&c.client_service),
             serde_json::to_value(&c.service_account),
             serde_json::to_value(c.pdb.as_ref()),
+            serde_json::to_value(&c.network_policy),
         ];
         for body in bodies {
             let body = body.unwrap_or_default();

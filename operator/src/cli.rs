@@ -251,6 +251,7 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
             tiers: load_tier_overrides(args.tier_overrides.as_deref())?,
             cluster_domain: args.cluster_domain.trim().trim_end_matches('.').to_string(),
             handoff_grace: Duration::from_secs(args.handoff_grace_seconds),
+            operator_namespace: args.lease_namespace.clone(),
         },
     );
     let autoscaler = AutoscaleContext {

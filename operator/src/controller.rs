@@ -30,6 +30,7 @@ use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -325,6 +326,7 @@ pub fn controller_for(
         .owns(scoped::<ServiceAccount>(client, ns), children.clone())
         .owns(scoped::<Role>(client, ns), children.clone())
         .owns(scoped::<RoleBinding>(client, ns), children.clone())
+        .owns(scoped::<NetworkPolicy>(client, ns), children.clone())
         .owns(scoped::<PodDisruptionBudget>(client, ns), children)
         // Any change or deletion of a BrokerUser recomputes its cluster's users document.
         .watches(

@@ -40,6 +40,9 @@ pub struct OperatorDefaults {
     /// Time between lowering the members and stopping the leaving brokers
     /// (`--handoff-grace-seconds`).
     pub handoff_grace: std::time::Duration,
+    /// The operator's own namespace (`POD_NAMESPACE`), whose operator pods the NetworkPolicy
+    /// lets reach the brokers' HTTP port; `None` when unknown (any namespace).
+    pub operator_namespace: Option<String>,
 }
 
 /// Where an object lives and who owns its children: read from API-server metadata.
@@ -129,6 +132,8 @@ pub struct ValidatedCluster {
     pub auth_mode: AuthMode,
     /// `spec.network`.
     pub network: NetworkSpec,
+    /// The operator's namespace ([`OperatorDefaults::operator_namespace`]).
+    pub operator_namespace: Option<String>,
 }
 
 /// One thing wrong with a spec.
@@ -319,6 +324,7 @@ pub fn validate_at_tier(
                 pod: spec.pod_template.clone().unwrap_or_default(),
                 auth_mode: spec.auth_mode(),
                 network: spec.network.clone().unwrap_or_default(),
+                operator_namespace: defaults.operator_namespace.clone(),
             })
         }
         _ => Err(SpecError { problems }),

@@ -14,6 +14,7 @@
 pub mod config_map;
 pub mod credentials;
 pub mod members;
+pub mod network_policy;
 pub mod pdb;
 pub mod pki_secrets;
 pub mod pod;
@@ -26,6 +27,7 @@ pub mod users_secret;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -53,6 +55,8 @@ pub struct Children {
     pub statefulset: StatefulSet,
     /// Present only with more than one broker.
     pub pdb: Option<PodDisruptionBudget>,
+    /// Who may reach the brokers.
+    pub network_policy: NetworkPolicy,
 }
 
 /// A kind of optional child that may have to be deleted.
@@ -107,6 +111,7 @@ pub fn render_sized(v: &ValidatedCluster, sizes: Sizes) -> Children {
         client_service: service::client(v),
         statefulset: statefulset::build(v, sizes.statefulset_replicas),
         pdb: pdb::build(v, sizes.statefulset_replicas),
+        network_policy: network_policy::build(v, v.operator_namespace.as_deref()),
     }
 }
 

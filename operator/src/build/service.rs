@@ -1,5 +1,7 @@
-//! The two Services: a headless one for stable per-broker DNS and the client ClusterIP Service
-//! (QUIC over UDP plus the HTTP metrics/health port over TCP).
+//! The two Services: a headless one for stable per-broker DNS (both ports) and the client
+//! ClusterIP Service, which exposes only QUIC over UDP. The HTTP port (`/metrics`, `/config`,
+//! health) is reached on each pod's IP, by Prometheus (the chart's PodMonitor) and the
+//! autoscaler, as the NetworkPolicy allows.
 
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -8,16 +10,21 @@ use super::child_meta;
 use crate::names::{HTTP_PORT_NAME, QUIC_PORT_NAME};
 use crate::validate::ValidatedCluster;
 
+/// The QUIC port as a Service port.
+pub fn quic_port() -> ServicePort {
+    ServicePort {
+        name: Some(QUIC_PORT_NAME.to_string()),
+        protocol: Some("UDP".to_string()),
+        port: starling_config::DEFAULT_QUIC_PORT.into(),
+        target_port: Some(IntOrString::String(QUIC_PORT_NAME.to_string())),
+        ..ServicePort::default()
+    }
+}
+
 /// The broker ports as Service ports.
 pub fn ports() -> Vec<ServicePort> {
     vec![
-        ServicePort {
-            name: Some(QUIC_PORT_NAME.to_string()),
-            protocol: Some("UDP".to_string()),
-            port: starling_config::DEFAULT_QUIC_PORT.into(),
-            target_port: Some(IntOrString::String(QUIC_PORT_NAME.to_string())),
-            ..ServicePort::default()
-        },
+        quic_port(),
         ServicePort {
             name: Some(HTTP_PORT_NAME.to_string()),
             protocol: Some("TCP".to_string()),
@@ -51,7 +58,7 @@ pub fn client(v: &ValidatedCluster) -> Service {
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".to_string()),
             selector: Some(v.names.selector_labels()),
-            ports: Some(ports()),
+            ports: Some(vec![quic_port()]),
             ..ServiceSpec::default()
         }),
         ..Service::default()
@@ -65,7 +72,7 @@ mod tests {
     use starling_config::{Profile, Tier};
 
     #[test]
-    fn headless_and_client_expose_quic_udp_and_http_tcp() {
+    fn the_headless_service_exposes_both_ports_and_the_client_service_only_quic() {
         let v = cluster(Profile::Latency, Tier::Medium, |_| {});
         let h = headless(&v);
         let c = client(&v);
@@ -75,24 +82,29 @@ mod tests {
         assert_eq!(hs.cluster_ip.as_deref(), Some("None"));
         assert_eq!(hs.publish_not_ready_addresses, Some(true));
         let cs = c.spec.unwrap_or_default();
-        let ports: Vec<(String, String, i32)> = cs
-            .ports
-            .unwrap_or_default()
-            .into_iter()
-            .map(|p| {
-                (
-                    p.name.unwrap_or_default(),
-                    p.protocol.unwrap_or_default(),
-                    p.port,
-                )
-            })
-            .collect();
+        let named = |ports: Option<Vec<ServicePort>>| -> Vec<(String, String, i32)> {
+            ports
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| {
+                    (
+                        p.name.unwrap_or_default(),
+                        p.protocol.unwrap_or_default(),
+                        p.port,
+                    )
+                })
+                .collect()
+        };
         assert_eq!(
-            ports,
+            named(hs.ports.clone()),
             vec![
                 ("quic".to_string(), "UDP".to_string(), 7400),
                 ("http".to_string(), "TCP".to_string(), 9400)
             ]
+        );
+        assert_eq!(
+            named(cs.ports.clone()),
+            vec![("quic".to_string(), "UDP".to_string(), 7400)]
         );
         assert_eq!(cs.selector, Some(v.names.selector_labels()));
     }

@@ -91,6 +91,7 @@ async fn first_reconcile_applies_every_child_then_writes_status_and_an_event() {
                 "rolebindings/events-broker",
                 "services/events-headless",
                 "services/events",
+                "networkpolicies/events",
                 "poddisruptionbudgets/events",
                 "statefulsets/events",
                 "brokerclusters/events/status",

@@ -31,6 +31,7 @@ pub fn defaults() -> OperatorDefaults {
         tiers: starling_config::TierTable::default(),
         cluster_domain: crate::names::DEFAULT_CLUSTER_DOMAIN.to_string(),
         handoff_grace: crate::members::DEFAULT_HANDOFF_GRACE,
+        operator_namespace: Some("starling-system".to_string()),
     }
 }
 
