@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use starling_config::{Profile, Tier};
+use starling_config::{AckLevel, Profile, Tier};
 use starling_e2e::{Env, READY_TIMEOUT, wait};
 use starling_operator::crd::BrokerClusterSpec;
 
@@ -72,7 +72,7 @@ async fn profile_change_rolls_each_pod_exactly_once() {
             (cfg.event_batch_max_events, cfg.event_batch_max_delay_us),
             (8, 100)
         );
-        assert!(cfg.ack_on_commit);
+        assert_eq!(cfg.ack_level, AckLevel::Committed);
     }
     ns.delete().await;
 }
