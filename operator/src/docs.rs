@@ -261,6 +261,39 @@ fn flags(out: &mut String) {
     }
 }
 
+/// The BrokerUser reference: its fields, rules, `Ready` reasons and events.
+fn brokeruser(out: &mut String) {
+    let crd = serde_json::to_value(crate::crd::user::crd()).unwrap_or_default();
+    let root = crd
+        .pointer("/spec/versions/0/schema/openAPIV3Schema")
+        .cloned()
+        .unwrap_or_default();
+    let _ = writeln!(out, "\n### BrokerUser fields\n");
+    let _ = writeln!(out, "| field | type | default | meaning |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    for part in ["spec", "status"] {
+        if let Some(node) = root.pointer(&format!("/properties/{part}")) {
+            field_rows(part, node, out);
+        }
+    }
+    let _ = writeln!(out, "\nRules on the whole object:\n");
+    for rule in rules_of(&root) {
+        let _ = writeln!(out, "- {rule}");
+    }
+    let _ = writeln!(out, "\n### BrokerUser `Ready` reasons\n");
+    let _ = writeln!(out, "| reason | status | meaning |");
+    let _ = writeln!(out, "|---|---|---|");
+    for (reason, status, doc) in crate::crd::user::USER_REASONS {
+        let _ = writeln!(out, "| `{reason}` | `{status}` | {doc} |");
+    }
+    let _ = writeln!(out, "\n### BrokerUser events\n");
+    let _ = writeln!(out, "| reason | type | when |");
+    let _ = writeln!(out, "|---|---|---|");
+    for (reason, kind, doc) in crate::users::USER_EVENT_REASONS {
+        let _ = writeln!(out, "| `{reason}` | {kind} | {doc} |");
+    }
+}
+
 /// The generated section, markers excluded.
 pub fn reference() -> String {
     let root = schema_root();
@@ -305,6 +338,7 @@ pub fn reference() -> String {
     for (reason, kind, doc) in EVENT_REASONS {
         let _ = writeln!(out, "| `{reason}` | {kind} | {doc} |");
     }
+    brokeruser(&mut out);
     let _ = writeln!(out, "\n### Operator metrics\n");
     for name in METRIC_NAMES {
         let _ = writeln!(out, "- `{name}`");

@@ -49,7 +49,7 @@ fn quantity(c: &Container, which: &str, resource: &str) -> String {
 }
 
 /// (profile, tier) → replicas, CPU request, memory limit, and the ConfigMap's
-/// event_batch_max_events, subscriber_writer_lanes, pub_queue_depth, ack_on_commit.
+/// event_batch_max_events, subscriber_writer_lanes, pub_queue_depth, ack level (committed?).
 type Pin = (
     Profile,
     Tier,
@@ -197,7 +197,11 @@ fn every_tier_and_profile_combination_is_pinned() {
         assert_eq!(file.event_batch_max_events, Some(batch), "{tag}");
         assert_eq!(file.subscriber_writer_lanes, Some(lanes), "{tag}");
         assert_eq!(file.pub_queue_depth, Some(queue), "{tag}");
-        assert_eq!(file.ack_on_commit, Some(ack), "{tag}");
+        assert_eq!(
+            file.ack_level,
+            Some(starling_config::AckLevel::from_ack_on_commit(ack)),
+            "{tag}"
+        );
         assert_eq!(
             file.quic_listen.map(|a| a.to_string()).as_deref(),
             Some("0.0.0.0:7400")
