@@ -26,6 +26,7 @@ use crate::cluster::peers::Peers;
 use crate::cluster::source::Source;
 use crate::cluster::upstream::Upstreams;
 use crate::cluster::{Cluster, MemberSet, Route};
+use crate::durable::Durability;
 use crate::error::BrokerError;
 use crate::health::{Health, Phase};
 use crate::http::{self, HttpState};
@@ -201,6 +202,7 @@ impl Broker {
                     })
                 },
                 max_topics: cfg.max_topics as usize,
+                durability: Durability::new(&cfg, metrics.storage.clone()),
             },
             Arc::clone(&metrics),
             Arc::clone(&lanes),

@@ -60,6 +60,24 @@ impl Args {
         };
         Sources { file, env, flags }.resolve()
     }
+
+    /// Warnings for the deprecated settings the file and the environment use (the broker logs
+    /// them once logging is set up).
+    pub fn deprecations<I>(&self, env: I) -> Vec<String>
+    where
+        I: IntoIterator<Item = (String, String)>,
+    {
+        let mut out = self
+            .config
+            .as_ref()
+            .and_then(|p| ConfigFile::load(p).ok())
+            .map(|f| f.deprecations())
+            .unwrap_or_default();
+        if env.into_iter().any(|(k, _)| k == "STARLING_ACK_ON_COMMIT") {
+            out.push("STARLING_ACK_ON_COMMIT is deprecated: use STARLING_ACK_LEVEL".to_string());
+        }
+        out
+    }
 }
 
 #[cfg(test)]

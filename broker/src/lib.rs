@@ -28,6 +28,7 @@ pub mod broker;
 pub mod cache;
 pub mod cli;
 pub mod cluster;
+pub mod durable;
 pub mod error;
 pub mod health;
 pub mod http;

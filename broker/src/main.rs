@@ -21,6 +21,9 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     telemetry::init(cfg.log_format, &cfg.log_level);
+    for warning in args.deprecations(std::env::vars()) {
+        tracing::warn!("{warning}");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -37,6 +37,8 @@ impl DropReason {
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
+    /// The durable topics' storage series.
+    pub storage: crate::durable::StorageMetrics,
     /// Publish frames accepted (`Publish` and `PublishBatch`).
     pub publish_requests: IntCounter,
     /// Messages accepted from publishers.
@@ -588,6 +590,7 @@ impl Metrics {
                 "Server certificate and client CA reloads, by outcome.",
                 &["outcome"],
             )?,
+            storage: crate::durable::StorageMetrics::register(&r)?,
             registry: r,
         };
         // Create every fixed label combination up front so each series exists (at 0) from the

@@ -44,3 +44,23 @@ pub const AUTH_REVOKED_CONNECTIONS: &str = "starling_auth_revoked_connections_to
 /// Reloads of the server certificate and the client CA, by `outcome` (`applied`, `failed`)
 /// (counter).
 pub const TLS_RELOADS: &str = "starling_tls_reloads_total";
+
+/// Record bytes appended to durable topic logs (counter).
+pub const STORAGE_APPENDED_BYTES: &str = "starling_storage_appended_bytes_total";
+/// Records (sealed batches) appended to durable topic logs (counter).
+pub const STORAGE_APPENDED_RECORDS: &str = "starling_storage_appended_records_total";
+/// Time of each durable log fsync (histogram, seconds).
+pub const STORAGE_FSYNC_SECONDS: &str = "starling_storage_fsync_seconds";
+/// Segment files of open durable logs (gauge).
+pub const STORAGE_SEGMENTS: &str = "starling_storage_segments";
+/// Record bytes the open durable logs hold on disk (gauge).
+pub const STORAGE_RETAINED_BYTES: &str = "starling_storage_retained_bytes";
+/// Segments whose torn or corrupt tail was truncated when a log was opened (counter).
+pub const STORAGE_RECOVERY_TRUNCATIONS: &str = "starling_storage_recovery_truncations_total";
+/// Records read back from disk for resuming subscribers (counter).
+pub const STORAGE_REPLAYED_RECORDS: &str = "starling_storage_replayed_records_total";
+/// Durable log segments deleted by retention (counter).
+pub const STORAGE_RETENTION_DELETED_SEGMENTS: &str =
+    "starling_storage_retention_deleted_segments_total";
+/// Failed durable log opens, appends and fsyncs (counter).
+pub const STORAGE_ERRORS: &str = "starling_storage_errors_total";

@@ -7,6 +7,8 @@
 use starling_proto::{ErrorCode, ErrorFrame, Frame, PublishAck};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
+use crate::durable::Waiter;
+
 /// An ack frame with the permit it releases once written.
 pub type AckItem = (Frame, OwnedSemaphorePermit);
 
@@ -19,6 +21,8 @@ pub struct AckToken {
     pub count: u32,
     tx: mpsc::UnboundedSender<AckItem>,
     permit: OwnedSemaphorePermit,
+    /// `ack_level: persisted`: on a durable topic, complete once the batch is durable.
+    pub persisted: bool,
 }
 
 impl AckToken {
@@ -34,6 +38,7 @@ impl AckToken {
             count,
             tx,
             permit,
+            persisted: false,
         }
     }
 
@@ -54,5 +59,15 @@ impl AckToken {
             message: message.into(),
         });
         let _ = self.tx.send((frame, self.permit));
+    }
+}
+
+impl Waiter for AckToken {
+    fn durable(self) {
+        self.ack();
+    }
+
+    fn failed(self, code: ErrorCode, message: String) {
+        self.refuse(code, message);
     }
 }

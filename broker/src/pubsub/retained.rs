@@ -142,6 +142,15 @@ impl Retained {
         freed
     }
 
+    /// Whether the retained batches reach back to `from`: the oldest one starts at or before
+    /// it, so [`Retained::replay`] misses nothing after it that the topic delivered. When
+    /// not, a durable topic replays from its log instead.
+    pub fn covers(&self, from: Position) -> bool {
+        self.kept
+            .front()
+            .is_some_and(|k| (k.stream, k.first_seq) <= (from.stream, from.seq))
+    }
+
     /// The batches a subscriber resuming at `from` (the next event it wants) has not seen,
     /// oldest first: those of `from.stream` that hold an event at or after `from.seq`, and
     /// every batch of a stream that started after `from.stream` (stream ids grow with their

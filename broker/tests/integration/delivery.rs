@@ -170,19 +170,19 @@ async fn delay_trigger_flushes_a_partial_batch_after_max_delay() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ack_on_commit_acks_only_after_the_batch_is_enqueued() {
+async fn ack_level_committed_acks_only_after_the_batch_is_enqueued() {
     let slow_batch = ConfigOverrides {
         event_batch_max_events: Some(1000),
         event_batch_max_delay_us: Some(1_000_000),
         ..ConfigOverrides::default()
     };
-    // ack_on_commit = false: the ack means "accepted" and does not wait for the batch, which
+    // ack_level received: the ack means "accepted" and does not wait for the batch, which
     // here waits 1 s (the largest delay allowed): when the ack arrives, no batch has been
     // flushed yet.
     let b = start(
         Profile::Balanced,
         ConfigOverrides {
-            ack_on_commit: Some(false),
+            ack_level: Some(starling_config::AckLevel::Received),
             ..slow_batch.clone()
         },
     )
@@ -199,11 +199,11 @@ async fn ack_on_commit_acks_only_after_the_batch_is_enqueued() {
     );
     b.running.shutdown().await;
 
-    // ack_on_commit = true: the ack waits for the 1 s batch delay, i.e. for the enqueue.
+    // ack_level committed: the ack waits for the 1 s batch delay, i.e. for the enqueue.
     let b = start(
         Profile::Balanced,
         ConfigOverrides {
-            ack_on_commit: Some(true),
+            ack_level: Some(starling_config::AckLevel::Committed),
             ..slow_batch
         },
     )
@@ -246,6 +246,6 @@ async fn profile_values_and_overrides_reach_the_running_broker() {
     assert_eq!(cfg.profile, Profile::Latency);
     assert_eq!(cfg.event_batch_max_delay_us, 100, "profile value");
     assert_eq!(cfg.fanout_batch_size, 3, "override beats profile");
-    assert!(cfg.ack_on_commit);
+    assert_eq!(cfg.ack_level, starling_config::AckLevel::Committed);
     b.running.shutdown().await;
 }

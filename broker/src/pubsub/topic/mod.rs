@@ -14,6 +14,10 @@
 //! task already relayed are dropped. A new stream id is drawn when the task starts and for the
 //! first batch after every membership change that leaves the topic here, so one position never
 //! names two different events; a late batch at a former owner continues its stream.
+//!
+//! A durable topic (`durable_topics`, see `crate::durable`) appends each sealed local batch to
+//! its log before offering it; its numbering continues the log's, so positions survive a
+//! restart, and a resume position older than the retained tail is replayed from the log.
 
 pub mod registry;
 pub mod task;
@@ -61,6 +65,8 @@ pub struct TopicSettings {
     pub owns: Arc<dyn Fn(&str) -> bool + Send + Sync>,
     /// Most topics alive at once (`max_topics`), checked by [`Topics::reserve`].
     pub max_topics: usize,
+    /// Which topics are durable and how their logs are kept.
+    pub durability: Arc<crate::durable::Durability>,
 }
 
 /// A new topic was refused: `max_topics` are alive.

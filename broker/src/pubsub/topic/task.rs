@@ -2,7 +2,10 @@
 //! its subscriber list. It batches local messages (count, bytes, delay), numbers each batch in
 //! its current stream, encodes it once, offers the shared frame to every subscriber queue,
 //! hands ready subscribers to their writer lanes, retains the frame for resuming subscribers,
-//! and completes the batch's commit acks. Relayed events keep the owner's positions and skip
+//! and completes the batch's commit acks. A durable topic's task also appends each sealed
+//! local batch to its log first, hands `persisted` acks to the log and replays from the log
+//! a resume position the retained tail no longer holds. Relayed events keep the owner's
+//! positions and skip
 //! the batcher. A task with no subscribers and no traffic asks its registry to retire it
 //! ([`Retire`]), the one way back to the registry, so the two stay one-way.
 
@@ -17,6 +20,7 @@ use starling_proto::{
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{TopicMsg, TopicSettings};
+use crate::durable::DurableLog;
 use crate::metrics::Metrics;
 use crate::pubsub::ack::AckToken;
 use crate::pubsub::batcher::{Batch, Batcher};
@@ -124,6 +128,7 @@ pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -
         ),
         relayed: SeenStreams::default(),
         relay_pending: VecDeque::new(),
+        durable: Durable::No,
         reached,
         registry,
         shared: Arc::clone(shared),
@@ -148,10 +153,24 @@ struct TopicTask {
     relayed: SeenStreams,
     /// Relayed runs waiting behind the sealed local batches.
     relay_pending: VecDeque<(Position, Vec<Bytes>)>,
+    durable: Durable,
     reached: Reached,
     registry: Weak<dyn Retire>,
     shared: Arc<Shared>,
 }
+
+/// A topic's durable log, if it is durable.
+enum Durable {
+    /// Not a durable topic.
+    No,
+    /// Its open log.
+    Open(Box<DurableLog<AckToken>>),
+    /// Durable, but its log failed to open or to append: local publishes are refused.
+    Failed(String),
+}
+
+/// Largest run of log records read back per item queued to a resuming subscriber.
+const DISK_REPLAY_CHUNK_BYTES: usize = 256 * 1024;
 
 /// A fresh stream id, ordered by when the stream started: the wall-clock milliseconds in the
 /// high bits and 20 random bits below, so ids drawn by different brokers and restarts do not
@@ -171,6 +190,7 @@ fn new_stream_id() -> u64 {
 
 impl TopicTask {
     async fn run(mut self) {
+        self.open_durable().await;
         let idle = self.shared.settings.idle_retire;
         let mut last_activity = Instant::now();
         // Expires the retained tail of a topic gone quiet (publishes evict as they push). Armed
@@ -231,6 +251,34 @@ impl TopicTask {
         self.shared.retained_freed(freed);
     }
 
+    /// Opens (recovering) the topic's log if it is durable and owned here, and continues its
+    /// numbering, so positions stay stable across restarts.
+    async fn open_durable(&mut self) {
+        let durability = Arc::clone(&self.shared.settings.durability);
+        if !durability.is_durable(&self.name) || !(self.shared.settings.owns)(&self.name) {
+            return;
+        }
+        let name = self.name.to_string();
+        let opened = tokio::task::spawn_blocking(move || durability.open::<AckToken>(&name)).await;
+        self.durable = match opened {
+            Ok(Ok(log)) => {
+                if let Some(next) = log.next_position() {
+                    self.stream = next.stream;
+                    self.next_seq = next.seq;
+                }
+                Durable::Open(Box::new(log))
+            }
+            Ok(Err(e)) => self.durable_failed(&e),
+            Err(e) => self.durable_failed(&e),
+        };
+    }
+
+    fn durable_failed(&self, e: &dyn std::fmt::Display) -> Durable {
+        self.shared.metrics.storage.errors.inc();
+        tracing::error!(topic = %self.name, error = %e, "durable topic: its log is unusable; publishes are refused");
+        Durable::Failed(e.to_string())
+    }
+
     /// Fans out every sealed local batch, then the relayed runs waiting behind them.
     async fn deliver_ready(&mut self) {
         while let Some(batch) = self.batcher.pop_ready() {
@@ -287,7 +335,14 @@ impl TopicTask {
                     return;
                 }
                 if let Some(from) = resume {
-                    self.replay(&sub, from).await;
+                    let from_disk = match &self.durable {
+                        Durable::Open(log) if !self.retained.covers(from) => Some(log.view()),
+                        _ => None,
+                    };
+                    match from_disk {
+                        Some(view) => self.replay_from_disk(&sub, from, view).await,
+                        None => self.replay(&sub, from).await,
+                    }
                 }
                 self.subscribers.push(sub);
             }
@@ -332,6 +387,71 @@ impl TopicTask {
         }
     }
 
+    /// Queues to a resuming subscriber what the topic's log holds from `from` on (the
+    /// retained tail no longer reaches back to it). The task appends nothing meanwhile, so
+    /// the replay ends exactly where live delivery continues: no gap, no duplicate.
+    async fn replay_from_disk(
+        &mut self,
+        sub: &Arc<Subscriber>,
+        from: Position,
+        view: starling_storage::LogView,
+    ) {
+        let m = Arc::clone(&self.shared.metrics);
+        let mut reader = view.read_from(from);
+        loop {
+            let read = tokio::task::spawn_blocking(move || {
+                let (mut frames, mut bytes, mut events) = (Vec::new(), 0usize, 0u32);
+                let mut failed = None;
+                let mut done = false;
+                while bytes < DISK_REPLAY_CHUNK_BYTES {
+                    match reader.next() {
+                        Some(Ok(rec)) => {
+                            bytes += rec.payload.len();
+                            events = events.saturating_add(rec.events);
+                            frames.push(rec.payload);
+                        }
+                        Some(Err(e)) => {
+                            failed = Some(e);
+                            done = true;
+                            break;
+                        }
+                        None => {
+                            done = true;
+                            break;
+                        }
+                    }
+                }
+                (reader, frames, events, done, failed)
+            })
+            .await;
+            let Ok((rest, frames, events, done, failed)) = read else {
+                return;
+            };
+            reader = rest;
+            if let Some(e) = failed {
+                m.storage.errors.inc();
+                tracing::warn!(topic = %self.name, ?from, error = %e, "resume: reading the durable log failed");
+            }
+            if !frames.is_empty() {
+                tracing::debug!(topic = %self.name, ?from, events, records = frames.len(), "resume: replaying from disk");
+                m.storage.replayed_records.inc_by(frames.len() as u64);
+                m.replayed_events.inc_by(u64::from(events));
+                let item = Queued {
+                    frame: Frames::Run(frames.into()),
+                    events,
+                    enqueued: Instant::now(),
+                };
+                let offer = sub.offer(item).await;
+                if offer.schedule {
+                    self.shared.lanes.schedule(Arc::clone(sub)).await;
+                }
+            }
+            if done {
+                return;
+            }
+        }
+    }
+
     /// Numbers a local batch in the current stream, delivers it and completes its acks.
     async fn fanout(&mut self, batch: Batch<AckToken>) {
         if self.epoch.has_changed().unwrap_or(false) {
@@ -362,10 +482,45 @@ impl TopicTask {
         m.batch_flushes
             .with_label_values(&[batch.trigger.label()])
             .inc();
-        let refused = self.deliver(origin, &batch.payloads).await;
+        let frame = encode(origin, &batch.payloads);
+        let events = u32::try_from(events).unwrap_or(u32::MAX);
+        // A durable topic's batch goes to its log before anyone sees it.
+        let logged = match &mut self.durable {
+            Durable::No => Ok(None),
+            Durable::Open(log) => log
+                .append(origin, events, &frame)
+                .map(Some)
+                .map_err(|e| e.to_string()),
+            Durable::Failed(why) => Err(why.clone()),
+        };
+        let logged = match logged {
+            Ok(next) => next,
+            Err(why) => {
+                // Neither logged nor delivered: the positions stay free and the publishers
+                // learn why (an `Internal` error frame; the storage error counter moved).
+                self.next_seq = origin.seq;
+                tracing::warn!(topic = %self.name, error = %why, "durable topic: batch refused");
+                for ack in batch.attached {
+                    ack.refuse(
+                        ErrorCode::Internal,
+                        format!("the durable log of `{}` failed: {why}", self.name),
+                    );
+                }
+                if matches!(self.durable, Durable::Open(_)) {
+                    self.durable = Durable::Failed(why);
+                }
+                return;
+            }
+        };
+        let refused = self.deliver_frame(origin, events, frame).await;
+        let mut persisted = Vec::new();
         for ack in batch.attached {
             if refused == 0 {
-                ack.ack();
+                if ack.persisted && logged.is_some() {
+                    persisted.push(ack);
+                } else {
+                    ack.ack();
+                }
             } else {
                 ack.refuse(
                     ErrorCode::Overloaded,
@@ -376,7 +531,17 @@ impl TopicTask {
                 );
             }
         }
+        if let (Some(next), Durable::Open(log)) = (logged, &self.durable) {
+            log.wait_durable(next, persisted);
+        }
     }
+}
+
+/// Encodes events numbered from `origin` as one EventBatch frame.
+fn encode(origin: Position, payloads: &[Bytes]) -> Bytes {
+    let mut buf = BytesMut::with_capacity(event_batch_encoded_len(payloads));
+    encode_event_batch(origin.stream, origin.seq, payloads, &mut buf);
+    buf.freeze()
 }
 
 impl TopicTask {
@@ -384,9 +549,13 @@ impl TopicTask {
     /// retains it, and returns how many subscribers refused it (`drop_new`).
     async fn deliver(&mut self, origin: Position, payloads: &[Bytes]) -> usize {
         let events = u32::try_from(payloads.len()).unwrap_or(u32::MAX);
-        let mut buf = BytesMut::with_capacity(event_batch_encoded_len(payloads));
-        encode_event_batch(origin.stream, origin.seq, payloads, &mut buf);
-        let frame = buf.freeze();
+        self.deliver_frame(origin, events, encode(origin, payloads))
+            .await
+    }
+
+    /// Offers an encoded frame of `events` events from `origin` to every subscriber, retains
+    /// it, and returns how many subscribers refused it (`drop_new`).
+    async fn deliver_frame(&mut self, origin: Position, events: u32, frame: Bytes) -> usize {
         let now = Instant::now();
         let mut refused = 0usize;
         let mut closed = false;

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use starling_access::Operation;
-use starling_config::BrokerConfig;
+use starling_config::{AckLevel, BrokerConfig};
 use starling_placement::Kind;
 use starling_proto::{AckMode, ErrorCode, Frame, FrameDecoder, Ping, ReadError, features};
 
@@ -45,7 +45,7 @@ use workers::{Job, WorkersGone};
 
 /// What a publish stream's handler and its connection's workers use.
 pub struct Handles {
-    /// The effective config (queue depths, chunk size, `ack_on_commit`).
+    /// The effective config (queue depths, chunk size, `ack_level`).
     pub cfg: Arc<BrokerConfig>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
@@ -302,7 +302,7 @@ async fn submit_forward(
 }
 
 /// Hands a request to the worker that publishes it into the local topic, unless `max_topics`
-/// refuses the topic; acks it on receipt unless `ack_on_commit`.
+/// refuses the topic; acks it on receipt, at commit or once persisted, by `ack_level`.
 async fn submit_local(
     h: &Handles,
     replies: &Replies,
@@ -333,10 +333,18 @@ async fn submit_local(
         AckMode::Ack => replies.token(req.request_id, count).await,
         AckMode::None => None,
     };
-    let (commit_ack, receipt_ack) = if h.cfg.ack_on_commit {
-        (token, None)
-    } else {
-        (None, token)
+    // `persisted` waits in the topic task for its durable log (on a durable topic; on any
+    // other topic it completes at commit, as `committed` does).
+    let (commit_ack, receipt_ack) = match h.cfg.ack_level {
+        AckLevel::Received => (None, token),
+        AckLevel::Committed => (token, None),
+        AckLevel::Persisted => (
+            token.map(|mut t| {
+                t.persisted = true;
+                t
+            }),
+            None,
+        ),
     };
     let msg = TopicMsg {
         payloads: req.payloads,

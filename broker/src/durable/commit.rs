@@ -1,0 +1,207 @@
+//! Making appends durable and completing the acks that wait for it.
+//!
+//! [`Committer`] holds the `persisted` acks of a log's batches, in append order, each with
+//! the position one past its batch, and completes them as syncs cover them. Under
+//! `storage_fsync: always` it runs a group-commit thread: an append wakes it; it fsyncs once
+//! for everything appended since its last fsync, completes the acks that fsync covers and
+//! goes back to sleep, so appends made while one fsync runs share the next one. Under
+//! `interval` the storage crate's [`Flusher`] syncs every period and reports here. Under
+//! `never` an append is as durable as it gets once written, and acks complete at once.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+use starling_config::StorageFsync;
+use starling_proto::{ErrorCode, Position};
+use starling_storage::{Flusher, LogView, Synced};
+
+use super::metrics::StorageMetrics;
+
+/// What waits for durability: a publish's ack (the topic task's ack token implements it).
+pub trait Waiter: Send + 'static {
+    /// The record is durable.
+    fn durable(self);
+    /// It will not become durable: refuse with a typed error.
+    fn failed(self, code: ErrorCode, message: String);
+}
+
+/// Acks waiting for durability, and the group-commit thread or flusher that completes them.
+#[derive(Debug)]
+pub struct Committer<W: Waiter> {
+    inner: Arc<Inner<W>>,
+    thread: Option<JoinHandle<()>>,
+    flusher: Option<Flusher>,
+}
+
+#[derive(Debug)]
+struct Inner<W> {
+    view: LogView,
+    state: Mutex<State<W>>,
+    wake: Condvar,
+    metrics: StorageMetrics,
+    topic: String,
+}
+
+#[derive(Debug)]
+struct State<W> {
+    waiting: VecDeque<(Position, Vec<W>)>,
+    /// Appended since the group-commit thread's last fsync.
+    dirty: bool,
+    stop: bool,
+}
+
+impl<W> Default for State<W> {
+    fn default() -> Self {
+        State {
+            waiting: VecDeque::new(),
+            dirty: false,
+            stop: false,
+        }
+    }
+}
+
+impl<W: Waiter + std::fmt::Debug> Committer<W> {
+    /// Starts what syncs `view` under `mode` (`interval`: every `every`).
+    pub fn start(
+        topic: &str,
+        view: LogView,
+        mode: StorageFsync,
+        every: Duration,
+        metrics: StorageMetrics,
+    ) -> std::io::Result<Committer<W>> {
+        let inner = Arc::new(Inner {
+            view: view.clone(),
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+            metrics,
+            topic: topic.to_string(),
+        });
+        let mut committer = Committer {
+            inner: Arc::clone(&inner),
+            thread: None,
+            flusher: None,
+        };
+        match mode {
+            StorageFsync::Always => {
+                let thread = std::thread::Builder::new()
+                    .name("starling-group-commit".into())
+                    .spawn(move || inner.group_commit())?;
+                committer.thread = Some(thread);
+            }
+            StorageFsync::Interval => {
+                committer.flusher = Some(Flusher::spawn(view, every, move |r| inner.synced(r))?);
+            }
+            StorageFsync::Never => {}
+        }
+        Ok(committer)
+    }
+
+    /// Something was appended: under `always`, wake the group-commit thread.
+    pub fn appended(&self) {
+        if self.thread.is_some() {
+            self.inner.state.lock().dirty = true;
+            self.inner.wake.notify_one();
+        }
+    }
+
+    /// Completes `acks` once every record before `next` is durable (at once if it is).
+    pub fn wait(&self, next: Position, acks: Vec<W>) {
+        if acks.is_empty() {
+            return;
+        }
+        let mut state = self.inner.state.lock();
+        let durable = Synced {
+            durable_next: self.inner.view.durable_next(),
+            took: None,
+        };
+        if state.waiting.is_empty() && durable.covers(next) {
+            drop(state);
+            acks.into_iter().for_each(W::durable);
+            return;
+        }
+        state.waiting.push_back((next, acks));
+    }
+}
+
+impl<W: Waiter> Drop for Committer<W> {
+    fn drop(&mut self) {
+        {
+            let mut state = self.inner.state.lock();
+            state.stop = true;
+        }
+        self.inner.wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if let Some(f) = self.flusher.take() {
+            f.stop();
+        }
+        // Both ran a last sync; anything still waiting was not made durable.
+        let left = std::mem::take(&mut self.inner.state.lock().waiting);
+        for (_, acks) in left {
+            for ack in acks {
+                ack.failed(
+                    ErrorCode::Unavailable,
+                    "the topic's durable log closed before the message was durable".to_string(),
+                );
+            }
+        }
+    }
+}
+
+impl<W: Waiter> Inner<W> {
+    fn group_commit(&self) {
+        loop {
+            {
+                let mut state = self.state.lock();
+                while !state.dirty && !state.stop {
+                    self.wake.wait(&mut state);
+                }
+                if !state.dirty && state.stop {
+                    return;
+                }
+                state.dirty = false;
+            }
+            self.synced(self.view.sync());
+        }
+    }
+
+    /// Completes what a sync covered, or refuses everything waiting when it failed.
+    fn synced(&self, outcome: starling_storage::Result<Synced>) {
+        match outcome {
+            Ok(synced) => {
+                if let Some(took) = synced.took {
+                    self.metrics.fsync_seconds.observe(took.as_secs_f64());
+                }
+                let mut done = Vec::new();
+                {
+                    let mut state = self.state.lock();
+                    while state
+                        .waiting
+                        .front()
+                        .is_some_and(|(n, _)| synced.covers(*n))
+                    {
+                        if let Some((_, acks)) = state.waiting.pop_front() {
+                            done.extend(acks);
+                        }
+                    }
+                }
+                done.into_iter().for_each(W::durable);
+            }
+            Err(e) => {
+                self.metrics.errors.inc();
+                tracing::error!(topic = %self.topic, error = %e, "durable log fsync failed");
+                let left = std::mem::take(&mut self.state.lock().waiting);
+                let why = format!("the topic's durable log failed to sync: {e}");
+                for (_, acks) in left {
+                    for ack in acks {
+                        ack.failed(ErrorCode::Internal, why.clone());
+                    }
+                }
+            }
+        }
+    }
+}

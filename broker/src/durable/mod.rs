@@ -1,0 +1,106 @@
+//! Durable topics: the broker side of `starling-storage`. A topic named by `durable_topics`
+//! gets one append-only log under `storage_dir/<escaped topic name>/` ([`escape`]), opened
+//! (and recovered: a torn or CRC-failing tail is truncated and counted) when the topic's task
+//! starts. The task appends each sealed batch, numbered with the topic's position, before it
+//! offers the batch to subscribers; its stream id and next sequence number come from the log,
+//! so positions stay stable across restarts. `ack_level: persisted` acks wait in
+//! [`DurableLog`] until the log is durable past their batch under `storage_fsync`: one
+//! fsync for everything appended since the last (`always`, [`commit`]), the storage crate's
+//! flusher (`interval`) or at once (`never`).
+//!
+//! - [`escape`]: topic name → directory name (injective, filesystem-safe).
+//! - [`commit`]: the group-commit thread and the acks waiting for durability.
+//! - [`log`](DurableLog): one topic's log, as the topic task uses it.
+//! - [`metrics`](StorageMetrics): the storage series.
+
+pub mod commit;
+pub mod escape;
+mod log;
+pub mod metrics;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use starling_access::Pattern;
+use starling_config::{AckLevel, BrokerConfig, StorageFsync};
+use starling_storage::{FsyncPolicy, LogConfig, RetentionPolicy};
+
+pub use commit::Waiter;
+pub use log::{DurableError, DurableLog};
+pub use metrics::StorageMetrics;
+
+/// Which topics are durable, where their logs live and how they are synced.
+#[derive(Debug)]
+pub struct Durability {
+    patterns: Vec<Pattern>,
+    dir: Option<PathBuf>,
+    config: LogConfig,
+    mode: StorageFsync,
+    ack_level: AckLevel,
+    metrics: StorageMetrics,
+}
+
+impl Durability {
+    /// Reads the durability knobs of `cfg`. A pattern that does not parse (config validation
+    /// refuses it first) makes no topic durable.
+    pub fn new(cfg: &BrokerConfig, metrics: StorageMetrics) -> Arc<Durability> {
+        let patterns = cfg
+            .durable_topics
+            .iter()
+            .filter_map(|p| Pattern::parse(p).ok())
+            .collect();
+        let interval = Duration::from_millis(cfg.storage_fsync_interval_ms.max(1));
+        let fsync = match cfg.storage_fsync {
+            // Appends do not fsync: the group committer does, for everything appended since
+            // its last fsync. The log's own `Interval` bookkeeping is what it relies on.
+            StorageFsync::Always | StorageFsync::Interval => FsyncPolicy::Interval(interval),
+            StorageFsync::Never => FsyncPolicy::Never,
+        };
+        let nonzero = |v: u64| (v > 0).then_some(v);
+        let config = LogConfig {
+            fsync,
+            retention: RetentionPolicy {
+                max_bytes: nonzero(cfg.storage_retention_max_bytes),
+                max_age_ms: nonzero(cfg.storage_retention_max_age_ms),
+            },
+            max_record_bytes: cfg.max_frame_bytes.saturating_add(64),
+            ..LogConfig::default()
+        };
+        Arc::new(Durability {
+            patterns,
+            dir: cfg.storage_dir.clone(),
+            config,
+            mode: cfg.storage_fsync,
+            ack_level: cfg.ack_level,
+            metrics,
+        })
+    }
+
+    /// Whether `topic` is durable here.
+    pub fn is_durable(&self, topic: &str) -> bool {
+        self.dir.is_some() && self.patterns.iter().any(|p| p.matches(topic.as_bytes()))
+    }
+
+    /// Whether acked publishes wait for durability (`ack_level: persisted`).
+    pub fn persisted_acks(&self) -> bool {
+        self.ack_level == AckLevel::Persisted
+    }
+
+    /// Opens (recovering) the log of durable topic `topic`; blocking file I/O.
+    pub fn open<W: Waiter + std::fmt::Debug>(
+        &self,
+        topic: &str,
+    ) -> Result<DurableLog<W>, DurableError> {
+        let Some(root) = &self.dir else {
+            return Err(DurableError::NoStorageDir);
+        };
+        let dir = root.join(escape::dir_name(topic));
+        DurableLog::open(topic, &dir, self.config, self.mode, self.metrics.clone())
+    }
+
+    /// The storage metrics.
+    pub fn metrics(&self) -> &StorageMetrics {
+        &self.metrics
+    }
+}
