@@ -146,6 +146,7 @@ WANT_RULES = {
     ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
     ("", "secrets"): {"get", "create", "patch"},
     ("", "pods"): {"list"},
+    ("discovery.k8s.io", "endpointslices"): {"list"},
     ("rbac.authorization.k8s.io", "roles"): {"list", "watch", "create", "patch"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"list", "watch", "create", "patch"},
     ("", "services"): {"list", "watch", "create", "patch"},
@@ -171,8 +172,10 @@ check(len(crs) == 1 and grants(crs[0]) == WANT_RULES,
       "default: one ClusterRole with exactly the operator's verbs")
 check(len(crs) == 1 and grants(crs[0]).get(("", "configmaps"), set()) >= {"get", "list", "watch"},
       "default: the operator holds get/list/watch on configmaps, which the brokers' Role grants (RBAC escalation check)")
-check(len(crs) == 1 and grants(crs[0]).get(("", "pods"), set()) >= {"list"},
-      "default: the operator holds list on pods, which the brokers' Role grants (RBAC escalation check)")
+check(len(crs) == 1 and grants(crs[0]).get(("discovery.k8s.io", "endpointslices"), set()) >= {"list"},
+      "default: the operator holds list on endpointslices, which the brokers' Role grants (RBAC escalation check)")
+check(len(crs) == 1 and grants(crs[0]).get(("", "secrets"), set()) >= {"get"},
+      "default: the operator holds get on secrets, which the brokers' Role grants on <c>-users (RBAC escalation check)")
 check(not kinds(full, "ClusterRole") and not kinds(full, "ClusterRoleBinding"),
       "watchNamespaces: no cluster-wide RBAC")
 watch_roles = [r for r in kinds(full, "Role") if not r["metadata"]["name"].endswith("-leader-election")]

@@ -3,11 +3,14 @@
 //! for as long as DNS caches hold it: 30 s with the usual CoreDNS settings. A peer that cannot
 //! be reached by its name is looked up here, by pod name (the member id), and reached by the
 //! pod's current IP instead.
+//!
+//! The address comes from the namespace's EndpointSlices (the headless Service publishes every
+//! broker, ready or not), so a broker needs only `list` on `endpointslices`, not on pods.
 
 use std::net::IpAddr;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::ListParams;
 
 /// Longest one lookup may take.
@@ -24,11 +27,11 @@ pub enum LookupError {
     Api(#[from] kube::Error),
 }
 
-/// Looks up the pods of the broker's own namespace (the Role the operator renders allows
-/// `list` on pods).
+/// Looks up pod addresses in the EndpointSlices of the broker's own namespace (the Role the
+/// operator renders allows `list` on `endpointslices`).
 #[derive(Clone)]
 pub struct PodIps {
-    api: kube::Api<Pod>,
+    api: kube::Api<EndpointSlice>,
 }
 
 impl PodIps {
@@ -39,18 +42,28 @@ impl PodIps {
         }
     }
 
-    /// The current IP of pod `name`; `Ok(None)` when there is no such pod or it has no IP yet.
+    /// The current IP of pod `name`; `Ok(None)` when no EndpointSlice lists it (yet).
     pub async fn ip(&self, name: &str) -> Result<Option<IpAddr>, LookupError> {
-        let params = ListParams::default().fields(&format!("metadata.name={name}"));
-        let pods = tokio::time::timeout(LOOKUP_LIMIT, self.api.list(&params))
+        let slices = tokio::time::timeout(LOOKUP_LIMIT, self.api.list(&ListParams::default()))
             .await
             .map_err(|_| LookupError::Timeout)??;
-        Ok(pods
-            .items
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .find_map(|p| p.status.as_ref()?.pod_ip.as_deref()?.parse().ok()))
+        Ok(pod_ip_in(&slices.items, name))
     }
+}
+
+/// The address of pod `name` in `slices`: the first address of an endpoint whose target is
+/// that pod and which is not terminating.
+pub fn pod_ip_in(slices: &[EndpointSlice], name: &str) -> Option<IpAddr> {
+    slices
+        .iter()
+        .flat_map(|s| s.endpoints.iter())
+        .filter(|e| {
+            e.target_ref.as_ref().is_some_and(|t| {
+                t.kind.as_deref() == Some("Pod") && t.name.as_deref() == Some(name)
+            })
+        })
+        .filter(|e| e.conditions.as_ref().and_then(|c| c.terminating) != Some(true))
+        .find_map(|e| e.addresses.first()?.parse().ok())
 }
 
 /// `addr` (`host:port`) with its host replaced by `ip`: the port the member list names, at
@@ -70,6 +83,45 @@ pub fn host_of(addr: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions};
+
+    fn endpoint(pod: &str, ip: &str, terminating: bool) -> Endpoint {
+        Endpoint {
+            addresses: vec![ip.to_string()],
+            conditions: Some(EndpointConditions {
+                terminating: Some(terminating),
+                ..EndpointConditions::default()
+            }),
+            target_ref: Some(ObjectReference {
+                kind: Some("Pod".to_string()),
+                name: Some(pod.to_string()),
+                ..ObjectReference::default()
+            }),
+            ..Endpoint::default()
+        }
+    }
+
+    #[test]
+    fn the_pod_ip_comes_from_a_live_endpoint_of_that_pod() {
+        let slices = vec![EndpointSlice {
+            address_type: "IPv4".to_string(),
+            endpoints: vec![
+                endpoint("b-0", "10.0.0.5", true),
+                endpoint("b-1", "10.0.0.6", false),
+                endpoint("b-0", "10.0.0.9", false),
+            ],
+            ..EndpointSlice::default()
+        }];
+        let ip = |s: &str| s.parse::<IpAddr>().ok();
+        assert_eq!(
+            pod_ip_in(&slices, "b-0"),
+            ip("10.0.0.9"),
+            "not the terminating one"
+        );
+        assert_eq!(pod_ip_in(&slices, "b-1"), ip("10.0.0.6"));
+        assert_eq!(pod_ip_in(&slices, "b-2"), None);
+    }
 
     #[test]
     fn the_member_port_is_kept_at_the_pod_ip() {

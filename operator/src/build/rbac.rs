@@ -1,7 +1,7 @@
 //! The brokers' RBAC: a Role `<cluster>-broker`, bound to the brokers' ServiceAccount, allowing
 //! `get`, `list` and `watch` on the one ConfigMap `<cluster>-members`, `get` on the one Secret
-//! `<cluster>-users`, and `list` on pods. Nothing else: the brokers read their member list and
-//! their users document, and look up a peer's pod IP.
+//! `<cluster>-users`, and `list` on EndpointSlices. Nothing else: the brokers read their member
+//! list and their users document, and look up a peer's pod IP.
 
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 
@@ -13,10 +13,11 @@ use crate::validate::ValidatedCluster;
 /// - `get`, `list`, `watch` on the members ConfigMap only: the brokers poll their member list.
 /// - `get` on the users Secret only: the brokers re-read the users document
 ///   (`auth_users_secret`).
-/// - `list` on pods: a broker lists pods with the field selector `metadata.name=<pod>` to read
-///   a peer's `status.podIP`, because after a pod restarts its DNS name can keep answering with
-///   the old address for up to 30 s (CoreDNS caching). RBAC cannot restrict `list` by
-///   `resourceNames`, so this covers every pod of the namespace. No `get` and no `watch`.
+/// - `list` on EndpointSlices (`discovery.k8s.io`): a broker reads a peer's current address
+///   there, because after a pod restarts its DNS name can keep answering with the old address
+///   for up to 30 s (CoreDNS caching). RBAC cannot restrict `list` by `resourceNames`, so this
+///   covers every EndpointSlice of the namespace (addresses only: no pod specs, no
+///   environment). No `get` and no `watch`, and nothing on pods.
 pub fn role(v: &ValidatedCluster) -> Role {
     Role {
         metadata: child_meta(v, &v.names.role),
@@ -36,8 +37,8 @@ pub fn role(v: &ValidatedCluster) -> Role {
                 ..PolicyRule::default()
             },
             PolicyRule {
-                api_groups: Some(vec![String::new()]),
-                resources: Some(vec!["pods".to_string()]),
+                api_groups: Some(vec!["discovery.k8s.io".to_string()]),
+                resources: Some(vec!["endpointslices".to_string()]),
                 verbs: vec!["list".to_string()],
                 ..PolicyRule::default()
             },
@@ -70,7 +71,7 @@ mod tests {
     use starling_config::{Profile, Tier};
 
     #[test]
-    fn the_role_reads_the_members_configmap_the_users_secret_and_lists_pods() {
+    fn the_role_reads_the_members_configmap_the_users_secret_and_lists_endpointslices() {
         let v = cluster(Profile::Balanced, Tier::Small, |_| {});
         let r = role(&v);
         assert_eq!(r.metadata.name.as_deref(), Some("events-broker"));
@@ -92,8 +93,8 @@ mod tests {
                     non_resource_urls: None,
                 },
                 PolicyRule {
-                    api_groups: Some(vec![String::new()]),
-                    resources: Some(vec!["pods".to_string()]),
+                    api_groups: Some(vec!["discovery.k8s.io".to_string()]),
+                    resources: Some(vec!["endpointslices".to_string()]),
                     resource_names: None,
                     verbs: vec!["list".into()],
                     non_resource_urls: None,
