@@ -8,7 +8,7 @@
 mod common;
 
 use common::SOON;
-use common::secured::{CERT_USER, Secured, TOKEN, TOKEN_USER};
+use common::secured::{CERT_USER, Secured, TOKEN, TOKEN_USER, revoke_token_user};
 use starling_client::{Client, ClientConfig, ClientError, Credentials};
 
 fn config(s: &Secured) -> ClientConfig {
@@ -158,6 +158,27 @@ async fn a_client_certificate_and_a_credentials_directory_authenticate() {
         .cache_put("allowed.d", "v", None)
         .await
         .expect("allowed");
+    client.close().await;
+    s.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_users_subscription_ends_with_unauthorized() {
+    let s = Secured::start("sdk-revoke").await;
+    let client = Client::connect(config(&s).with_credentials(Credentials::token(TOKEN)))
+        .await
+        .expect("the token user connects");
+    let mut sub = client.subscribe("allowed.live").await.expect("subscribe");
+    revoke_token_user(&s);
+    // The broker closes the user's connections within 10 s; the subscription's relay then
+    // fails to resubscribe, and a refused handshake is not retried.
+    let end = tokio::time::timeout(std::time::Duration::from_secs(15), sub.next_event())
+        .await
+        .expect("the subscription ends within the revocation bound");
+    assert!(
+        matches!(end, Some(Err(ClientError::Unauthorized(_)))),
+        "{end:?}"
+    );
     client.close().await;
     s.broker.shutdown().await;
 }

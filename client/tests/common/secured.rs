@@ -49,6 +49,18 @@ pub fn client_cert(cn: &str) -> ClientCert {
     }
 }
 
+/// Replaces the users document with one that has only the certificate user (through a rename,
+/// so the broker never reads half a file): the token user is revoked.
+pub fn revoke_token_user(s: &Secured) {
+    let text = users_yaml();
+    let kept = &text[text
+        .find(&format!("  - name: {CERT_USER}"))
+        .expect("cert user")..];
+    let tmp = s.dir.path().join("users.yaml.new");
+    std::fs::write(&tmp, format!("version: 1\nusers:\n{kept}")).expect("write users");
+    std::fs::rename(&tmp, s.dir.path().join("users.yaml")).expect("rename users");
+}
+
 /// The users document: `app` (token) may publish and subscribe `allowed.>` and read and write
 /// cache keys `allowed.*`; `billing` (certificate) may publish `billing.>` only.
 fn users_yaml() -> String {
@@ -100,6 +112,7 @@ impl Secured {
             quic_listen: Some("127.0.0.1:0".parse().expect("addr")),
             http_listen: Some("127.0.0.1:0".parse().expect("addr")),
             drain_timeout_ms: Some(1_000),
+            auth_reload_interval_ms: Some(200),
             ..ConfigOverrides::default()
         };
         let cfg = compose(Profile::Balanced, None, &overrides);
