@@ -160,7 +160,13 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
             ctx.metrics.spec_rejected(e.reason().as_str());
             planned.extend(events::for_rejection(bc.status.as_ref(), e));
         }
-        Ok(_) if bc.spec.paused => {}
+        // Paused: the brokers are left alone, but their credentials are still kept (the peer
+        // certificate renewed, deleted users revoked).
+        Ok(v) if bc.spec.paused => {
+            if let Err(e) = maintain_credentials(ctx, v).await {
+                apply_error = Some(e);
+            }
+        }
         Ok(v) => {
             planned.extend(events::for_auth_mode(bc.status.as_ref(), v));
             let plan = plan_members(
@@ -227,15 +233,9 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
     }
 }
 
-/// Creates the generated TLS Secret if needed, then applies every child at the planned sizes.
-async fn apply_cluster(
-    ctx: &Context,
-    v: &ValidatedCluster,
-    plan: MembersPlan,
-) -> Result<StatefulSet> {
-    if ensure_tls_secret(&ctx.client, v).await? {
-        tracing::info!(secret = %v.tls_secret, "created the cluster's TLS secret");
-    }
+/// Keeps the cluster CA and peer certificate ([`ensure_pki`]) and the users document
+/// ([`apply_users`]). Also done while the cluster is paused.
+async fn maintain_credentials(ctx: &Context, v: &ValidatedCluster) -> Result<()> {
     let pki = ensure_pki(&ctx.client, v, Timestamp::now().as_second()).await?;
     if pki.ca_created {
         tracing::info!(secret = %v.names.ca_secret, "created the cluster CA");
@@ -245,6 +245,19 @@ async fn apply_cluster(
     }
     let users = apply_users(&ctx.client, v).await?;
     tracing::debug!(secret = %v.names.users_secret, users, "applied the users document");
+    Ok(())
+}
+
+/// Creates the generated TLS Secret if needed, then applies every child at the planned sizes.
+async fn apply_cluster(
+    ctx: &Context,
+    v: &ValidatedCluster,
+    plan: MembersPlan,
+) -> Result<StatefulSet> {
+    if ensure_tls_secret(&ctx.client, v).await? {
+        tracing::info!(secret = %v.tls_secret, "created the cluster's TLS secret");
+    }
+    maintain_credentials(ctx, v).await?;
     let children = render_sized(
         v,
         Sizes {

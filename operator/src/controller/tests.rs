@@ -219,7 +219,7 @@ async fn a_pdb_owned_by_someone_else_is_left_alone() {
 }
 
 #[tokio::test]
-async fn paused_clusters_only_get_status() {
+async fn paused_clusters_only_get_status_and_their_credentials() {
     let bc = cluster(BrokerClusterSpec {
         paused: true,
         ..BrokerClusterSpec::default()
@@ -227,7 +227,14 @@ async fn paused_clusters_only_get_status() {
     let h = Harness::new(&bc);
     assert!(h.reconcile(&bc).await.is_ok());
     h.with(|f| {
-        assert_eq!(f.paths("PATCH"), vec!["brokerclusters/events/status"]);
+        assert_eq!(
+            f.paths("PATCH"),
+            vec![
+                "secrets/events-peer",
+                "secrets/events-users",
+                "brokerclusters/events/status"
+            ]
+        );
         let status = f.status_writes().pop().unwrap_or_default();
         assert_eq!(condition(&status, "Progressing"), pair("False", "Paused"));
     });

@@ -141,6 +141,8 @@ pub struct BrokerClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkSpec>,
     /// When true the operator stops changing the cluster's objects but keeps reporting status.
+    /// It still keeps the credentials: the CA and peer certificate Secrets, and the users
+    /// document (so deleting a BrokerUser still revokes it).
     #[serde(default)]
     pub paused: bool,
 }
