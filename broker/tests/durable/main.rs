@@ -1,0 +1,47 @@
+//! Durable topics over real QUIC: a restart on the same storage directory keeps every
+//! `persisted` message and its position (`restart`), and a real `starling-broker` process
+//! killed with SIGKILL in the middle of acked publishing loses no acked message (`sigkill`).
+
+#[path = "../integration/common.rs"]
+mod common;
+mod restart;
+mod sigkill;
+
+use std::collections::HashSet;
+
+use starling_client::Subscription;
+use starling_proto::Position;
+
+/// A resume position older than any stream: replays everything the log still holds.
+pub const FROM_THE_START: Position = Position { stream: 1, seq: 0 };
+
+/// Reads events until none arrives for `quiet`; returns their payload indices and positions.
+pub async fn drain(sub: &mut Subscription, quiet: std::time::Duration) -> Vec<(u32, Position)> {
+    let mut out = Vec::new();
+    while let Ok(Some(ev)) = tokio::time::timeout(quiet, sub.next_event()).await {
+        let ev = ev.expect("event");
+        out.push((common::index(&ev.payload), ev.position));
+    }
+    out
+}
+
+/// Asserts `got` is strictly increasing (in order, no duplicate), in payload index and in
+/// position, and holds every index of `must`.
+pub fn assert_ordered_and_complete(got: &[(u32, Position)], must: &[u32]) {
+    for w in got.windows(2) {
+        assert!(
+            w[0].0 < w[1].0,
+            "out of order or duplicated: {:?} then {:?}",
+            w[0],
+            w[1]
+        );
+        let (a, b) = (w[0].1, w[1].1);
+        assert!(
+            (a.stream, a.seq) < (b.stream, b.seq),
+            "positions not increasing: {a:?} then {b:?}"
+        );
+    }
+    let seen: HashSet<u32> = got.iter().map(|(i, _)| *i).collect();
+    let missing: Vec<u32> = must.iter().copied().filter(|i| !seen.contains(i)).collect();
+    assert!(missing.is_empty(), "acked but not delivered: {missing:?}");
+}
