@@ -42,6 +42,9 @@ pub enum Error {
     /// A CA or a certificate it signs could not be made.
     #[error(transparent)]
     Pki(#[from] crate::pki::PkiError),
+    /// The users document could not be rendered as YAML.
+    #[error("rendering the users document: {0}")]
+    UsersDocument(String),
     /// A Secret the operator must write exists, is not the operator's, and does not hold what
     /// the operator needs.
     #[error("Secret {name}: {problem}")]
@@ -80,6 +83,7 @@ impl Error {
             Error::Leadership(_) => "leadership",
             Error::Tls(_) | Error::Pki(_) => "certificate",
             Error::ForeignSecret { .. } => "foreign_secret",
+            Error::UsersDocument(_) => "serialize",
         }
     }
 

@@ -63,10 +63,7 @@ pub async fn apply_users(client: &Client, v: &ValidatedCluster) -> Result<usize>
         });
     }
     let doc = users_document(&records);
-    let text = document_yaml(&doc).map_err(|e| Error::ForeignSecret {
-        name: v.names.users_secret.clone(),
-        problem: format!("the users document could not be rendered: {e}"),
-    })?;
+    let text = document_yaml(&doc).map_err(Error::UsersDocument)?;
     apply(client, &users_secret::build(v, &text)).await?;
     Ok(doc.users.len())
 }
