@@ -2,6 +2,8 @@
 //! `persisted` message and its position (`restart`), and a real `starling-broker` process
 //! killed with SIGKILL in the middle of acked publishing loses no acked message (`sigkill`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
+
 #[path = "../integration/common.rs"]
 mod common;
 mod restart;
