@@ -886,3 +886,36 @@ async fn a_reconcile_in_flight_is_dropped_when_the_lease_is_lost() {
         assert!(f.paths("POST").is_empty(), "no event either");
     });
 }
+
+#[tokio::test]
+async fn a_foreign_ca_secret_is_used_when_usable_and_never_overwritten() {
+    let bc = cluster(BrokerClusterSpec::default());
+    let h = Harness::new(&bc);
+    let path = format!("/api/v1{NS}secrets/events-ca");
+    // Not a CA, not ours: the reconcile fails and leaves it alone.
+    let junk = json!({"apiVersion": "v1", "kind": "Secret",
+                      "metadata": {"name": "events-ca", "namespace": "messaging"},
+                      "data": {"ca.crt": "Q0VSVA==", "ca.key": "S0VZ"}});
+    h.with(|f| f.objects.insert(path.clone(), junk.clone()));
+    let r = h.reconcile(&bc).await;
+    assert!(matches!(r, Err(Error::ForeignSecret { .. })), "{r:?}");
+    h.with(|f| assert_eq!(f.objects.get(&path), Some(&junk)));
+    // An admin's own usable CA is kept and signs the peer certificate.
+    let ca = crate::pki::generate_ca("events", "messaging", Timestamp::now().as_second())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let theirs = json!({"apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": "events-ca", "namespace": "messaging"},
+                        "data": {"ca.crt": k8s_openapi::ByteString(ca.cert.clone().into_bytes()),
+                                 "ca.key": k8s_openapi::ByteString(ca.key.clone().into_bytes())}});
+    h.with(|f| f.objects.insert(path.clone(), theirs.clone()));
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| {
+        assert_eq!(f.objects.get(&path), Some(&theirs));
+        let peer = f
+            .objects
+            .get(&format!("/api/v1{NS}secrets/events-peer"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(peer["data"]["ca.crt"], theirs["data"]["ca.crt"]);
+    });
+}
