@@ -64,7 +64,8 @@ impl Durability {
                 max_bytes: nonzero(cfg.storage_retention_max_bytes),
                 max_age_ms: nonzero(cfg.storage_retention_max_age_ms),
             },
-            max_record_bytes: cfg.max_frame_bytes.saturating_add(64),
+            // A record is one EventBatch frame, at most a frame and its headers.
+            max_record_bytes: cfg.max_frame_bytes.saturating_mul(2),
             ..LogConfig::default()
         };
         Arc::new(Durability {

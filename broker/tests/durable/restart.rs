@@ -109,3 +109,78 @@ async fn a_topic_not_named_durable_writes_nothing() {
     assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
     b.running.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unusable_storage_dir_refuses_persisted_publishes_with_a_typed_error() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // A file where the storage directory should be: the topic's log cannot be created.
+    let not_a_dir = dir.path().join("file");
+    std::fs::write(&not_a_dir, b"x").expect("file");
+    let b = start(Profile::Balanced, durable(&not_a_dir, StorageFsync::Always)).await;
+    let c = b.client().await;
+    let err = c
+        .publish_acked("orders.eu", payload(1))
+        .await
+        .expect_err("refused");
+    match err {
+        starling_client::ClientError::Server { code, message, .. } => {
+            assert_eq!(code, starling_proto::ErrorCode::Internal, "{message}");
+            assert!(message.contains("durable log"), "{message}");
+        }
+        other => panic!("unexpected error {other:?}"),
+    }
+    wait_metrics(&b, "storage error counted", |m| {
+        m.sum("starling_storage_errors_total") >= 1.0
+    })
+    .await;
+    // The broker and other topics keep working.
+    c.publish_acked("other", payload(2)).await.expect("ack");
+    b.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_tail_is_truncated_and_counted_on_restart() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let topic = "orders.torn";
+    let b = start(Profile::Balanced, durable(dir.path(), StorageFsync::Always)).await;
+    let c = b.client().await;
+    for i in 0..10 {
+        c.publish_acked(topic, payload(i)).await.expect("ack");
+    }
+    drop(c);
+    b.running.shutdown().await;
+    // Cut the last record short, as a crash in the middle of a write would.
+    let log_dir = dir.path().join(topic);
+    let seg = std::fs::read_dir(&log_dir)
+        .expect("log dir")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|e| e == "log"))
+        .expect("a segment");
+    let len = std::fs::metadata(&seg).expect("meta").len();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&seg)
+        .expect("open");
+    f.set_len(len - 3).expect("truncate");
+    drop(f);
+
+    let b = start(Profile::Balanced, durable(dir.path(), StorageFsync::Always)).await;
+    let c = b.client().await;
+    c.publish_acked(topic, payload(100)).await.expect("ack");
+    let mut sub = c
+        .subscribe_from(topic, Some(FROM_THE_START))
+        .await
+        .expect("resume");
+    let got = drain(&mut sub, Duration::from_millis(700)).await;
+    let idx: Vec<u32> = got.iter().map(|(i, _)| *i).collect();
+    // Every message before the torn record is there, then the new one, in order.
+    assert!(idx.len() >= 10 && idx.len() <= 11, "{idx:?}");
+    assert_eq!(idx[..9], (0..9).collect::<Vec<_>>()[..], "{idx:?}");
+    assert_eq!(idx.last(), Some(&100));
+    assert_ordered_and_complete(&got, &[]);
+    wait_metrics(&b, "truncation counted", |m| {
+        m.sum("starling_storage_recovery_truncations_total") == 1.0
+    })
+    .await;
+    b.running.shutdown().await;
+}
