@@ -205,3 +205,84 @@ impl<W: Waiter> Inner<W> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Instant;
+
+    use starling_storage::{FsyncPolicy, Log, LogConfig};
+
+    use super::*;
+    use crate::durable::StorageMetrics;
+
+    #[derive(Debug)]
+    struct Done(Arc<AtomicUsize>, Arc<AtomicUsize>);
+
+    impl Waiter for Done {
+        fn durable(self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn failed(self, _: ErrorCode, _: String) {
+            self.1.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn run(mode: StorageFsync, appends: u64) -> (usize, usize, u64) {
+        let dir = tempfile::tempdir().unwrap();
+        let fsync = match mode {
+            StorageFsync::Never => FsyncPolicy::Never,
+            _ => FsyncPolicy::Interval(Duration::from_millis(5)),
+        };
+        let config = LogConfig {
+            fsync,
+            ..LogConfig::default()
+        };
+        let (mut log, _) = Log::open(dir.path(), config).unwrap();
+        let metrics = StorageMetrics::register(&prometheus::Registry::new()).unwrap();
+        let committer: Committer<Done> =
+            Committer::start("t", log.view(), mode, Duration::from_millis(5), metrics).unwrap();
+        let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        for i in 0..appends {
+            let at = Position { stream: 7, seq: i };
+            let appended = log.append(at, 1, b"payload").unwrap();
+            committer.appended();
+            committer.wait(appended.next, vec![Done(ok.clone(), failed.clone())]);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ok.load(Ordering::SeqCst) < appends as usize && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let fsyncs = log.stats().fsyncs;
+        drop(committer);
+        (
+            ok.load(Ordering::SeqCst),
+            failed.load(Ordering::SeqCst),
+            fsyncs,
+        )
+    }
+
+    #[test]
+    fn group_commit_completes_every_wait_with_shared_fsyncs() {
+        let (ok, failed, fsyncs) = run(StorageFsync::Always, 500);
+        eprintln!("group commit: {fsyncs} fsyncs for 500 appends");
+        assert_eq!((ok, failed), (500, 0));
+        assert!(
+            (1..=500).contains(&fsyncs),
+            "{fsyncs} fsyncs for 500 appends"
+        );
+    }
+
+    #[test]
+    fn the_interval_flusher_completes_waits() {
+        let (ok, failed, fsyncs) = run(StorageFsync::Interval, 50);
+        assert_eq!((ok, failed), (50, 0));
+        assert!(fsyncs >= 1);
+    }
+
+    #[test]
+    fn never_completes_at_once_without_fsync() {
+        let (ok, failed, fsyncs) = run(StorageFsync::Never, 20);
+        assert_eq!((ok, failed, fsyncs), (20, 0, 0));
+    }
+}
