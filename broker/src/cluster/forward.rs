@@ -104,7 +104,7 @@ impl Forwarder {
     /// owns the topic now, it is given back (`Some`) to be published here. Otherwise it goes
     /// to that owner, where the topic's subscribers are headed (a former owner ends its peers'
     /// subscriptions shortly after it learns of a change, so what it numbered later would reach
-    /// nobody): an `ack_on_commit` ack completes when the new owner acks, and a message already
+    /// nobody): a `committed` or `persisted` ack completes when the new owner acks, and a message already
     /// acked on receipt is given back to be published here after all if the new owner does not
     /// take it.
     pub async fn relocate_if_moved(
