@@ -459,7 +459,9 @@ impl TopicTask {
             if (self.shared.settings.owns)(&self.name) {
                 // Membership changed: this broker may have stopped and started owning the
                 // topic since its last batch, so number on in a stream nobody has seen.
-                self.stream = new_stream_id();
+                // Never below the stream it leaves: a durable log continued from disk may
+                // hold a stream drawn by an earlier process under a clock that ran ahead.
+                self.stream = new_stream_id().max(self.stream.saturating_add(1));
                 self.next_seq = 0;
                 tracing::debug!(topic = %self.name, stream = self.stream, "membership changed: new stream");
             } else {
