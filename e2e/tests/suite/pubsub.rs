@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use starling_config::{ConfigOverrides, Profile, Tier, resolve};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use starling_config::memory::MemoryBudgets;
+use starling_config::{ConfigOverrides, Profile, Tier, quantity, resolve};
 use starling_e2e::Env;
 use starling_operator::crd::BrokerClusterSpec;
 use starling_operator::names::Names;
@@ -39,10 +41,27 @@ async fn small_balanced_cluster_serves_pubsub_and_cache() {
     assert!(endpoints.host.starts_with("events."), "{}", endpoints.host);
 
     // The ConfigMap and every running broker hold the balanced profile at the small tier, with
-    // the knobs the operator sets (listeners, the generated TLS secret, the members ConfigMap).
+    // the knobs the operator sets (listeners, the generated TLS secret, the members ConfigMap,
+    // authentication and the peer certificate), and the byte budgets and object caps derived
+    // from the broker container's memory limit (docs/configuration.md, "Memory fit").
     let mut overrides = ConfigOverrides::default();
     force_operator_knobs(&mut overrides, &Names::new("events"));
-    let expected = resolve(Profile::Balanced, Some(Tier::Small), &overrides).expect("valid");
+    let mut expected = resolve(Profile::Balanced, Some(Tier::Small), &overrides).expect("valid");
+    let sts = ns
+        .api::<StatefulSet>()
+        .get("events")
+        .await
+        .expect("StatefulSet");
+    let limit = sts
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|p| p.containers.into_iter().next())
+        .and_then(|c| c.resources)
+        .and_then(|r| r.limits)
+        .and_then(|l| l.get("memory").cloned())
+        .expect("the broker container has a memory limit");
+    let limit = quantity::parse_units(&limit.0).expect("a memory quantity");
+    MemoryBudgets::for_limit(limit).apply_to(&mut expected);
     assert_eq!(
         expected.cluster_members_configmap.as_deref(),
         Some("events-members")
