@@ -439,8 +439,8 @@ async fn busybox_run(ns: &TestNamespace, name: &str, script: &str) -> String {
 /// The local cluster of `make e2e` runs the plain `bridge` CNI plugin, which does not implement
 /// NetworkPolicy. So the test first finds out whether policies are enforced on this cluster,
 /// with a control: a busybox web server under a deny-all policy, fetched from another
-/// namespace. Where the control is blocked, a pod outside `allowedClients` must not reach the
-/// brokers either. Where it is not (the local cluster), the test checks the rendered policy's
+/// namespace (next to an open one, which shows that the probe itself works). Where the control
+/// is blocked, a pod outside `allowedClients` must not reach the brokers either. Where it is not (the local cluster), the test checks the rendered policy's
 /// content through the API instead, and says so; that content is what an enforcing CNI acts on.
 #[tokio::test]
 async fn network_policy_admits_only_allowed_clients() {
@@ -551,21 +551,24 @@ async fn network_policy_admits_only_allowed_clients() {
     .expect("the policy's QUIC sources follow spec.network.allowedClients");
     println!("QUIC from, after the patch: {narrowed:?}");
 
-    // Is NetworkPolicy enforced on this cluster? A control server under a deny-all policy.
-    let target: Pod = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "control", "labels": {"app": "np-control"}},
-        "spec": {"containers": [{
-            "name": "httpd",
-            "image": busybox_image(),
-            "imagePullPolicy": "Never",
-            "command": ["sh", "-c", "mkdir -p /tmp/w && echo ok > /tmp/w/index.html && exec httpd -f -p 8080 -h /tmp/w"],
-        }]},
-    }))
-    .expect("control pod");
-    ns.api::<Pod>()
-        .create(&PostParams::default(), &target)
-        .await
-        .expect("create control pod");
+    // Is NetworkPolicy enforced on this cluster? Two control web servers, one under a deny-all
+    // policy; the open one proves the probe itself works.
+    for (name, app) in [("control-open", "np-open"), ("control", "np-control")] {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {"app": app}},
+            "spec": {"containers": [{
+                "name": "httpd",
+                "image": busybox_image(),
+                "imagePullPolicy": "Never",
+                "command": ["sh", "-c", "mkdir -p /tmp/w && echo ok > /tmp/w/index.html && exec httpd -f -p 8080 -h /tmp/w"],
+            }]},
+        }))
+        .expect("control pod");
+        ns.api::<Pod>()
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("create control pod");
+    }
     let deny: NetworkPolicy = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "deny-control"},
         "spec": {"podSelector": {"matchLabels": {"app": "np-control"}}, "policyTypes": ["Ingress"]},
@@ -575,31 +578,50 @@ async fn network_policy_admits_only_allowed_clients() {
         .create(&PostParams::default(), &deny)
         .await
         .expect("create deny-all policy");
-    let control_ip = wait::until("control pod IP", Duration::from_secs(90), || async {
-        let p = ns.api::<Pod>().get("control").await.ok()?;
-        let s = p.status?;
-        let ready = s.container_statuses.iter().flatten().any(|c| c.ready);
-        ready.then_some(s.pod_ip).flatten()
-    })
-    .await
-    .expect("control pod running");
+    let pod_ip = |name: &'static str| {
+        let pods = ns.api::<Pod>();
+        async move {
+            wait::until(&format!("{name} running"), Duration::from_secs(90), || {
+                let pods = pods.clone();
+                async move {
+                    let s = pods.get(name).await.ok()?.status?;
+                    let ready = s.container_statuses.iter().flatten().any(|c| c.ready);
+                    ready.then_some(s.pod_ip).flatten()
+                }
+            })
+            .await
+            .expect("control pod running")
+        }
+    };
+    let open_ip = pod_ip("control-open").await;
+    let control_ip = pod_ip("control").await;
     let broker_ip = ns.broker_pods("fenced").await.expect("pods")[0]
         .ip
         .expect("broker pod IP");
     let outside = env.namespace("netpol-out").await.expect("namespace");
-    let log = busybox_run(
-        &outside,
-        "probe",
-        &format!(
-            "if wget -q -T 3 -O - http://{control_ip}:8080/ >/dev/null; then echo control=reached; else echo control=blocked; fi; \
-             if wget -q -T 3 -O - http://{broker_ip}:9400/readyz >/dev/null; then echo broker=reached; else echo broker=blocked; fi"
-        ),
-    )
-    .await;
+    // busybox's nc with an IP address: an HTTP status line back means the packets got through.
+    // (busybox's wget crashes in this minimal image, and a crash must not read as "blocked".)
+    let get = |what: &str, ip: &str, port: u16, path: &str| {
+        format!(
+            "if printf 'GET {path} HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {ip} {port} | grep -q '^HTTP/1'; \
+             then echo {what}=reached; else echo {what}=blocked; fi"
+        )
+    };
+    let script = [
+        get("open", &open_ip, 8080, "/"),
+        get("control", &control_ip, 8080, "/"),
+        get("broker", &broker_ip.to_string(), 9400, "/readyz"),
+    ]
+    .join("; ");
+    let log = busybox_run(&outside, "probe", &script).await;
     println!(
         "probe from {}: {}",
         outside.name,
         log.trim().replace('\n', ", ")
+    );
+    assert!(
+        log.contains("open=reached"),
+        "the probe could not reach the open control server, so it proves nothing: {log}"
     );
     if log.contains("control=blocked") {
         println!(
