@@ -1,11 +1,13 @@
 //! Operator restarts mid-rollout converge without duplicates, and deleting a BrokerCluster
 //! garbage-collects every child (StatefulSet, ConfigMaps, Services, ServiceAccount, Role,
-//! RoleBinding, generated TLS Secret, PDB and pods).
+//! RoleBinding, the generated TLS, CA, peer certificate and users Secrets, NetworkPolicy, PDB
+//! and pods).
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Api;
@@ -29,6 +31,32 @@ where
         .await
         .map(|l| l.items.len())
         .unwrap_or(usize::MAX)
+}
+
+/// The operator's Secrets in the namespace, by name, sorted.
+async fn secret_names(ns: &TestNamespace) -> Vec<String> {
+    let mut names: Vec<String> = ns
+        .api::<Secret>()
+        .list(&ListParams::default().labels(MANAGED))
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter_map(|s| s.metadata.name)
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The Secrets the operator keeps for a cluster without `spec.tls` and without BrokerUsers: its
+/// CA, the brokers' peer certificate, the generated TLS certificate and the users document.
+fn cluster_secrets(cluster: &str) -> Vec<String> {
+    ["ca", "peer", "tls", "users"]
+        .iter()
+        .map(|s| format!("{cluster}-{s}"))
+        .collect()
 }
 
 #[tokio::test]
@@ -82,7 +110,8 @@ async fn operator_restart_mid_rollout_converges_without_duplicates() {
     assert_eq!(count::<ServiceAccount>(&ns).await, 1);
     assert_eq!(count::<Role>(&ns).await, 1);
     assert_eq!(count::<RoleBinding>(&ns).await, 1);
-    assert_eq!(count::<Secret>(&ns).await, 1, "the generated TLS secret");
+    assert_eq!(secret_names(&ns).await, cluster_secrets("sturdy"));
+    assert_eq!(count::<NetworkPolicy>(&ns).await, 1);
     assert_eq!(count::<PodDisruptionBudget>(&ns).await, 1);
     ns.delete().await;
 }
@@ -102,10 +131,11 @@ async fn deleting_the_cluster_garbage_collects_every_child() {
     assert!(
         count::<Role>(&ns).await == 1
             && count::<RoleBinding>(&ns).await == 1
-            && count::<Secret>(&ns).await == 1
-            && count::<ConfigMap>(&ns).await == 2,
-        "the brokers' Role, RoleBinding, generated TLS Secret and members ConfigMap exist"
+            && count::<ConfigMap>(&ns).await == 2
+            && count::<NetworkPolicy>(&ns).await == 1,
+        "the brokers' Role, RoleBinding, members ConfigMap and NetworkPolicy exist"
     );
+    assert_eq!(secret_names(&ns).await, cluster_secrets("doomed"));
 
     ns.clusters()
         .delete("doomed", &DeleteParams::foreground())
@@ -124,6 +154,7 @@ async fn deleting_the_cluster_garbage_collects_every_child() {
                     + count::<Role>(ns).await
                     + count::<RoleBinding>(ns).await
                     + count::<Secret>(ns).await
+                    + count::<NetworkPolicy>(ns).await
                     + count::<PodDisruptionBudget>(ns).await
                     + ns.broker_pods("doomed")
                         .await
