@@ -75,6 +75,11 @@ impl Broker {
     pub fn new(cfg: BrokerConfig) -> Result<Self, BrokerError> {
         cfg.validate()?;
         Auth::check_config(&cfg)?;
+        // The worst case this config allows must fit the cgroup's memory limit (peer links are
+        // counted by the operator, which knows the replicas; here the members are not known yet).
+        if let Some(limit) = crate::memory_limit::cgroup_memory_limit() {
+            starling_config::memory::check_fit(&cfg, 0, limit)?;
+        }
         let server_id = std::env::var("POD_NAME")
             .or_else(|_| std::env::var("HOSTNAME"))
             .unwrap_or_else(|_| "starling".to_string());
@@ -160,6 +165,7 @@ impl Broker {
             cfg.subscriber_lane_queue_depth as usize,
             cfg.fanout_batch_size as usize,
             cfg.subscriber_lane_shard,
+            cfg.subscriber_queue_budget_bytes,
             Arc::clone(&metrics),
         );
         let cache = Arc::new(Cache::new(CacheConfig {

@@ -50,6 +50,9 @@ pub enum BrokerError {
     /// `auth_mode: required` without a users document: nobody could connect.
     #[error("config: {0}")]
     NoUsersSource(#[from] crate::auth::NoUsersSource),
+    /// The config's worst case does not fit the cgroup's memory limit.
+    #[error("memory: {0}")]
+    MemoryFit(#[from] starling_config::memory::MemoryFitError),
     /// The users document could not be read at start.
     #[error("users document: {0}")]
     Users(#[from] crate::auth::source::UsersSourceError),

@@ -19,6 +19,7 @@
 //! - [`transport`], [`tls`] and [`tls_reload`]: quinn configuration, certificates and the
 //!   client CA, and their reload.
 //! - [`http`], [`metrics`], [`health`]: the observability surface.
+//! - [`memory_limit`]: the cgroup memory limit the config's worst case is checked against at start.
 //! - [`timer`]: sub-millisecond batch deadlines.
 //! - [`cli`] and [`telemetry`]: the binary's config loading and logging.
 //! - [`error`]: the typed errors.
@@ -32,6 +33,7 @@ pub mod durable;
 pub mod error;
 pub mod health;
 pub mod http;
+pub mod memory_limit;
 pub mod metrics;
 pub mod process;
 pub mod pubsub;

@@ -21,6 +21,9 @@ pub enum DropReason {
     QueueFullOld,
     /// The subscriber went away with events still queued.
     SubscriberClosed,
+    /// The broker-wide `subscriber_queue_budget_bytes` was full (under `drop_new` or
+    /// `drop_old`).
+    QueueBudget,
 }
 
 impl DropReason {
@@ -29,6 +32,7 @@ impl DropReason {
             DropReason::QueueFullNew => "queue_full_drop_new",
             DropReason::QueueFullOld => "queue_full_drop_old",
             DropReason::SubscriberClosed => "subscriber_closed",
+            DropReason::QueueBudget => "queue_budget",
         }
     }
 }
@@ -71,6 +75,9 @@ pub struct Metrics {
     pub lane_stalls: IntCounter,
     /// EventBatches queued across all subscriber queues.
     pub subscriber_queued_batches: IntGauge,
+    /// Bytes of live EventBatches queued for subscribers, charged to
+    /// `subscriber_queue_budget_bytes`.
+    pub subscriber_queued_bytes: IntGauge,
     /// Open connections.
     pub connections: IntGauge,
     /// Connections accepted since start.
@@ -392,6 +399,11 @@ impl Metrics {
                 "starling_subscriber_queued_batches",
                 "EventBatches queued across all subscribers.",
             )?,
+            subscriber_queued_bytes: gauge(
+                &r,
+                "starling_subscriber_queued_bytes",
+                "Bytes of live EventBatches queued for subscribers (subscriber_queue_budget_bytes).",
+            )?,
             connections: gauge(&r, "starling_open_connections", "Open client connections.")?,
             connections_total: counter(
                 &r,
@@ -599,6 +611,7 @@ impl Metrics {
             DropReason::QueueFullNew,
             DropReason::QueueFullOld,
             DropReason::SubscriberClosed,
+            DropReason::QueueBudget,
         ] {
             m.dropped_events.with_label_values(&[reason.label()]);
         }

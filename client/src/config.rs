@@ -81,6 +81,10 @@ pub struct TransportTuning {
     pub keep_alive_interval: Duration,
     /// A connection silent for this long is considered dead.
     pub idle_timeout: Duration,
+    /// Send window of every connection: how much written data may wait unacknowledged.
+    /// `None`: quinn's default (about 10 MB). A broker's peer links set
+    /// `cluster_peer_window_bytes`.
+    pub send_window: Option<u64>,
 }
 
 impl TransportTuning {
@@ -94,6 +98,7 @@ impl TransportTuning {
             cache_conn_recv_window: c.cache_conn_recv_window,
             keep_alive_interval: Duration::from_millis(c.keep_alive_interval_ms),
             idle_timeout: Duration::from_millis(c.idle_timeout_ms),
+            send_window: None,
         }
     }
 }

@@ -85,6 +85,9 @@ pub(crate) fn transport(
         .receive_window(varint("connection receive window", conn_window)?)
         .keep_alive_interval(Some(t.keep_alive_interval))
         .max_idle_timeout(Some(idle));
+    if let Some(window) = t.send_window {
+        tc.send_window(window);
+    }
     Ok(tc)
 }
 

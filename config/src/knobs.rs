@@ -237,8 +237,9 @@ knobs! {
     /// exempt: one peer link carries the relayed subscriptions of every topic its member's
     /// clients follow here, and `max_subscriptions` still bounds them.
     max_subscriptions_per_connection: u32,
-    /// Most bytes of publish payloads read from clients and not yet handed to their topic (or
-    /// forwarded to its owner), over all connections. A publish stream that would pass it waits
+    /// Most bytes of publish payloads read from clients and not yet in a batch their topic has
+    /// sealed and offered to its subscribers (or forwarded to the topic's owner), over all
+    /// connections: the publish workers' queues, the topic channels and the open batches. A publish stream that would pass it waits
     /// before it reads its next frame, so QUIC flow control slows that client down; nothing is
     /// refused or lost. Waits are counted in `starling_publish_budget_waits_total`, the bytes
     /// held in `starling_publish_inflight_bytes`. Streams from other members are not counted

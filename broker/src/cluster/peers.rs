@@ -122,6 +122,15 @@ impl Peers {
             .as_peer()
             .with_client_name(format!("starling-broker/{}", env!("CARGO_PKG_VERSION")));
         template.connect_timeout = timeout;
+        // Members are close: small windows carry their traffic, and keep what a peer link can
+        // make this broker hold within the memory-fit formula's peer term.
+        let window = cfg.cluster_peer_window_bytes;
+        let t = &mut template.transport;
+        t.event_conn_recv_window = window;
+        t.event_stream_recv_window = t.event_stream_recv_window.min(window);
+        t.cache_conn_recv_window = window;
+        t.cache_stream_recv_window = t.cache_stream_recv_window.min(window);
+        t.send_window = Some(window);
         template.request_timeout = Duration::from_secs(10).max(timeout * 4);
         let identity = cfg
             .cluster_peer_cert_file

@@ -290,6 +290,7 @@ async fn run(
                         payloads,
                         ack: None,
                         origin: Some(origin),
+                        hold: None,
                     },
                 )
                 .await;

@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use prometheus::{IntCounter, IntGauge};
 
 use crate::metrics::Metrics;
+use crate::pubsub::queue_budget::QueueBudget;
 use crate::pubsub::subscriber::{Queued, Subscriber};
 
 /// Picks a lane for a new subscriber.
@@ -63,6 +64,8 @@ pub struct Lanes {
     lane_metrics: Vec<LaneMetrics>,
     /// Lane assignment.
     pub picker: LanePicker,
+    /// The bytes every subscriber queue draws from (`subscriber_queue_budget_bytes`).
+    pub queue_budget: Arc<QueueBudget>,
     metrics: Arc<Metrics>,
 }
 
@@ -73,6 +76,7 @@ impl Lanes {
         queue_depth: usize,
         fanout_batch_size: usize,
         shard: LaneShard,
+        queue_budget_bytes: u64,
         metrics: Arc<Metrics>,
     ) -> Arc<Lanes> {
         let count = count.max(1);
@@ -97,6 +101,10 @@ impl Lanes {
             senders,
             lane_metrics,
             picker: LanePicker::new(count, shard),
+            queue_budget: Arc::new(QueueBudget::new(
+                queue_budget_bytes,
+                metrics.subscriber_queued_bytes.clone(),
+            )),
             metrics,
         });
         for (i, rx) in receivers.into_iter().enumerate() {

@@ -3,6 +3,7 @@
 pub mod ack;
 pub mod batcher;
 pub mod lanes;
+pub mod queue_budget;
 pub mod retained;
 pub mod subscriber;
 pub mod topic;

@@ -4,7 +4,9 @@
 //! The queue holds shared, already encoded frames ([`Frames`]), so fanout costs a reference count
 //! per subscriber, not a copy. A subscriber is pinned to one writer lane for its whole life and
 //! is handed to that lane at most once at a time (the `scheduled` flag), which is what keeps its
-//! batches in order.
+//! batches in order. Live batches are also charged to the broker-wide
+//! [`QueueBudget`](crate::pubsub::queue_budget::QueueBudget): a batch that does not fit it is
+//! handled like one that does not fit the queue.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use starling_config::SlowSubscriberPolicy;
 use tokio::sync::Notify;
 
 use crate::metrics::{DropReason, Metrics};
+use crate::pubsub::queue_budget::QueueBudget;
 
 /// The bytes of one queued item, always shared, never copied: one EventBatch frame (live
 /// fan-out, the same `Bytes` for every subscriber of the topic), or a run of retained frames
@@ -97,7 +100,8 @@ impl Offer {
 
 #[derive(Debug, Default)]
 struct State {
-    queue: VecDeque<Queued>,
+    /// Each batch with what it was charged to the queue budget (0 for a replay run).
+    queue: VecDeque<(Queued, u64)>,
     scheduled: bool,
 }
 
@@ -115,6 +119,7 @@ pub struct Subscriber {
     capacity: usize,
     state: Mutex<State>,
     space: Notify,
+    budget: Arc<QueueBudget>,
     closed: AtomicBool,
     /// The stream EventBatches are written to. Locked only by the subscriber's lane (or the
     /// task that finishes a stalled write).
@@ -134,6 +139,7 @@ impl Subscriber {
         capacity: usize,
         stream: quinn::SendStream,
         metrics: Arc<Metrics>,
+        budget: Arc<QueueBudget>,
     ) -> Self {
         Subscriber {
             id,
@@ -144,50 +150,81 @@ impl Subscriber {
             capacity: capacity.max(1),
             state: Mutex::new(State::default()),
             space: Notify::new(),
+            budget,
             closed: AtomicBool::new(false),
             stream: tokio::sync::Mutex::new(stream),
             metrics,
         }
     }
 
-    /// Offers a batch without waiting. Under `block` a full queue returns the batch back.
+    /// Offers a batch without waiting. Under `block` a full queue (or a full queue budget)
+    /// returns the batch back.
     fn try_offer(&self, item: Queued) -> Result<Offer, Queued> {
         if self.is_closed() {
             return Ok(Offer::just(Outcome::Closed));
         }
+        let charge = match &item.frame {
+            Frames::One(b) => self.budget.charge_for(b.len()),
+            Frames::Run(_) => 0,
+        };
         let mut st = self.state.lock();
         let mut outcome = Outcome::Queued;
-        if st.queue.len() >= self.capacity {
+        let full = st.queue.len() >= self.capacity;
+        let fits = !full && (charge == 0 || self.budget.try_take(charge));
+        if !fits {
+            let (new, old) = if full {
+                (DropReason::QueueFullNew, DropReason::QueueFullOld)
+            } else {
+                (DropReason::QueueBudget, DropReason::QueueBudget)
+            };
             match self.policy {
                 SlowSubscriberPolicy::Block => return Err(item),
                 SlowSubscriberPolicy::DropNew => {
-                    self.metrics
-                        .dropped(DropReason::QueueFullNew, item.events.into());
+                    self.metrics.dropped(new, item.events.into());
                     return Ok(Offer::just(Outcome::DroppedNew));
                 }
                 SlowSubscriberPolicy::DropOld => {
-                    if let Some(old) = st.queue.pop_front() {
-                        self.metrics
-                            .dropped(DropReason::QueueFullOld, old.events.into());
+                    // Evict this subscriber's oldest batches until the new one fits the queue
+                    // and the budget; with nothing left to evict it is dropped instead.
+                    let mut placed = false;
+                    loop {
+                        let room = st.queue.len() < self.capacity;
+                        if room && (charge == 0 || self.budget.try_take(charge)) {
+                            placed = true;
+                            break;
+                        }
+                        let Some((evicted, freed)) = st.queue.pop_front() else {
+                            break;
+                        };
+                        self.budget.release(freed);
+                        self.metrics.dropped(old, evicted.events.into());
                         self.metrics.subscriber_queued_batches.dec();
+                        outcome = Outcome::QueuedDroppedOld;
                     }
-                    outcome = Outcome::QueuedDroppedOld;
+                    if !placed {
+                        self.metrics.dropped(new, item.events.into());
+                        return Ok(Offer::just(Outcome::DroppedNew));
+                    }
                 }
             }
         }
-        st.queue.push_back(item);
+        st.queue.push_back((item, charge));
         self.metrics.subscriber_queued_batches.inc();
         let schedule = !st.scheduled;
         st.scheduled = true;
         Ok(Offer { outcome, schedule })
     }
 
-    /// Offers a batch, waiting for room under the `block` policy.
+    /// Offers a batch, waiting for room (in the queue and in the queue budget) under the
+    /// `block` policy.
     pub async fn offer(&self, mut item: Queued) -> Offer {
         loop {
             let notified = self.space.notified();
+            let freed = self.budget.freed().notified();
             tokio::pin!(notified);
+            tokio::pin!(freed);
             notified.as_mut().enable();
+            freed.as_mut().enable();
             match self.try_offer(item) {
                 Ok(offer) => return offer,
                 Err(back) => {
@@ -195,7 +232,10 @@ impl Subscriber {
                     if self.is_closed() {
                         return Offer::just(Outcome::Closed);
                     }
-                    notified.await;
+                    tokio::select! {
+                        _ = &mut notified => {}
+                        _ = &mut freed => {}
+                    }
                 }
             }
         }
@@ -210,8 +250,10 @@ impl Subscriber {
             st.scheduled = false;
             return Vec::new();
         }
-        let out: Vec<Queued> = st.queue.drain(..n).collect();
+        let taken: Vec<(Queued, u64)> = st.queue.drain(..n).collect();
         drop(st);
+        self.budget.release(taken.iter().map(|(_, c)| c).sum());
+        let out: Vec<Queued> = taken.into_iter().map(|(q, _)| q).collect();
         self.metrics.subscriber_queued_batches.sub(out.len() as i64);
         self.space.notify_one();
         out
@@ -228,9 +270,10 @@ impl Subscriber {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        let dropped: Vec<Queued> = self.state.lock().queue.drain(..).collect();
+        let dropped: Vec<(Queued, u64)> = self.state.lock().queue.drain(..).collect();
+        self.budget.release(dropped.iter().map(|(_, c)| c).sum());
         if !dropped.is_empty() {
-            let events: u64 = dropped.iter().map(|q| u64::from(q.events)).sum();
+            let events: u64 = dropped.iter().map(|(q, _)| u64::from(q.events)).sum();
             self.metrics.dropped(DropReason::SubscriberClosed, events);
             self.metrics
                 .subscriber_queued_batches

@@ -140,6 +140,7 @@ pub async fn serve_subscription(
         h.cfg.subscriber_queue_capacity as usize,
         send,
         Arc::clone(&h.metrics),
+        Arc::clone(&h.lanes.queue_budget),
     ));
     let kick = Arc::new(tokio::sync::Notify::new());
     let Some(_counted) = register(&h, &link, &req, &sub, &kick).await else {

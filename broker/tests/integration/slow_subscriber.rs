@@ -158,3 +158,50 @@ async fn block_pushes_back_on_the_publisher_and_loses_nothing() {
     );
     b.running.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_budget_bounds_queued_bytes_across_subscribers() {
+    // Room for 1024 batches per queue, but only 64 KiB of queued batches broker-wide: the
+    // stalled subscriber hits the budget long before its queue.
+    let budget = 64 * 1024;
+    let b = start(
+        Profile::Balanced,
+        ConfigOverrides {
+            subscriber_queue_capacity: Some(1024),
+            subscriber_queue_budget_bytes: Some(budget),
+            max_frame_bytes: Some(64 * 1024),
+            event_batch_max_bytes: Some(16 * 1024),
+            ..slow_config(SlowSubscriberPolicy::DropNew)
+        },
+    )
+    .await;
+    let c = b.client().await;
+    let mut fast = c.subscribe("t").await.expect("subscribe");
+    let _slow = stalled_subscriber(&b, "t").await;
+    let publisher = b.client().await;
+    let mut got = Vec::new();
+    for i in 0..200u32 {
+        publisher.publish("t", big(i)).await.expect("publish");
+        got.extend(recv_n(&mut fast, 1).await.iter().map(|(_, p)| index(p)));
+    }
+    assert_eq!(
+        got,
+        (0..200).collect::<Vec<_>>(),
+        "the healthy subscriber got all"
+    );
+    let key = "starling_dropped_events_total{reason=queue_budget}";
+    let m = wait_metrics(&b, key, |m| m.get(key) > 0.0).await;
+    assert!(m.get(key) < 200.0);
+    assert!(
+        m.get("starling_subscriber_queued_bytes") <= budget as f64,
+        "queued bytes {} within the budget",
+        m.get("starling_subscriber_queued_bytes")
+    );
+    assert!(m.get("starling_subscriber_queued_batches") < 64.0);
+    assert_eq!(
+        m.get("starling_dropped_events_total{reason=queue_full_drop_new}"),
+        0.0,
+        "the queue itself never filled"
+    );
+    b.running.shutdown().await;
+}

@@ -43,6 +43,41 @@ pub struct TopicMsg {
     /// For events relayed from the topic's owner: the owner's position of the first payload
     /// (the others follow consecutively). `None` for a publish, which this broker numbers.
     pub origin: Option<Position>,
+    /// What the ingress holds for these messages (their bytes of
+    /// `max_inflight_publish_bytes`), kept until their batch is sealed and offered.
+    pub hold: Option<Hold>,
+}
+
+/// Whatever an ingress holds for a message until its batch is sealed and offered to the
+/// subscribers (the publish budget's permit): released when dropped. Opaque here, because the
+/// topic only decides when, never what.
+pub struct Hold {
+    _held: Box<dyn Send + Sync>,
+}
+
+impl Hold {
+    /// Wraps what is released on drop.
+    pub fn new(held: impl Send + Sync + 'static) -> Hold {
+        Hold {
+            _held: Box::new(held),
+        }
+    }
+}
+
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hold")
+    }
+}
+
+/// What rides on a message in the open batch until the batch is sealed: the request's commit
+/// ack (on its last message) and the request's [`Hold`].
+#[derive(Debug)]
+pub struct Attach {
+    /// The commit ack, if any.
+    pub ack: Option<AckToken>,
+    /// The ingress hold, if any; dropped once the batch has been offered.
+    pub hold: Option<Hold>,
 }
 
 /// Settings every topic task shares.

@@ -19,7 +19,7 @@ use starling_proto::{
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::{TopicMsg, TopicSettings};
+use super::{Attach, TopicMsg, TopicSettings};
 use crate::durable::DurableLog;
 use crate::metrics::Metrics;
 use crate::pubsub::ack::AckToken;
@@ -141,7 +141,7 @@ struct TopicTask {
     name: Arc<str>,
     data: mpsc::Receiver<TopicMsg>,
     control: mpsc::UnboundedReceiver<Control>,
-    batcher: Batcher<AckToken>,
+    batcher: Batcher<Attach>,
     subscribers: Vec<Arc<Subscriber>>,
     /// The stream this task numbers its own publishes in.
     stream: u64,
@@ -317,10 +317,14 @@ impl TopicTask {
             return;
         }
         let n = msg.payloads.len();
-        let mut ack = msg.ack;
+        let (mut ack, mut hold) = (msg.ack, msg.hold);
         for (i, payload) in msg.payloads.into_iter().enumerate() {
-            // The ack rides on the request's last message, so it completes after all of them.
-            let attach = if i + 1 == n { ack.take() } else { None };
+            // The ack and the hold ride on the request's last message, so the ack completes
+            // after all of them and the bytes stay counted until their batch is offered.
+            let attach = (i + 1 == n).then(|| Attach {
+                ack: ack.take(),
+                hold: hold.take(),
+            });
             self.batcher.push(payload, attach, now);
         }
         if let Some(ack) = ack {
@@ -453,7 +457,7 @@ impl TopicTask {
     }
 
     /// Numbers a local batch in the current stream, delivers it and completes its acks.
-    async fn fanout(&mut self, batch: Batch<AckToken>) {
+    async fn fanout(&mut self, batch: Batch<Attach>) {
         if self.epoch.has_changed().unwrap_or(false) {
             self.epoch.mark_unchanged();
             if (self.shared.settings.owns)(&self.name) {
@@ -502,7 +506,7 @@ impl TopicTask {
                 // learn why (an `Internal` error frame; the storage error counter moved).
                 self.next_seq = origin.seq;
                 tracing::warn!(topic = %self.name, error = %why, "durable topic: batch refused");
-                for ack in batch.attached {
+                for ack in batch.attached.into_iter().filter_map(|a| a.ack) {
                     ack.refuse(
                         ErrorCode::Internal,
                         format!("the durable log of `{}` failed: {why}", self.name),
@@ -516,7 +520,8 @@ impl TopicTask {
         };
         let refused = self.deliver_frame(origin, events, frame).await;
         let mut persisted = Vec::new();
-        for ack in batch.attached {
+        // The holds are released here, with the batch offered to every subscriber.
+        for ack in batch.attached.into_iter().filter_map(|a| a.ack) {
             if refused == 0 {
                 if ack.persisted && logged.is_some() {
                     persisted.push(ack);

@@ -1,6 +1,8 @@
 //! What a publish request holds between its stream and its topic (or owner): its place in the
 //! count the drain waits for ([`InFlight`]) and its bytes of `max_inflight_publish_bytes`
-//! ([`Budget`]).
+//! ([`Budget`]). A local request's bytes travel on into the topic ([`InFlight::take_budget`],
+//! `pubsub::topic::Hold`) and are released once its batch is sealed and offered, so the budget
+//! covers the topic channels and open batches too.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -32,6 +34,14 @@ impl InFlight {
     }
 }
 
+impl InFlight {
+    /// Hands the request's bytes of the budget on (to its topic message), keeping its place in
+    /// the count the drain waits for.
+    pub fn take_budget(&mut self) -> Option<Budget> {
+        self._budget.take()
+    }
+}
+
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.gate.in_flight.fetch_sub(1, Ordering::SeqCst);
@@ -39,8 +49,9 @@ impl Drop for InFlight {
 }
 
 /// A publish request's share of `max_inflight_publish_bytes`: its payload bytes (at least 1,
-/// at most the whole budget), held from when its frame was read until it reached its topic or
-/// owner, and counted in `starling_publish_inflight_bytes` meanwhile.
+/// at most the whole budget), held from when its frame was read until its batch was sealed and
+/// offered by its topic (or it reached its owner), and counted in
+/// `starling_publish_inflight_bytes` meanwhile.
 pub struct Budget {
     _permit: OwnedSemaphorePermit,
     gauge: prometheus::IntGauge,

@@ -350,6 +350,7 @@ async fn submit_local(
         payloads: req.payloads,
         ack: commit_ack,
         origin: None,
+        hold: None,
     };
     publisher
         .submit(req.topic, Job::Local(msg, epoch), in_flight)

@@ -15,7 +15,7 @@ use super::budget::InFlight;
 use crate::auth::Access;
 use crate::cluster::{Member, Role};
 use crate::pubsub::ack::AckToken;
-use crate::pubsub::topic::TopicMsg;
+use crate::pubsub::topic::{Hold, TopicMsg};
 
 /// The connection's workers have stopped (the broker is stopping).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -130,9 +130,10 @@ impl Publisher {
 
 /// One worker: hands each queued request over, in order.
 async fn work(h: Arc<Handles>, mut rx: mpsc::Receiver<Work>) {
-    while let Some(w) = rx.recv().await {
+    while let Some(mut w) = rx.recv().await {
         match w.job {
-            Job::Local(msg, epoch) => {
+            Job::Local(mut msg, epoch) => {
+                msg.hold = w.in_flight.take_budget().map(Hold::new);
                 if let Some(msg) = h.forward.relocate_if_moved(&w.topic, msg, epoch).await {
                     h.topics.publish(&w.topic, msg).await;
                 }
