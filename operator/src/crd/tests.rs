@@ -288,7 +288,7 @@ fn a_minimal_and_a_full_spec_are_admitted() {
         "tier": "medium",
         "profile": "throughput",
         "replicas": 4,
-        "config": { "pub_queue_depth": 2048, "ack_on_commit": true, "slow_subscriber_policy": "block",
+        "config": { "pub_queue_depth": 2048, "ack_level": "committed", "slow_subscriber_policy": "block",
                     "subscriber_writer_lanes": 8, "event_stream_recv_window": 65536, "event_conn_recv_window": 131072 },
         "resources": { "requests": { "cpu": "500m", "memory": "1Gi" }, "limits": { "cpu": "2", "memory": "2Gi" } },
         "storage": { "size": "10Gi", "storageClassName": "fast" },

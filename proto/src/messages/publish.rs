@@ -16,7 +16,7 @@ pub enum AckMode {
     #[default]
     None = 0,
     /// The broker answers with `PublishAck`: on receipt, or, when the
-    /// broker's `ack_on_commit` is on, once the messages are enqueued to
+    /// broker's `ack_level` is `committed` or `persisted`, once the messages are enqueued to
     /// every current subscriber.
     Ack = 1,
 }
