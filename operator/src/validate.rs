@@ -21,7 +21,7 @@ use crate::crd::{
     PodTemplateOverrides, StorageSpec,
 };
 use crate::error::Error;
-use crate::names::{CONFIG_DIR, CONFIG_FILE, Names, PEER_DIR, TLS_DIR};
+use crate::names::{CONFIG_DIR, CONFIG_FILE, DATA_DIR, Names, PEER_DIR, TLS_DIR};
 use crate::quantity::parse_nanos;
 
 pub use autoscaling::Policy;
@@ -364,14 +364,28 @@ fn broker_config(
         return Err(Problem {
             reason: Reason::ManagedKnobSet,
             message: format!(
-                "config.{} {} set by the operator and cannot be overridden (use spec.tls for TLS and spec.auth.mode for authentication; cluster membership, users and peer certificates are managed by the operator)",
+                "config.{} {} set by the operator and cannot be overridden (use spec.tls for TLS, spec.auth.mode for authentication and spec.storage for the durable topics' volume; cluster membership, users and peer certificates are managed by the operator)",
                 managed.join(", config."),
                 if managed.len() == 1 { "is" } else { "are" }
             ),
         });
     }
+    if spec.storage.is_none()
+        && overrides
+            .durable_topics
+            .as_ref()
+            .is_some_and(|t| !t.is_empty())
+    {
+        return Err(Problem {
+            reason: Reason::InvalidConfig,
+            message: "config.durable_topics needs spec.storage: durable topics keep their logs on \
+                      the brokers' volumes"
+                .to_string(),
+        });
+    }
     force_operator_knobs(&mut overrides, names);
     overrides.auth_mode = Some(spec.auth_mode());
+    overrides.storage_dir = Some(spec.storage.as_ref().map(|_| DATA_DIR.into()));
     let mut config = compose(spec.profile, Some(tier), &overrides);
     if let Some(limit) = memory_limit {
         starling_config::memory::MemoryBudgets::for_limit(limit).apply_unset(&mut config, &set);

@@ -31,6 +31,7 @@ pub const OPERATOR_MANAGED_KNOBS: &[&str] = &[
     "auth_client_ca_file",
     "cluster_peer_cert_file",
     "cluster_peer_key_file",
+    "storage_dir",
 ];
 
 pub use starling_config::validate::{KNOB_PAIRS, KNOB_RANGES, KnobPair, KnobRange};
@@ -152,6 +153,8 @@ fn decorate(obj: &mut Map<String, Value>) {
     let (auth, rest): (Vec<&str>, Vec<&str>) = rest
         .into_iter()
         .partition(|k| k.starts_with("auth_") || k.starts_with("cluster_peer_"));
+    let (storage, rest): (Vec<&str>, Vec<&str>) =
+        rest.into_iter().partition(|k| k.starts_with("storage_"));
     let (cluster, listen): (Vec<&str>, Vec<&str>) =
         rest.into_iter().partition(|k| k.starts_with("cluster_"));
     let none_set = |knobs: &[&str]| {
@@ -185,6 +188,15 @@ fn decorate(obj: &mut Map<String, Value>) {
         &format!(
             "config.{} are set by the operator, which keeps the cluster's member list",
             cluster.join(" and config.")
+        ),
+    );
+    push_rule(
+        obj,
+        &none_set(&storage),
+        &format!(
+            "config.{} is set by the operator: the volume of spec.storage, at {}",
+            storage.join(" and config."),
+            "/var/lib/starling"
         ),
     );
     push_rule(

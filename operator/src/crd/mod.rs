@@ -114,9 +114,12 @@ pub struct BrokerClusterSpec {
     /// Per-broker CPU and memory requests and limits. Set values replace the tier's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceOverrides>,
-    /// A persistent volume per broker, mounted at `/var/lib/starling`. The broker does not write
-    /// to it yet: durable topics are not built, so it keeps nothing across a restart. Cannot be
-    /// added, changed or removed after creation.
+    /// A persistent volume per broker, mounted at `/var/lib/starling`, where the brokers keep
+    /// the logs of the durable topics (`config.durable_topics`, with `config.storage_fsync`,
+    /// `config.storage_retention_max_bytes` and `config.storage_retention_max_age_ms`): the
+    /// operator sets `storage_dir` to it, and durable topics are refused without it. One copy,
+    /// on the topic owner's volume; a topic whose owner changes does not take its log along yet.
+    /// Cannot be added, changed or removed after creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<StorageSpec>,
     /// QUIC TLS, for clients and between brokers (every broker mounts the same certificate).

@@ -421,3 +421,37 @@ fn budgets_follow_the_effective_memory_limit_unless_the_spec_sets_them() {
     let fits = starling_config::memory::check_fit(&v.config, 0, 1 << 30);
     assert!(fits.is_ok(), "{fits:?}");
 }
+
+#[test]
+fn durable_topics_need_storage_and_get_its_volume() {
+    let durable = || ConfigOverrides {
+        durable_topics: Some(vec!["orders.>".into()]),
+        ..ConfigOverrides::default()
+    };
+    let err = try_spec(BrokerClusterSpec {
+        config: Some(durable()),
+        ..BrokerClusterSpec::default()
+    })
+    .err()
+    .map(|e| e.message())
+    .unwrap_or_default();
+    assert!(
+        err.contains("config.durable_topics needs spec.storage"),
+        "{err}"
+    );
+    let v = try_spec(BrokerClusterSpec {
+        config: Some(durable()),
+        storage: Some(crate::crd::StorageSpec {
+            size: "1Gi".into(),
+            storage_class_name: None,
+        }),
+        ..BrokerClusterSpec::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        v.config.storage_dir.as_deref(),
+        Some(std::path::Path::new("/var/lib/starling"))
+    );
+    let plain = try_spec(BrokerClusterSpec::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plain.config.storage_dir, None);
+}
