@@ -126,7 +126,13 @@ impl ClientError {
     /// `Unauthorized`, is [`ClientError::Unauthorized`]).
     pub(crate) fn server(frame: starling_proto::ErrorFrame) -> Self {
         match frame.code {
-            ErrorCode::Unauthorized => ClientError::Unauthorized(frame.message),
+            // The broker's reason may already say "unauthorized: "; the variant's message does.
+            ErrorCode::Unauthorized => ClientError::Unauthorized(
+                frame
+                    .message
+                    .strip_prefix("unauthorized: ")
+                    .map_or(frame.message.clone(), str::to_string),
+            ),
             code => ClientError::Server {
                 code,
                 message: frame.message,
@@ -278,6 +284,12 @@ mod tests {
         assert!(!forbidden.is_transient() && !forbidden.is_link_failure());
         let unauthorized = ClientError::server(frame(ErrorCode::Unauthorized));
         assert!(matches!(unauthorized, ClientError::Unauthorized(_)));
+        let said_twice = ClientError::server(starling_proto::ErrorFrame {
+            request_id: 0,
+            code: ErrorCode::Unauthorized,
+            message: "unauthorized: no credentials".into(),
+        });
+        assert_eq!(said_twice.to_string(), "unauthorized: no credentials");
         assert!(!unauthorized.is_transient());
         // Other codes stay server errors, whatever the operation.
         let moved = ClientError::server(frame(ErrorCode::Unavailable))
