@@ -1,8 +1,8 @@
 //! The chart's observability pack against a real Prometheus scraping real brokers and the
 //! operator: every panel query of the Grafana dashboard (`dashboards/starling.json`) returns
 //! series, the alert rule file (`rules/starling.rules.yaml`) loads and evaluates without
-//! error, and one alert, `StarlingOperatorReconcileErrors`, goes active when the operator's
-//! reconciles really fail.
+//! error, one alert, `StarlingOperatorReconcileErrors`, goes active when the operator's
+//! reconciles really fail, and another, `StarlingPeerDown`, fires when a broker is gone for good.
 //!
 //! The dashboard's variables are substituted the way `charts/promtool-check.sh` documents:
 //! `$__rate_interval`, `$__interval` and `$__range` become `1m` (Prometheus scrapes every 2 s
@@ -18,9 +18,10 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 use starling_e2e::{Env, wait};
 use starling_operator::crd::BrokerClusterSpec;
 
@@ -469,6 +470,59 @@ async fn dashboard_queries_and_alert_rules_on_real_brokers() {
             assert_eq!(r["health"], "ok", "rule {} evaluates: {r}", r["name"]);
         }
     }
+
+    // One alert fires for real: a broker lost for good. With the cluster paused the operator
+    // leaves its objects alone, so scaling the StatefulSet to one pod removes pack-1 while the
+    // member list still names it; pack-0's forwards to pack-1's topics (the traffic keeps
+    // sending them) fail, its link gauge reads 0, and StarlingPeerDown fires after its `for:`
+    // of 2 minutes.
+    ns.patch_spec("pack", serde_json::json!({ "paused": true }))
+        .await
+        .expect("pause pack");
+    wait::until("pack paused", Duration::from_secs(60), || async {
+        let bc = ns.clusters().get("pack").await.ok()?;
+        let status = bc.status.as_ref()?;
+        let observed = status.observed_generation == bc.metadata.generation;
+        let paused = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Progressing" && c.reason == "Paused");
+        (observed && paused).then_some(())
+    })
+    .await
+    .expect("the operator reports the pause");
+    let scale = serde_json::json!({ "spec": { "replicas": 1 } });
+    ns.api::<StatefulSet>()
+        .patch_scale("pack", &PatchParams::default(), &Patch::Merge(&scale))
+        .await
+        .expect("scale the StatefulSet to one pod");
+    let firing = wait::until(
+        "StarlingPeerDown firing",
+        Duration::from_secs(300),
+        || async {
+            let v = prom.api("/api/v1/alerts").await?;
+            v["data"]["alerts"]
+                .as_array()?
+                .iter()
+                .find(|a| {
+                    a["labels"]["alertname"] == "StarlingPeerDown"
+                        && a["state"] == "firing"
+                        && a["labels"]["namespace"] == ns.name.as_str()
+                })
+                .cloned()
+        },
+    )
+    .await
+    .expect("StarlingPeerDown fires once pack-1 has been gone for 2 minutes");
+    eprintln!("firing: {firing}");
+    assert_eq!(firing["labels"]["pod"], "pack-0", "{firing}");
+    assert_eq!(firing["labels"]["severity"], "critical", "{firing}");
+    assert!(
+        firing["labels"]["peer"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("pack-1")),
+        "{firing}"
+    );
 
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(10), traffic_task).await;
