@@ -10,6 +10,7 @@ mod autoscaling;
 mod bad_spec;
 mod cli;
 mod cluster;
+mod durable;
 mod examples;
 mod lifecycle;
 mod observability;

@@ -1,0 +1,175 @@
+//! Durable topics on the real cluster: a one-broker BrokerCluster with `spec.storage` (a PVC
+//! from the local-path provisioner) and a durable topic acked `persisted` under
+//! `storage_fsync: always`. The broker pod is force-deleted (`--grace-period=0 --force`) in the
+//! middle of acked publishing; its StatefulSet brings it back on the same volume, and a
+//! subscriber resuming from the start of the topic receives every acked message, in order and
+//! without duplicates, from the broker's disk.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::DeleteParams;
+use starling_client::Position;
+use starling_e2e::{Env, wait};
+use starling_operator::crd::BrokerClusterSpec;
+
+const TOPIC: &str = "orders.e2e";
+/// A resume position older than any stream: everything the log holds.
+const FROM_THE_START: Position = Position { stream: 1, seq: 0 };
+
+fn lock(acked: &Mutex<Vec<u32>>) -> std::sync::MutexGuard<'_, Vec<u32>> {
+    acked
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn payload(i: u32) -> Vec<u8> {
+    i.to_be_bytes().to_vec()
+}
+
+fn index(bytes: &[u8]) -> Option<u32> {
+    Some(u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?))
+}
+
+/// Publishes `from..` with acks until `stop` turns true, recording each acked index; a failed
+/// publish (the broker is gone) waits and reconnects through `reconnect`.
+async fn publish_until<F, Fut>(
+    mut client: starling_client::Client,
+    from: u32,
+    acked: Arc<Mutex<Vec<u32>>>,
+    stop: tokio::sync::watch::Receiver<bool>,
+    reconnect: F,
+) where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Option<starling_client::Client>>,
+{
+    let mut i = from;
+    while !*stop.borrow() {
+        match client.publish_acked(TOPIC, payload(i)).await {
+            Ok(_) => lock(&acked).push(i),
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if let Some(c) = reconnect().await {
+                    client = c;
+                }
+            }
+        }
+        i += 1;
+    }
+}
+
+#[tokio::test]
+async fn a_force_deleted_durable_broker_loses_no_acked_message() {
+    let env = Env::new().await.expect("e2e environment");
+    let ns = env.namespace("durable").await.expect("namespace");
+    let spec: BrokerClusterSpec = serde_json::from_value(serde_json::json!({
+        "tier": "small",
+        "storage": { "size": "1Gi" },
+        "config": {
+            "durable_topics": ["orders.>"],
+            "ack_level": "persisted",
+            "storage_fsync": "always",
+        },
+    }))
+    .expect("spec");
+    ns.create_cluster("ledger", spec).await.expect("create");
+    ns.wait_ready("ledger").await.expect("Ready");
+    let pvcs = ns
+        .api::<PersistentVolumeClaim>()
+        .list(&Default::default())
+        .await
+        .expect("PVCs");
+    assert_eq!(pvcs.items.len(), 1, "one volume for the one broker");
+
+    let user = ns.full_access_user("ledger").await.expect("BrokerUser");
+    let client = ns.client_as("ledger", &user).await.expect("client");
+    let acked: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let publisher = {
+        let acked = Arc::clone(&acked);
+        let addr = ns.service_addr("ledger").await.expect("address");
+        let cfg = user.config(addr);
+        tokio::spawn(publish_until(client, 0, acked, stop_rx, move || {
+            let cfg = cfg.clone();
+            async move { starling_client::Client::connect(cfg).await.ok() }
+        }))
+    };
+
+    // Acks flow, then the pod is force-deleted in the middle of them.
+    wait::until("200 acked publishes", Duration::from_secs(60), || async {
+        (lock(&acked).len() >= 200).then_some(())
+    })
+    .await
+    .expect("persisted publishes are acked");
+    let before = ns.broker_pods("ledger").await.expect("pods");
+    let old_uid = before.first().expect("one pod").uid.clone();
+    ns.api::<Pod>()
+        .delete("ledger-0", &DeleteParams::default().grace_period(0))
+        .await
+        .expect("force-delete ledger-0");
+    let acked_at_kill = lock(&acked).len();
+
+    // The StatefulSet brings the broker back on the same volume; publishing resumes.
+    wait::until(
+        "ledger-0 replaced and Ready",
+        Duration::from_secs(180),
+        || async {
+            let pods = ns.broker_pods("ledger").await.ok()?;
+            let p = pods.first()?;
+            (p.uid != old_uid && p.ready).then_some(())
+        },
+    )
+    .await
+    .expect("the broker comes back");
+    wait::until(
+        "publishes acked after the restart",
+        Duration::from_secs(120),
+        || async { (lock(&acked).len() >= acked_at_kill + 200).then_some(()) },
+    )
+    .await
+    .expect("publishing resumes on the restarted broker");
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(30), publisher).await;
+    let acked = lock(&acked).clone();
+
+    // A subscriber resuming from the start of the topic gets every acked message from disk.
+    let reader = ns.client_as("ledger", &user).await.expect("client");
+    let mut sub = reader
+        .subscribe_from(TOPIC, Some(FROM_THE_START))
+        .await
+        .expect("resume from the start");
+    let mut got: Vec<(u32, Position)> = Vec::new();
+    while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_secs(3), sub.next_event()).await {
+        let ev = ev.expect("event");
+        got.push((index(&ev.payload).expect("a 4-byte index"), ev.position));
+    }
+    for w in got.windows(2) {
+        assert!(w[0].0 < w[1].0, "out of order or duplicated: {w:?}");
+        assert!(
+            (w[0].1.stream, w[0].1.seq) < (w[1].1.stream, w[1].1.seq),
+            "positions not increasing: {w:?}"
+        );
+    }
+    let seen: HashSet<u32> = got.iter().map(|(i, _)| *i).collect();
+    let missing: Vec<u32> = acked
+        .iter()
+        .copied()
+        .filter(|i| !seen.contains(i))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} acked messages lost across the force-delete: {:?}",
+        missing.len(),
+        acked.len(),
+        &missing[..missing.len().min(20)]
+    );
+    eprintln!(
+        "{} acked ({} before the force-delete), {} delivered on resume",
+        acked.len(),
+        acked_at_kill,
+        got.len()
+    );
+    ns.delete().await;
+}
