@@ -98,6 +98,7 @@ impl Broker {
         let cfg = Arc::new(self.cfg);
         let health = Arc::new(Health::default());
         let metrics = Arc::new(Metrics::new()?);
+        metrics.set_limits(&cfg);
 
         let material = match (&cfg.tls_cert_file, &cfg.tls_key_file) {
             (Some(cert), Some(key)) => TlsMaterial::from_files(cert, key)?,

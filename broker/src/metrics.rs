@@ -124,6 +124,8 @@ pub struct Metrics {
     pub cluster_moved: IntCounterVec,
     /// 1 while the link to a peer works, 0 after it failed, by peer id.
     pub cluster_peer_up: IntGaugeVec,
+    /// The limits in force, by knob name ([`limit_values`]), set once from the config.
+    pub config_limits: IntGaugeVec,
     /// Upstream subscriptions this broker holds at topic owners for its local subscribers.
     pub cluster_upstreams: IntGauge,
     /// Cache entries handed off to their new owner (`pushed`) or read from their previous
@@ -292,6 +294,37 @@ fn histogram(
     let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))?;
     r.register(Box::new(h.clone()))?;
     Ok(h)
+}
+
+/// The limits exported as `starling_config_limit{knob}`, by knob name: the budgets and caps
+/// that usage series are compared with (e.g. `starling_retained_bytes` with
+/// `replay_max_total_bytes` in the `StarlingRetentionAtCap` alert).
+pub fn limit_values(cfg: &starling_config::BrokerConfig) -> [(&'static str, u64); 11] {
+    [
+        ("replay_max_total_bytes", cfg.replay_max_total_bytes),
+        ("cache_max_bytes", cfg.cache_max_bytes),
+        ("max_connections", u64::from(cfg.max_connections)),
+        ("max_topics", u64::from(cfg.max_topics)),
+        ("max_subscriptions", u64::from(cfg.max_subscriptions)),
+        (
+            "subscriber_lane_queue_depth",
+            u64::from(cfg.subscriber_lane_queue_depth),
+        ),
+        (
+            "connection_buffer_budget_bytes",
+            cfg.connection_buffer_budget_bytes,
+        ),
+        ("max_inflight_publish_bytes", cfg.max_inflight_publish_bytes),
+        (
+            "subscriber_queue_budget_bytes",
+            cfg.subscriber_queue_budget_bytes,
+        ),
+        (
+            "storage_retention_max_bytes",
+            cfg.storage_retention_max_bytes,
+        ),
+        ("max_frame_bytes", u64::from(cfg.max_frame_bytes)),
+    ]
 }
 
 impl Metrics {
@@ -508,6 +541,12 @@ impl Metrics {
                 "1 while the link to a peer works, 0 after it failed.",
                 &["peer"],
             )?,
+            config_limits: gauge_vec(
+                &r,
+                names::CONFIG_LIMIT,
+                "A limit in force, by the knob that sets it (0: no limit where the knob allows it).",
+                &["knob"],
+            )?,
             cluster_upstreams: gauge(
                 &r,
                 "starling_cluster_upstream_subscriptions",
@@ -708,6 +747,16 @@ impl Metrics {
         }
     }
 
+    /// Exports the limits of `cfg` as `starling_config_limit{knob}`, so alerts and dashboards
+    /// compare usage with the limit in force instead of a default.
+    pub fn set_limits(&self, cfg: &starling_config::BrokerConfig) {
+        for (knob, value) in limit_values(cfg) {
+            self.config_limits
+                .with_label_values(&[knob])
+                .set(i64::try_from(value).unwrap_or(i64::MAX));
+        }
+    }
+
     /// Renders every metric in the Prometheus text exposition format.
     pub fn render(&self) -> String {
         let mut buf = Vec::new();
@@ -741,6 +790,7 @@ mod tests {
         m.lane_enqueued.with_label_values(&["0"]);
         m.cluster_peer_up.with_label_values(&["b-1"]);
         m.protocol_errors.with_label_values(&["bad_frame"]);
+        m.config_limits.with_label_values(&["max_topics"]);
         let rendered: BTreeSet<String> = m
             .render()
             .lines()
@@ -763,6 +813,35 @@ mod tests {
         assert_eq!(
             rendered, documented,
             "docs/operations.md metric table and the registry differ"
+        );
+    }
+
+    #[test]
+    fn the_limits_in_force_are_exported_by_knob() {
+        let m = Metrics::new().expect("metrics");
+        let mut cfg = starling_config::resolve(
+            starling_config::Profile::Balanced,
+            None,
+            &starling_config::ConfigOverrides::default(),
+        )
+        .expect("balanced");
+        cfg.replay_max_total_bytes = 123_456_789;
+        cfg.max_topics = 77;
+        m.set_limits(&cfg);
+        let text = m.render();
+        assert!(
+            text.contains("starling_config_limit{knob=\"replay_max_total_bytes\"} 123456789\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("starling_config_limit{knob=\"max_topics\"} 77\n"),
+            "{text}"
+        );
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with("starling_config_limit{"))
+                .count(),
+            limit_values(&cfg).len()
         );
     }
 

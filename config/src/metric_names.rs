@@ -64,3 +64,6 @@ pub const STORAGE_RETENTION_DELETED_SEGMENTS: &str =
     "starling_storage_retention_deleted_segments_total";
 /// Failed durable log opens, appends and fsyncs (counter).
 pub const STORAGE_ERRORS: &str = "starling_storage_errors_total";
+
+/// A limit in force, by `knob` (the budgets and caps alerts compare usage with) (gauge).
+pub const CONFIG_LIMIT: &str = "starling_config_limit";
