@@ -79,6 +79,21 @@ pub enum StorageFsync {
     Never,
 }
 
+/// The congestion controller of QUIC connections (the knob `quic_congestion_controller`): one
+/// of quinn's three.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CongestionController {
+    /// CUBIC (RFC 9438), quinn's default: loss-based, grows its window fast after a loss.
+    Cubic,
+    /// NewReno (RFC 9002's reference controller): loss-based, halves on loss and grows by one
+    /// datagram per round trip.
+    NewReno,
+    /// BBR (quinn's experimental implementation): paces at its estimate of the path's
+    /// bandwidth and round trip instead of backing off on every loss.
+    Bbr,
+}
+
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -141,6 +156,11 @@ snake_enum_str!(StorageFsync {
     Never => "never",
 });
 snake_enum_str!(AuthMode { Required => "required", None => "none" });
+snake_enum_str!(CongestionController {
+    Cubic => "cubic",
+    NewReno => "new_reno",
+    Bbr => "bbr",
+});
 
 #[cfg(test)]
 mod tests {
@@ -154,5 +174,10 @@ mod tests {
             assert_eq!(yaml.trim(), v.as_str());
         }
         assert!("fast".parse::<SlowSubscriberPolicy>().is_err());
+        for v in CongestionController::ALL {
+            assert_eq!(v.as_str().parse::<CongestionController>(), Ok(*v));
+            let yaml = serde_saphyr::to_string(v).unwrap_or_default();
+            assert_eq!(yaml.trim(), v.as_str());
+        }
     }
 }

@@ -13,7 +13,10 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::enums::{AckLevel, AuthMode, LaneShard, LogFormat, SlowSubscriberPolicy, StorageFsync};
+use crate::enums::{
+    AckLevel, AuthMode, CongestionController, LaneShard, LogFormat, SlowSubscriberPolicy,
+    StorageFsync,
+};
 use crate::profile::Profile;
 use crate::tier::Tier;
 
@@ -197,6 +200,50 @@ knobs! {
     keep_alive_interval_ms: u64,
     /// Largest frame payload (bytes, excluding the 8-byte header) the broker accepts or sends.
     max_frame_bytes: u32,
+    /// Receive buffer (bytes) asked of the kernel for each QUIC UDP socket (`SO_RCVBUF`): the
+    /// broker's listener, its peer links' endpoints and SDK endpoints. 0 leaves the OS default.
+    /// Datagrams arriving while it is full are dropped by the kernel (QUIC resends them after
+    /// detecting the loss), so a larger buffer absorbs bursts, at the cost of kernel memory,
+    /// which the memory-fit formula counts. Linux grants at most `net.core.rmem_max`; the
+    /// broker logs a warning when it got less than asked and exports what it got as
+    /// `starling_udp_recv_buffer_bytes`.
+    udp_recv_buffer_bytes: u64,
+    /// Send buffer (bytes) asked of the kernel for each QUIC UDP socket (`SO_SNDBUF`), like
+    /// `udp_recv_buffer_bytes`; 0 leaves the OS default. A full send buffer makes the endpoint
+    /// wait before it sends more. Linux grants at most `net.core.wmem_max`; the effective size
+    /// is exported as `starling_udp_send_buffer_bytes`.
+    udp_send_buffer_bytes: u64,
+    /// UDP payload size (bytes) every QUIC connection starts with, before path MTU discovery
+    /// raises it (quinn's `initial_mtu`). 1200, QUIC's minimum and quinn's default, is safe on
+    /// any path; a larger value saves the discovery on a path known to carry it, and on a path
+    /// that does not, packets are lost until black-hole detection falls back to 1200. At most
+    /// `quic_max_mtu_discovery`.
+    quic_initial_mtu: u16,
+    /// Largest UDP payload size (bytes) path MTU discovery probes for (quinn's
+    /// `MtuDiscoveryConfig::upper_bound`). 1452, quinn's default, fits a 1500-byte Ethernet MTU
+    /// over IPv4 and IPv6. Raise it only on jumbo-frame networks (8952 for a 9000-byte MTU
+    /// over IPv6): larger datagrams carry the same bytes in fewer packets. Discovery stops at
+    /// what the path carries, so a bound above it costs only a few lost probes. Above 1472 the
+    /// endpoint also accepts datagrams that large (quinn's `max_udp_payload_size`), without
+    /// which the other side's discovery stops at 1472, and quinn's receive buffer grows with
+    /// it (the memory-fit formula counts it).
+    quic_max_mtu_discovery: u16,
+    /// Congestion controller of every QUIC connection: `cubic` (quinn's default), `new_reno`
+    /// or `bbr` (quinn's BBR is experimental).
+    quic_congestion_controller: CongestionController,
+    /// ACK frequency (the QUIC extension, draft-ietf-quic-ack-frequency): how many
+    /// ack-eliciting packets the other side may leave unacknowledged; it sends an ACK once
+    /// more have arrived, or after its ACK delay. Unset (the default): the extension is not
+    /// asked for and the other side acknowledges every second packet (as with 1), as plain
+    /// QUIC does. Larger values mean fewer ACKs (less CPU and fewer
+    /// packets on the return path) and slower loss detection and window growth; 0 asks for an
+    /// ACK per packet. At most 64. Honoured by peers that support the extension (quinn does).
+    quic_ack_eliciting_threshold: Option<u32>,
+    /// ACK frequency: the longest (µs) the other side may delay an ACK. Unset (the default):
+    /// its own `max_ack_delay` (25 ms for quinn); when `quic_ack_eliciting_threshold` is unset
+    /// too, the extension is not asked for. Lower values detect loss sooner at the cost of more
+    /// ACKs. Between 1000 (quinn's `min_ack_delay`, below which it would not go) and 25000.
+    quic_max_ack_delay_us: Option<u64>,
 
     ["Admission"]
     /// Most QUIC connections (clients and peer brokers) open at once. A connection attempt past

@@ -2,7 +2,7 @@
 //!
 //! Module map:
 //! - [`enums`]: the small value types used by knobs (shard policy, slow-subscriber policy, log
-//!   format, ack level, fsync policy).
+//!   format, ack level, fsync policy, congestion controller).
 //! - [`knobs`]: the knob list. One macro invocation generates [`BrokerConfig`] (every knob resolved),
 //!   [`ConfigOverrides`] (every knob optional) and [`ConfigFile`] (the YAML file schema).
 //! - [`profile`]: the three performance profiles and the values each one sets.
@@ -41,7 +41,10 @@ pub mod tier_overrides;
 pub mod validate;
 
 pub use client::ClientTuning;
-pub use enums::{AckLevel, AuthMode, LaneShard, LogFormat, SlowSubscriberPolicy, StorageFsync};
+pub use enums::{
+    AckLevel, AuthMode, CongestionController, LaneShard, LogFormat, SlowSubscriberPolicy,
+    StorageFsync,
+};
 pub use error::{ConfigError, FieldError};
 pub use knobs::{BrokerConfig, ConfigFile, ConfigOverrides, KNOBS, KnobDoc};
 pub use profile::Profile;

@@ -21,11 +21,20 @@
 //! | subscriptions | `max_subscriptions` × [`SUBSCRIPTION_BYTES`] |
 //! | connections | `max_connections` × [`CONNECTION_BYTES`] (state besides the buffers) |
 //! | peer links | peers × connections per link × 2 × `cluster_peer_window_bytes` |
+//! | UDP buffers | (1 + peers) × (2 × (`udp_recv_buffer_bytes` + `udp_send_buffer_bytes`) + [`QUINN_RECEIVE_DATAGRAMS`] × what `quic_max_mtu_discovery` exceeds 1472 by) |
 //!
 //! A peer link is a client of the other member with the profile's (and tier's) connection
 //! pools ([`crate::ClientTuning`]), each connection with a receive and a send window of
 //! `cluster_peer_window_bytes`. The peer term needs the number of other members, which only
 //! the operator knows (replicas − 1); the broker checks with the members it has at start.
+//!
+//! Each UDP socket (the listener, and one endpoint per peer link) may hold its receive and
+//! send buffers in kernel memory, which cgroup v2 charges to the pod. Linux lets a socket hold
+//! twice the size asked for ([`KERNEL_BUFFER_FACTOR`]; the other half is for its bookkeeping),
+//! so that is what is counted. A size of 0 leaves the OS default, which the baseline covers.
+//! quinn's own receive buffer of each endpoint holds [`QUINN_RECEIVE_DATAGRAMS`] datagrams of
+//! the largest size it accepts, 1472 bytes unless `quic_max_mtu_discovery` is larger (the
+//! baseline covers the default's 2.9 MiB; a jumbo-frame bound adds the difference).
 //!
 //! A tier (and the operator, for an admin's tier override or `spec.resources`) derives the
 //! byte budgets and the object caps from the pod's memory limit ([`MemoryBudgets`]): half of
@@ -49,6 +58,12 @@ pub const TOPIC_BYTES: u64 = 16 * KIB;
 pub const SUBSCRIPTION_BYTES: u64 = 8 * KIB;
 /// One connection besides its buffers: QUIC connection state, its tasks, TLS session.
 pub const CONNECTION_BYTES: u64 = 64 * KIB;
+/// How much kernel memory a UDP socket may hold per byte of `SO_RCVBUF`/`SO_SNDBUF` asked for:
+/// Linux doubles the size it is given (up to `net.core.rmem_max`/`wmem_max`, doubled too).
+pub const KERNEL_BUFFER_FACTOR: u64 = 2;
+/// Datagrams quinn's receive buffer of one endpoint holds on Linux: 64 GRO segments for each
+/// of the 32 datagrams of a batch.
+pub const QUINN_RECEIVE_DATAGRAMS: u64 = 64 * 32;
 
 /// One term of the worst case.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +114,14 @@ pub fn worst_case(cfg: &BrokerConfig, peers: u32) -> Estimate {
     let link_connections = pools.pub_conn_pool + pools.event_conn_pool + pools.cache_conn_pool;
     let per_link =
         u64::from(link_connections).saturating_mul(cfg.cluster_peer_window_bytes.saturating_mul(2));
+    let larger_datagrams = cfg
+        .quic_max_mtu_discovery
+        .saturating_sub(crate::validate::QUINN_MAX_UDP_PAYLOAD);
+    let per_socket = cfg
+        .udp_recv_buffer_bytes
+        .saturating_add(cfg.udp_send_buffer_bytes)
+        .saturating_mul(KERNEL_BUFFER_FACTOR)
+        .saturating_add(QUINN_RECEIVE_DATAGRAMS * u64::from(larger_datagrams));
     Estimate {
         terms: vec![
             Term {
@@ -150,6 +173,11 @@ pub fn worst_case(cfg: &BrokerConfig, peers: u32) -> Estimate {
                 what: "peer links",
                 knobs: "cluster_peer_window_bytes",
                 bytes: times(peers, per_link),
+            },
+            Term {
+                what: "UDP buffers",
+                knobs: "udp_recv_buffer_bytes, udp_send_buffer_bytes, quic_max_mtu_discovery",
+                bytes: times(peers.saturating_add(1), per_socket),
             },
         ],
     }
@@ -335,6 +363,31 @@ mod tests {
         huge.max_topics = u32::MAX;
         huge.cache_max_bytes = u64::MAX;
         assert_eq!(worst_case(&huge, u32::MAX).total(), u64::MAX, "saturates");
+    }
+
+    #[test]
+    fn udp_buffers_count_twice_per_endpoint_and_nothing_at_the_defaults() {
+        let cfg = Profile::Balanced.config();
+        let term = |cfg: &BrokerConfig, peers: u32| {
+            worst_case(cfg, peers)
+                .terms
+                .into_iter()
+                .find(|t| t.what == "UDP buffers")
+                .map(|t| t.bytes)
+        };
+        assert_eq!(term(&cfg, 2), Some(0), "the OS default is in the baseline");
+        let mut set = cfg.clone();
+        set.udp_recv_buffer_bytes = 4 << 20;
+        set.udp_send_buffer_bytes = 1 << 20;
+        // The listener and two peer links' endpoints, each holding twice what it asked for.
+        assert_eq!(term(&set, 2), Some(3 * 2 * (5 << 20)));
+        assert_eq!(
+            worst_case(&set, 0).total() - worst_case(&cfg, 0).total(),
+            2 * (5 << 20)
+        );
+        let mut jumbo = cfg.clone();
+        jumbo.quic_max_mtu_discovery = 8952;
+        assert_eq!(term(&jumbo, 0), Some(2048 * (8952 - 1472)));
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! and cannot leave the two apart. All of those are unlabelled ([`READ_BY_OTHERS`]).
 //!
 //! The access-control series below are named here too, once, because dashboards, alerts and
-//! `docs/security.md` refer to them; some carry a label.
+//! `docs/security.md` refer to them; some carry a label. So are the UDP socket buffer gauges,
+//! which the knob docs (`udp_recv_buffer_bytes`, `udp_send_buffer_bytes`) and the broker's
+//! warning about a capped buffer refer to.
 
 /// Messages accepted from publishers (counter).
 pub const PUBLISHED_MESSAGES: &str = "starling_published_messages_total";
@@ -44,6 +46,13 @@ pub const AUTH_REVOKED_CONNECTIONS: &str = "starling_auth_revoked_connections_to
 /// Reloads of the server certificate and the client CA, by `outcome` (`applied`, `failed`)
 /// (counter).
 pub const TLS_RELOADS: &str = "starling_tls_reloads_total";
+
+/// Receive buffer of the broker's QUIC UDP socket as the kernel reports it after
+/// `udp_recv_buffer_bytes` was applied (Linux: twice the usable size) (gauge).
+pub const UDP_RECV_BUFFER_BYTES: &str = "starling_udp_recv_buffer_bytes";
+/// Send buffer of the broker's QUIC UDP socket as the kernel reports it after
+/// `udp_send_buffer_bytes` was applied (gauge).
+pub const UDP_SEND_BUFFER_BYTES: &str = "starling_udp_send_buffer_bytes";
 
 /// Record bytes appended to durable topic logs (counter).
 pub const STORAGE_APPENDED_BYTES: &str = "starling_storage_appended_bytes_total";

@@ -3,14 +3,19 @@
 //! Figures come from the reference tuning guide (`shared/reference/performance-tuning.md`).
 //! Where the guide gives no figure for a profile, the balanced value is used; knobs the guide
 //! does not cover at all (timeouts, frame limit, cache bounds) are Starling's own defaults and
-//! are the same in every profile.
+//! are the same in every profile. The QUIC path knobs (UDP socket buffers, MTU, congestion
+//! controller, ACK frequency) keep the OS's and quinn's defaults in every profile: the guide
+//! gives no figure for them.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::enums::{AckLevel, AuthMode, LaneShard, LogFormat, SlowSubscriberPolicy, StorageFsync};
+use crate::enums::{
+    AckLevel, AuthMode, CongestionController, LaneShard, LogFormat, SlowSubscriberPolicy,
+    StorageFsync,
+};
 use crate::knobs::BrokerConfig;
 use crate::{DEFAULT_HTTP_PORT, DEFAULT_QUIC_PORT};
 
@@ -64,6 +69,13 @@ impl Profile {
             idle_timeout_ms: 30_000,
             keep_alive_interval_ms: 5_000,
             max_frame_bytes: (4 * MIB) as u32,
+            udp_recv_buffer_bytes: 0,
+            udp_send_buffer_bytes: 0,
+            quic_initial_mtu: 1200,
+            quic_max_mtu_discovery: 1452,
+            quic_congestion_controller: CongestionController::Cubic,
+            quic_ack_eliciting_threshold: None,
+            quic_max_ack_delay_us: None,
             max_connections: 4096,
             handshake_retry_threshold: 128,
             stream_first_frame_timeout_ms: 10_000,

@@ -20,6 +20,21 @@ pub const MAX_LANES: u32 = 64;
 pub const CONNECTION_WINDOW_FLOOR: u64 = 1024 * 1024;
 /// Bytes reserved in a frame for the EventBatch header and per-event prefixes of a full batch.
 pub const EVENT_BATCH_OVERHEAD: u64 = 64;
+/// Smallest and largest accepted UDP payload sizes of `quic_initial_mtu` and
+/// `quic_max_mtu_discovery`: QUIC's minimum datagram size, and the largest UDP payload IPv6
+/// permits (quinn's own bounds).
+pub const QUIC_MTU_RANGE: (u16, u16) = (1200, 65_527);
+/// The largest UDP payload a quinn endpoint accepts from its peers by default (1500-byte
+/// Ethernet minus the IPv4 and UDP headers). A `quic_max_mtu_discovery` above it raises it to
+/// match, on the broker and in the SDK.
+pub const QUINN_MAX_UDP_PAYLOAD: u16 = 1472;
+/// Largest accepted `udp_recv_buffer_bytes` and `udp_send_buffer_bytes` (256 MiB).
+pub const MAX_UDP_BUFFER_BYTES: u64 = 256 << 20;
+/// Largest accepted `quic_ack_eliciting_threshold`.
+pub const MAX_ACK_ELICITING_THRESHOLD: u64 = 64;
+/// Smallest and largest accepted `quic_max_ack_delay_us`: quinn's `min_ack_delay` (1 ms, its
+/// timer granularity) and QUIC's default `max_ack_delay` (25 ms).
+pub const ACK_DELAY_US_RANGE: (u64, u64) = (1_000, 25_000);
 
 /// Inclusive bounds of one numeric knob that hold whatever else is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +95,28 @@ pub const KNOB_RANGES: &[KnobRange] = &[
         Some(FRAME_BYTES_RANGE.0 as u64),
         Some(FRAME_BYTES_RANGE.1 as u64),
     ),
+    range("udp_recv_buffer_bytes", None, Some(MAX_UDP_BUFFER_BYTES)),
+    range("udp_send_buffer_bytes", None, Some(MAX_UDP_BUFFER_BYTES)),
+    range(
+        "quic_initial_mtu",
+        Some(QUIC_MTU_RANGE.0 as u64),
+        Some(QUIC_MTU_RANGE.1 as u64),
+    ),
+    range(
+        "quic_max_mtu_discovery",
+        Some(QUIC_MTU_RANGE.0 as u64),
+        Some(QUIC_MTU_RANGE.1 as u64),
+    ),
+    range(
+        "quic_ack_eliciting_threshold",
+        None,
+        Some(MAX_ACK_ELICITING_THRESHOLD),
+    ),
+    range(
+        "quic_max_ack_delay_us",
+        Some(ACK_DELAY_US_RANGE.0),
+        Some(ACK_DELAY_US_RANGE.1),
+    ),
     range("max_connections", Some(1), Some(1 << 20)),
     range("handshake_retry_threshold", None, Some(1 << 20)),
     range("stream_first_frame_timeout_ms", Some(100), Some(600_000)),
@@ -135,6 +172,7 @@ pub const KNOB_PAIRS: &[KnobPair] = &[
         strict: true,
     },
     le("publish_chunk_bytes", "max_frame_bytes"),
+    le("quic_initial_mtu", "quic_max_mtu_discovery"),
     le("subscriber_writer_lanes", "max_subscriber_writer_lanes"),
 ];
 
@@ -426,6 +464,99 @@ mod tests {
         assert!(
             msg.contains("event_batch_max_bytes") && msg.contains("pub_queue_depth"),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn udp_buffers_are_bounded_and_zero_is_the_os_default() {
+        let ok = errors(ConfigOverrides {
+            udp_recv_buffer_bytes: Some(0),
+            udp_send_buffer_bytes: Some(4 << 20),
+            ..Default::default()
+        });
+        assert!(ok.is_empty(), "{ok}");
+        let msg = errors(ConfigOverrides {
+            udp_recv_buffer_bytes: Some(1 << 30),
+            udp_send_buffer_bytes: Some((256 << 20) + 1),
+            ..Default::default()
+        });
+        assert!(
+            msg.contains("udp_recv_buffer_bytes: must be at most 268435456, got 1073741824"),
+            "{msg}"
+        );
+        assert!(msg.contains("udp_send_buffer_bytes"), "{msg}");
+    }
+
+    #[test]
+    fn mtus_are_within_quic_bounds_and_initial_at_most_the_discovery_bound() {
+        let msg = errors(ConfigOverrides {
+            quic_initial_mtu: Some(1199),
+            ..Default::default()
+        });
+        assert!(
+            msg.contains("quic_initial_mtu: must be between 1200 and 65527, got 1199"),
+            "{msg}"
+        );
+        let msg = errors(ConfigOverrides {
+            quic_max_mtu_discovery: Some(65_528),
+            ..Default::default()
+        });
+        assert!(msg.contains("quic_max_mtu_discovery"), "{msg}");
+        let msg = errors(ConfigOverrides {
+            quic_initial_mtu: Some(1500),
+            ..Default::default()
+        });
+        assert!(
+            msg.contains("quic_initial_mtu: (1500) must not exceed quic_max_mtu_discovery (1452)"),
+            "{msg}"
+        );
+        let jumbo = errors(ConfigOverrides {
+            quic_initial_mtu: Some(1400),
+            quic_max_mtu_discovery: Some(8952),
+            ..Default::default()
+        });
+        assert!(jumbo.is_empty(), "{jumbo}");
+    }
+
+    #[test]
+    fn ack_frequency_knobs_are_optional_and_bounded() {
+        let ok = errors(ConfigOverrides {
+            quic_ack_eliciting_threshold: Some(Some(0)),
+            quic_max_ack_delay_us: Some(Some(1_000)),
+            ..Default::default()
+        });
+        assert!(ok.is_empty(), "{ok}");
+        let msg = errors(ConfigOverrides {
+            quic_ack_eliciting_threshold: Some(Some(65)),
+            quic_max_ack_delay_us: Some(Some(999)),
+            ..Default::default()
+        });
+        assert!(
+            msg.contains("quic_ack_eliciting_threshold: must be at most 64, got 65"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("quic_max_ack_delay_us: must be between 1000 and 25000, got 999"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn congestion_controllers_parse_by_name_and_others_are_refused() {
+        use crate::{ConfigFile, CongestionController};
+        let file = ConfigFile::from_yaml("quic_congestion_controller: new_reno\n", "test")
+            .map_err(|e| e.to_string());
+        assert_eq!(
+            file.map(|f| f.quic_congestion_controller),
+            Ok(Some(CongestionController::NewReno))
+        );
+        let bad = ConfigFile::from_yaml("quic_congestion_controller: vegas\n", "test")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            bad.contains("unknown variant `vegas`") && bad.contains("new_reno"),
+            "{bad}"
         );
     }
 
