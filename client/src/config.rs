@@ -8,6 +8,7 @@ use std::time::Duration;
 use starling_config::{ClientTuning, Profile};
 
 use crate::credentials::Credentials;
+use crate::path::PathTuning;
 
 /// Default port of the broker's QUIC listener.
 pub const DEFAULT_PORT: u16 = starling_config::DEFAULT_QUIC_PORT;
@@ -85,10 +86,12 @@ pub struct TransportTuning {
     /// `None`: quinn's default (about 10 MB). A broker's peer links set
     /// `cluster_peer_window_bytes`.
     pub send_window: Option<u64>,
+    /// UDP socket buffers, datagram sizes, congestion controller and ACK frequency.
+    pub path: PathTuning,
 }
 
 impl TransportTuning {
-    /// The windows and timers of a profile.
+    /// The windows, timers and path settings of a profile.
     pub fn for_profile(profile: Profile) -> Self {
         let c = profile.config();
         TransportTuning {
@@ -99,6 +102,7 @@ impl TransportTuning {
             keep_alive_interval: Duration::from_millis(c.keep_alive_interval_ms),
             idle_timeout: Duration::from_millis(c.idle_timeout_ms),
             send_window: None,
+            path: PathTuning::from_config(&c),
         }
     }
 }

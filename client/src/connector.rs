@@ -53,7 +53,7 @@ impl Connector {
             .await
             .map_err(|_| ClientError::Timeout)??;
         Ok(Connector {
-            endpoint: endpoint_for(first)?,
+            endpoint: endpoint_for(first, &cfg.transport)?,
             configs,
             server_name: server_name(cfg.server_name.as_deref(), &host),
             host,

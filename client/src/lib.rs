@@ -66,6 +66,7 @@
 //! | --- | --- |
 //! | `client` | [`Client`], the public entry point |
 //! | `config` | [`ClientConfig`], [`Trust`], [`TransportTuning`] |
+//! | `path` | [`PathTuning`]: UDP socket buffers, MTU, congestion control, ACK frequency; the quinn endpoints (the broker's listener too) |
 //! | `credentials` | [`Credentials`], the credentials directory ([`CredentialsDir`]) |
 //! | `error` | [`ClientError`], [`ProtocolError`] |
 //! | `subscription` | [`Subscription`], [`Event`] |
@@ -99,6 +100,7 @@ mod error;
 mod fingerprint;
 mod handshake;
 mod node;
+mod path;
 mod pending;
 mod publisher;
 mod pump;
@@ -118,6 +120,7 @@ pub use credentials::{Credentials, CredentialsDir, CredentialsError};
 pub use error::{ClientError, ProtocolError};
 pub use fingerprint::sha256 as certificate_fingerprint;
 pub use handshake::ServerInfo;
+pub use path::{BufferGrant, PathTuning, UdpBuffers};
 pub use starling_config::{ClientTuning, Profile};
 pub use starling_proto::Position;
 pub use subscription::{Event, Subscription};

@@ -1,5 +1,5 @@
 //! QUIC plumbing: the client endpoint and the per-kind quinn client configs
-//! (ALPN plus transport windows and timers).
+//! (ALPN plus transport windows, timers and path settings, [`crate::PathTuning`]).
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -69,7 +69,7 @@ impl QuicConfigs {
     }
 }
 
-/// Transport parameters: receive windows, keep-alive and idle timeout.
+/// Transport parameters: receive windows, keep-alive, idle timeout and the path settings.
 pub(crate) fn transport(
     t: &TransportTuning,
     stream_window: u64,
@@ -88,17 +88,23 @@ pub(crate) fn transport(
     if let Some(window) = t.send_window {
         tc.send_window(window);
     }
+    t.path.apply(&mut tc);
     Ok(tc)
 }
 
-/// A client endpoint bound to an ephemeral port of the server address's family.
-pub(crate) fn endpoint_for(server: SocketAddr) -> Result<quinn::Endpoint, ClientError> {
+/// A client endpoint bound to an ephemeral port of the server address's family, with the
+/// tuning's UDP socket buffers.
+pub(crate) fn endpoint_for(
+    server: SocketAddr,
+    t: &TransportTuning,
+) -> Result<quinn::Endpoint, ClientError> {
     let local: SocketAddr = if server.is_ipv6() {
         (Ipv6Addr::UNSPECIFIED, 0).into()
     } else {
         (Ipv4Addr::UNSPECIFIED, 0).into()
     };
-    quinn::Endpoint::client(local).map_err(ClientError::Io)
+    let (endpoint, _) = t.path.endpoint(local, None).map_err(ClientError::Io)?;
+    Ok(endpoint)
 }
 
 #[cfg(test)]

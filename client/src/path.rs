@@ -1,0 +1,287 @@
+//! [`PathTuning`]: how QUIC connections use their network path (UDP socket buffers, datagram
+//! sizes, congestion controller, ACK frequency), from the broker knobs of the same names, and
+//! the quinn endpoints bound with it. The SDK's endpoints and the broker's listener are both
+//! built here, so the knobs mean the same on either side.
+
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use quinn::congestion::{BbrConfig, CubicConfig, NewRenoConfig};
+use quinn::{AckFrequencyConfig, EndpointConfig, MtuDiscoveryConfig, TransportConfig, VarInt};
+use socket2::{Domain, Protocol, Socket, Type};
+use starling_config::validate::QUINN_MAX_UDP_PAYLOAD;
+use starling_config::{BrokerConfig, CongestionController};
+
+/// How connections use their network path. [`PathTuning::from_config`] takes it from the
+/// broker knobs `udp_recv_buffer_bytes`, `udp_send_buffer_bytes`, `quic_initial_mtu`,
+/// `quic_max_mtu_discovery`, `quic_congestion_controller`, `quic_ack_eliciting_threshold` and
+/// `quic_max_ack_delay_us` (see `docs/configuration.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathTuning {
+    /// Receive buffer asked of the kernel for each endpoint's UDP socket (bytes); 0 leaves the
+    /// OS default.
+    pub udp_recv_buffer_bytes: usize,
+    /// Send buffer asked of the kernel for each endpoint's UDP socket (bytes); 0 leaves the OS
+    /// default.
+    pub udp_send_buffer_bytes: usize,
+    /// UDP payload size connections start with, before path MTU discovery (at least 1200).
+    pub initial_mtu: u16,
+    /// Largest UDP payload size path MTU discovery probes for. Above 1472 the endpoint also
+    /// accepts datagrams that large from its peers (quinn's `max_udp_payload_size`), which is
+    /// what lets the other side's discovery go past 1472.
+    pub max_mtu: u16,
+    /// Congestion controller of every connection.
+    pub congestion_controller: CongestionController,
+    /// ACK frequency: ack-eliciting packets the other side may receive before it must ACK.
+    /// `None` with `max_ack_delay` also `None`: the extension is not asked for.
+    pub ack_eliciting_threshold: Option<u32>,
+    /// ACK frequency: the longest the other side may delay an ACK. `None`: its own.
+    pub max_ack_delay: Option<Duration>,
+}
+
+impl PathTuning {
+    /// The path settings of a broker config (a profile's, or a broker's resolved one).
+    pub fn from_config(c: &BrokerConfig) -> PathTuning {
+        let bytes = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        PathTuning {
+            udp_recv_buffer_bytes: bytes(c.udp_recv_buffer_bytes),
+            udp_send_buffer_bytes: bytes(c.udp_send_buffer_bytes),
+            initial_mtu: c.quic_initial_mtu,
+            max_mtu: c.quic_max_mtu_discovery,
+            congestion_controller: c.quic_congestion_controller,
+            ack_eliciting_threshold: c.quic_ack_eliciting_threshold,
+            max_ack_delay: c.quic_max_ack_delay_us.map(Duration::from_micros),
+        }
+    }
+
+    /// Writes the datagram sizes, the congestion controller and the ACK frequency into a
+    /// connection's transport config. The defaults (1200, 1452, `cubic`, no ACK frequency)
+    /// are quinn's own, so they change nothing.
+    pub fn apply(&self, tc: &mut TransportConfig) {
+        tc.initial_mtu(self.initial_mtu);
+        let mut discovery = MtuDiscoveryConfig::default();
+        discovery.upper_bound(self.max_mtu);
+        tc.mtu_discovery_config(Some(discovery));
+        match self.congestion_controller {
+            CongestionController::Cubic => {
+                tc.congestion_controller_factory(Arc::new(CubicConfig::default()))
+            }
+            CongestionController::NewReno => {
+                tc.congestion_controller_factory(Arc::new(NewRenoConfig::default()))
+            }
+            CongestionController::Bbr => {
+                tc.congestion_controller_factory(Arc::new(BbrConfig::default()))
+            }
+        };
+        if self.ack_eliciting_threshold.is_some() || self.max_ack_delay.is_some() {
+            let mut ack = AckFrequencyConfig::default();
+            if let Some(n) = self.ack_eliciting_threshold {
+                ack.ack_eliciting_threshold(VarInt::from_u32(n));
+            }
+            ack.max_ack_delay(self.max_ack_delay);
+            tc.ack_frequency_config(Some(ack));
+        }
+    }
+
+    /// The largest UDP payload the endpoint accepts from peers: quinn's default (1472), or
+    /// `max_mtu` when that is larger.
+    pub fn max_udp_payload(&self) -> u16 {
+        self.max_mtu.max(QUINN_MAX_UDP_PAYLOAD)
+    }
+
+    /// A quinn endpoint on a UDP socket bound at `addr` with this tuning's socket buffers,
+    /// serving `server` when given, and what the kernel granted of the buffers. A buffer the
+    /// kernel capped is logged once per process (see [`BufferGrant::capped`]).
+    pub fn endpoint(
+        &self,
+        addr: SocketAddr,
+        server: Option<quinn::ServerConfig>,
+    ) -> io::Result<(quinn::Endpoint, UdpBuffers)> {
+        let (socket, buffers) =
+            bind_udp(addr, self.udp_recv_buffer_bytes, self.udp_send_buffer_bytes)?;
+        let mut config = EndpointConfig::default();
+        config
+            .max_udp_payload_size(self.max_udp_payload())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let runtime =
+            quinn::default_runtime().ok_or_else(|| io::Error::other("no async runtime found"))?;
+        let endpoint = quinn::Endpoint::new(config, server, socket, runtime)?;
+        Ok((endpoint, buffers))
+    }
+}
+
+/// How many bytes a kernel reports per byte of socket buffer asked for: Linux doubles the size
+/// it is given (the other half is for its bookkeeping) and reports the doubled size.
+const REPORTED_PER_BYTE: usize = if cfg!(any(target_os = "linux", target_os = "android")) {
+    2
+} else {
+    1
+};
+
+/// One socket buffer: the size asked for and the size the kernel reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferGrant {
+    /// Bytes asked for; 0 left the OS default.
+    pub asked: usize,
+    /// The size the kernel reports after the request (`getsockopt`); on Linux twice the size
+    /// it granted.
+    pub effective: usize,
+}
+
+impl BufferGrant {
+    /// Whether the kernel granted less than was asked: on Linux, a reported size below twice
+    /// the request means the request was capped at `net.core.rmem_max`/`wmem_max`.
+    pub fn capped(&self) -> bool {
+        self.asked > 0 && self.effective < self.asked.saturating_mul(REPORTED_PER_BYTE)
+    }
+}
+
+/// Both buffers of one UDP socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpBuffers {
+    /// The receive buffer (`SO_RCVBUF`).
+    pub recv: BufferGrant,
+    /// The send buffer (`SO_SNDBUF`).
+    pub send: BufferGrant,
+}
+
+static WARNED_RECV: AtomicBool = AtomicBool::new(false);
+static WARNED_SEND: AtomicBool = AtomicBool::new(false);
+
+/// Binds a UDP socket at `addr` (an IPv6 one dual-stack where the OS allows it) with `recv` and
+/// `send` bytes of kernel buffers (0 leaves the OS default), and reads back what the kernel
+/// granted.
+fn bind_udp(addr: SocketAddr, recv: usize, send: usize) -> io::Result<(UdpSocket, UdpBuffers)> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6()
+        && let Err(e) = socket.set_only_v6(false)
+    {
+        tracing::debug!(%e, "cannot make the UDP socket dual-stack");
+    }
+    let context = |what: &'static str, bytes: usize| {
+        move |e: io::Error| io::Error::new(e.kind(), format!("{what} of {bytes} bytes: {e}"))
+    };
+    if recv > 0 {
+        socket
+            .set_recv_buffer_size(recv)
+            .map_err(context("UDP receive buffer", recv))?;
+    }
+    if send > 0 {
+        socket
+            .set_send_buffer_size(send)
+            .map_err(context("UDP send buffer", send))?;
+    }
+    socket.bind(&addr.into())?;
+    let buffers = UdpBuffers {
+        recv: BufferGrant {
+            asked: recv,
+            effective: socket.recv_buffer_size()?,
+        },
+        send: BufferGrant {
+            asked: send,
+            effective: socket.send_buffer_size()?,
+        },
+    };
+    warn_once(
+        &WARNED_RECV,
+        buffers.recv,
+        "receive",
+        "udp_recv_buffer_bytes",
+        "rmem_max",
+    );
+    warn_once(
+        &WARNED_SEND,
+        buffers.send,
+        "send",
+        "udp_send_buffer_bytes",
+        "wmem_max",
+    );
+    Ok((socket.into(), buffers))
+}
+
+fn warn_once(warned: &AtomicBool, grant: BufferGrant, what: &str, knob: &str, sysctl: &str) {
+    if grant.capped() && !warned.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            asked = grant.asked,
+            granted = grant.effective,
+            "the kernel capped the UDP {what} buffer: {knob} asked for {} bytes and the kernel \
+             reports {} (Linux reports twice the size it grants); raise net.core.{sysctl} to \
+             at least {} on the node (`sysctl -w net.core.{sysctl}={}`; it is not a namespaced \
+             sysctl, so a pod cannot set it) or lower {knob}",
+            grant.asked,
+            grant.effective,
+            grant.asked,
+            grant.asked,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use starling_config::Profile;
+
+    #[test]
+    fn every_profile_keeps_quinns_defaults_and_the_os_buffers() {
+        for p in Profile::ALL {
+            let t = PathTuning::from_config(&p.config());
+            assert_eq!(
+                (t.udp_recv_buffer_bytes, t.udp_send_buffer_bytes),
+                (0, 0),
+                "{p}"
+            );
+            assert_eq!((t.initial_mtu, t.max_mtu), (1200, 1452), "{p}");
+            assert_eq!(t.congestion_controller, CongestionController::Cubic);
+            assert_eq!((t.ack_eliciting_threshold, t.max_ack_delay), (None, None));
+            assert_eq!(t.max_udp_payload(), 1472, "quinn's default");
+        }
+    }
+
+    #[test]
+    fn a_jumbo_discovery_bound_also_raises_what_the_endpoint_accepts() {
+        let mut t = PathTuning::from_config(&Profile::Balanced.config());
+        t.max_mtu = 8952;
+        assert_eq!(t.max_udp_payload(), 8952);
+    }
+
+    #[test]
+    fn capped_compares_with_what_the_kernel_reports_for_a_full_grant() {
+        let full = BufferGrant {
+            asked: 1 << 20,
+            effective: REPORTED_PER_BYTE << 20,
+        };
+        assert!(!full.capped());
+        let short = BufferGrant {
+            asked: 4 << 20,
+            effective: 425_984,
+        };
+        assert!(short.capped());
+        let default = BufferGrant {
+            asked: 0,
+            effective: 212_992,
+        };
+        assert!(!default.capped(), "nothing asked, nothing capped");
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_reads_back_its_buffers() {
+        let small = 64 * 1024;
+        let t = PathTuning {
+            udp_recv_buffer_bytes: small,
+            udp_send_buffer_bytes: small,
+            ..PathTuning::from_config(&Profile::Balanced.config())
+        };
+        let (endpoint, buffers) = t
+            .endpoint("127.0.0.1:0".parse().expect("addr"), None)
+            .expect("endpoint");
+        // 64 KiB is below every kernel's default cap, so it is granted in full.
+        assert_eq!(buffers.recv.asked, small);
+        assert!(!buffers.recv.capped(), "{buffers:?}");
+        assert!(!buffers.send.capped(), "{buffers:?}");
+        assert!(buffers.recv.effective >= small, "{buffers:?}");
+        endpoint.close(0u32.into(), b"");
+    }
+}
