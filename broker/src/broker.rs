@@ -149,13 +149,8 @@ impl Broker {
                 addr: cfg.http_listen,
                 source,
             })?;
-        let endpoint =
-            quinn::Endpoint::server(server_config.clone(), cfg.quic_listen).map_err(|source| {
-                BrokerError::Bind {
-                    addr: cfg.quic_listen,
-                    source,
-                }
-            })?;
+        let (endpoint, udp) = transport::listener(&cfg, server_config.clone())?;
+        metrics.observe_udp_buffers(&udp);
         let quic_addr = endpoint.local_addr().map_err(|source| BrokerError::Bind {
             addr: cfg.quic_listen,
             source,

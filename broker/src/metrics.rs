@@ -152,6 +152,10 @@ pub struct Metrics {
     /// Bytes of QUIC windows granted to open connections, against
     /// `connection_buffer_budget_bytes`.
     pub connection_buffer_bytes: IntGauge,
+    /// The QUIC listener's UDP receive buffer as the kernel reports it.
+    pub udp_recv_buffer_bytes: IntGauge,
+    /// The QUIC listener's UDP send buffer as the kernel reports it.
+    pub udp_send_buffer_bytes: IntGauge,
     /// Tasks alive in the broker's tokio runtime, read at scrape time.
     pub runtime_alive_tasks: IntGauge,
     /// Operations refused by permissions, by operation.
@@ -607,6 +611,18 @@ impl Metrics {
                 "starling_connection_buffer_bytes",
                 "Bytes of QUIC receive and send windows granted to open connections.",
             )?,
+            udp_recv_buffer_bytes: gauge(
+                &r,
+                names::UDP_RECV_BUFFER_BYTES,
+                "The QUIC listener's UDP receive buffer as the kernel reports it (Linux: twice \
+                 the size granted).",
+            )?,
+            udp_send_buffer_bytes: gauge(
+                &r,
+                names::UDP_SEND_BUFFER_BYTES,
+                "The QUIC listener's UDP send buffer as the kernel reports it (Linux: twice the \
+                 size granted).",
+            )?,
             runtime_alive_tasks: gauge(
                 &r,
                 "starling_runtime_alive_tasks",
@@ -729,6 +745,13 @@ impl Metrics {
             .set(i64::try_from(s.entries).unwrap_or(i64::MAX));
         self.cache_bytes
             .set(i64::try_from(s.bytes).unwrap_or(i64::MAX));
+    }
+
+    /// Exports the listener's UDP socket buffers as the kernel reports them.
+    pub fn observe_udp_buffers(&self, udp: &starling_client::UdpBuffers) {
+        let bytes = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.udp_recv_buffer_bytes.set(bytes(udp.recv.effective));
+        self.udp_send_buffer_bytes.set(bytes(udp.send.effective));
     }
 
     /// Raises the CPU counter to the process's current CPU time, and reads the runtime's alive

@@ -1,11 +1,15 @@
 //! Builds the quinn endpoint configuration from the broker config: windows, stream limits,
-//! idle timeout and keep-alive. A connection granted less than the configured windows (see
-//! `server::buffers`) gets [`transport_config_with`] its [`Windows`].
+//! idle timeout and keep-alive, plus the path settings the SDK applies too (datagram sizes,
+//! congestion controller, ACK frequency: `starling_client::PathTuning`). A connection granted
+//! less than the configured windows (see `server::buffers`) gets [`transport_config_with`] its
+//! [`Windows`]. [`listener`] binds the QUIC listener's UDP socket with the configured kernel
+//! buffers.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use quinn::{IdleTimeout, TransportConfig, VarInt};
+use starling_client::{PathTuning, UdpBuffers};
 use starling_config::BrokerConfig;
 
 use crate::error::{BrokerError, TlsError};
@@ -75,7 +79,23 @@ pub fn transport_config_with(
         0 => None,
         ms => Some(Duration::from_millis(ms)),
     });
+    PathTuning::from_config(cfg).apply(&mut t);
     Ok(t)
+}
+
+/// The QUIC listener: an endpoint serving `server` on `quic_listen`, its UDP socket with the
+/// `udp_recv_buffer_bytes`/`udp_send_buffer_bytes` asked of the kernel, and what the kernel
+/// granted (a capped buffer is logged as a warning, once).
+pub fn listener(
+    cfg: &BrokerConfig,
+    server: quinn::ServerConfig,
+) -> Result<(quinn::Endpoint, UdpBuffers), BrokerError> {
+    PathTuning::from_config(cfg)
+        .endpoint(cfg.quic_listen, Some(server))
+        .map_err(|source| BrokerError::Bind {
+            addr: cfg.quic_listen,
+            source,
+        })
 }
 
 /// The QUIC crypto config of `tls` (and client certificates verified against `client_ca`).
@@ -117,6 +137,35 @@ mod tests {
     fn every_profile_builds_a_transport() {
         for p in Profile::ALL {
             assert!(transport_config(&p.config()).is_ok(), "{p}");
+        }
+    }
+
+    #[test]
+    fn path_knobs_reach_the_transport_and_the_defaults_are_quinns() {
+        let show = |cfg: &BrokerConfig| format!("{:?}", transport_config(cfg).expect("transport"));
+        let quinn = format!("{:?}", TransportConfig::default());
+        let defaults = show(&Profile::Balanced.config());
+        // From `initial_mtu` to `ack_frequency_config`, quinn's Debug lists the path settings.
+        let path = |text: &str| {
+            text.split_once("initial_mtu")
+                .and_then(|(_, rest)| rest.split_once("persistent_congestion_threshold"))
+                .map(|(path, _)| path.to_string())
+        };
+        assert!(path(&quinn).is_some(), "{quinn}");
+        assert_eq!(path(&defaults), path(&quinn));
+        let mut cfg = Profile::Balanced.config();
+        cfg.quic_initial_mtu = 1400;
+        cfg.quic_max_mtu_discovery = 8952;
+        cfg.quic_ack_eliciting_threshold = Some(4);
+        cfg.quic_max_ack_delay_us = Some(5_000);
+        let set = show(&cfg);
+        for part in [
+            "initial_mtu: 1400",
+            "upper_bound: 8952",
+            "ack_eliciting_threshold: 4",
+            "max_ack_delay: Some(5ms)",
+        ] {
+            assert!(set.contains(part), "{part} missing from {set}");
         }
     }
 }

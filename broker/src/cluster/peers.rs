@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use std::path::PathBuf;
 
-use starling_client::{Client, ClientConfig, ClientError, Credentials, Trust};
+use starling_client::{Client, ClientConfig, ClientError, Credentials, PathTuning, Trust};
 use starling_config::BrokerConfig;
 
 use super::Member;
@@ -131,6 +131,9 @@ impl Peers {
         t.cache_conn_recv_window = window;
         t.cache_stream_recv_window = t.cache_stream_recv_window.min(window);
         t.send_window = Some(window);
+        // The links use this broker's own path settings (its socket buffers, MTU, congestion
+        // controller and ACK frequency), not just its profile's.
+        t.path = PathTuning::from_config(cfg);
         template.request_timeout = Duration::from_secs(10).max(timeout * 4);
         let identity = cfg
             .cluster_peer_cert_file

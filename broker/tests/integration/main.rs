@@ -15,6 +15,7 @@ mod delivery;
 mod http_budget;
 mod limits;
 mod observability;
+mod quic_path;
 mod retention;
 mod slow_subscriber;
 mod tls_files;
