@@ -1,6 +1,7 @@
 //! The controller: watches BrokerClusters and their children and runs one reconcile per change.
 //!
-//! A reconcile is: read the observed StatefulSet → [`validate`] → the step of a tier change
+//! A reconcile is: read the observed StatefulSet → [`validate_observed`] (the spec, and its
+//! storage against that StatefulSet's volume claim template) → the step of a tier change
 //! ([`stage`]) → [`plan_members`] (the next
 //! step of a scale change) → create the generated TLS Secret if absent ([`ensure_tls_secret`])
 //! → the cluster CA and peer certificate ([`ensure_pki`]) → the users document
@@ -59,7 +60,7 @@ use crate::members::{MembersPlan, Observed, plan_members};
 use crate::names::{FIELD_MANAGER, MANAGED_BY_SELECTOR, Names};
 use crate::status::{self, StatusInput};
 use crate::tier_change::{self, stage::stage};
-use crate::validate::{ObjectIdentity, ValidatedCluster, validate};
+use crate::validate::{ObjectIdentity, ValidatedCluster, validate_observed};
 
 /// Requeue interval of a cluster that is ready or refused (nothing will change by itself).
 pub const STEADY_REQUEUE: Duration = Duration::from_secs(300);
@@ -146,7 +147,7 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
 
     let now = Timestamp::now();
     let mut staging = false;
-    let validated = validate(bc, id, &ctx.defaults).map(|v| {
+    let validated = validate_observed(bc, id, &ctx.defaults, before.as_ref()).map(|v| {
         let (v, staged) = stage(bc, v, before.as_ref(), &ctx.defaults, now);
         staging = staged;
         v

@@ -36,6 +36,8 @@ pub const USERS_KEY: &str = "users.yaml";
 pub const USER_LABEL: &str = "starling.dev/user";
 /// Mount point of the optional data volume.
 pub const DATA_DIR: &str = "/var/lib/starling";
+/// Name of the data volume claim template (broker N's claim is `data-<statefulset>-N`).
+pub const DATA_VOLUME: &str = "data";
 /// Key of the member list in the members ConfigMap.
 pub const MEMBERS_KEY: &str = "members";
 /// Cluster DNS domain used when the operator is not told otherwise (`--cluster-domain`).

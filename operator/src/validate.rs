@@ -9,7 +9,9 @@ pub mod autoscaling;
 pub mod config_hash;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod storage;
 
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
 use starling_config::{AuthMode, BrokerConfig, ConfigOverrides, Profile, Tier, TierTable, compose};
@@ -197,6 +199,27 @@ pub fn validate(
         defaults,
         effective_tier(&bc.spec, bc.status.as_ref()),
     )
+}
+
+/// [`validate`], and refuses a `spec.storage` that differs from the volume claim template of
+/// `observed`, the cluster's existing StatefulSet ([`storage::storage_problem`]): the reconciler
+/// cannot see the previous spec, so the StatefulSet stands in for it. Its problem comes after
+/// the spec's own.
+pub fn validate_observed(
+    bc: &BrokerCluster,
+    id: ObjectIdentity,
+    defaults: &OperatorDefaults,
+    observed: Option<&StatefulSet>,
+) -> Result<ValidatedCluster, SpecError> {
+    let storage = storage::storage_problem(bc.spec.storage.as_ref(), observed);
+    match (validate(bc, id, defaults), storage) {
+        (result, None) => result,
+        (Ok(_), Some(p)) => Err(SpecError { problems: vec![p] }),
+        (Err(mut e), Some(p)) => {
+            e.problems.push(p);
+            Err(e)
+        }
+    }
 }
 
 /// Checks and resolves a BrokerCluster as if `tier` were the tier to render: what

@@ -35,8 +35,7 @@ pub const PRESTOP_SLEEP_SECONDS: i64 = 5;
 pub const TERMINATION_MARGIN_SECONDS: i64 = 10;
 /// Name of the broker container.
 pub const CONTAINER_NAME: &str = "broker";
-/// Name of the data volume claim template.
-pub const DATA_VOLUME: &str = "data";
+pub use crate::names::DATA_VOLUME;
 
 /// `terminationGracePeriodSeconds`: the preStop pause, the broker's whole drain
 /// (`drain_timeout_ms`, rounded up) and a margin.

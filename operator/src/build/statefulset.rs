@@ -1,11 +1,16 @@
 //! The broker StatefulSet: replicas as planned (see [`crate::members`]), parallel pod management (it is
 //! immutable, so chosen from day one), `minReadySeconds` of the hand-off grace (a rolling restart
 //! waits until the restarted broker got its cache entries back), the pod template from
-//! [`super::pod`] and, when storage is requested, one volume claim per broker.
+//! [`super::pod`] and, when storage is requested, one volume claim per broker with its
+//! retention policy always set (`Retain`/`Retain` unless `spec.storage` says otherwise), so what
+//! happens to the claims is visible on the StatefulSet.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
+use k8s_openapi::api::apps::v1::{
+    StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
+    StatefulSetUpdateStrategy,
+};
 use k8s_openapi::api::core::v1::{
     PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
 };
@@ -13,6 +18,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::{child_meta, pod};
+use crate::crd::{ClaimRetentionPolicy, StorageSpec};
+use crate::names::Names;
 use crate::validate::ValidatedCluster;
 
 /// Renders the StatefulSet with `replicas` brokers.
@@ -36,30 +43,49 @@ pub fn build(v: &ValidatedCluster, replicas: i32) -> StatefulSet {
             }),
             revision_history_limit: Some(5),
             template: pod::template(v),
-            volume_claim_templates: v.storage.as_ref().map(|s| {
-                vec![PersistentVolumeClaim {
-                    metadata: ObjectMeta {
-                        name: Some(pod::DATA_VOLUME.to_string()),
-                        labels: Some(v.names.labels()),
-                        ..ObjectMeta::default()
-                    },
-                    spec: Some(PersistentVolumeClaimSpec {
-                        access_modes: Some(vec!["ReadWriteOnce".to_string()]),
-                        storage_class_name: s.storage_class_name.clone(),
-                        resources: Some(VolumeResourceRequirements {
-                            requests: Some(BTreeMap::from([(
-                                "storage".to_string(),
-                                Quantity(s.size.clone()),
-                            )])),
-                            ..VolumeResourceRequirements::default()
-                        }),
-                        ..PersistentVolumeClaimSpec::default()
-                    }),
-                    ..PersistentVolumeClaim::default()
-                }]
-            }),
+            volume_claim_templates: v
+                .storage
+                .as_ref()
+                .map(|s| vec![claim_template(s, &v.names)]),
+            persistent_volume_claim_retention_policy: v
+                .storage
+                .as_ref()
+                .map(|s| retention_policy(s.persistent_volume_claim_retention_policy)),
             ..StatefulSetSpec::default()
         }),
         ..StatefulSet::default()
+    }
+}
+
+/// The one volume claim template: `data`, `ReadWriteOnce`, the size and class of `spec.storage`.
+fn claim_template(s: &StorageSpec, names: &Names) -> PersistentVolumeClaim {
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(pod::DATA_VOLUME.to_string()),
+            labels: Some(names.labels()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".to_string()]),
+            storage_class_name: s.storage_class_name.clone(),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([(
+                    "storage".to_string(),
+                    Quantity(s.size.clone()),
+                )])),
+                ..VolumeResourceRequirements::default()
+            }),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        ..PersistentVolumeClaim::default()
+    }
+}
+
+/// `spec.storage.persistentVolumeClaimRetentionPolicy` as the StatefulSet's field, both values
+/// always written.
+fn retention_policy(p: ClaimRetentionPolicy) -> StatefulSetPersistentVolumeClaimRetentionPolicy {
+    StatefulSetPersistentVolumeClaimRetentionPolicy {
+        when_deleted: Some(p.when_deleted.as_str().to_string()),
+        when_scaled: Some(p.when_scaled.as_str().to_string()),
     }
 }

@@ -9,7 +9,10 @@ use starling_config::{ConfigFile, ConfigOverrides, Profile, Tier, compose};
 
 use super::pod::{PRESTOP_SLEEP_SECONDS, TERMINATION_MARGIN_SECONDS};
 use super::*;
-use crate::crd::{BrokerClusterSpec, PodTemplateOverrides, StorageSpec, TlsSpec};
+use crate::crd::{
+    BrokerClusterSpec, ClaimRetention, ClaimRetentionPolicy, PodTemplateOverrides, StorageSpec,
+    TlsSpec,
+};
 use crate::names::{CONFIG_FILE, CONFIG_HASH_ANNOTATION};
 use crate::validate::config_hash;
 use crate::validate::fixtures::{IMAGE, cluster, spec_cluster};
@@ -613,6 +616,7 @@ fn storage_adds_a_claim_template_and_mount() {
         storage: Some(StorageSpec {
             size: "10Gi".into(),
             storage_class_name: Some("fast".into()),
+            ..StorageSpec::default()
         }),
         ..BrokerClusterSpec::default()
     });
@@ -636,6 +640,66 @@ fn storage_adds_a_claim_template_and_mount() {
         .iter()
         .any(|m| m.name == "data" && m.mount_path == "/var/lib/starling");
     assert!(mounted);
+}
+
+/// The StatefulSet's `persistentVolumeClaimRetentionPolicy` as (whenDeleted, whenScaled).
+fn retention(sts: &StatefulSet) -> Option<(Option<String>, Option<String>)> {
+    sts.spec
+        .as_ref()
+        .and_then(|s| s.persistent_volume_claim_retention_policy.clone())
+        .map(|p| (p.when_deleted, p.when_scaled))
+}
+
+#[test]
+fn storage_sets_the_claim_retention_policy_explicitly() {
+    let with = |policy| {
+        let v = spec_cluster(BrokerClusterSpec {
+            storage: Some(StorageSpec {
+                size: "10Gi".into(),
+                persistent_volume_claim_retention_policy: policy,
+                ..StorageSpec::default()
+            }),
+            ..BrokerClusterSpec::default()
+        });
+        retention(&render(&v).statefulset)
+    };
+    let both = |d: &str, s: &str| Some((Some(d.to_string()), Some(s.to_string())));
+    assert_eq!(
+        with(ClaimRetentionPolicy::default()),
+        both("Retain", "Retain"),
+        "Retain/Retain by default, written out so it is visible"
+    );
+    assert_eq!(
+        with(ClaimRetentionPolicy {
+            when_deleted: ClaimRetention::Delete,
+            when_scaled: ClaimRetention::Retain,
+        }),
+        both("Delete", "Retain")
+    );
+    assert_eq!(
+        with(ClaimRetentionPolicy {
+            when_deleted: ClaimRetention::Retain,
+            when_scaled: ClaimRetention::Delete,
+        }),
+        both("Retain", "Delete")
+    );
+    let plain = cluster(Profile::Balanced, Tier::Medium, |_| {});
+    let sts = render(&plain).statefulset;
+    assert_eq!(retention(&sts), None, "no storage, no claims, no policy");
+    assert_eq!(sts.spec.and_then(|s| s.volume_claim_templates), None);
+}
+
+#[test]
+fn the_retention_policy_comes_from_the_spec_as_the_api_server_defaults_it() {
+    let spec: BrokerClusterSpec = serde_json::from_value(serde_json::json!({
+        "storage": {"size": "1Gi", "persistentVolumeClaimRetentionPolicy": {"whenScaled": "Delete"}}
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let sts = render(&spec_cluster(spec)).statefulset;
+    assert_eq!(
+        retention(&sts),
+        Some((Some("Retain".into()), Some("Delete".into())))
+    );
 }
 
 #[test]

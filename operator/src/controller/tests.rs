@@ -13,6 +13,7 @@ use crate::crd::BrokerClusterSpec;
 use crate::fake_api::{Fake, NS, fake_client};
 use crate::metrics::Metrics;
 use crate::validate::fixtures::{broker_cluster, defaults};
+use crate::validate::validate;
 
 struct Harness {
     fake: Arc<Mutex<Fake>>,

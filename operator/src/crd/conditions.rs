@@ -96,6 +96,7 @@ reasons! {
     InvalidResources => Degraded, "True", "A CPU, memory or storage quantity does not parse, or a request exceeds its limit.";
     InvalidName => Degraded, "True", "The BrokerCluster name cannot be used for the Services and StatefulSet derived from it.";
     InvalidSpec => Degraded, "True", "Another spec field is out of range (replicas, autoscaling bounds, image).";
+    StorageImmutable => Degraded, "True", "spec.storage differs from the existing StatefulSet's volume claim template (added, removed, resized or another StorageClass), which Kubernetes cannot change; the CRD's rules refuse this, so it shows only where they were bypassed.";
     ApplyFailed => Degraded, "True", "The API server refused or failed to apply a child object; the operator retries with backoff.";
     AuthRequired => AuthenticationDisabled, "False", "spec.auth.mode is required: every client authenticates as a BrokerUser and every operation is checked.";
     AuthModeNone => AuthenticationDisabled, "True", "spec.auth.mode is none: clients are not authenticated and nothing is checked.";

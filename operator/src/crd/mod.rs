@@ -119,7 +119,9 @@ pub struct BrokerClusterSpec {
     /// `config.storage_retention_max_bytes` and `config.storage_retention_max_age_ms`): the
     /// operator sets `storage_dir` to it, and durable topics are refused without it. One copy,
     /// on the topic owner's volume; a topic whose owner changes does not take its log along yet.
-    /// Cannot be added, changed or removed after creation.
+    /// Cannot be added or removed after creation, and its `size` and `storageClassName` cannot
+    /// change (a StatefulSet's volume claim templates are immutable); its
+    /// `persistentVolumeClaimRetentionPolicy` can.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<StorageSpec>,
     /// QUIC TLS, for clients and between brokers (every broker mounts the same certificate).
@@ -226,13 +228,56 @@ pub struct ResourceOverrides {
 /// A persistent volume claim template for every broker.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = rules::storage_rules)]
 pub struct StorageSpec {
-    /// Volume size, e.g. `"10Gi"`.
+    /// Volume size, e.g. `"10Gi"`. Cannot change after creation.
     #[schemars(transform = rules::quantity_rules)]
     pub size: String,
-    /// StorageClass of the volumes. Unset: the cluster's default class.
+    /// StorageClass of the volumes. Unset: the cluster's default class. Cannot change after
+    /// creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class_name: Option<String>,
+    /// What happens to the brokers' claims (and so their volumes and durable topics' logs) when
+    /// the BrokerCluster is deleted and when it scales down: the StatefulSet's field of the
+    /// same name. Unset: `Retain` for both. Can be changed at any time.
+    #[serde(default)]
+    pub persistent_volume_claim_retention_policy: ClaimRetentionPolicy,
+}
+
+/// Keep or delete the brokers' PersistentVolumeClaims.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ClaimRetention {
+    /// Keep the claims: their volumes and the logs on them stay until deleted by hand.
+    #[default]
+    Retain,
+    /// Delete the claims; whether the volumes go too is the StorageClass's `reclaimPolicy`.
+    Delete,
+}
+
+impl ClaimRetention {
+    /// The value as the StatefulSet's `persistentVolumeClaimRetentionPolicy` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimRetention::Retain => "Retain",
+            ClaimRetention::Delete => "Delete",
+        }
+    }
+}
+
+/// `spec.storage.persistentVolumeClaimRetentionPolicy`, rendered as the StatefulSet's field of
+/// the same name.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimRetentionPolicy {
+    /// When the BrokerCluster (and with it its StatefulSet) is deleted: `Retain` keeps every
+    /// broker's claim, so a BrokerCluster created again with the same name gets its volumes
+    /// back; `Delete` deletes them.
+    #[serde(default)]
+    pub when_deleted: ClaimRetention,
+    /// When the cluster scales down: `Retain` keeps the removed brokers' claims, so a broker
+    /// that comes back gets its volume back; `Delete` deletes them once their pods are gone.
+    #[serde(default)]
+    pub when_scaled: ClaimRetention,
 }
 
 /// TLS material for the QUIC listener.

@@ -161,13 +161,40 @@ pub fn default_scrape_interval() -> String {
     "15s".to_string()
 }
 
-/// Rules on the whole spec: storage immutability, the profile/tier-aware lane rule, and no
-/// `replicas` while the tier autoscaler is enabled.
+/// `spec.storage`: transition rules keeping what the StatefulSet's volume claim template holds
+/// (immutable in Kubernetes): the size and the StorageClass. The retention policy may change.
+pub fn storage_rules(schema: &mut Schema) {
+    push(schema, "self.size == oldSelf.size", STORAGE_SIZE_MESSAGE);
+    // Unset (the default class) and `''` (no class) are different claims.
+    push(
+        schema,
+        "has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",
+        STORAGE_CLASS_MESSAGE,
+    );
+}
+
+/// Why `spec.storage.size` cannot change.
+pub const STORAGE_SIZE_MESSAGE: &str = "storage.size cannot change after creation: it is the StatefulSet's volume claim template, which Kubernetes does not let change (to grow the existing volumes, expand their PersistentVolumeClaims where the StorageClass allows it)";
+/// Why `spec.storage.storageClassName` cannot change.
+pub const STORAGE_CLASS_MESSAGE: &str = "storage.storageClassName cannot be set, changed or unset after creation: it is the StatefulSet's volume claim template, which Kubernetes does not let change";
+/// Why `spec.storage` cannot be removed.
+pub const STORAGE_REMOVED_MESSAGE: &str = "storage cannot be removed: the brokers' volumes hold the durable topics' logs and a StatefulSet's volume claim templates cannot change; create a new BrokerCluster instead (storage.persistentVolumeClaimRetentionPolicy.whenDeleted says whether deleting this one keeps the volumes)";
+/// Why `spec.storage` cannot be added to an existing cluster.
+pub const STORAGE_ADDED_MESSAGE: &str = "storage cannot be added to an existing BrokerCluster: a StatefulSet's volume claim templates cannot change; create a new BrokerCluster with spec.storage instead";
+
+/// Rules on the whole spec: `storage` neither removed nor added after creation (its size and
+/// class are [`storage_rules`]), the profile/tier-aware lane rule, and no `replicas` while the
+/// tier autoscaler is enabled.
 pub fn spec_rules(schema: &mut Schema) {
     push(
         schema,
-        "has(self.storage) == has(oldSelf.storage) && (!has(self.storage) || self.storage == oldSelf.storage)",
-        "storage cannot be added, changed or removed after creation; create a new BrokerCluster instead",
+        "!has(oldSelf.storage) || has(self.storage)",
+        STORAGE_REMOVED_MESSAGE,
+    );
+    push(
+        schema,
+        "has(oldSelf.storage) || !has(self.storage)",
+        STORAGE_ADDED_MESSAGE,
     );
     let (rule, message) = super::config_rules::lanes_rule();
     push(schema, &rule, &message);

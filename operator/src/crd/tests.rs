@@ -291,7 +291,8 @@ fn a_minimal_and_a_full_spec_are_admitted() {
         "config": { "pub_queue_depth": 2048, "ack_level": "committed", "slow_subscriber_policy": "block",
                     "subscriber_writer_lanes": 8, "event_stream_recv_window": 65536, "event_conn_recv_window": 131072 },
         "resources": { "requests": { "cpu": "500m", "memory": "1Gi" }, "limits": { "cpu": "2", "memory": "2Gi" } },
-        "storage": { "size": "10Gi", "storageClassName": "fast" },
+        "storage": { "size": "10Gi", "storageClassName": "fast",
+                     "persistentVolumeClaimRetentionPolicy": { "whenDeleted": "Delete", "whenScaled": "Retain" } },
         "tls": { "secretName": "events-tls" },
         "image": "registry.example/starling-broker:1.0",
         "podTemplate": { "nodeSelector": { "pool": "brokers" }, "priorityClassName": "high",
@@ -411,20 +412,105 @@ fn admission_rules_refuse_with_readable_messages() {
     assert!(failures(&object(&"a".repeat(MAX_NAME_LEN), json!({})), None).is_empty());
 }
 
-#[test]
-fn storage_is_immutable_after_creation() {
-    let with = object("events", json!({"storage": {"size": "10Gi"}}));
-    let bigger = object("events", json!({"storage": {"size": "20Gi"}}));
-    let without = object("events", json!({}));
-    let message = "storage cannot be added, changed or removed";
-    assert!(failures(&with, Some(&with)).is_empty());
-    for (new, old) in [(&bigger, &with), (&without, &with), (&with, &without)] {
-        let f = failures(new, Some(old));
-        assert!(f.iter().any(|m| m.contains(message)), "{f:?}");
-    }
+/// Messages of the rules an update from `old` to `new` (both `spec.storage` or null) fails.
+fn storage_update(old: Value, new: Value) -> Vec<String> {
+    let spec = |storage: Value| {
+        if storage.is_null() {
+            json!({})
+        } else {
+            json!({ "storage": storage })
+        }
+    };
+    failures(
+        &object("events", spec(new)),
+        Some(&object("events", spec(old))),
+    )
+}
+
+fn assert_storage_update_refused(old: Value, new: Value, expected: &str) {
+    let f = storage_update(old.clone(), new.clone());
     assert!(
-        failures(&with, None).is_empty(),
+        f.iter().any(|m| m.contains(expected)),
+        "{old} -> {new} should be refused with `{expected}`, got {f:?}"
+    );
+}
+
+#[test]
+fn storage_cannot_be_removed_added_resized_or_moved_to_another_class() {
+    let ten = json!({"size": "10Gi"});
+    let fast = json!({"size": "10Gi", "storageClassName": "fast"});
+    assert!(storage_update(ten.clone(), ten.clone()).is_empty());
+    assert!(storage_update(fast.clone(), fast.clone()).is_empty());
+    assert!(storage_update(Value::Null, Value::Null).is_empty());
+    assert!(
+        failures(&object("events", json!({"storage": fast.clone()})), None).is_empty(),
         "creation with storage is fine"
+    );
+    assert_storage_update_refused(ten.clone(), Value::Null, rules::STORAGE_REMOVED_MESSAGE);
+    assert_storage_update_refused(fast.clone(), Value::Null, "storage cannot be removed");
+    assert_storage_update_refused(Value::Null, ten.clone(), rules::STORAGE_ADDED_MESSAGE);
+    assert_storage_update_refused(
+        ten.clone(),
+        json!({"size": "20Gi"}),
+        rules::STORAGE_SIZE_MESSAGE,
+    );
+    assert_storage_update_refused(
+        ten.clone(),
+        json!({"size": "10240Mi"}),
+        "storage.size cannot change",
+    );
+    for (old, new) in [
+        (ten.clone(), fast.clone()),
+        (fast.clone(), ten.clone()),
+        (
+            fast.clone(),
+            json!({"size": "10Gi", "storageClassName": "slow"}),
+        ),
+        (ten.clone(), json!({"size": "10Gi", "storageClassName": ""})),
+    ] {
+        assert_storage_update_refused(old, new, rules::STORAGE_CLASS_MESSAGE);
+    }
+}
+
+#[test]
+fn the_claim_retention_policy_may_change_and_defaults_to_retain() {
+    let policy = |deleted: &str, scaled: &str| {
+        json!({"size": "10Gi", "persistentVolumeClaimRetentionPolicy":
+               {"whenDeleted": deleted, "whenScaled": scaled}})
+    };
+    assert!(storage_update(json!({"size": "10Gi"}), policy("Delete", "Delete")).is_empty());
+    assert!(storage_update(policy("Delete", "Retain"), policy("Retain", "Delete")).is_empty());
+    assert!(storage_update(policy("Delete", "Delete"), json!({"size": "10Gi"})).is_empty());
+    // Other values are refused by the schema's `enum` (kube-cel evaluates only the CEL rules,
+    // so the enum is checked in the schema below), and by the operator's own types.
+    for bad in [policy("Keep", "Retain"), policy("Retain", "delete")] {
+        assert!(serde_json::from_value::<StorageSpec>(bad).is_err());
+    }
+    let p = schema()
+        .pointer(
+            "/properties/spec/properties/storage/properties/persistentVolumeClaimRetentionPolicy",
+        )
+        .cloned()
+        .unwrap_or_default();
+    for field in ["whenDeleted", "whenScaled"] {
+        assert_eq!(p["properties"][field]["default"], "Retain", "{field}");
+        assert_eq!(
+            p["properties"][field]["enum"],
+            json!(["Retain", "Delete"]),
+            "{field}"
+        );
+    }
+    let spec: BrokerClusterSpec =
+        serde_json::from_value(json!({"storage": {"size": "1Gi"}})).unwrap_or_default();
+    let rendered = spec
+        .storage
+        .map(|s| s.persistent_volume_claim_retention_policy);
+    assert_eq!(
+        rendered,
+        Some(ClaimRetentionPolicy {
+            when_deleted: ClaimRetention::Retain,
+            when_scaled: ClaimRetention::Retain,
+        })
     );
 }
 

@@ -443,7 +443,7 @@ fn durable_topics_need_storage_and_get_its_volume() {
         config: Some(durable()),
         storage: Some(crate::crd::StorageSpec {
             size: "1Gi".into(),
-            storage_class_name: None,
+            ..crate::crd::StorageSpec::default()
         }),
         ..BrokerClusterSpec::default()
     })
@@ -454,4 +454,134 @@ fn durable_topics_need_storage_and_get_its_volume() {
     );
     let plain = try_spec(BrokerClusterSpec::default()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(plain.config.storage_dir, None);
+}
+
+/// A StatefulSet as the API server stores one the operator rendered with storage of `size`
+/// and `class` (no claim template when `size` is `None`).
+fn sts_with_claim(size: Option<&str>, class: Option<&str>) -> StatefulSet {
+    use k8s_openapi::api::apps::v1::StatefulSetSpec;
+    use k8s_openapi::api::core::v1::{
+        PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
+    };
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    let claim = |size: &str| PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(crate::names::DATA_VOLUME.to_string()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            storage_class_name: class.map(str::to_string),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(std::collections::BTreeMap::from([(
+                    "storage".to_string(),
+                    Quantity(size.to_string()),
+                )])),
+                ..VolumeResourceRequirements::default()
+            }),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        ..PersistentVolumeClaim::default()
+    };
+    StatefulSet {
+        spec: Some(StatefulSetSpec {
+            volume_claim_templates: size.map(|s| vec![claim(s)]),
+            ..StatefulSetSpec::default()
+        }),
+        ..StatefulSet::default()
+    }
+}
+
+fn with_storage(size: &str, class: Option<&str>) -> BrokerClusterSpec {
+    BrokerClusterSpec {
+        storage: Some(StorageSpec {
+            size: size.into(),
+            storage_class_name: class.map(str::to_string),
+            ..StorageSpec::default()
+        }),
+        ..BrokerClusterSpec::default()
+    }
+}
+
+/// [`validate_observed`] of `spec` against `observed`.
+fn observed(
+    spec: BrokerClusterSpec,
+    sts: Option<&StatefulSet>,
+) -> Result<ValidatedCluster, SpecError> {
+    let bc = broker_cluster(spec);
+    let id = ObjectIdentity::of(&bc).unwrap_or_else(|e| panic!("{e}"));
+    validate_observed(&bc, id, &fixtures::defaults(), sts)
+}
+
+#[test]
+fn storage_is_checked_against_the_existing_statefulsets_claim_template() {
+    use crate::crd::rules::{
+        STORAGE_ADDED_MESSAGE, STORAGE_CLASS_MESSAGE, STORAGE_REMOVED_MESSAGE, STORAGE_SIZE_MESSAGE,
+    };
+    let ten = sts_with_claim(Some("10Gi"), Some("fast"));
+    let none = sts_with_claim(None, None);
+    // Nothing to compare with yet, or nothing changed (the stored quantity may be spelled
+    // differently), or a retention policy change: accepted.
+    for (spec, sts) in [
+        (with_storage("20Gi", None), None),
+        (with_storage("10Gi", Some("fast")), Some(&ten)),
+        (with_storage("10240Mi", Some("fast")), Some(&ten)),
+        (BrokerClusterSpec::default(), Some(&none)),
+    ] {
+        assert!(observed(spec.clone(), sts).is_ok(), "{spec:?}");
+    }
+    let mut policy = with_storage("10Gi", Some("fast"));
+    if let Some(s) = policy.storage.as_mut() {
+        s.persistent_volume_claim_retention_policy.when_deleted =
+            crate::crd::ClaimRetention::Delete;
+    }
+    assert!(observed(policy, Some(&ten)).is_ok());
+    for (spec, sts, expected) in [
+        (BrokerClusterSpec::default(), &ten, STORAGE_REMOVED_MESSAGE),
+        (with_storage("10Gi", None), &none, STORAGE_ADDED_MESSAGE),
+        (
+            with_storage("20Gi", Some("fast")),
+            &ten,
+            STORAGE_SIZE_MESSAGE,
+        ),
+        (
+            with_storage("10Gi", Some("slow")),
+            &ten,
+            STORAGE_CLASS_MESSAGE,
+        ),
+        (with_storage("10Gi", None), &ten, STORAGE_CLASS_MESSAGE),
+    ] {
+        let e = observed(spec.clone(), Some(sts)).err();
+        assert_eq!(
+            e.as_ref().map(SpecError::reason),
+            Some(Reason::StorageImmutable)
+        );
+        let message = e.map(|e| e.message()).unwrap_or_default();
+        assert!(message.contains(expected), "{spec:?}: {message}");
+    }
+    let resized = observed(with_storage("20Gi", Some("fast")), Some(&ten))
+        .err()
+        .map(|e| e.message())
+        .unwrap_or_default();
+    assert!(
+        resized.contains("the StatefulSet's claims request 10Gi, spec.storage.size is 20Gi"),
+        "{resized}"
+    );
+}
+
+#[test]
+fn a_storage_problem_comes_after_the_specs_own() {
+    let spec = BrokerClusterSpec {
+        replicas: Some(0),
+        ..BrokerClusterSpec::default()
+    };
+    let ten = sts_with_claim(Some("10Gi"), None);
+    let e = observed(spec, Some(&ten))
+        .err()
+        .unwrap_or_else(|| panic!("refused"));
+    assert_eq!(e.reason(), Reason::InvalidSpec);
+    assert_eq!(
+        e.problems.last().map(|p| p.reason),
+        Some(Reason::StorageImmutable)
+    );
 }
