@@ -5,14 +5,20 @@
 //! StatefulSet's `minReadySeconds`, the hand-off grace) and running the current config hash.
 //! `Progressing` is true while brokers are being created, replaced or scaled. `Degraded` is true
 //! when the spec was refused or the children could not be applied.
+//!
+//! `storage` is read from the same StatefulSet: its data volume claim template and retention
+//! policy, what the operator rendered from `spec.storage` as the API server stored it.
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::crd::conditions::{ConditionType, Reason};
-use crate::crd::{BrokerClusterStatus, Endpoints};
+use crate::crd::{
+    BrokerClusterStatus, ClaimRetention, ClaimRetentionPolicy, Endpoints, StorageStatus,
+};
 use crate::members::MembersPlan;
-use crate::names::{CONFIG_HASH_ANNOTATION, Names};
+use crate::names::{CONFIG_HASH_ANNOTATION, DATA_VOLUME, Names};
+use crate::validate::storage::rendered_claim;
 use crate::validate::{SpecError, ValidatedCluster};
 
 /// What the StatefulSet shows about the rollout.
@@ -91,6 +97,34 @@ pub fn template_hash(sts: Option<&StatefulSet>) -> Option<&str> {
 pub fn available_replicas(sts: Option<&StatefulSet>) -> i32 {
     sts.and_then(|s| s.status.as_ref()).map_or(0, |st| {
         st.available_replicas.or(st.ready_replicas).unwrap_or(0)
+    })
+}
+
+/// A retention value as the StatefulSet spells it; unset is Kubernetes' default, `Retain`.
+fn claim_retention(value: Option<&str>) -> ClaimRetention {
+    match value {
+        Some("Delete") => ClaimRetention::Delete,
+        _ => ClaimRetention::Retain,
+    }
+}
+
+/// `status.storage`: the data volume claim template and retention policy of `sts`; `None`
+/// without a StatefulSet or without a claim template.
+pub fn storage(sts: Option<&StatefulSet>) -> Option<StorageStatus> {
+    let sts = sts?;
+    let claim = rendered_claim(sts)?;
+    let policy = sts
+        .spec
+        .as_ref()
+        .and_then(|s| s.persistent_volume_claim_retention_policy.as_ref());
+    Some(StorageStatus {
+        size: claim.size.unwrap_or_default(),
+        storage_class_name: claim.storage_class_name,
+        claim_template: DATA_VOLUME.to_string(),
+        persistent_volume_claim_retention_policy: ClaimRetentionPolicy {
+            when_deleted: claim_retention(policy.and_then(|p| p.when_deleted.as_deref())),
+            when_scaled: claim_retention(policy.and_then(|p| p.when_scaled.as_deref())),
+        },
     })
 }
 
@@ -277,6 +311,7 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
             .members
             .map(|m| Time(m.members_changed_at))
             .or(prev.members_changed_at),
+        storage: storage(input.sts),
         autoscaling: prev.autoscaling,
     }
 }

@@ -920,3 +920,87 @@ async fn a_foreign_ca_secret_is_used_when_usable_and_never_overwritten() {
         assert_eq!(peer["data"]["ca.crt"], theirs["data"]["ca.crt"]);
     });
 }
+
+fn stored_sts(f: &Fake) -> Value {
+    f.objects
+        .get(&format!("/apis/apps/v1{NS}statefulsets/events"))
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn storage_is_rendered_reported_and_never_changed_under_the_statefulset() {
+    use crate::crd::{ClaimRetention, StorageSpec};
+    let mut bc = cluster(BrokerClusterSpec {
+        storage: Some(StorageSpec {
+            size: "10Gi".into(),
+            ..StorageSpec::default()
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    let h = Harness::new(&bc);
+    assert!(h.reconcile(&bc).await.is_ok());
+    let retain = json!({"whenDeleted": "Retain", "whenScaled": "Retain"});
+    h.with(|f| {
+        let sts = stored_sts(f);
+        assert_eq!(sts["spec"]["persistentVolumeClaimRetentionPolicy"], retain);
+        assert_eq!(
+            sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"],
+            "10Gi"
+        );
+        let status = f.status_writes().pop().unwrap_or_default();
+        assert_eq!(
+            status["storage"],
+            json!({"size": "10Gi", "claimTemplate": "data",
+                   "persistentVolumeClaimRetentionPolicy": retain})
+        );
+    });
+
+    // A resize that got past admission (a CRD without its rules) is refused before any apply.
+    let mut resized = bc.clone();
+    if let Some(s) = resized.spec.storage.as_mut() {
+        s.size = "20Gi".into();
+    }
+    h.with(|f| f.calls.clear());
+    let action = h.reconcile(&resized).await;
+    assert_eq!(action.ok(), Some(Action::requeue(STEADY_REQUEUE)));
+    h.with(|f| {
+        assert_eq!(f.paths("PATCH"), vec!["brokerclusters/events/status"]);
+        let status = f.status_writes().pop().unwrap_or_default();
+        assert_eq!(
+            condition(&status, "Degraded"),
+            pair("True", "StorageImmutable")
+        );
+        assert_eq!(status["storage"]["size"], "10Gi", "what the StatefulSet has");
+        assert_eq!(f.event_reasons(), vec!["SpecRejected"]);
+        assert_eq!(
+            stored_sts(f)["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]
+                ["storage"],
+            "10Gi"
+        );
+    });
+
+    // The retention policy may change: applied, and reported.
+    if let Some(s) = bc.spec.storage.as_mut() {
+        s.persistent_volume_claim_retention_policy.when_scaled = ClaimRetention::Delete;
+    }
+    h.with(|f| f.calls.clear());
+    assert!(h.reconcile(&bc).await.is_ok());
+    let changed = json!({"whenDeleted": "Retain", "whenScaled": "Delete"});
+    h.with(|f| {
+        assert!(
+            f.paths("PATCH")
+                .contains(&"statefulsets/events".to_string())
+        );
+        assert_eq!(
+            stored_sts(f)["spec"]["persistentVolumeClaimRetentionPolicy"],
+            changed
+        );
+        let status = f.status_writes().pop().unwrap_or_default();
+        assert_eq!(condition(&status, "Degraded"), pair("False", "AsExpected"));
+        assert_eq!(
+            status["storage"]["persistentVolumeClaimRetentionPolicy"],
+            changed
+        );
+    });
+}

@@ -30,7 +30,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use starling_config::{AuthMode, ConfigOverrides, Profile, Tier};
 
-pub use status::{AutoscalerFields, AutoscalingStatus, BrokerClusterStatus, Endpoints};
+pub use status::{
+    AutoscalerFields, AutoscalingStatus, BrokerClusterStatus, Endpoints, StorageStatus,
+};
 
 /// API group of the custom resource.
 pub const GROUP: &str = "starling.dev";

@@ -60,6 +60,9 @@ pub struct BrokerClusterStatus {
     /// When `members` last changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members_changed_at: Option<Time>,
+    /// The brokers' volumes as the StatefulSet has them (only with `spec.storage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageStatus>,
     /// What the autoscaler observed and decided last (only while autoscaling is enabled).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<AutoscalingStatus>,
@@ -140,6 +143,24 @@ pub struct AutoscalingStatus {
     /// The reason of the last tier change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_change_reason: Option<String>,
+}
+
+/// The brokers' volumes, read from the StatefulSet's volume claim template and retention
+/// policy (what the operator rendered from `spec.storage`, as the API server stored it).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageStatus {
+    /// Size each broker's claim requests, e.g. `10Gi`.
+    pub size: String,
+    /// StorageClass of the claims. Unset: the cluster's default class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+    /// The StatefulSet's volume claim template, `data`: broker N's claim is
+    /// `<claimTemplate>-<BrokerCluster name>-N`, e.g. `data-events-0`.
+    pub claim_template: String,
+    /// The StatefulSet's `persistentVolumeClaimRetentionPolicy` (`Retain` where it sets none,
+    /// as Kubernetes does).
+    pub persistent_volume_claim_retention_policy: super::ClaimRetentionPolicy,
 }
 
 /// The client Service's address.

@@ -420,3 +420,60 @@ fn auth_mode_none_is_reported_in_its_own_condition() {
         r("True", Reason::AuthModeNone)
     );
 }
+
+#[test]
+fn storage_reports_the_claim_template_and_retention_policy_the_statefulset_has() {
+    use crate::crd::{ClaimRetention, ClaimRetentionPolicy, StorageSpec, StorageStatus};
+    let policy = ClaimRetentionPolicy {
+        when_deleted: ClaimRetention::Delete,
+        when_scaled: ClaimRetention::Retain,
+    };
+    let v = crate::validate::fixtures::spec_cluster(BrokerClusterSpec {
+        storage: Some(StorageSpec {
+            size: "10Gi".into(),
+            storage_class_name: Some("fast".into()),
+            persistent_volume_claim_retention_policy: policy,
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    let mut rendered = crate::build::render(&v).statefulset;
+    let expected = StorageStatus {
+        size: "10Gi".into(),
+        storage_class_name: Some("fast".into()),
+        claim_template: "data".into(),
+        persistent_volume_claim_retention_policy: policy,
+    };
+    let status = compute_with(&v, Some(&rendered), false, None, None, at(0));
+    assert_eq!(status.storage.as_ref(), Some(&expected));
+    assert_eq!(
+        status.reconciler_fields().storage.as_ref(),
+        Some(&expected),
+        "the reconciler's field manager owns status.storage"
+    );
+    let json = serde_json::to_value(&status).unwrap_or_default();
+    assert_eq!(
+        json["storage"],
+        serde_json::json!({"size": "10Gi", "storageClassName": "fast", "claimTemplate": "data",
+                           "persistentVolumeClaimRetentionPolicy":
+                               {"whenDeleted": "Delete", "whenScaled": "Retain"}})
+    );
+    // A StatefulSet without the policy (rendered by an older operator) retains, as Kubernetes does.
+    if let Some(spec) = rendered.spec.as_mut() {
+        spec.persistent_volume_claim_retention_policy = None;
+    }
+    assert_eq!(
+        storage(Some(&rendered)).map(|s| s.persistent_volume_claim_retention_policy),
+        Some(ClaimRetentionPolicy::default())
+    );
+    // No StatefulSet, or one without a claim template: no storage.
+    assert_eq!(
+        compute_with(&v, None, false, None, None, at(0)).storage,
+        None
+    );
+    let plain = cluster(Profile::Balanced, Tier::Medium, |_| {});
+    let plain_sts = crate::build::render(&plain).statefulset;
+    assert_eq!(
+        compute_with(&plain, Some(&plain_sts), false, None, None, at(0)).storage,
+        None
+    );
+}
