@@ -565,6 +565,11 @@ impl Log {
         self.view().read_from_time(timestamp_ms)
     }
 
+    /// See [`LogView::position_at_time`].
+    pub fn position_at_time(&self, timestamp_ms: u64) -> Result<Option<Position>> {
+        self.view().position_at_time(timestamp_ms)
+    }
+
     /// See [`LogView::stats`].
     pub fn stats(&self) -> LogStats {
         self.view().stats()
@@ -641,6 +646,29 @@ impl LogView {
     /// Reads the log from the first record stamped at or after `timestamp_ms`.
     pub fn read_from_time(&self, timestamp_ms: u64) -> Reader {
         Reader::new(Arc::clone(&self.shared), Start::Time(timestamp_ms))
+    }
+
+    /// Where [`LogView::read_from_time`] starts, as a position: the position of the first
+    /// record stamped at or after `timestamp_ms` (found through the time index), or `None`
+    /// when every record is older or the log is empty. [`LogView::read_from`] that position
+    /// returns what `read_from_time(timestamp_ms)` does, so a time can be served as a resume
+    /// position. A time before the oldest record gives the oldest record's position; several
+    /// records stamped with the same millisecond give the first of them. Reads the records
+    /// from the index checkpoint before that time up to the one found (about
+    /// `index_interval_bytes` and one record), and does not count as a replay. Retention
+    /// deleting the segment being looked at is retried on the segments left.
+    pub fn position_at_time(&self, timestamp_ms: u64) -> Result<Option<Position>> {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let reader = Reader::new(Arc::clone(&self.shared), Start::Time(timestamp_ms));
+            match reader.uncounted().next() {
+                None => return Ok(None),
+                Some(Ok(record)) => return Ok(Some(record.position)),
+                Some(Err(Error::Truncated { .. })) if attempts < 3 => continue,
+                Some(Err(e)) => return Err(e),
+            }
+        }
     }
 
     /// Fsyncs what was appended so far (and the directory, if a segment was created since

@@ -43,6 +43,8 @@ pub struct Reader {
     start: Start,
     /// Still skipping records before the start.
     seeking: bool,
+    /// Whether returned records count as replayed (`LogStats::records_replayed`).
+    counted: bool,
     seg: Option<Arc<Segment>>,
     file: Option<File>,
     offset: u64,
@@ -58,6 +60,7 @@ impl Reader {
             shared,
             start,
             seeking: true,
+            counted: true,
             seg: None,
             file: None,
             offset: 0,
@@ -68,6 +71,12 @@ impl Reader {
             reader.offset = offset;
         }
         reader
+    }
+
+    /// The same reader, not counting what it returns as replayed (a lookup, not a replay).
+    pub(crate) fn uncounted(mut self) -> Reader {
+        self.counted = false;
+        self
     }
 
     /// Picks the segment and the offset to start scanning from (`None`: the log is empty).
@@ -163,10 +172,12 @@ impl Iterator for Reader {
                         continue;
                     }
                     self.seeking = false;
-                    self.shared
-                        .stats
-                        .records_replayed
-                        .fetch_add(1, Ordering::Relaxed);
+                    if self.counted {
+                        self.shared
+                            .stats
+                            .records_replayed
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
                     return Some(Ok(record));
                 }
                 Err(e) => {

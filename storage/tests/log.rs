@@ -131,6 +131,66 @@ fn read_from_time_starts_at_the_first_record_at_or_after_it() {
 }
 
 #[test]
+fn a_time_translates_to_the_position_of_the_first_record_at_or_after_it() {
+    let dir = TempDir::new().unwrap();
+    let (mut log, _) = Log::open(dir.path(), cfg(600, 128)).unwrap();
+    assert_eq!(log.position_at_time(0).unwrap(), None, "empty log");
+    // Batches of 3 events: seq 0, 3, 6, ... stamped 5000, 5010, 5020, ...; two share 5100,
+    // and a later stream starts at 5200.
+    for i in 0..10u64 {
+        log.append_at(at(1, 3 * i), 3, 5000 + 10 * i, &[i as u8; 60])
+            .unwrap();
+    }
+    log.append_at(at(1, 30), 3, 5100, b"same ms").unwrap();
+    log.append_at(at(1, 33), 3, 5100, b"same ms too").unwrap();
+    log.append_at(at(2, 0), 3, 5200, b"new stream").unwrap();
+    assert!(files(dir.path(), "log").len() > 1, "several segments");
+    let before = log.stats().records_replayed;
+    // Before the first record: the first record.
+    assert_eq!(log.position_at_time(0).unwrap(), Some(at(1, 0)));
+    assert_eq!(log.position_at_time(4999).unwrap(), Some(at(1, 0)));
+    // Exactly on a record's time: that record.
+    assert_eq!(log.position_at_time(5000).unwrap(), Some(at(1, 0)));
+    assert_eq!(log.position_at_time(5040).unwrap(), Some(at(1, 12)));
+    // Between two records: the later one.
+    assert_eq!(log.position_at_time(5041).unwrap(), Some(at(1, 15)));
+    // Two records in the same millisecond: the first of them.
+    assert_eq!(log.position_at_time(5100).unwrap(), Some(at(1, 30)));
+    assert_eq!(log.position_at_time(5101).unwrap(), Some(at(2, 0)));
+    // The last record, and after it: nothing.
+    assert_eq!(log.position_at_time(5200).unwrap(), Some(at(2, 0)));
+    assert_eq!(log.position_at_time(5201).unwrap(), None);
+    assert_eq!(log.position_at_time(u64::MAX).unwrap(), None);
+    assert_eq!(
+        log.stats().records_replayed,
+        before,
+        "a lookup is no replay"
+    );
+    // Reading from the position returns what reading from the time does.
+    for t in [0, 5000, 5035, 5100, 5150, 5200] {
+        let p = log.position_at_time(t).unwrap().unwrap();
+        let by_time: Vec<_> = read_all(log.read_from_time(t))
+            .into_iter()
+            .map(|r| r.position)
+            .collect();
+        let by_pos: Vec<_> = read_all(log.read_from(p))
+            .into_iter()
+            .map(|r| r.position)
+            .collect();
+        assert_eq!(by_pos, by_time, "from {t}");
+    }
+    // After retention removed the oldest segments, an old time starts at what is left.
+    let mut config = cfg(600, 128);
+    config.retention.max_bytes = Some(600);
+    drop(log);
+    let (mut log, _) = Log::open(dir.path(), config).unwrap();
+    log.enforce_retention(6000).unwrap();
+    let first = log.view().first_position().unwrap();
+    assert_ne!(first, at(1, 0));
+    assert_eq!(log.position_at_time(0).unwrap(), Some(first));
+}
+
+#[test]
 fn positions_continue_across_reopen_and_order_is_enforced() {
     let dir = TempDir::new().unwrap();
     {
