@@ -19,11 +19,17 @@ pub const AUTH_TOKEN: u64 = 8;
 /// anyone when the broker runs with `auth_mode: none` and no client CA.
 pub const PEER: u64 = 16;
 
+/// `Subscribe` may carry the optional trailing `start_time_ms`: start at the first event
+/// stamped at or after a time ([`StartAt::TimeMs`](crate::StartAt::TimeMs)). A broker that
+/// does not grant it (an older one) would reject that field as trailing bytes, so a client
+/// sends it only when granted.
+pub const SUBSCRIBE_FROM_TIME: u64 = 32;
+
 /// Every feature bit defined by protocol version 2.
-pub const ALL: u64 = BATCH_PUBLISH | CACHE | CLUSTER | AUTH_TOKEN | PEER;
+pub const ALL: u64 = BATCH_PUBLISH | CACHE | CLUSTER | AUTH_TOKEN | PEER | SUBSCRIBE_FROM_TIME;
 
 /// Features every connection asks for, whatever its role.
-pub const BASE: u64 = BATCH_PUBLISH | CACHE;
+pub const BASE: u64 = BATCH_PUBLISH | CACHE | SUBSCRIBE_FROM_TIME;
 
 /// What a connection is to the broker, as its feature bits say. The SDK asks for
 /// [`Role::requested`]; the broker reads the role back from what it granted with

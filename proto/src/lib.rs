@@ -65,7 +65,7 @@ pub use limits::{FRAMING_VERSION, HEADER_LEN, MAX_KEY_LEN, MAX_TOPIC_LEN, PROTOC
 pub use messages::{
     AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
     ErrorFrame, EventBatch, Hello, HelloOk, Member, Moved, Ping, Publish, PublishAck, PublishBatch,
-    Subscribe, SubscribeOk, Unsubscribe,
+    StartAt, Subscribe, SubscribeOk, Unsubscribe,
 };
 pub use position::{Position, SeenStreams};
 pub use validate::{validate_key, validate_topic};

@@ -8,7 +8,7 @@ mod common;
 use bytes::{BufMut, BytesMut};
 use proptest::collection::vec;
 use proptest::prelude::*;
-use starling_proto::{DecodeError, FrameDecoder, FrameKind, HEADER_LEN};
+use starling_proto::{DecodeError, Frame, FrameDecoder, FrameKind, HEADER_LEN, StartAt, Subscribe};
 
 const LIMIT: u32 = 64 * 1024;
 
@@ -77,19 +77,76 @@ proptest! {
     }
 
     /// Cutting the payload short while fixing up `payload_len` is always a
-    /// malformed frame: every layout is self-delimiting.
+    /// malformed frame: every layout is self-delimiting, except that a `Subscribe` cut
+    /// exactly before its optional trailing `start_time_ms` is the same subscription
+    /// without it (live), and nothing else.
     #[test]
     fn every_shortened_payload_is_malformed(frame in common::arb_frame()) {
         let wire = frame.to_bytes();
         let payload = &wire[HEADER_LEN..];
         let dec = FrameDecoder::new(u32::MAX);
+        let without_time = match &frame {
+            Frame::Subscribe(s) if matches!(s.start, StartAt::TimeMs(_)) => {
+                Some((payload.len() - 8, Frame::Subscribe(Subscribe { start: StartAt::Live, ..s.clone() })))
+            }
+            _ => None,
+        };
         for end in 0..payload.len() {
             let mut buf = framed(frame.kind(), 0, &payload[..end]);
             let result = dec.decode(&mut buf);
-            prop_assert!(
-                matches!(result, Err(DecodeError::Malformed { .. })),
-                "payload cut at {}: {:?}", end, result
-            );
+            match &without_time {
+                Some((at, live)) if *at == end => {
+                    prop_assert_eq!(result, Ok(Some(live.clone())), "cut before start_time_ms");
+                }
+                _ => prop_assert!(
+                    matches!(result, Err(DecodeError::Malformed { .. })),
+                    "payload cut at {}: {:?}", end, result
+                ),
+            }
+        }
+    }
+
+    /// A `Subscribe` from a time cut anywhere inside its `start_time_ms` is malformed, never
+    /// another subscription; one with a resume position and a time is refused.
+    #[test]
+    fn subscribe_start_time_is_all_or_nothing(
+        s in common::arb_subscribe(),
+        extra in any::<u64>(),
+    ) {
+        let frame = Frame::Subscribe(s.clone());
+        let wire = frame.to_bytes();
+        let payload = &wire[HEADER_LEN..];
+        let dec = FrameDecoder::new(u32::MAX);
+        match s.start {
+            StartAt::TimeMs(_) => {
+                for cut in 1..8 {
+                    let mut buf = framed(frame.kind(), 0, &payload[..payload.len() - cut]);
+                    let result = dec.decode(&mut buf);
+                    prop_assert!(
+                        matches!(result, Err(DecodeError::Malformed { .. })),
+                        "cut {} bytes into start_time_ms: {:?}", cut, result
+                    );
+                }
+            }
+            StartAt::Position(_) => {
+                let mut with_time = payload.to_vec();
+                with_time.extend_from_slice(&extra.to_be_bytes());
+                let mut buf = framed(frame.kind(), 0, &with_time);
+                prop_assert_eq!(
+                    dec.decode(&mut buf),
+                    Err(DecodeError::Malformed {
+                        frame: "subscribe",
+                        reason: "start_time_ms set together with a resume position",
+                    })
+                );
+            }
+            StartAt::Live => {
+                let mut with_time = payload.to_vec();
+                with_time.extend_from_slice(&extra.to_be_bytes());
+                let mut buf = framed(frame.kind(), 0, &with_time);
+                let expected = Frame::Subscribe(Subscribe { start: StartAt::TimeMs(extra), ..s.clone() });
+                prop_assert_eq!(dec.decode(&mut buf), Ok(Some(expected)));
+            }
         }
     }
 

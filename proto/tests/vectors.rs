@@ -14,8 +14,8 @@ use bytes::{Bytes, BytesMut};
 use starling_proto::{
     AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
     ErrorCode, ErrorFrame, EventBatch, Frame, FrameDecoder, FrameKind, Hello, HelloOk, Member,
-    Moved, Ping, Position, Publish, PublishAck, PublishBatch, Subscribe, SubscribeOk, Unsubscribe,
-    features,
+    Moved, Ping, Position, Publish, PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk,
+    Unsubscribe, features,
 };
 
 const LIMIT: u32 = 1 << 20;
@@ -82,15 +82,20 @@ fn expected(name: &str) -> Frame {
         "subscribe" => Frame::Subscribe(Subscribe {
             request_id: 3,
             topic: "orders".into(),
-            resume: None,
+            start: StartAt::Live,
         }),
         "subscribe.resume" => Frame::Subscribe(Subscribe {
             request_id: 4,
             topic: "orders".into(),
-            resume: Some(Position {
+            start: StartAt::Position(Position {
                 stream: 0x0a0b_0c0d_0e0f_1011,
                 seq: 500,
             }),
+        }),
+        "subscribe.time" => Frame::Subscribe(Subscribe {
+            request_id: 5,
+            topic: "orders".into(),
+            start: StartAt::TimeMs(1_767_225_600_000),
         }),
         "subscribe_ok" => Frame::SubscribeOk(SubscribeOk {
             request_id: 3,

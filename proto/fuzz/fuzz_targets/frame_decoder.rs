@@ -1,12 +1,13 @@
 //! Fuzz target: feeds arbitrary bytes to `FrameDecoder`, whole and in
 //! small chunks, and checks that it never panics, that both feeding modes
 //! agree, and that every decoded frame re-encodes to the bytes it came from
-//! (with the reserved flags zeroed).
+//! (with the reserved flags zeroed). A decoded `Subscribe` from a time is also cut inside its
+//! optional trailing `start_time_ms`, which must be malformed, never another subscription.
 #![no_main]
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use starling_proto::{DecodeError, Frame, FrameDecoder, HEADER_LEN};
+use starling_proto::{DecodeError, Frame, FrameDecoder, HEADER_LEN, StartAt};
 
 const LIMIT: u32 = 64 * 1024;
 
@@ -40,6 +41,24 @@ fuzz_target!(|data: &[u8]| {
         assert!(frame.payload_len() <= LIMIT as usize);
         offset += encoded.len();
         assert!(encoded.len() >= HEADER_LEN);
+    }
+
+    // Subscribe's optional trailing start_time_ms is all or nothing.
+    for frame in &frames {
+        if let Frame::Subscribe(s) = frame
+            && matches!(s.start, StartAt::TimeMs(_))
+        {
+            let wire = frame.to_bytes();
+            for cut in 1..8 {
+                let mut short = BytesMut::from(&wire[..wire.len() - cut]);
+                let len = u32::try_from(wire.len() - cut - HEADER_LEN).unwrap();
+                short[4..8].copy_from_slice(&len.to_be_bytes());
+                assert!(matches!(
+                    dec.decode(&mut short),
+                    Err(DecodeError::Malformed { .. })
+                ));
+            }
+        }
     }
 
     // Same input fed in chunks of 1..=7 bytes must give the same result.

@@ -5,7 +5,7 @@
 //! | --- | --- |
 //! | [`handshake`] | `Hello`, `HelloOk` |
 //! | [`publish`] | `Publish`, `PublishBatch`, `PublishAck` (+ [`AckMode`]) |
-//! | [`subscribe`] | `Subscribe`, `SubscribeOk`, `Unsubscribe` |
+//! | [`subscribe`] | `Subscribe` (+ [`StartAt`]), `SubscribeOk`, `Unsubscribe` |
 //! | [`events`] | `EventBatch` |
 //! | [`cache`] | `CachePut`, `CacheGet`, `CacheDelete`, `CacheValue`, `CacheOk` |
 //! | [`error_frame`] | `Error` |
@@ -31,4 +31,4 @@ pub use events::EventBatch;
 pub use handshake::{Hello, HelloOk};
 pub use ping::Ping;
 pub use publish::{AckMode, Publish, PublishAck, PublishBatch};
-pub use subscribe::{Subscribe, SubscribeOk, Unsubscribe};
+pub use subscribe::{StartAt, Subscribe, SubscribeOk, Unsubscribe};

@@ -1,6 +1,7 @@
 //! Subscription control frames: `Subscribe` and `Unsubscribe` (client →
 //! server) and `SubscribeOk` (server → client). Events themselves travel in
-//! [`EventBatch`](crate::EventBatch).
+//! [`EventBatch`](crate::EventBatch). [`StartAt`] is where a subscription starts: live, at a
+//! resume position, or at a time.
 
 use bytes::{BufMut, BytesMut};
 
@@ -8,34 +9,82 @@ use crate::error::DecodeError;
 use crate::position::Position;
 use crate::wire::{DecodeBody, EncodeBody, Reader, put_str, str_len};
 
+/// Where a subscription starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum StartAt {
+    /// Live events only: those the topic delivers after the broker registered the
+    /// subscription.
+    #[default]
+    Live,
+    /// Resume at a position: the next event wanted (one past the last received). The broker
+    /// first replays what it still holds from there on (and every later stream). The
+    /// position's stream must be nonzero.
+    Position(Position),
+    /// Start at the first event stamped at or after this time, in Unix milliseconds (the
+    /// time its batch was written to the topic's log, or retained, at the owner). Needs the
+    /// [`SUBSCRIBE_FROM_TIME`](crate::features::SUBSCRIBE_FROM_TIME) feature.
+    TimeMs(u64),
+}
+
+impl StartAt {
+    /// `Live` for `None`, else `Position`.
+    pub fn from_resume(resume: Option<Position>) -> StartAt {
+        resume.map_or(StartAt::Live, StartAt::Position)
+    }
+
+    /// The resume position, if this is one.
+    pub fn position(self) -> Option<Position> {
+        match self {
+            StartAt::Position(p) => Some(p),
+            StartAt::Live | StartAt::TimeMs(_) => None,
+        }
+    }
+}
+
+impl From<Option<Position>> for StartAt {
+    fn from(resume: Option<Position>) -> StartAt {
+        StartAt::from_resume(resume)
+    }
+}
+
 /// Opens a subscription to one topic on the current stream.
 ///
-/// Layout: `request_id u64 | topic str | resume_stream u64 | resume_seq u64`. A nonzero
-/// `resume_stream` asks the broker to first replay the events it still retains from
-/// `(resume_stream, resume_seq)` on (and every later stream); 0 (with `resume_seq` 0) asks for
-/// live events only.
+/// Layout: `request_id u64 | topic str | resume_stream u64 | resume_seq u64 |
+/// [start_time_ms u64]`. A nonzero `resume_stream` asks the broker to first replay the events
+/// it still holds from `(resume_stream, resume_seq)` on (and every later stream); 0 (with
+/// `resume_seq` 0) asks for live events only, or, when the optional trailing `start_time_ms`
+/// is present, for the events from that time on. `start_time_ms` is present only with
+/// `resume_stream` and `resume_seq` 0, and is sent only to a broker that granted
+/// [`SUBSCRIBE_FROM_TIME`](crate::features::SUBSCRIBE_FROM_TIME): an older broker rejects it
+/// as trailing bytes. Without it the layout is the one protocol version 2 started with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subscribe {
     /// Echoed in `SubscribeOk` or `Error`.
     pub request_id: u64,
     /// Topic to follow (see [`validate_topic`](crate::validate_topic)).
     pub topic: String,
-    /// Where to resume: the next event wanted. `None`: live events only. A `Some` position's
-    /// stream must be nonzero.
-    pub resume: Option<Position>,
+    /// Where to start.
+    pub start: StartAt,
 }
 
 impl EncodeBody for Subscribe {
     fn body_len(&self) -> usize {
-        8 + str_len(&self.topic) + 16
+        let time = match self.start {
+            StartAt::TimeMs(_) => 8,
+            StartAt::Live | StartAt::Position(_) => 0,
+        };
+        8 + str_len(&self.topic) + 16 + time
     }
 
     fn encode_body(&self, dst: &mut BytesMut) {
         dst.put_u64(self.request_id);
         put_str(dst, &self.topic);
-        let (stream, seq) = self.resume.map_or((0, 0), |p| (p.stream, p.seq));
+        let (stream, seq) = self.start.position().map_or((0, 0), |p| (p.stream, p.seq));
         dst.put_u64(stream);
         dst.put_u64(seq);
+        if let StartAt::TimeMs(ms) = self.start {
+            dst.put_u64(ms);
+        }
     }
 }
 
@@ -45,15 +94,20 @@ impl DecodeBody for Subscribe {
         let topic = r.topic()?;
         let stream = r.u64()?;
         let seq = r.u64()?;
-        let resume = match (stream, seq) {
-            (0, 0) => None,
-            (0, _) => return Err(r.malformed("resume_seq set without a resume_stream")),
-            (stream, seq) => Some(Position { stream, seq }),
+        let time = if r.at_end() { None } else { Some(r.u64()?) };
+        let start = match (stream, seq, time) {
+            (0, 0, None) => StartAt::Live,
+            (0, 0, Some(ms)) => StartAt::TimeMs(ms),
+            (0, _, _) => return Err(r.malformed("resume_seq set without a resume_stream")),
+            (_, _, Some(_)) => {
+                return Err(r.malformed("start_time_ms set together with a resume position"));
+            }
+            (stream, seq, None) => StartAt::Position(Position { stream, seq }),
         };
         Ok(Subscribe {
             request_id,
             topic,
-            resume,
+            start,
         })
     }
 }
@@ -132,7 +186,7 @@ mod tests {
         let payload = round_trip(&Frame::Subscribe(Subscribe {
             request_id: 7,
             topic: "ab".into(),
-            resume: Some(Position { stream: 9, seq: 3 }),
+            start: StartAt::Position(Position { stream: 9, seq: 3 }),
         }));
         assert_eq!(
             payload,
@@ -141,6 +195,68 @@ mod tests {
                 0, 3
             ]
         );
+    }
+
+    #[test]
+    fn subscribe_from_a_time_appends_it() {
+        let payload = round_trip(&Frame::Subscribe(Subscribe {
+            request_id: 7,
+            topic: "ab".into(),
+            start: StartAt::TimeMs(0x0102),
+        }));
+        assert_eq!(payload.len(), 8 + 4 + 16 + 8);
+        assert_eq!(&payload[12..28], &[0; 16], "no resume position");
+        assert_eq!(&payload[28..], &[0, 0, 0, 0, 0, 0, 1, 2]);
+        // Time 0 (the start of every log) is a time, not "live".
+        let zero = round_trip(&Frame::Subscribe(Subscribe {
+            request_id: 7,
+            topic: "ab".into(),
+            start: StartAt::TimeMs(0),
+        }));
+        assert_eq!(zero.len(), 36);
+        // Without it, the live layout every broker knows.
+        let live = round_trip(&Frame::Subscribe(Subscribe {
+            request_id: 7,
+            topic: "ab".into(),
+            start: StartAt::Live,
+        }));
+        assert_eq!(live, payload[..28]);
+    }
+
+    #[test]
+    fn subscribe_time_and_position_are_exclusive() {
+        let mut payload = round_trip(&Frame::Subscribe(Subscribe {
+            request_id: 7,
+            topic: "ab".into(),
+            start: StartAt::Position(Position { stream: 9, seq: 3 }),
+        }));
+        payload.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 5]);
+        assert_eq!(
+            decode(FrameKind::Subscribe, &payload),
+            malformed(
+                FrameKind::Subscribe,
+                "start_time_ms set together with a resume position"
+            )
+        );
+        // A time cut short is a truncated field, not a live subscription.
+        let mut cut = payload[..28].to_vec();
+        cut[19] = 0; // resume_stream 0 ...
+        cut[27] = 0; // ... and resume_seq 0
+        cut.extend_from_slice(&[0, 0, 1]);
+        assert_eq!(
+            decode(FrameKind::Subscribe, &cut),
+            malformed(FrameKind::Subscribe, "truncated integer field")
+        );
+    }
+
+    #[test]
+    fn start_at_from_a_resume_position() {
+        assert_eq!(StartAt::from(None), StartAt::Live);
+        let p = Position { stream: 1, seq: 2 };
+        assert_eq!(StartAt::from(Some(p)), StartAt::Position(p));
+        assert_eq!(StartAt::Position(p).position(), Some(p));
+        assert_eq!(StartAt::TimeMs(5).position(), None);
+        assert_eq!(StartAt::default(), StartAt::Live);
     }
 
     #[test]

@@ -132,6 +132,11 @@ impl Reader {
         self.malformed("element count exceeds remaining bytes")
     }
 
+    /// Whether every payload byte was consumed: an optional trailing field is absent.
+    pub(crate) fn at_end(&self) -> bool {
+        self.buf.is_empty()
+    }
+
     /// Succeeds only if every payload byte was consumed.
     pub(crate) fn finish(&self) -> Result<(), DecodeError> {
         if self.buf.is_empty() {

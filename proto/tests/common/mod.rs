@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use starling_proto::{
     AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
     ErrorCode, ErrorFrame, EventBatch, Frame, Hello, HelloOk, Member, Moved, Ping, Position,
-    Publish, PublishAck, PublishBatch, Subscribe, SubscribeOk, Unsubscribe,
+    Publish, PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe,
 };
 
 /// Parses hex text: whitespace ignored, `#` comments to end of line.
@@ -55,6 +55,27 @@ fn error_code() -> impl Strategy<Value = ErrorCode> {
         (12u16..).prop_map(ErrorCode::Other),
         Just(ErrorCode::Other(0)),
     ]
+}
+
+/// Where a subscription starts: live, a resume position (nonzero stream) or a time (the
+/// optional trailing `start_time_ms`, any value, 0 included).
+pub fn start_at() -> impl Strategy<Value = StartAt> {
+    prop_oneof![
+        Just(StartAt::Live),
+        (1..=u64::MAX, any::<u64>())
+            .prop_map(|(stream, seq)| StartAt::Position(Position { stream, seq })),
+        any::<u64>().prop_map(StartAt::TimeMs),
+        Just(StartAt::TimeMs(0)),
+    ]
+}
+
+/// Any valid `Subscribe`.
+pub fn arb_subscribe() -> impl Strategy<Value = Subscribe> {
+    (any::<u64>(), topic(), start_at()).prop_map(|(request_id, topic, start)| Subscribe {
+        request_id,
+        topic,
+        start,
+    })
 }
 
 /// Any valid frame (one that must survive encode → decode unchanged).
@@ -112,16 +133,7 @@ pub fn arb_frame() -> impl Strategy<Value = Frame> {
         ),
         (any::<u64>(), any::<u32>())
             .prop_map(|(request_id, count)| Frame::PublishAck(PublishAck { request_id, count })),
-        (
-            any::<u64>(),
-            topic(),
-            proptest::option::of((1..=u64::MAX, any::<u64>()))
-        )
-            .prop_map(|(request_id, topic, resume)| Frame::Subscribe(Subscribe {
-                request_id,
-                topic,
-                resume: resume.map(|(stream, seq)| Position { stream, seq }),
-            })),
+        arb_subscribe().prop_map(Frame::Subscribe),
         (any::<u64>(), any::<u64>()).prop_map(|(request_id, subscription_id)| {
             Frame::SubscribeOk(SubscribeOk {
                 request_id,
