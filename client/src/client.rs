@@ -5,11 +5,11 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use starling_placement::Kind;
-use starling_proto::{ClusterInfo, Position, validate_topic};
+use starling_proto::{ClusterInfo, Position, StartAt, validate_topic};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
@@ -166,9 +166,40 @@ impl Client {
         topic: &str,
         resume: Option<Position>,
     ) -> Result<Subscription, ClientError> {
+        self.subscribe_at(topic, StartAt::from(resume)).await
+    }
+
+    /// Subscribes to `topic` from `since`: first the events stamped at or after it that the
+    /// broker still holds (a durable topic's log, else its retained tail), then live events,
+    /// with no gap and no duplicate between the two. Times are the owner's wall clock in Unix
+    /// milliseconds (`since` is rounded down to a millisecond; a time before 1970 is 0, the
+    /// start of everything held): a batch is stamped when the owner appended it to its log,
+    /// or, on a topic that is not durable, when it was fanned out. On a topic that is not
+    /// durable, a time older than the retained tail (`replay_window_ms`) starts at its oldest
+    /// event; a time after the newest event, in the future included, means live events only.
+    /// Needs a broker that grants `SUBSCRIBE_FROM_TIME`: an older one gives
+    /// [`ClientError::Unsupported`]. Once events arrived, a resubscription resumes from the
+    /// last one received, as for every subscription.
+    pub async fn subscribe_from_time(
+        &self,
+        topic: &str,
+        since: SystemTime,
+    ) -> Result<Subscription, ClientError> {
+        self.subscribe_at(topic, StartAt::TimeMs(unix_ms(since)))
+            .await
+    }
+
+    /// Subscribes to `topic` from `start`: live events only, a resume position
+    /// ([`Client::subscribe_from`]) or a time in Unix milliseconds
+    /// ([`Client::subscribe_from_time`]).
+    pub async fn subscribe_at(
+        &self,
+        topic: &str,
+        start: StartAt,
+    ) -> Result<Subscription, ClientError> {
         let inner = self.open()?;
         check_topic(topic)?;
-        let first = inner.subscribe_routed(topic, resume).await?;
+        let first = inner.subscribe_routed(topic, start).await?;
         if inner.peer {
             // A broker's link to a peer: the broker resubscribes by itself (cluster::upstream).
             return Ok(first);
@@ -184,7 +215,7 @@ impl Client {
             tx,
             stop_rx,
             give_up,
-            resume,
+            start,
         ));
         Ok(Subscription::new(
             id,
@@ -192,7 +223,7 @@ impl Client {
             rx,
             stop_tx,
             inner.request_timeout,
-            resume,
+            start.position(),
         ))
     }
 
@@ -316,7 +347,7 @@ impl Inner {
     pub(crate) async fn subscribe_routed(
         &self,
         topic: &str,
-        resume: Option<Position>,
+        start: StartAt,
     ) -> Result<Subscription, ClientError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(ClientError::Closed);
@@ -324,7 +355,7 @@ impl Inner {
         self.routed(
             Kind::Topic,
             topic.as_bytes(),
-            |node: Arc<Node>| async move { node.subscribe(topic, resume).await },
+            |node: Arc<Node>| async move { node.subscribe(topic, start).await },
         )
         .await
         .map_err(|e| e.in_operation(Operation::Subscribe, topic.as_bytes()))
@@ -381,6 +412,12 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// `t` in Unix milliseconds, rounded down; a time before 1970 is 0.
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 fn check_topic(topic: &str) -> Result<(), ClientError> {
     validate_topic(topic).map_err(|why| ClientError::InvalidTopic(format!("{topic:?}: {why}")))
 }
@@ -388,6 +425,17 @@ fn check_topic(topic: &str) -> Result<(), ClientError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_are_unix_milliseconds_rounded_down() {
+        assert_eq!(unix_ms(UNIX_EPOCH), 0);
+        assert_eq!(unix_ms(UNIX_EPOCH + Duration::from_micros(1_999)), 1);
+        assert_eq!(
+            unix_ms(UNIX_EPOCH + Duration::from_secs(1_767_225_600)),
+            1_767_225_600_000
+        );
+        assert_eq!(unix_ms(UNIX_EPOCH - Duration::from_secs(1)), 0);
+    }
 
     #[test]
     fn topics_are_checked_before_sending() {

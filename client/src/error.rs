@@ -65,6 +65,11 @@ pub enum ClientError {
         /// The broker's explanation, naming the user, the operation and the name.
         message: String,
     },
+    /// The broker does not offer what the request needs (it is older than this client and did
+    /// not grant the feature in the handshake); the request was not sent. Retrying at the same
+    /// broker fails the same way.
+    #[error("not supported by the broker: {0}")]
+    Unsupported(String),
     /// The request would exceed the server's `max_frame_bytes`.
     #[error("request of {len} bytes exceeds the server's frame limit of {max} bytes")]
     FrameTooLarge {
@@ -181,6 +186,11 @@ impl ClientError {
                 | ClientError::Io(_)
                 | ClientError::Tls(_)
         )
+    }
+
+    /// Whether the broker lacks a feature the request needs ([`ClientError::Unsupported`]).
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, ClientError::Unsupported(_))
     }
 
     /// Whether the same request can succeed if made again later: a broken link (except a TLS

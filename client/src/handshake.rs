@@ -156,7 +156,10 @@ mod tests {
     fn hello_offers_the_protocol_version_and_features() {
         let h = hello_of(Role::Plain, None);
         assert_eq!((h.min_version, h.max_version), (2, 2));
-        assert_eq!(h.features, features::BATCH_PUBLISH | features::CACHE);
+        assert_eq!(
+            h.features,
+            features::BATCH_PUBLISH | features::CACHE | features::SUBSCRIBE_FROM_TIME
+        );
         assert_eq!(h.client_name, "me");
         assert_eq!(h.auth_token, None);
         let routed = hello_of(Role::Routed, None);

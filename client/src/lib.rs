@@ -49,6 +49,31 @@
 //! A broker's links to its peers use [`ClientConfig::as_peer`] with the member's
 //! `starling:peer` certificate as `Certificate` credentials.
 //!
+//! # Where a subscription starts
+//! [`Client::subscribe`] takes live events only. [`Client::subscribe_from`] resumes at a
+//! [`Position`] (a [`Subscription::resume_point`]): the broker first replays what it still
+//! holds from there. [`Client::subscribe_from_time`] starts at a time: the first event the
+//! topic's owner stamped at or after it (Unix milliseconds on the owner's clock: when the
+//! batch was appended to a durable topic's log, else when it was fanned out), then continues
+//! live with no gap and no duplicate. A durable topic reaches back as far as its log does; any
+//! other topic as far as its retained tail (`replay_window_ms`), whose oldest event a time
+//! older than the tail starts at; a time after the newest event, in the future included, is
+//! live only. [`Client::subscribe_at`] takes any [`StartAt`]. Starting at a time needs a
+//! broker that grants the `SUBSCRIBE_FROM_TIME` feature; an older one gives
+//! [`ClientError::Unsupported`] and nothing is sent.
+//!
+//! ```no_run
+//! # async fn demo(client: starling_client::Client) -> Result<(), starling_client::ClientError> {
+//! use std::time::{Duration, SystemTime};
+//! let since = SystemTime::now() - Duration::from_secs(15 * 60);
+//! let mut sub = client.subscribe_from_time("orders", since).await?;
+//! while let Some(event) = sub.next_event().await {
+//!     let event = event?;
+//!     println!("{:?} {}", event.position, String::from_utf8_lossy(&event.payload));
+//! }
+//! # Ok(()) }
+//! ```
+//!
 //! # Pools and routing
 //! A [`Client`] keeps three pools sized by the profile's client knobs
 //! (`starling_config::ClientTuning`), all opened lazily and reopened on the
@@ -122,6 +147,6 @@ pub use fingerprint::sha256 as certificate_fingerprint;
 pub use handshake::ServerInfo;
 pub use path::{BufferGrant, PathTuning, UdpBuffers};
 pub use starling_config::{ClientTuning, Profile};
-pub use starling_proto::Position;
+pub use starling_proto::{Position, StartAt};
 pub use subscription::{Event, Subscription};
 pub use tls::{ALPN_CACHE, ALPN_PUBSUB};

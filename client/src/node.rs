@@ -102,14 +102,14 @@ impl Node {
             .await
     }
 
-    /// A subscription on this broker.
+    /// A subscription on this broker, starting at `start`.
     pub(crate) async fn subscribe(
         &self,
         topic: &str,
-        resume: Option<starling_proto::Position>,
+        start: starling_proto::StartAt,
     ) -> Result<Subscription, ClientError> {
         self.subscriber
-            .subscribe(&self.connector, topic, resume, self.request_timeout)
+            .subscribe(&self.connector, topic, start, self.request_timeout)
             .await
     }
 

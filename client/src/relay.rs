@@ -1,14 +1,15 @@
 //! The resubscribing relay of a subscription: it owns the subscription at the topic's current
 //! owner and, when that ends without the user asking (the owner moved, drained, restarted or
 //! died, or the connection broke), subscribes again at the owner of the moment, resuming from
-//! one past the last event it relayed. The broker then first replays what it retained since
-//! (`replay_window_ms`), so nothing published meanwhile is missed; the user's [`Subscription`]
-//! drops the events a replay repeats and keeps one continuous sequence.
+//! one past the last event it relayed (or, before any event arrived, from where the
+//! subscription started: a position or a time). The broker then first replays what it
+//! retained since (`replay_window_ms`), so nothing published meanwhile is missed; the user's
+//! [`Subscription`] drops the events a replay repeats and keeps one continuous sequence.
 
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
-use starling_proto::Position;
+use starling_proto::{Position, StartAt};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::client::Inner;
@@ -19,7 +20,7 @@ use crate::subscription::{BatchItem, Subscription};
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 /// Relays `current`'s batches to `out` until the user stops, resubscribing as needed.
-/// `resume` is the position `current` was opened with.
+/// `start` is where `current` was opened.
 pub(crate) async fn relay(
     client: Weak<Inner>,
     topic: String,
@@ -27,9 +28,9 @@ pub(crate) async fn relay(
     out: mpsc::Sender<BatchItem>,
     mut stop: oneshot::Receiver<StopRequest>,
     give_up_after: Duration,
-    resume: Option<Position>,
+    start: StartAt,
 ) {
-    let mut resume = ResumePoint(resume);
+    let mut resume = ResumePoint(start.position());
     loop {
         let item = tokio::select! {
             item = current.next_batch() => item,
@@ -54,13 +55,14 @@ pub(crate) async fn relay(
                 return;
             }
             ended => {
-                tracing::debug!(%topic, reason = ?ended.and_then(Result::err), from = ?resume.0, "subscription ended; resubscribing");
+                let from = resume.or(start);
+                tracing::debug!(%topic, reason = ?ended.and_then(Result::err), ?from, "subscription ended; resubscribing");
                 let deadline = Instant::now() + give_up_after;
                 current = loop {
                     let Some(inner) = client.upgrade() else {
                         return;
                     };
-                    match inner.subscribe_routed(&topic, resume.0).await {
+                    match inner.subscribe_routed(&topic, from).await {
                         Ok(sub) => break sub,
                         Err(e) if Instant::now() >= deadline || !e.is_transient() => {
                             let _ = out.send(Err(e)).await;
@@ -85,6 +87,12 @@ pub(crate) async fn relay(
 struct ResumePoint(Option<Position>);
 
 impl ResumePoint {
+    /// Where a resubscription starts: one past the last event relayed, else `start` (where
+    /// the subscription was opened: nothing relayed yet, so a start time still holds).
+    fn or(self, start: StartAt) -> StartAt {
+        self.0.map_or(start, StartAt::Position)
+    }
+
     fn advance(&mut self, stream: u64, first_seq: u64, len: usize) {
         let end = first_seq.wrapping_add(len as u64);
         self.0 = Some(match self.0 {
@@ -115,6 +123,18 @@ mod tests {
         assert_eq!(r.0, Some(Position { stream: 2, seq: 4 }));
         r.advance(1, 12, 1); // a late batch of the older stream
         assert_eq!(r.0, Some(Position { stream: 2, seq: 4 }));
+    }
+
+    #[test]
+    fn a_start_time_holds_until_an_event_was_relayed() {
+        let mut r = ResumePoint(StartAt::TimeMs(42).position());
+        assert_eq!(r.or(StartAt::TimeMs(42)), StartAt::TimeMs(42));
+        r.advance(3, 0, 2);
+        assert_eq!(
+            r.or(StartAt::TimeMs(42)),
+            StartAt::Position(Position { stream: 3, seq: 2 })
+        );
+        assert_eq!(ResumePoint::default().or(StartAt::Live), StartAt::Live);
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! The subscription pool: `event_conn_pool` connections, each subscription
-//! on its own bidirectional stream, spread round-robin over the connections.
+//! on its own bidirectional stream, spread round-robin over the connections. A subscription
+//! from a time is sent only on a connection that was granted `SUBSCRIBE_FROM_TIME`.
 
 use std::time::Duration;
 
 use bytes::BytesMut;
-use starling_proto::{Frame, Position, Subscribe, SubscribeOk, read_frame};
+use starling_proto::{Frame, StartAt, Subscribe, SubscribeOk, features, read_frame};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
@@ -36,7 +37,7 @@ impl Subscriber {
         &self,
         connector: &Connector,
         topic: &str,
-        resume: Option<Position>,
+        start: StartAt,
         timeout: Duration,
     ) -> Result<Subscription, ClientError> {
         let index = self.next.next(self.conns.len());
@@ -47,7 +48,7 @@ impl Subscriber {
         let conn = slot
             .get_or_open(|| connector.connect(ConnKind::Events))
             .await?;
-        tokio::time::timeout(timeout, open_subscription(&conn, topic, resume, timeout))
+        tokio::time::timeout(timeout, open_subscription(&conn, topic, start, timeout))
             .await
             .map_err(|_| ClientError::Timeout)?
     }
@@ -63,14 +64,15 @@ impl Subscriber {
 async fn open_subscription(
     conn: &Conn,
     topic: &str,
-    resume: Option<Position>,
+    start: StartAt,
     request_timeout: Duration,
 ) -> Result<Subscription, ClientError> {
+    check_start(conn.info.features, start)?;
     let (mut send, mut recv) = conn.quic.open_bi().await?;
     let request = Frame::Subscribe(Subscribe {
         request_id: 1,
         topic: topic.to_string(),
-        resume,
+        start,
     });
     send.write_all(&request.to_bytes()).await?;
     let mut buf = BytesMut::new();
@@ -94,8 +96,23 @@ async fn open_subscription(
         rx,
         stop_tx,
         request_timeout,
-        resume,
+        start.position(),
     ))
+}
+
+/// Refuses a start the broker cannot take: a time needs `SUBSCRIBE_FROM_TIME` granted (an
+/// older broker would reject the field as trailing bytes).
+fn check_start(granted: u64, start: StartAt) -> Result<(), ClientError> {
+    match start {
+        StartAt::TimeMs(_) if granted & features::SUBSCRIBE_FROM_TIME == 0 => {
+            Err(ClientError::Unsupported(
+                "subscribing from a time (the broker did not grant SUBSCRIBE_FROM_TIME; it is \
+                 older than this client)"
+                    .into(),
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Interprets the server's answer to `Subscribe`.
@@ -117,6 +134,18 @@ fn accepted(frame: Option<Frame>) -> Result<SubscribeOk, ClientError> {
 mod tests {
     use super::*;
     use starling_proto::{ErrorCode, ErrorFrame};
+
+    #[test]
+    fn a_time_needs_the_feature() {
+        let time = StartAt::TimeMs(1);
+        assert!(check_start(features::SUBSCRIBE_FROM_TIME, time).is_ok());
+        let old = check_start(features::BATCH_PUBLISH | features::CACHE, time);
+        assert!(matches!(old, Err(ClientError::Unsupported(_))), "{old:?}");
+        assert!(old.is_err_and(|e| !e.is_transient() && e.is_unsupported()));
+        let p = starling_proto::Position { stream: 1, seq: 0 };
+        assert!(check_start(0, StartAt::Position(p)).is_ok());
+        assert!(check_start(0, StartAt::Live).is_ok());
+    }
 
     #[test]
     fn subscribe_answers() {

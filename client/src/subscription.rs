@@ -87,7 +87,8 @@ impl Subscription {
 
     /// One past the last event this subscription returned (or the position it was opened
     /// with): pass it to [`Client::subscribe_from`](crate::Client::subscribe_from) to continue
-    /// where this subscription stopped. `None` before any event of a live-only subscription.
+    /// where this subscription stopped. `None` before any event of a live-only subscription or
+    /// of one opened from a time.
     pub fn resume_point(&self) -> Option<Position> {
         self.resume
     }
