@@ -7,7 +7,9 @@
 //! Relayed events keep the owner's stream positions, and each upstream remembers the position it
 //! reached: a new subscription at the owner (after the owner restarted, or at a new owner)
 //! resumes from there, so the owner's retained tail fills the gap. A local subscriber resuming
-//! here with no upstream yet seeds the upstream's starting position.
+//! here with no upstream yet seeds the upstream's starting position, or its start time: the
+//! upstream then subscribes at the owner from that time (its log or retained tail), until the
+//! first event relayed gives it a position.
 //!
 //! [`Upstreams`] holds only what relaying uses: the cluster view, the peer links, the local
 //! topics and the metrics. Which topics have local subscribers is asked of the caller (the
@@ -20,7 +22,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use starling_placement::Kind;
-use starling_proto::Position;
+use starling_proto::{Position, StartAt};
 use tokio::task::JoinHandle;
 
 use super::peers::Peers;
@@ -51,9 +53,9 @@ pub struct Upstreams {
     topics: Arc<Topics>,
     metrics: Arc<Metrics>,
     tasks: parking_lot::Mutex<HashMap<String, Upstream>>,
-    /// Resume positions of subscribers that resumed here while no upstream existed for their
-    /// topic; the upstream starts from them.
-    seeds: parking_lot::Mutex<HashMap<String, Position>>,
+    /// Where subscribers that resumed here (from a position or a time) while no upstream
+    /// existed for their topic start; the upstream starts from there.
+    seeds: parking_lot::Mutex<HashMap<String, StartAt>>,
     /// Set by [`Upstreams::stop_all`] (the drain): no upstream starts after it. One started
     /// then would begin at the owner's live events and could hand a subscriber still being
     /// drained an event past a gap, moving its resume position beyond events it never got.
@@ -87,11 +89,12 @@ impl Upstreams {
         })
     }
 
-    /// Notes that a local subscriber resumes `topic` from `from`: an upstream started for it
-    /// asks the owner to replay from there (an existing one already relays, and the local
-    /// topic's retained tail serves the resume).
-    pub fn seed(&self, topic: &str, from: Position) {
-        if !self.tasks.lock().contains_key(topic) {
+    /// Notes that a local subscriber starts `topic` at `from` (a resume position or a time):
+    /// an upstream started for it asks the owner to replay from there (an existing one already
+    /// relays, and the local topic's retained tail serves the subscriber). `Live` seeds
+    /// nothing.
+    pub fn seed(&self, topic: &str, from: StartAt) {
+        if from != StartAt::Live && !self.tasks.lock().contains_key(topic) {
             self.seeds.lock().insert(topic.to_string(), from);
         }
     }
@@ -144,25 +147,35 @@ impl Upstreams {
                 continue;
             }
             // Where to start: where the upstream it replaces stood, else where a resuming local
-            // subscriber stands, else, when this broker owned the topic until the change, where
-            // its local subscribers stand: the new owner replays what it accepted since.
+            // subscriber stands (a position or a time), else, when this broker owned the topic
+            // until the change, where its local subscribers stand: the new owner replays what
+            // it accepted since.
             let from = match carried.remove(&topic) {
-                Some(old) => *old.lock(),
-                None => seeds.remove(&topic).or_else(|| {
-                    self.cluster
-                        .owned_before_change(Kind::Topic, topic.as_bytes())
-                        .then(|| self.topics.reached(&topic))
-                        .flatten()
+                Some(old) => StartAt::from(*old.lock()),
+                None => seeds.remove(&topic).unwrap_or_else(|| {
+                    StartAt::from(
+                        self.cluster
+                            .owned_before_change(Kind::Topic, topic.as_bytes())
+                            .then(|| self.topics.reached(&topic))
+                            .flatten(),
+                    )
                 }),
             };
-            let at = Arc::new(parking_lot::Mutex::new(from));
+            let since = match from {
+                StartAt::TimeMs(t) => Some(t),
+                StartAt::Live | StartAt::Position(_) => None,
+            };
+            let at = Arc::new(parking_lot::Mutex::new(from.position()));
             let retiring = Arc::new(AtomicBool::new(false));
-            tracing::debug!(%topic, owner = %owner.id, from = ?*at.lock(), "upstream subscription");
+            tracing::debug!(%topic, owner = %owner.id, ?from, "upstream subscription");
             let task = tokio::spawn(run(
                 Arc::downgrade(self),
                 topic.clone(),
                 owner.clone(),
-                Arc::clone(&at),
+                Start {
+                    at: Arc::clone(&at),
+                    since,
+                },
                 Arc::clone(&retiring),
             ));
             tasks.insert(
@@ -204,16 +217,34 @@ impl Upstream {
     }
 }
 
+/// Where an upstream subscribes at the owner: from `at` once it has relayed something (or was
+/// started from a position), else from `since` (a local subscriber's start time), else live.
+struct Start {
+    at: At,
+    since: Option<u64>,
+}
+
+impl Start {
+    fn now(&self) -> StartAt {
+        match *self.at.lock() {
+            Some(p) => StartAt::Position(p),
+            None => self.since.map_or(StartAt::Live, StartAt::TimeMs),
+        }
+    }
+}
+
 /// Holds the subscription at `owner` and relays into the local topic until aborted, keeping
-/// `at` current; every new subscription resumes from `at`. Once `retiring` is set it goes on
-/// only while the former owner still places the topic on itself (see [`RETIRE_LIMIT`]).
+/// `start.at` current; every new subscription resumes from it (or from the start time while
+/// nothing was relayed). Once `retiring` is set it goes on only while the former owner still
+/// places the topic on itself (see [`RETIRE_LIMIT`]).
 async fn run(
     upstreams: Weak<Upstreams>,
     topic: String,
     owner: Member,
-    at: At,
+    mut start: Start,
     retiring: Arc<AtomicBool>,
 ) {
+    let at = Arc::clone(&start.at);
     loop {
         let Some(strong) = upstreams.upgrade() else {
             return;
@@ -235,9 +266,16 @@ async fn run(
             tracing::debug!(%topic, owner = %owner.id, "retired upstream ended: the former owner has learned of the change");
             return;
         }
-        let from = *at.lock();
-        let mut sub = match client.subscribe_from(&topic, from).await {
+        let from = start.now();
+        let mut sub = match client.subscribe_at(&topic, from).await {
             Ok(s) => s,
+            Err(e) if e.is_unsupported() && start.since.is_some() => {
+                // An owner of an older version cannot start at a time: relay live rather than
+                // nothing (the local subscriber gets what the local retained tail held).
+                tracing::warn!(%topic, owner = %owner.id, error = %e, "upstream: the owner cannot subscribe from a time; relaying live events");
+                start.since = None;
+                continue;
+            }
             Err(e) => {
                 if e.is_link_failure() {
                     strong.peers.failed(&owner, &e).await;

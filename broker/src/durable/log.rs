@@ -1,13 +1,13 @@
 //! [`DurableLog`]: one durable topic's log as its topic task uses it: append a sealed batch,
-//! hand `persisted` acks to the [`Committer`], read back from a position for a resuming
-//! subscriber, apply retention, and keep the storage gauges current.
+//! hand `persisted` acks to the [`Committer`], read back from a position (or find the position
+//! of a time) for a resuming subscriber, apply retention, and keep the storage gauges current.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use starling_config::StorageFsync;
 use starling_proto::Position;
-use starling_storage::{FsyncPolicy, Log, LogConfig, LogStats, LogView, now_ms};
+use starling_storage::{Appended, FsyncPolicy, Log, LogConfig, LogStats, LogView, now_ms};
 
 use super::commit::{Committer, Waiter};
 use super::metrics::StorageMetrics;
@@ -120,13 +120,14 @@ impl<W: Waiter + std::fmt::Debug> DurableLog<W> {
     }
 
     /// Appends one sealed batch (`frame`: its encoded EventBatch) of `events` events at
-    /// `position`. Under `always` this wakes the group commit; it never waits for an fsync.
+    /// `position`, stamped now; returns where the stream continues and the record's
+    /// timestamp. Under `always` this wakes the group commit; it never waits for an fsync.
     pub fn append(
         &mut self,
         position: Position,
         events: u32,
         frame: &[u8],
-    ) -> Result<Position, DurableError> {
+    ) -> Result<Appended, DurableError> {
         let appended = self.log.append(position, events, frame).map_err(|source| {
             self.metrics.errors.inc();
             DurableError::Storage {
@@ -151,7 +152,7 @@ impl<W: Waiter + std::fmt::Debug> DurableLog<W> {
             }
         }
         self.show_stats();
-        Ok(appended.next)
+        Ok(appended)
     }
 
     /// Completes `acks` once the batch ending before `next` is durable.

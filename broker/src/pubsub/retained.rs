@@ -9,6 +9,11 @@
 //! ids grow with their start time). Positions are the
 //! topic owner's (see [`starling_proto::Position`]), so a relaying broker's copy answers the
 //! same question the same way.
+//!
+//! Each batch also carries its wall-clock time (Unix milliseconds: for a durable topic the
+//! timestamp of its log record, else when it was fanned out here), so a subscription from a
+//! time finds where to start in memory: [`Retained::position_at_time`] gives the position of
+//! the first batch stamped at or after it, which is then replayed like a resume position.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -24,6 +29,8 @@ struct Kept {
     events: u32,
     frame: Bytes,
     at: Instant,
+    /// Wall-clock time of the batch, Unix milliseconds.
+    time_ms: u64,
 }
 
 impl Kept {
@@ -73,7 +80,9 @@ impl Retained {
         self.bytes
     }
 
-    /// Keeps a batch just fanned out; returns the bytes it added minus the bytes evicted.
+    /// Keeps a batch just fanned out, stamped `time_ms` (Unix milliseconds; raised to the
+    /// previous batch's if older, so times never fall along the tail); returns the bytes it
+    /// added minus the bytes evicted.
     pub fn push(
         &mut self,
         stream: u64,
@@ -81,18 +90,21 @@ impl Retained {
         events: u32,
         frame: Bytes,
         now: Instant,
+        time_ms: u64,
     ) -> isize {
         if !self.enabled() || frame.len() > self.max_bytes {
             return -(self.clear() as isize);
         }
         let added = frame.len();
         self.bytes += added;
+        let time_ms = self.kept.back().map_or(time_ms, |k| time_ms.max(k.time_ms));
         self.kept.push_back(Kept {
             stream,
             first_seq,
             events,
             frame,
             at: now,
+            time_ms,
         });
         added as isize - self.evict(now) as isize
     }
@@ -149,6 +161,21 @@ impl Retained {
         self.kept
             .front()
             .is_some_and(|k| (k.stream, k.first_seq) <= (from.stream, from.seq))
+    }
+
+    /// The position of the first retained batch stamped at or after `time_ms` (its first
+    /// event's), or `None` when every batch held is older (or nothing is held). A time before
+    /// the oldest batch gives the oldest batch: what is retained starts there. Replaying from
+    /// the position ([`Retained::replay`]) sends that batch and every later one of its stream
+    /// and of later streams.
+    pub fn position_at_time(&self, time_ms: u64) -> Option<Position> {
+        self.kept
+            .iter()
+            .find(|k| k.time_ms >= time_ms)
+            .map(|k| Position {
+                stream: k.stream,
+                seq: k.first_seq,
+            })
     }
 
     /// The batches a subscriber resuming at `from` (the next event it wants) has not seen,
@@ -236,8 +263,8 @@ mod tests {
         let window = Duration::from_secs(30);
         let mut r = Retained::new(window, 1 << 20);
         assert_eq!(r.next_expiry(), None);
-        r.push(7, 0, 10, frame(1, 10), t0);
-        r.push(7, 10, 10, frame(2, 10), t0 + Duration::from_secs(5));
+        r.push(7, 0, 10, frame(1, 10), t0, 0);
+        r.push(7, 10, 10, frame(2, 10), t0 + Duration::from_secs(5), 0);
         let first = r.next_expiry().expect("something held");
         assert!(first > t0 + window && first <= t0 + window + Duration::from_millis(1));
         // At that moment the first batch is gone and the second one sets the next expiry.
@@ -254,8 +281,8 @@ mod tests {
         let now = Instant::now();
         let mut r = Retained::new(Duration::from_secs(30), 1 << 20);
         assert_eq!(r.evict_oldest(), 0);
-        r.push(7, 0, 10, frame(1, 10), now);
-        r.push(7, 10, 10, frame(2, 20), now);
+        r.push(7, 0, 10, frame(1, 10), now, 0);
+        r.push(7, 10, 10, frame(2, 20), now, 0);
         assert_eq!(r.evict_oldest(), 10);
         assert_eq!(r.bytes(), 20);
         assert_eq!(tags(&r.replay(pos(7, 0))), [2]);
@@ -265,9 +292,9 @@ mod tests {
     fn resumes_inside_its_stream() {
         let now = Instant::now();
         let mut r = Retained::new(Duration::from_secs(30), 1 << 20);
-        r.push(7, 0, 10, frame(1, 10), now); // 0..10
-        r.push(7, 10, 10, frame(2, 10), now); // 10..20
-        r.push(7, 20, 5, frame(3, 10), now); // 20..25
+        r.push(7, 0, 10, frame(1, 10), now, 0); // 0..10
+        r.push(7, 10, 10, frame(2, 10), now, 0); // 10..20
+        r.push(7, 20, 5, frame(3, 10), now, 0); // 20..25
         assert_eq!(tags(&r.replay(pos(7, 0))), [1, 2, 3]);
         assert_eq!(
             tags(&r.replay(pos(7, 15))),
@@ -282,10 +309,10 @@ mod tests {
     fn later_streams_follow_whether_or_not_the_resume_stream_is_here() {
         let now = Instant::now();
         let mut r = Retained::new(Duration::from_secs(30), 1 << 20);
-        r.push(10, 0, 5, frame(1, 10), now);
-        r.push(10, 5, 5, frame(2, 10), now);
-        r.push(20, 0, 5, frame(3, 10), now); // the membership changed: stream 20
-        r.push(30, 0, 5, frame(4, 10), now); // and again: stream 30
+        r.push(10, 0, 5, frame(1, 10), now, 0);
+        r.push(10, 5, 5, frame(2, 10), now, 0);
+        r.push(20, 0, 5, frame(3, 10), now, 0); // the membership changed: stream 20
+        r.push(30, 0, 5, frame(4, 10), now, 0); // and again: stream 30
         assert_eq!(tags(&r.replay(pos(10, 5))), [2, 3, 4]);
         assert_eq!(tags(&r.replay(pos(10, 10))), [3, 4]);
         assert_eq!(tags(&r.replay(pos(20, 5))), [4]);
@@ -302,17 +329,17 @@ mod tests {
     fn the_window_and_the_byte_limit_evict_oldest_first() {
         let t0 = Instant::now();
         let mut r = Retained::new(Duration::from_secs(10), 25);
-        assert_eq!(r.push(1, 0, 1, frame(1, 10), t0), 10);
-        assert_eq!(r.push(1, 1, 1, frame(2, 10), t0), 10);
-        assert_eq!(r.push(1, 2, 1, frame(3, 10), t0), 0, "10 in, 10 out");
+        assert_eq!(r.push(1, 0, 1, frame(1, 10), t0, 0), 10);
+        assert_eq!(r.push(1, 1, 1, frame(2, 10), t0, 0), 10);
+        assert_eq!(r.push(1, 2, 1, frame(3, 10), t0, 0), 0, "10 in, 10 out");
         assert_eq!(r.bytes(), 20);
         assert_eq!(tags(&r.replay(pos(1, 0))), [2, 3]);
         assert_eq!(r.evict(t0 + Duration::from_secs(11)), 20);
         assert!(r.replay(pos(1, 0)).is_empty());
         // A frame larger than the limit is never kept, and the rest goes too: what is retained
         // stays one run without holes.
-        r.push(1, 3, 1, frame(4, 10), t0);
-        assert_eq!(r.push(1, 4, 1, frame(5, 30), t0), -10);
+        r.push(1, 3, 1, frame(4, 10), t0, 0);
+        assert_eq!(r.push(1, 4, 1, frame(5, 30), t0, 0), -10);
         assert_eq!(r.bytes(), 0);
     }
 
@@ -344,10 +371,36 @@ mod tests {
     }
 
     #[test]
+    fn a_time_finds_the_first_batch_stamped_at_or_after_it() {
+        let now = Instant::now();
+        let mut r = Retained::new(Duration::from_secs(30), 1 << 20);
+        assert_eq!(r.position_at_time(0), None, "nothing held");
+        r.push(7, 0, 10, frame(1, 10), now, 1_000); // 0..10
+        r.push(7, 10, 10, frame(2, 10), now, 2_000); // 10..20
+        r.push(7, 20, 5, frame(3, 10), now, 2_000); // 20..25, same millisecond
+        r.push(9, 0, 5, frame(4, 10), now, 1_500); // a new stream; a clock that went back
+        // Before the oldest batch: the oldest.
+        assert_eq!(r.position_at_time(0), Some(pos(7, 0)));
+        // Exactly on a batch's time: that batch; the first of two sharing a millisecond.
+        assert_eq!(r.position_at_time(1_000), Some(pos(7, 0)));
+        assert_eq!(r.position_at_time(2_000), Some(pos(7, 10)));
+        // Between: the later one.
+        assert_eq!(r.position_at_time(1_001), Some(pos(7, 10)));
+        // The time that went back was raised: stream 9 is at 2 000, after the others.
+        assert_eq!(r.position_at_time(2_000), Some(pos(7, 10)));
+        assert_eq!(tags(&r.replay(pos(7, 10))), [2, 3, 4]);
+        // After the newest: nothing (live only).
+        assert_eq!(r.position_at_time(2_001), None);
+        // Evicted batches are not found: the oldest left starts.
+        r.evict_oldest();
+        assert_eq!(r.position_at_time(0), Some(pos(7, 10)));
+    }
+
+    #[test]
     fn disabled_keeps_nothing() {
         let mut r = Retained::new(Duration::ZERO, 1 << 20);
         assert!(!r.enabled());
-        r.push(1, 0, 1, frame(1, 10), Instant::now());
+        r.push(1, 0, 1, frame(1, 10), Instant::now(), 0);
         assert!(r.replay(pos(1, 0)).is_empty());
     }
 }

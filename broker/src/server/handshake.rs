@@ -15,12 +15,14 @@ use crate::server::frames::{Allowance, FrameBuf, read_frame_within};
 use crate::server::reply;
 
 /// Features this broker offers. `AUTH_TOKEN` is granted only to a token user, `PEER` only to
-/// a peer (see `auth::decide`); `CLUSTER` marks a routing client.
+/// a peer (see `auth::decide`); `CLUSTER` marks a routing client; `SUBSCRIBE_FROM_TIME` lets a
+/// `Subscribe` carry a start time.
 pub const OFFERED_FEATURES: u64 = features::BATCH_PUBLISH
     | features::CACHE
     | features::CLUSTER
     | features::AUTH_TOKEN
-    | features::PEER;
+    | features::PEER
+    | features::SUBSCRIBE_FROM_TIME;
 
 /// Why a handshake failed (also the reason the connection is closed with).
 #[derive(Debug, thiserror::Error)]

@@ -1,10 +1,13 @@
 //! Subscription streams: `Subscribe` → `SubscribeOk`, then EventBatches written by the
 //! subscriber's writer lane until the client unsubscribes, finishes the stream or disconnects.
 //! A `Subscribe` with a resume position first gets the topic's retained events from there on
-//! (see `pubsub::retained`).
+//! (see `pubsub::retained`), or its durable log's when the retained tail does not reach back.
+//! One from a time (`start_time_ms`, needs the `SUBSCRIBE_FROM_TIME` feature) starts at the
+//! first batch stamped at or after it, found by the topic's task and then served the same way.
 //!
 //! In a cluster, a subscription for a topic another member owns is served here all the same
-//! for a plain client (an upstream subscription at the owner feeds the local topic), answered
+//! for a plain client (an upstream subscription at the owner feeds the local topic; a new one
+//! starts where the subscription asked, position or time), answered
 //! with `Moved` for a routing client or a peer, and ended with a `Moved` error when a
 //! membership change moves the topic away from this broker while a routing client or a peer
 //! is subscribed (they resume at the new owner), after a short grace and a drain of what this
@@ -16,9 +19,10 @@ use std::time::Duration;
 use starling_access::Operation;
 use starling_config::BrokerConfig;
 use starling_placement::Kind;
-use starling_proto::{ErrorCode, Frame, FrameDecoder, Moved, Subscribe, SubscribeOk, write_frame};
+use starling_proto::{
+    ErrorCode, Frame, FrameDecoder, Moved, StartAt, Subscribe, SubscribeOk, features, write_frame,
+};
 
-use crate::auth::Access;
 use crate::cluster::upstream::Upstreams;
 use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
@@ -69,10 +73,17 @@ enum Refusal {
     Moved(Member),
 }
 
-/// Checks a `Subscribe` before anything is created for it: the broker serves, the connection's
-/// user may subscribe to the topic (the retained replay included), the topic is not
-/// another member's (for a routing client or a peer), and `max_topics` admits it.
-fn check(h: &Handles, role: Role, access: &Access, req: &Subscribe) -> Result<(), Refusal> {
+/// Checks a `Subscribe` before anything is created for it: a start time comes with the
+/// feature it needs, the broker serves, the connection's user may subscribe to the topic (the
+/// retained replay included), the topic is not another member's (for a routing client or a
+/// peer), and `max_topics` admits it.
+fn check(h: &Handles, link: &Link, req: &Subscribe) -> Result<(), Refusal> {
+    let (role, access) = (link.role, &link.access);
+    if matches!(req.start, StartAt::TimeMs(_)) && link.granted & features::SUBSCRIBE_FROM_TIME == 0
+    {
+        let msg = "the SUBSCRIBE_FROM_TIME feature was not requested in Hello";
+        return Err(Refusal::Error(ErrorCode::InvalidRequest, msg.into()));
+    }
     if h.health.phase() != Phase::Serving {
         let msg = "broker is not serving (starting or draining)";
         return Err(Refusal::Error(ErrorCode::Unavailable, msg.into()));
@@ -126,7 +137,7 @@ pub async fn serve_subscription(
     buf: FrameBuf,
 ) {
     let (conn_id, role) = (link.id, link.role);
-    if let Err(refusal) = check(&h, role, &link.access, &req) {
+    if let Err(refusal) = check(&h, &link, &req) {
         return refuse(&h, &req, refusal, send).await;
     }
     let id = h.subscriptions.next_id();
@@ -149,7 +160,7 @@ pub async fn serve_subscription(
     if role == Role::Plain {
         reconcile_upstreams(&h.upstreams, &h.subscriptions);
     }
-    tracing::debug!(id, topic = %req.topic, lane, ?role, resume = ?req.resume, server = %h.cluster.self_id(), "subscribed");
+    tracing::debug!(id, topic = %req.topic, lane, ?role, start = ?req.start, server = %h.cluster.self_id(), "subscribed");
 
     serve_requests(&h, &req, &sub, &kick, &link.allowance, recv, buf).await;
     forget(&h, &sub);
@@ -225,12 +236,12 @@ async fn register(
         return None;
     }
     if role == Role::Plain
-        && let Some(from) = req.resume
+        && req.start != StartAt::Live
         && h.cluster.route(Kind::Topic, req.topic.as_bytes()) != Route::Local
     {
-        h.upstreams.seed(&req.topic, from);
+        h.upstreams.seed(&req.topic, req.start);
     }
-    h.topics.subscribe(Arc::clone(sub), req.resume);
+    h.topics.subscribe(Arc::clone(sub), req.start);
     h.metrics.subscriptions.inc();
     let ok = Frame::SubscribeOk(SubscribeOk {
         request_id: req.request_id,

@@ -102,6 +102,71 @@ async fn publisher_on_a_and_subscribers_on_b_meet_at_owner_c_in_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_subscription_from_a_time_at_a_non_owner_starts_at_the_owner() {
+    let ids = ["a", "b"];
+    let c = TestCluster::start("from-time", &ids).await;
+    let topic = key_owned_by("orders", Kind::Topic, &ids, "a");
+    let publisher = c.plain_client("a").await;
+    for i in 0..10 {
+        publisher
+            .publish_acked(&topic, payload(i))
+            .await
+            .expect("ack");
+    }
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let t1 = std::time::SystemTime::now();
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    for i in 10..20 {
+        publisher
+            .publish_acked(&topic, payload(i))
+            .await
+            .expect("ack");
+    }
+    // b owns nothing of it and has no upstream yet: the time goes with the upstream it starts
+    // at a, whose retained tail replays from there; then live.
+    let subscriber = c.plain_client("b").await;
+    let mut sub = subscriber
+        .subscribe_from_time(&topic, t1)
+        .await
+        .expect("subscribe");
+    assert_eq!(
+        recv_indices(&mut sub, 10).await,
+        (10..20).collect::<Vec<_>>()
+    );
+    wait_for(&c, "b", "starling_cluster_upstream_subscriptions", 1.0).await;
+    for i in 20..25 {
+        publisher
+            .publish_acked(&topic, payload(i))
+            .await
+            .expect("ack");
+    }
+    assert_eq!(
+        recv_indices(&mut sub, 5).await,
+        (20..25).collect::<Vec<_>>()
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), sub.next_event())
+            .await
+            .is_err(),
+        "nothing twice"
+    );
+    // A routing client goes to the owner itself, with the same result.
+    let routed = c.routing_client("b").await;
+    let mut direct = routed
+        .subscribe_from_time(&topic, t1)
+        .await
+        .expect("subscribe");
+    assert_eq!(
+        recv_indices(&mut direct, 15).await,
+        (10..25).collect::<Vec<_>>()
+    );
+    subscriber.close().await;
+    routed.close().await;
+    publisher.close().await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_sdk_sends_each_topic_and_key_to_its_owner_without_forwarding() {
     let ids = ["a", "b", "c"];
     let c = TestCluster::start("route", &ids).await;

@@ -1,11 +1,14 @@
 //! Durable topics over real QUIC: a restart on the same storage directory keeps every
-//! `persisted` message and its position (`restart`), and a real `starling-broker` process
-//! killed with SIGKILL in the middle of acked publishing loses no acked message (`sigkill`).
+//! `persisted` message and its position (`restart`), a real `starling-broker` process
+//! killed with SIGKILL in the middle of acked publishing loses no acked message (`sigkill`),
+//! and a subscription from a time starts at the first record stamped at or after it, then
+//! continues live (`from_time`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
 #[path = "../integration/common.rs"]
 mod common;
+mod from_time;
 mod restart;
 mod sigkill;
 

@@ -9,7 +9,7 @@ use starling_access::token_hash_hex;
 use starling_broker::{Broker, BrokerError};
 use starling_client::{Client, ClientError, Credentials};
 use starling_config::{AuthMode, ConfigOverrides, Profile, compose};
-use starling_proto::{Frame, Hello, PROTOCOL_VERSION, Subscribe, features, write_frame};
+use starling_proto::{Frame, Hello, PROTOCOL_VERSION, StartAt, Subscribe, features, write_frame};
 
 use crate::common::{SOON, TestBroker, read_one, start, wait_metrics};
 use crate::pki::{Ca, write_atomic};
@@ -335,7 +335,7 @@ async fn a_reload_adds_a_user_and_a_removed_users_subscription_is_closed_within_
     let sub = Frame::Subscribe(Subscribe {
         request_id: 1,
         topic: "orders.eu".into(),
-        resume: None,
+        start: StartAt::Live,
     });
     write_frame(&mut send, &sub).await.unwrap();
     assert!(matches!(

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use starling_client::ClientError;
 use starling_config::{ConfigOverrides, Profile};
-use starling_proto::{ErrorCode, Frame, Subscribe, write_frame};
+use starling_proto::{ErrorCode, Frame, StartAt, Subscribe, write_frame};
 
 use crate::common::*;
 
@@ -137,7 +137,7 @@ async fn a_subscription_past_max_subscriptions_per_connection_is_refused_on_that
         let req = Frame::Subscribe(Subscribe {
             request_id: 1,
             topic: topic.into(),
-            resume: None,
+            start: StartAt::Live,
         });
         write_frame(&mut send, &req).await.expect("subscribe");
         (read_one(&mut recv).await, send, recv)
@@ -271,7 +271,7 @@ async fn publish_bytes_in_flight_stay_under_the_budget_and_nothing_is_lost() {
     let sub = Frame::Subscribe(Subscribe {
         request_id: 1,
         topic: "held".into(),
-        resume: None,
+        start: StartAt::Live,
     });
     write_frame(&mut send, &sub).await.expect("subscribe");
     assert!(matches!(

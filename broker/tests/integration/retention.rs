@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use starling_config::{ConfigOverrides, Profile};
-use starling_proto::{Frame, Position, Subscribe, write_frame};
+use starling_proto::{Frame, Position, StartAt, Subscribe, write_frame};
 
 use crate::common::*;
 
@@ -98,7 +98,7 @@ async fn stalled_resumer(
     let sub = Frame::Subscribe(Subscribe {
         request_id: 1,
         topic: topic.into(),
-        resume: Some(Position { stream: 1, seq: 0 }),
+        start: StartAt::Position(Position { stream: 1, seq: 0 }),
     });
     write_frame(&mut send, &sub).await.expect("subscribe");
     assert!(matches!(

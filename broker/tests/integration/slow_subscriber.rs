@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use starling_config::{ConfigOverrides, Profile, SlowSubscriberPolicy};
-use starling_proto::{Frame, Subscribe, write_frame};
+use starling_proto::{Frame, StartAt, Subscribe, write_frame};
 
 use crate::common::*;
 
@@ -29,7 +29,7 @@ async fn stalled_subscriber(b: &TestBroker, topic: &str) -> Stalled {
     let sub = Frame::Subscribe(Subscribe {
         request_id: 1,
         topic: topic.into(),
-        resume: None,
+        start: StartAt::Live,
     });
     write_frame(&mut send, &sub).await.expect("subscribe");
     assert!(matches!(

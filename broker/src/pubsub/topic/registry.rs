@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::RwLock;
-use starling_proto::Position;
+use starling_proto::{Position, StartAt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::task::{self, Control, Retire, Shared, TopicHandle};
@@ -111,13 +111,15 @@ impl Topics {
         }
     }
 
-    /// Adds a subscriber to a topic. With a `resume` position, the retained events it has not
-    /// seen are queued to it first (see [`Retained::replay`](crate::pubsub::retained::Retained::replay)).
-    pub fn subscribe(self: &Arc<Self>, sub: Arc<Subscriber>, resume: Option<Position>) {
+    /// Adds a subscriber to a topic. With a resume position (or a time, turned into the
+    /// position of the first batch stamped at or after it), what the topic holds from there on
+    /// and the subscriber has not seen is queued to it first (see
+    /// [`Retained::replay`](crate::pubsub::retained::Retained::replay)).
+    pub fn subscribe(self: &Arc<Self>, sub: Arc<Subscriber>, start: StartAt) {
         let mut sub = sub;
         loop {
             let handle = self.handle(&sub.topic);
-            match handle.control.send(Control::Subscribe(sub, resume)) {
+            match handle.control.send(Control::Subscribe(sub, start)) {
                 Ok(()) => return,
                 Err(mpsc::error::SendError(Control::Subscribe(back, _))) => sub = back,
                 Err(_) => return,

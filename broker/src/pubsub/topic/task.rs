@@ -4,8 +4,10 @@
 //! hands ready subscribers to their writer lanes, retains the frame for resuming subscribers,
 //! and completes the batch's commit acks. A durable topic's task also appends each sealed
 //! local batch to its log first, hands `persisted` acks to the log and replays from the log
-//! a resume position the retained tail no longer holds. Relayed events keep the owner's
-//! positions and skip
+//! a resume position the retained tail no longer holds. A subscription from a time is turned
+//! into the position of the first batch stamped at or after it (through the log's time index
+//! on a durable topic, else the retained tail's times) and then served like that resume
+//! position. Relayed events keep the owner's positions and skip
 //! the batcher. A task with no subscribers and no traffic asks its registry to retire it
 //! ([`Retire`]), the one way back to the registry, so the two stay one-way.
 
@@ -15,8 +17,9 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
-    ErrorCode, Position, SeenStreams, encode_event_batch, event_batch_encoded_len,
+    ErrorCode, Position, SeenStreams, StartAt, encode_event_batch, event_batch_encoded_len,
 };
+use starling_storage::now_ms;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{Attach, TopicMsg, TopicSettings};
@@ -32,8 +35,9 @@ use crate::timer;
 
 /// Requests to a topic task besides messages.
 pub enum Control {
-    /// Add a subscriber, first replaying the retained events from the position when given.
-    Subscribe(Arc<Subscriber>, Option<Position>),
+    /// Add a subscriber, first replaying what the topic holds from where it starts (a resume
+    /// position, or a time).
+    Subscribe(Arc<Subscriber>, StartAt),
     /// Remove subscriber `id`.
     Unsubscribe(u64),
     /// Seal the open batch and fan it out; answered when done.
@@ -334,11 +338,11 @@ impl TopicTask {
 
     async fn on_control(&mut self, ctl: Control) {
         match ctl {
-            Control::Subscribe(sub, resume) => {
+            Control::Subscribe(sub, start) => {
                 if sub.is_closed() {
                     return;
                 }
-                if let Some(from) = resume {
+                if let Some(from) = self.start_position(start).await {
                     let from_disk = match &self.durable {
                         Durable::Open(log) if !self.retained.covers(from) => Some(log.view()),
                         _ => None,
@@ -360,6 +364,42 @@ impl TopicTask {
                 let _ = done.send(());
             }
         }
+    }
+
+    /// Where a subscription starting at `start` replays from: a resume position as it is; a
+    /// time as the position of the first batch stamped at or after it, found through the log's
+    /// time index on a durable topic (the log holds every batch this task numbered, in
+    /// order), else through the retained tail's times. `None`: live only (asked for, or a
+    /// time after the newest batch). The task handles nothing else meanwhile, so the replay
+    /// from that position still ends exactly where live delivery continues.
+    async fn start_position(&mut self, start: StartAt) -> Option<Position> {
+        let time_ms = match start {
+            StartAt::Live => return None,
+            StartAt::Position(p) => return Some(p),
+            StartAt::TimeMs(t) => t,
+        };
+        if let Durable::Open(log) = &self.durable {
+            let view = log.view();
+            let found = tokio::task::spawn_blocking(move || view.position_at_time(time_ms)).await;
+            match found {
+                Ok(Ok(at)) => {
+                    tracing::debug!(topic = %self.name, time_ms, ?at, "subscribe from a time: found in the durable log");
+                    return at;
+                }
+                Ok(Err(e)) => {
+                    self.shared.metrics.storage.errors.inc();
+                    tracing::warn!(topic = %self.name, time_ms, error = %e, "subscribe from a time: the durable log's time index failed; using the retained tail");
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %self.name, time_ms, error = %e, "subscribe from a time: the lookup did not finish; using the retained tail");
+                }
+            }
+        }
+        let freed = self.retained.evict(Instant::now());
+        self.shared.retained_freed(freed);
+        let at = self.retained.position_at_time(time_ms);
+        tracing::debug!(topic = %self.name, time_ms, ?at, "subscribe from a time: found in the retained tail");
+        at
     }
 
     /// Queues to a resuming subscriber the retained events it has not seen.
@@ -499,8 +539,11 @@ impl TopicTask {
                 .map_err(|e| e.to_string()),
             Durable::Failed(why) => Err(why.clone()),
         };
-        let logged = match logged {
-            Ok(next) => next,
+        // The retained copy carries the log record's time, so the tail and the log agree on
+        // where a subscription from a time starts.
+        let (logged, time_ms) = match logged {
+            Ok(Some(appended)) => (Some(appended.next), appended.timestamp_ms),
+            Ok(None) => (None, now_ms()),
             Err(why) => {
                 // Neither logged nor delivered: the positions stay free and the publishers
                 // learn why (an `Internal` error frame; the storage error counter moved).
@@ -518,7 +561,7 @@ impl TopicTask {
                 return;
             }
         };
-        let refused = self.deliver_frame(origin, events, frame).await;
+        let refused = self.deliver_frame(origin, events, frame, time_ms).await;
         let mut persisted = Vec::new();
         // The holds are released here, with the batch offered to every subscriber.
         for ack in batch.attached.into_iter().filter_map(|a| a.ack) {
@@ -552,17 +595,25 @@ fn encode(origin: Position, payloads: &[Bytes]) -> Bytes {
 }
 
 impl TopicTask {
-    /// Encodes events numbered from `origin` once, offers the frame to every subscriber,
-    /// retains it, and returns how many subscribers refused it (`drop_new`).
+    /// Encodes events numbered from `origin` once (relayed from the owner: stamped with the
+    /// time they are relayed here), offers the frame to every subscriber, retains it, and
+    /// returns how many subscribers refused it (`drop_new`).
     async fn deliver(&mut self, origin: Position, payloads: &[Bytes]) -> usize {
         let events = u32::try_from(payloads.len()).unwrap_or(u32::MAX);
-        self.deliver_frame(origin, events, encode(origin, payloads))
+        self.deliver_frame(origin, events, encode(origin, payloads), now_ms())
             .await
     }
 
     /// Offers an encoded frame of `events` events from `origin` to every subscriber, retains
-    /// it, and returns how many subscribers refused it (`drop_new`).
-    async fn deliver_frame(&mut self, origin: Position, events: u32, frame: Bytes) -> usize {
+    /// it stamped `time_ms` (Unix milliseconds), and returns how many subscribers refused it
+    /// (`drop_new`).
+    async fn deliver_frame(
+        &mut self,
+        origin: Position,
+        events: u32,
+        frame: Bytes,
+        time_ms: u64,
+    ) -> usize {
         let now = Instant::now();
         let mut refused = 0usize;
         let mut closed = false;
@@ -606,7 +657,7 @@ impl TopicTask {
         }
         let change = self
             .retained
-            .push(origin.stream, origin.seq, events, frame, now);
+            .push(origin.stream, origin.seq, events, frame, now, time_ms);
         self.shared.retained_changed(change);
         // Over the broker-wide cap: this topic gives up its own oldest batches (other topics'
         // tails expire on their own within the window).
