@@ -100,6 +100,7 @@ fn suffix_scale(suffix: &str) -> Option<(i128, i32)> {
 #[cfg(test)]
 mod tests {
     use super::{parse_nanos, parse_units};
+    use proptest::prelude::{Just, Strategy};
 
     #[test]
     fn memory_limits_in_bytes() {
@@ -153,7 +154,86 @@ mod tests {
         }
     }
 
+    /// The decimal (`k`…`E`) and binary (`Ki`…`Ei`) suffixes with their multipliers, and the
+    /// sub-unit ones with the nano-units of one.
+    const WHOLE_SUFFIXES: [(&str, i128); 13] = [
+        ("", 1),
+        ("k", 1_000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+        ("T", 1_000_000_000_000),
+        ("P", 1_000_000_000_000_000),
+        ("E", 1_000_000_000_000_000_000),
+        ("Ki", 1 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("Ti", 1 << 40),
+        ("Pi", 1 << 50),
+        ("Ei", 1 << 60),
+    ];
+    const SUB_UNIT_SUFFIXES: [(&str, i128); 3] = [("m", 1_000_000), ("u", 1_000), ("n", 1)];
+
+    /// The API server's largest quantity: no quantity may exceed 2^63 − 1 in magnitude.
+    const API_MAX: i128 = i64::MAX as i128;
+
+    #[test]
+    fn the_api_servers_bounds_parse_exactly() {
+        assert_eq!(
+            parse_nanos(&i64::MAX.to_string()),
+            Some(API_MAX * 1_000_000_000)
+        );
+        assert_eq!(parse_units(&i64::MAX.to_string()), Some(i64::MAX as u64));
+        assert_eq!(parse_units("7Ei"), Some(7 << 60));
+        assert_eq!(parse_units("9E"), Some(9_000_000_000_000_000_000));
+        assert_eq!(
+            parse_nanos(&i64::MIN.to_string()),
+            Some(-API_MAX * 1_000_000_000 - 1_000_000_000)
+        );
+        assert_eq!(parse_nanos("1n"), Some(1), "the smallest non-zero quantity");
+    }
+
     proptest::proptest! {
+        /// A quantity written as a JSON integer `N` reaches the parser as its decimal digits
+        /// (`QuantityValue` in the operator): `N` and the string `"N"` are one text, and it is
+        /// `N` units exactly, anywhere within the API server's range.
+        #[test]
+        fn an_integer_is_that_many_units(n in -i64::MAX..=i64::MAX) {
+            let nanos = i128::from(n) * 1_000_000_000;
+            proptest::prop_assert_eq!(parse_nanos(&n.to_string()), Some(nanos));
+            if n >= 0 {
+                proptest::prop_assert_eq!(parse_nanos(&format!("+{n}")), Some(nanos));
+                proptest::prop_assert_eq!(parse_units(&n.to_string()), u64::try_from(n).ok());
+            }
+        }
+
+        /// Every decimal and binary suffix multiplies exactly, for every amount whose value
+        /// stays within the API server's range.
+        #[test]
+        fn every_suffix_multiplies_exactly(
+            (i, n) in (0..WHOLE_SUFFIXES.len()).prop_flat_map(|i| (Just(i), 0..=API_MAX / WHOLE_SUFFIXES[i].1))
+        ) {
+            let (suffix, multiplier) = WHOLE_SUFFIXES[i];
+            let text = format!("{n}{suffix}");
+            proptest::prop_assert_eq!(parse_nanos(&text), Some(n * multiplier * 1_000_000_000), "{}", text);
+            proptest::prop_assert_eq!(
+                parse_units(&text),
+                u64::try_from(n * multiplier).ok(),
+                "{}", text
+            );
+            proptest::prop_assert_eq!(parse_nanos(&format!("-{text}")), Some(-n * multiplier * 1_000_000_000));
+        }
+
+        /// The sub-unit suffixes: `N` milli-, micro- or nano-units, and whole units rounded up.
+        #[test]
+        fn sub_unit_suffixes_count_nano_units(i in 0usize..SUB_UNIT_SUFFIXES.len(), n in 0i64..=i64::MAX) {
+            let (suffix, nanos) = SUB_UNIT_SUFFIXES[i];
+            let text = format!("{n}{suffix}");
+            let expected = i128::from(n) * nanos;
+            proptest::prop_assert_eq!(parse_nanos(&text), Some(expected), "{}", text);
+            let units = expected / 1_000_000_000 + i128::from(expected % 1_000_000_000 != 0);
+            proptest::prop_assert_eq!(parse_units(&text), u64::try_from(units).ok(), "{}", text);
+        }
+
         /// Any whole number of milli-units, written in each of the equivalent forms, parses to
         /// the same value, and the order of two values is kept.
         #[test]
