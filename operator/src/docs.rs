@@ -41,6 +41,9 @@ fn one_line(text: &str) -> String {
 }
 
 fn type_of(schema: &Value) -> String {
+    if schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+        return "integer or string".to_string();
+    }
     let t = schema.get("type").and_then(Value::as_str).unwrap_or("any");
     if let Some(values) = schema.get("enum").and_then(Value::as_array) {
         let names: Vec<&str> = values.iter().filter_map(Value::as_str).collect();

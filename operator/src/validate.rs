@@ -459,12 +459,12 @@ fn effective_resources(
     let lim = o.limits.unwrap_or_default();
     let r = Resources {
         requests: CpuMemory {
-            cpu: req.cpu.unwrap_or(t.cpu_request),
-            memory: req.memory.unwrap_or(t.memory_request),
+            cpu: req.cpu.map_or(t.cpu_request, String::from),
+            memory: req.memory.map_or(t.memory_request, String::from),
         },
         limits: CpuMemory {
-            cpu: lim.cpu.unwrap_or(t.cpu_limit),
-            memory: lim.memory.unwrap_or(t.memory_limit),
+            cpu: lim.cpu.map_or(t.cpu_limit, String::from),
+            memory: lim.memory.map_or(t.memory_limit, String::from),
         },
     };
     let mut errors = Vec::new();
@@ -489,7 +489,7 @@ fn effective_resources(
         }
     }
     if let Some(s) = &spec.storage
-        && parse_nanos(&s.size).is_none_or(|n| n <= 0)
+        && parse_nanos(s.size.as_str()).is_none_or(|n| n <= 0)
     {
         errors.push(format!(
             "storage.size `{}` is not a positive quantity",

@@ -71,7 +71,7 @@ fn claim_template(s: &StorageSpec, names: &Names) -> PersistentVolumeClaim {
             resources: Some(VolumeResourceRequirements {
                 requests: Some(BTreeMap::from([(
                     "storage".to_string(),
-                    Quantity(s.size.clone()),
+                    Quantity(s.size.to_string()),
                 )])),
                 ..VolumeResourceRequirements::default()
             }),

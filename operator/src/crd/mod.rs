@@ -6,6 +6,7 @@
 //! - [`status`]: the status block the operator writes;
 //! - [`conditions`]: the condition types and reasons of `status.conditions`;
 //! - [`duration`]: the duration strings of `spec.autoscaling`;
+//! - [`quantity`]: [`QuantityValue`], the int-or-string CPU, memory and volume sizes;
 //! - [`cel`]: the building blocks of CEL rules (append a rule, read a field with its default);
 //! - [`rules`]: helpers that attach CEL `x-kubernetes-validations` to generated schemas;
 //! - [`config_rules`]: the schema and admission rules of `spec.config` (the broker knobs);
@@ -15,6 +16,7 @@ pub mod cel;
 pub mod conditions;
 pub mod config_rules;
 pub mod duration;
+pub mod quantity;
 pub mod rules;
 pub mod status;
 pub mod user;
@@ -30,6 +32,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use starling_config::{AuthMode, ConfigOverrides, Profile, Tier};
 
+pub use quantity::QuantityValue;
 pub use status::{
     AutoscalerFields, AutoscalingStatus, BrokerClusterStatus, Endpoints, StorageStatus,
 };
@@ -205,14 +208,14 @@ pub struct NetworkSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CpuMemory {
-    /// CPU quantity, e.g. `"2"` or `"500m"`.
+    /// CPU quantity, e.g. `2`, `"2"` or `"500m"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(transform = rules::quantity_rules)]
-    pub cpu: Option<String>,
-    /// Memory quantity, e.g. `"4Gi"`.
+    pub cpu: Option<QuantityValue>,
+    /// Memory quantity, e.g. `"4Gi"` or `4294967296`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(transform = rules::quantity_rules)]
-    pub memory: Option<String>,
+    pub memory: Option<QuantityValue>,
 }
 
 /// Resource overrides of one broker container.
@@ -232,9 +235,9 @@ pub struct ResourceOverrides {
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = rules::storage_rules)]
 pub struct StorageSpec {
-    /// Volume size, e.g. `"10Gi"`. Cannot change after creation.
+    /// Volume size, e.g. `"10Gi"` or `10737418240`. Cannot change after creation.
     #[schemars(transform = rules::quantity_rules)]
-    pub size: String,
+    pub size: QuantityValue,
     /// StorageClass of the volumes. Unset: the cluster's default class. Cannot change after
     /// creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -377,7 +380,8 @@ impl Default for AutoscalingSpec {
 }
 
 /// The CRD as installed: the derived definition plus the rules on `metadata.name`, which the
-/// derive cannot attach to the root schema.
+/// derive cannot attach to the root schema, and the int-or-string `anyOf` of the quantities
+/// ([`quantity::add_int_or_string_any_of`]).
 pub fn crd() -> CustomResourceDefinition {
     let mut crd = BrokerCluster::crd();
     for version in &mut crd.spec.versions {
@@ -387,6 +391,7 @@ pub fn crd() -> CustomResourceDefinition {
             .and_then(|s| s.open_api_v3_schema.as_mut())
         {
             rules::add_root_rules(schema);
+            quantity::add_int_or_string_any_of(schema);
         }
     }
     crd

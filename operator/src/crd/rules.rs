@@ -62,15 +62,26 @@ pub fn image_rules(schema: &mut Schema) {
     push(schema, "size(self.trim()) > 0", "image must not be empty");
 }
 
-/// Every CPU, memory and volume size string.
+/// Every CPU, memory and volume size: an int-or-string [`super::QuantityValue`].
+///
+/// `maxLength` sits beside the int-or-string `anyOf`, where the API server applies it to string
+/// values only (an integer is not checked against it); the structural-schema rules forbid it
+/// inside the `anyOf`, which must be exactly `[{type: integer}, {type: string}]`. The CEL value
+/// is an `int` or a `string` (the API server refuses a fractional number before CEL runs).
 pub fn quantity_rules(schema: &mut Schema) {
     max_length(schema, 64);
-    push(
-        schema,
-        "isQuantity(self)",
-        "must be a Kubernetes quantity such as 500m, 2, 512Mi or 4Gi",
-    );
+    push(schema, QUANTITY_RULE, QUANTITY_MESSAGE);
 }
+
+/// The CEL rule of every quantity: a whole number of at least 0, or a string `isQuantity`
+/// accepts that is not negative. Kubernetes types an int-or-string value as `dyn`, so the rule
+/// asks `type(self)` first, as the Kubernetes documentation does; `isQuantity(self)` is then
+/// costed on the field's largest possible string, well within the rule budget.
+pub const QUANTITY_RULE: &str =
+    "type(self) == int ? self >= 0 : isQuantity(self) && quantity(self).sign() >= 0";
+/// Why a quantity is refused.
+pub const QUANTITY_MESSAGE: &str =
+    "must be a Kubernetes quantity of at least 0, such as 500m, 2, 512Mi or 4Gi";
 
 /// `spec.tls.secretName`.
 pub fn secret_name_rules(schema: &mut Schema) {

@@ -21,11 +21,16 @@ fn schema() -> Value {
         .unwrap_or_default()
 }
 
-/// Rewrites a rule for kube-cel 0.8, which escapes every `_` of a property name to `__`
-/// while the API server (`k8s.io/apiserver/pkg/cel/escaping.go`) escapes only `__`. The rules
-/// are written for the API server (`self.pub_queue_depth`); offline they must read
-/// `self.pub__queue__depth`. Only identifiers right after a `.` are property accesses.
+/// Rewrites a rule for kube-cel 0.8, which differs from the API server in two ways:
+/// - it escapes every `_` of a property name to `__` while the API server
+///   (`k8s.io/apiserver/pkg/cel/escaping.go`) escapes only `__`. The rules are written for the
+///   API server (`self.pub_queue_depth`); offline they must read `self.pub__queue__depth`. Only
+///   identifiers right after a `.` are property accesses;
+/// - it has no `type()`. The one use, `type(self) == int` on an int-or-string quantity, becomes
+///   `string(self) != self`, which says the same of an int-or-string value (an integer differs
+///   from its digits, a string equals itself).
 fn kube_cel_rule(rule: &str) -> String {
+    let rule = rule.replace("type(self) == int", "string(self) != self");
     let mut out = String::with_capacity(rule.len() * 2);
     let mut after_dot = false;
     for c in rule.chars() {
@@ -175,14 +180,21 @@ fn structural_problems(path: &str, node: &Value, out: &mut Vec<String>) {
     if let Some(Value::Array(types)) = obj.get("type") {
         out.push(format!("{path}: type list {types:?}"));
     }
+    // The one exception the API server makes: an int-or-string node's `anyOf` may type its
+    // branches, when it is exactly `[{type: integer}, {type: string}]`.
+    let int_or_string_any_of = int_or_string
+        && obj.get("anyOf") == Some(&json!([{"type": "integer"}, {"type": "string"}]));
     for key in ["anyOf", "oneOf", "allOf"] {
         if let Some(Value::Array(items)) = obj.get(key) {
             for (i, item) in items.iter().enumerate() {
-                if item.get("type").is_some() && !int_or_string {
+                if item.get("type").is_some() && !(key == "anyOf" && int_or_string_any_of) {
                     out.push(format!("{path}.{key}[{i}]: type inside {key}"));
                 }
             }
         }
+    }
+    if int_or_string && obj.contains_key("type") {
+        out.push(format!("{path}: type beside x-kubernetes-int-or-string"));
     }
     if let Some(Value::Object(props)) = obj.get("properties") {
         for (k, v) in props {
@@ -277,7 +289,7 @@ fn analyze(node: &Value, problems: &mut Vec<String>) {
 #[test]
 fn rules_stay_in_scope_and_within_the_cost_budget() {
     let mut problems = Vec::new();
-    analyze(&schema(), &mut problems);
+    analyze(&cel_schema(), &mut problems);
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
@@ -410,6 +422,94 @@ fn admission_rules_refuse_with_readable_messages() {
     let long = "a".repeat(MAX_NAME_LEN + 1);
     assert!(!failures(&object(&long, json!({})), None).is_empty());
     assert!(failures(&object(&"a".repeat(MAX_NAME_LEN), json!({})), None).is_empty());
+}
+
+const QUANTITY_PATHS: [&str; 5] = [
+    "/properties/spec/properties/resources/properties/requests/properties/cpu",
+    "/properties/spec/properties/resources/properties/requests/properties/memory",
+    "/properties/spec/properties/resources/properties/limits/properties/cpu",
+    "/properties/spec/properties/resources/properties/limits/properties/memory",
+    "/properties/spec/properties/storage/properties/size",
+];
+
+#[test]
+fn quantities_are_int_or_string_like_kubernetes_quantities() {
+    let root = schema();
+    for path in QUANTITY_PATHS {
+        let node = root.pointer(path).cloned().unwrap_or_default();
+        assert_eq!(node["x-kubernetes-int-or-string"], true, "{path}");
+        assert_eq!(
+            node["anyOf"],
+            json!([{"type": "integer"}, {"type": "string"}]),
+            "{path}: exactly the structural int-or-string pattern"
+        );
+        assert!(node.get("type").is_none(), "{path}");
+        assert_eq!(
+            node["maxLength"], 64,
+            "{path}: beside the anyOf, for strings"
+        );
+        assert_eq!(
+            node["x-kubernetes-validations"],
+            json!([{"rule": rules::QUANTITY_RULE, "message": rules::QUANTITY_MESSAGE}]),
+            "{path}"
+        );
+    }
+    let spec: BrokerClusterSpec = serde_json::from_value(json!({
+        "resources": { "requests": { "cpu": 2, "memory": "1Gi" }, "limits": { "memory": 1_073_741_824 } },
+        "storage": { "size": 10 }
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        serde_json::to_value(&spec).unwrap_or_default()["resources"],
+        json!({ "requests": { "cpu": "2", "memory": "1Gi" }, "limits": { "memory": "1073741824" } }),
+        "written back as strings"
+    );
+}
+
+#[test]
+fn integer_and_string_quantities_are_admitted_alike() {
+    let integers = json!({
+        "resources": { "requests": { "cpu": 1, "memory": 536_870_912 },
+                       "limits": { "cpu": 2, "memory": 1_073_741_824 } },
+        "storage": { "size": 10_737_418_240u64 }
+    });
+    assert_eq!(admit(integers), Vec::<String>::new());
+    for ok in [
+        json!(0),
+        json!("0"),
+        json!("500m"),
+        json!("1.5Gi"),
+        json!("2e3"),
+        json!(i64::MAX),
+    ] {
+        assert_eq!(
+            admit(json!({"resources": {"limits": {"cpu": ok.clone()}}})),
+            Vec::<String>::new(),
+            "{ok}"
+        );
+    }
+    for bad in [
+        json!(-1),
+        json!("-1"),
+        json!("-500m"),
+        json!("lots"),
+        json!("1Xi"),
+        json!(""),
+    ] {
+        assert_refused(
+            json!({"resources": {"requests": {"memory": bad}}}),
+            rules::QUANTITY_MESSAGE,
+        );
+    }
+    assert_refused(json!({"storage": {"size": -10}}), rules::QUANTITY_MESSAGE);
+    // The same amount written as an integer and as a string is still a different claim
+    // template text, so the transition rule keeps both spellings apart like `10Gi`/`10240Mi`.
+    assert!(storage_update(json!({"size": 10}), json!({"size": 10})).is_empty());
+    assert_storage_update_refused(
+        json!({"size": 10}),
+        json!({"size": "10"}),
+        rules::STORAGE_SIZE_MESSAGE,
+    );
 }
 
 /// Messages of the rules an update from `old` to `new` (both `spec.storage` or null) fails.
@@ -693,7 +793,7 @@ fn spec_round_trips_and_defaults_apply() {
 }
 
 #[test]
-fn kube_cel_rewrite_touches_only_property_names() {
+fn kube_cel_rewrite_touches_only_property_names_and_type() {
     assert_eq!(
         kube_cel_rule("!has(self.pub_queue_depth) || self.pub_queue_depth >= 1"),
         "!has(self.pub__queue__depth) || self.pub__queue__depth >= 1"
@@ -703,4 +803,8 @@ fn kube_cel_rewrite_touches_only_property_names() {
         "{'a_b': 1}['a_b'] > 0"
     );
     assert_eq!(kube_cel_rule("self.metadata.name"), "self.metadata.name");
+    assert_eq!(
+        kube_cel_rule(rules::QUANTITY_RULE),
+        "string(self) != self ? self >= 0 : isQuantity(self) && quantity(self).sign() >= 0"
+    );
 }

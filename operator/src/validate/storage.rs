@@ -79,7 +79,7 @@ pub fn storage_problem(
         (Some(_), None) => Some(refused(STORAGE_ADDED_MESSAGE.to_string())),
         (Some(s), Some(c)) => {
             let old_size = c.size.unwrap_or_default();
-            if !same_quantity(&s.size, &old_size) {
+            if !same_quantity(s.size.as_str(), &old_size) {
                 return Some(refused(format!(
                     "{STORAGE_SIZE_MESSAGE} (the StatefulSet's claims request {old_size}, spec.storage.size is {})",
                     s.size

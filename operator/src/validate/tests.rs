@@ -126,6 +126,49 @@ fn resources_must_parse_and_requests_stay_under_limits() {
     assert!(ok.is_ok(), "2000m equals the limit of 2");
 }
 
+/// `cpu: 2` and `memory: 1073741824` written as JSON integers: the same resources as the
+/// strings, compared with the limits and used for the memory fit like them.
+#[test]
+fn integer_quantities_work_like_strings() {
+    let spec = |resources: serde_json::Value| -> BrokerClusterSpec {
+        serde_json::from_value(serde_json::json!({ "resources": resources }))
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let ints = try_spec(spec(serde_json::json!({
+        "requests": { "cpu": 1, "memory": 536_870_912 },
+        "limits": { "cpu": 2, "memory": 1_073_741_824 }
+    })))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let strings = try_spec(spec(serde_json::json!({
+        "requests": { "cpu": "1", "memory": "536870912" },
+        "limits": { "cpu": "2", "memory": "1073741824" }
+    })))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ints.resources, strings.resources);
+    assert_eq!(ints.resources.limits.cpu, "2");
+    assert_eq!(ints.resources.limits.memory, "1073741824");
+    assert_eq!(
+        ints.config, strings.config,
+        "the memory limit sized the budgets"
+    );
+    assert_eq!(ints.config.cache_max_bytes, 128 << 20, "1/8 of 1Gi");
+    let e = refused(spec(serde_json::json!({
+        "requests": { "cpu": 3 }, "limits": { "cpu": "2" }
+    })));
+    assert!(
+        e.message()
+            .contains("resources.requests.cpu (3) must not exceed resources.limits.cpu (2)"),
+        "{e}"
+    );
+    let e = refused(spec(serde_json::json!({ "requests": { "cpu": 0 } })));
+    assert!(e.message().contains("must be positive"), "{e}");
+    let sized: BrokerClusterSpec =
+        serde_json::from_value(serde_json::json!({ "storage": { "size": 10_737_418_240u64 } }))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let v = try_spec(sized).unwrap_or_else(|e| panic!("{e}"));
+    assert!(v.storage.is_some());
+}
+
 #[test]
 fn several_problems_are_reported_together() {
     let e = refused(BrokerClusterSpec {
