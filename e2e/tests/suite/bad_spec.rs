@@ -149,3 +149,65 @@ async fn a_config_that_does_not_fit_its_memory_limit_is_refused_by_the_operator(
     assert!(sts.is_none(), "a refused spec renders no StatefulSet");
     ns.delete().await;
 }
+
+/// CPU, memory and volume sizes are int-or-string like a pod's: `cpu: 2` and
+/// `memory: 1073741824` written as JSON integers are admitted and stored as written, while a
+/// string that is not a quantity, a negative number and a fractional number are refused.
+#[tokio::test]
+async fn integer_quantities_are_admitted_and_bad_ones_refused() {
+    let env = Env::new().await.expect("e2e environment");
+    let ns = env.namespace("quantities").await.expect("namespace");
+    let ar = ApiResource::erase::<BrokerCluster>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), &ns.name, &ar);
+    let obj: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": BrokerCluster::api_version(&()),
+        "kind": BrokerCluster::kind(&()),
+        "metadata": { "name": "ints" },
+        "spec": {
+            "paused": true,
+            "resources": {
+                "requests": { "cpu": 1, "memory": 536_870_912 },
+                "limits": { "cpu": 2, "memory": 1_073_741_824 }
+            },
+            "storage": { "size": 1_073_741_824 }
+        },
+    }))
+    .expect("object");
+    let created = api
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("the API server refused integer quantities: {e}"));
+    let limits = &created.data["spec"]["resources"]["limits"];
+    assert_eq!(limits["cpu"], serde_json::json!(2), "stored as written");
+    assert_eq!(limits["memory"], serde_json::json!(1_073_741_824));
+    let typed = ns.clusters().get("ints").await.expect("get");
+    let limits = typed.spec.resources.and_then(|r| r.limits).expect("limits");
+    assert_eq!(limits.cpu.as_ref().map(|q| q.as_str()), Some("2"));
+    assert_eq!(
+        limits.memory.as_ref().map(|q| q.as_str()),
+        Some("1073741824")
+    );
+
+    let msg = refused(
+        &env,
+        &ns.name,
+        serde_json::json!({ "paused": true, "resources": { "limits": { "memory": "lots" } } }),
+    )
+    .await;
+    assert!(msg.contains("must be a Kubernetes quantity"), "{msg}");
+    let msg = refused(
+        &env,
+        &ns.name,
+        serde_json::json!({ "paused": true, "resources": { "requests": { "cpu": -1 } } }),
+    )
+    .await;
+    assert!(msg.contains("must be a Kubernetes quantity"), "{msg}");
+    let msg = refused(
+        &env,
+        &ns.name,
+        serde_json::json!({ "paused": true, "storage": { "size": 0.5 } }),
+    )
+    .await;
+    assert!(msg.contains("storage.size"), "{msg}");
+    ns.delete().await;
+}
