@@ -1,12 +1,13 @@
 //! Command-line arguments of `starling` (clap derive).
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use clap::{Args, Parser, Subcommand};
 use starling_client::{Credentials, Profile};
 
 use super::duration::parse_duration;
+use super::time_arg::parse_time;
 
 /// `--token`, held as [`Credentials::Token`] so that no `Debug` of the arguments shows it.
 fn parse_token(text: &str) -> Result<Credentials, String> {
@@ -146,6 +147,16 @@ pub(crate) struct SubArgs {
     /// Exit after this many messages.
     #[arg(long, value_name = "N")]
     pub(crate) count: Option<u64>,
+    /// Start at the first message stamped at or after TIME, then go on live. TIME is RFC 3339
+    /// (2026-01-01T12:00:00Z, 2026-01-01T13:00:00.5+01:00) or Unix milliseconds
+    /// (1767268800000); times are the topic owner's clock (when a batch was written to a
+    /// durable topic's log, else when it was delivered). A durable topic reaches back as far
+    /// as its log; any other topic only as far as what the broker retains (replay_window_ms,
+    /// 30 s by default): an older TIME starts at the oldest message retained. A TIME after
+    /// the newest message (in the future too) means live messages only. Needs a broker that
+    /// supports it (SUBSCRIBE_FROM_TIME).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub(crate) from_time: Option<SystemTime>,
 }
 
 /// `starling cache …`.
@@ -260,6 +271,36 @@ mod tests {
         assert!(help.contains("STARLING_TOKEN"), "{help}");
         let cli = parse(&["--token", "s3cret", "sub", "t"]);
         assert!(!format!("{cli:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn parses_sub_from_a_time_in_both_forms() {
+        let from = |args: &[&str]| match parse(args) {
+            Ok(Cli {
+                command: Command::Sub(s),
+                ..
+            }) => s.from_time,
+            other => panic!("unexpected parse: {other:?}"),
+        };
+        let want = std::time::UNIX_EPOCH + Duration::from_secs(1_767_225_600);
+        assert_eq!(
+            from(&["sub", "t", "--from-time", "2026-01-01T00:00:00Z"]),
+            Some(want)
+        );
+        assert_eq!(
+            from(&["sub", "t", "--from-time", "1767225600000"]),
+            Some(want)
+        );
+        assert_eq!(from(&["sub", "t"]), None);
+        assert!(parse(&["sub", "t", "--from-time", "yesterday"]).is_err());
+        let help = Cli::command()
+            .find_subcommand_mut("sub")
+            .map(|c| c.render_long_help().to_string())
+            .unwrap_or_default();
+        assert!(
+            help.contains("--from-time <TIME>") && help.contains("RFC 3339"),
+            "{help}"
+        );
     }
 
     #[test]

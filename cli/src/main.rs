@@ -11,6 +11,7 @@
 //! | `bench` | `starling bench`: runs the separate `starling-bench` harness |
 //! | `json` | the `--output json` lines |
 //! | `duration` | duration arguments |
+//! | `time_arg` | time arguments (`sub --from-time`: RFC 3339 or Unix milliseconds) |
 //! | `error` | how a subcommand ends |
 
 mod args;
@@ -22,6 +23,7 @@ mod error;
 mod json;
 mod pub_cmd;
 mod sub_cmd;
+mod time_arg;
 
 use std::process::ExitCode;
 

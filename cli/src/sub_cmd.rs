@@ -1,5 +1,7 @@
-//! `starling sub TOPIC [--count N]`: prints each payload as a line (lossy
-//! UTF-8), or with `--output json` each event as a JSON line, flushing per line.
+//! `starling sub TOPIC [--count N] [--from-time TIME]`: prints each payload as a line (lossy
+//! UTF-8), or with `--output json` each event as a JSON line, flushing per line. With
+//! `--from-time` it starts at the first message stamped at or after TIME (see
+//! `Client::subscribe_from_time`), else with live messages.
 
 use std::io::Write;
 
@@ -14,7 +16,10 @@ pub(crate) async fn run(
     args: SubArgs,
     output: Output,
 ) -> Result<Outcome, CliError> {
-    let mut sub = client.subscribe(&args.topic).await?;
+    let mut sub = match args.from_time {
+        Some(since) => client.subscribe_from_time(&args.topic, since).await?,
+        None => client.subscribe(&args.topic).await?,
+    };
     let mut printed = 0u64;
     if args.count == Some(0) {
         return Ok(Outcome::Done);

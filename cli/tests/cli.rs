@@ -153,6 +153,64 @@ async fn sub_prints_lines_and_exits_after_count() {
     b.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_from_a_time_prints_what_came_after_it_then_live() {
+    let b = start_broker().await;
+    let client = Client::connect(common::pinned_config(&b))
+        .await
+        .expect("connect");
+    client
+        .publish_acked("cli.time", "before")
+        .await
+        .expect("publish");
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis();
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    client
+        .publish_acked("cli.time", "after 1")
+        .await
+        .expect("publish");
+    client
+        .publish_acked("cli.time", "after 2")
+        .await
+        .expect("publish");
+
+    // Retained by the broker (replay_window_ms): the two after the time, then one live.
+    let mut sub = starling(&b);
+    sub.args(["sub", "cli.time", "--count", "3", "--from-time"])
+        .arg(since.to_string())
+        .stdout(Stdio::piped());
+    let child = sub.spawn().expect("spawn sub");
+    let waiting = tokio::spawn(child.wait_with_output());
+    let deadline = tokio::time::Instant::now() + SOON;
+    while !waiting.is_finished() {
+        assert!(tokio::time::Instant::now() < deadline, "sub never exited");
+        client
+            .publish_acked("cli.time", "live")
+            .await
+            .expect("publish");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let out = waiting.await.expect("join").expect("sub output");
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "after 1\nafter 2\nlive\n"
+    );
+
+    let mut bad = starling(&b);
+    bad.args(["sub", "cli.time", "--from-time", "2026-02-30T00:00:00Z"]);
+    let (code, _, err) = run(bad).await;
+    assert_eq!(code, 2);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("the day is out of range"), "{err}");
+    client.close().await;
+    b.shutdown().await;
+}
+
 #[tokio::test]
 async fn prints_shell_completions_without_a_broker() {
     for (shell, marker) in [
