@@ -88,7 +88,7 @@ pub struct Metrics {
     pub topics: IntGauge,
     /// Bytes of encoded EventBatches retained for resuming subscribers, over all topics.
     pub retained_bytes: IntGauge,
-    /// Events sent again to subscribers that resumed from a position.
+    /// Events sent again to subscribers that resumed from a position or started at a time.
     pub replayed_events: IntCounter,
     /// Protocol errors sent to clients, by code.
     pub protocol_errors: IntCounterVec,
@@ -457,7 +457,7 @@ impl Metrics {
             replayed_events: counter(
                 &r,
                 "starling_replayed_events_total",
-                "Events replayed to subscribers that resumed from a position.",
+                "Events replayed to subscribers that resumed from a position or started at a time.",
             )?,
             protocol_errors: counter_vec(
                 &r,
