@@ -278,9 +278,25 @@ impl TestNamespace {
         let cfg = ClientConfig::new(self.service_addr(cluster).await?, Trust::CaPem(pem))
             .with_server_name(format!("{cluster}.{}.svc", self.name))
             .with_credentials(user.credentials.clone());
-        starling_client::Client::connect(cfg)
-            .await
-            .map_err(|e| E2eError::Env(format!("verified connection to {cluster}: {e}")))
+        // A broker that has not read the new user yet (every `auth_reload_interval_ms`) refuses
+        // it as Unauthorized: that is retried for up to a minute. Any other failure (the
+        // certificate check above all) fails at once.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            match starling_client::Client::connect(cfg.clone()).await {
+                Ok(c) => return Ok(c),
+                Err(starling_client::ClientError::Unauthorized(_))
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => {
+                    return Err(E2eError::Env(format!(
+                        "verified connection to {cluster}: {e}"
+                    )));
+                }
+            }
+        }
     }
 
     /// Deletes the namespace (and with it everything the test made).

@@ -3,12 +3,15 @@
 //! `storage_fsync: always`. The broker pod is force-deleted (`--grace-period=0 --force`) in the
 //! middle of acked publishing; its StatefulSet brings it back on the same volume, and a
 //! subscriber resuming from the start of the topic receives every acked message, in order and
-//! without duplicates, from the broker's disk.
+//! without duplicates, from the broker's disk. `status.storage` reports the claims, and
+//! deleting a cluster keeps its claims under `whenDeleted: Retain` (the default) and removes
+//! them under `Delete`.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::DeleteParams;
 use starling_client::Position;
@@ -75,7 +78,15 @@ async fn a_force_deleted_durable_broker_loses_no_acked_message() {
     }))
     .expect("spec");
     ns.create_cluster("ledger", spec).await.expect("create");
-    ns.wait_ready("ledger").await.expect("Ready");
+    let bc = ns.wait_ready("ledger").await.expect("Ready");
+    let storage = bc.status.and_then(|s| s.storage).expect("status.storage");
+    assert_eq!(storage.size, "1Gi");
+    assert_eq!(storage.claim_template, "data");
+    assert_eq!(
+        serde_json::to_value(&storage.persistent_volume_claim_retention_policy).expect("json"),
+        serde_json::json!({ "whenDeleted": "Retain", "whenScaled": "Retain" }),
+        "Retain by default"
+    );
     let pvcs = ns
         .api::<PersistentVolumeClaim>()
         .list(&Default::default())
@@ -171,5 +182,78 @@ async fn a_force_deleted_durable_broker_loses_no_acked_message() {
         acked_at_kill,
         got.len()
     );
+
+    // Retain (the default): deleting the cluster keeps the broker's claim.
+    delete_cluster_and_wait(&ns, "ledger").await;
+    let claims = claim_names(&ns).await;
+    assert_eq!(
+        claims,
+        vec!["data-ledger-0".to_string()],
+        "whenDeleted Retain keeps the claim"
+    );
+
+    // Delete: the StatefulSet's claims go with the cluster.
+    let spec: BrokerClusterSpec = serde_json::from_value(serde_json::json!({
+        "tier": "small",
+        "storage": {
+            "size": "1Gi",
+            "persistentVolumeClaimRetentionPolicy": { "whenDeleted": "Delete" },
+        },
+    }))
+    .expect("spec");
+    ns.create_cluster("scratch", spec).await.expect("create");
+    ns.wait_ready("scratch").await.expect("Ready");
+    assert!(
+        claim_names(&ns)
+            .await
+            .contains(&"data-scratch-0".to_string())
+    );
+    delete_cluster_and_wait(&ns, "scratch").await;
+    wait::until(
+        "data-scratch-0 deleted with its cluster",
+        Duration::from_secs(120),
+        || async {
+            let claims = claim_names(&ns).await;
+            (!claims.contains(&"data-scratch-0".to_string())).then_some(())
+        },
+    )
+    .await
+    .expect("whenDeleted Delete removes the claim");
+    assert_eq!(claim_names(&ns).await, vec!["data-ledger-0".to_string()]);
     ns.delete().await;
+}
+
+/// The names of the namespace's PersistentVolumeClaims that are not being deleted, sorted.
+async fn claim_names(ns: &starling_e2e::TestNamespace) -> Vec<String> {
+    let mut names: Vec<String> = ns
+        .api::<PersistentVolumeClaim>()
+        .list(&Default::default())
+        .await
+        .expect("PVCs")
+        .items
+        .into_iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    names.sort();
+    names
+}
+
+/// Deletes a BrokerCluster and waits until its StatefulSet is gone (garbage-collected).
+async fn delete_cluster_and_wait(ns: &starling_e2e::TestNamespace, name: &str) {
+    ns.clusters()
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("delete the BrokerCluster");
+    let sets = ns.api::<StatefulSet>();
+    wait::until(
+        &format!("StatefulSet {name} deleted"),
+        Duration::from_secs(120),
+        || {
+            let sets = sets.clone();
+            async move { sets.get_opt(name).await.ok()?.is_none().then_some(()) }
+        },
+    )
+    .await
+    .expect("the StatefulSet goes with its BrokerCluster");
 }
