@@ -176,6 +176,19 @@ async fn direct_client(
     .expect("direct client")
 }
 
+/// The first active alert of Prometheus's `/api/v1/alerts` that `matches`.
+async fn active_alert(
+    prom: &Prometheus,
+    matches: impl Fn(&serde_json::Value) -> bool,
+) -> Option<serde_json::Value> {
+    let v = prom.api("/api/v1/alerts").await?;
+    v["data"]["alerts"]
+        .as_array()?
+        .iter()
+        .find(|a| matches(a))
+        .cloned()
+}
+
 #[tokio::test]
 async fn dashboard_queries_and_alert_rules_on_real_brokers() {
     let env = Env::new().await.expect("e2e environment");
@@ -436,16 +449,11 @@ async fn dashboard_queries_and_alert_rules_on_real_brokers() {
     let alert = wait::until(
         "StarlingOperatorReconcileErrors pending or firing",
         Duration::from_secs(120),
-        || async {
-            let v = prom.api("/api/v1/alerts").await?;
-            v["data"]["alerts"]
-                .as_array()?
-                .iter()
-                .find(|a| {
-                    a["labels"]["alertname"] == "StarlingOperatorReconcileErrors"
-                        && matches!(a["state"].as_str(), Some("pending" | "firing"))
-                })
-                .cloned()
+        || {
+            active_alert(&prom, |a| {
+                a["labels"]["alertname"] == "StarlingOperatorReconcileErrors"
+                    && matches!(a["state"].as_str(), Some("pending" | "firing"))
+            })
         },
     )
     .await
@@ -496,22 +504,13 @@ async fn dashboard_queries_and_alert_rules_on_real_brokers() {
         .patch_scale("pack", &PatchParams::default(), &Patch::Merge(&scale))
         .await
         .expect("scale the StatefulSet to one pod");
-    let firing = wait::until(
-        "StarlingPeerDown firing",
-        Duration::from_secs(300),
-        || async {
-            let v = prom.api("/api/v1/alerts").await?;
-            v["data"]["alerts"]
-                .as_array()?
-                .iter()
-                .find(|a| {
-                    a["labels"]["alertname"] == "StarlingPeerDown"
-                        && a["state"] == "firing"
-                        && a["labels"]["namespace"] == ns.name.as_str()
-                })
-                .cloned()
-        },
-    )
+    let firing = wait::until("StarlingPeerDown firing", Duration::from_secs(300), || {
+        active_alert(&prom, |a| {
+            a["labels"]["alertname"] == "StarlingPeerDown"
+                && a["state"] == "firing"
+                && a["labels"]["namespace"] == ns.name.as_str()
+        })
+    })
     .await
     .expect("StarlingPeerDown fires once pack-1 has been gone for 2 minutes");
     eprintln!("firing: {firing}");
