@@ -7,9 +7,13 @@
 //! - [`conditions`]: the condition types and reasons of `status.conditions`;
 //! - [`duration`]: the duration strings of `spec.autoscaling`;
 //! - [`quantity`]: [`QuantityValue`], the int-or-string CPU, memory and volume sizes;
-//! - [`cel`]: the building blocks of CEL rules (append a rule, read a field with its default);
-//! - [`rules`]: helpers that attach CEL `x-kubernetes-validations` to generated schemas;
-//! - [`config_rules`]: the schema and admission rules of `spec.config` (the broker knobs);
+//! - [`cel`]: the building blocks of CEL rules (a rule with its message, append a rule to a
+//!   schema node, read a field with its default);
+//! - [`rules`]: the CEL `x-kubernetes-validations` the types below attach through kube's derive
+//!   attributes (`#[x_kube(validation = ...)]`, `#[kube(validation = ...)]`), and what stays
+//!   outside the derive and why;
+//! - [`config_rules`]: the schema and admission rules of `spec.config` (the broker knobs),
+//!   attached by `schema_with` from the shared tables;
 //! - [`user`]: the `BrokerUser` resource (a client identity and its permissions).
 
 pub mod cel;
@@ -27,7 +31,7 @@ use k8s_openapi::api::core::v1::{Affinity, Toleration, TopologySpreadConstraint}
 use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::{CustomResource, CustomResourceExt};
+use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use starling_config::{AuthMode, ConfigOverrides, Profile, Tier};
@@ -46,7 +50,7 @@ pub const MAX_NAME_LEN: usize = 52;
 /// Desired state of a Starling broker cluster.
 // clippy mistakes the repeated `type_ = ...` of the printcolumn arguments for duplicated attributes.
 #[allow(clippy::duplicated_attributes)]
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[kube(
     group = "starling.dev",
     version = "v1alpha1",
@@ -59,6 +63,7 @@ pub const MAX_NAME_LEN: usize = 52;
     status = "BrokerClusterStatus",
     derive = "PartialEq",
     doc = "A Starling QUIC message broker cluster, sized by a tier and tuned by a performance profile.",
+    validation = rules::name_rule(),
     scale(
         spec_replicas_path = ".spec.replicas",
         status_replicas_path = ".status.replicas",
@@ -95,7 +100,12 @@ pub const MAX_NAME_LEN: usize = 52;
     )
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = rules::spec_rules)]
+#[x_kube(
+    validation = rules::storage_removed_rule(),
+    validation = rules::storage_added_rule(),
+    validation = rules::lanes_rule(),
+    validation = rules::autoscaling_replicas_rule()
+)]
 pub struct BrokerClusterSpec {
     /// Deployment tier: `small`, `medium` or `large`. Sets the default replica count, each
     /// broker's CPU and memory, and the capacity-bound knobs (queues, lanes, cache size).
@@ -107,7 +117,10 @@ pub struct BrokerClusterSpec {
     pub profile: Profile,
     /// Number of brokers. Unset: the tier's default. Scaling never restarts running brokers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(transform = rules::replicas_rules)]
+    #[x_kube(
+        validation = rules::replicas_min_rule(),
+        validation = rules::replicas_max_rule()
+    )]
     pub replicas: Option<i32>,
     /// Explicit broker knob overrides, using the broker config file's knob names. Set knobs
     /// replace the profile and tier values. `quic_listen`, `http_listen`, `tls_cert_file`,
@@ -136,7 +149,8 @@ pub struct BrokerClusterSpec {
     pub tls: Option<TlsSpec>,
     /// Broker container image. Unset: the operator's default image (`--broker-image`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(transform = rules::image_rules)]
+    #[schemars(length(max = 512))]
+    #[x_kube(validation = rules::image_rule())]
     pub image: Option<String>,
     /// Scheduling and pod metadata overrides for the broker pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -205,16 +219,18 @@ pub struct NetworkSpec {
 }
 
 /// CPU and memory, each optional.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CpuMemory {
     /// CPU quantity, e.g. `2`, `"2"` or `"500m"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(transform = rules::quantity_rules)]
+    #[schemars(transform = rules::quantity_max_length)]
+    #[x_kube(validation = rules::quantity_rule())]
     pub cpu: Option<QuantityValue>,
     /// Memory quantity, e.g. `"4Gi"` or `4294967296`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(transform = rules::quantity_rules)]
+    #[schemars(transform = rules::quantity_max_length)]
+    #[x_kube(validation = rules::quantity_rule())]
     pub memory: Option<QuantityValue>,
 }
 
@@ -231,12 +247,13 @@ pub struct ResourceOverrides {
 }
 
 /// A persistent volume claim template for every broker.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = rules::storage_rules)]
+#[x_kube(validation = rules::storage_size_rule(), validation = rules::storage_class_rule())]
 pub struct StorageSpec {
     /// Volume size, e.g. `"10Gi"` or `10737418240`. Cannot change after creation.
-    #[schemars(transform = rules::quantity_rules)]
+    #[schemars(transform = rules::quantity_max_length)]
+    #[x_kube(validation = rules::quantity_rule())]
     pub size: QuantityValue,
     /// StorageClass of the volumes. Unset: the cluster's default class. Cannot change after
     /// creation.
@@ -286,12 +303,13 @@ pub struct ClaimRetentionPolicy {
 }
 
 /// TLS material for the QUIC listener.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TlsSpec {
     /// Name of a Secret in the cluster's namespace holding `tls.crt` and `tls.key` (the layout
     /// cert-manager writes). Changing it rolls the brokers.
-    #[schemars(transform = rules::secret_name_rules)]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = rules::secret_name_rule())]
     pub secret_name: String,
 }
 
@@ -321,9 +339,12 @@ pub struct PodTemplateOverrides {
 }
 
 /// The tier autoscaler: bounds, thresholds and timing. See `docs/autoscaling.md`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = rules::autoscaling_rules)]
+#[x_kube(
+    validation = rules::autoscaling_tier_order_rule(),
+    validation = rules::autoscaling_threshold_rule()
+)]
 pub struct AutoscalingSpec {
     /// Whether the autoscaler may change the cluster's tier. Its choice is written to
     /// `status.effectiveTier`, never to `spec`; turning this off returns to `spec.tier`.
@@ -338,28 +359,32 @@ pub struct AutoscalingSpec {
     /// Scale up one tier when the publish rate stays above this percentage of the current
     /// tier's capacity for `scaleUpWindow`.
     #[serde(default = "rules::default_scale_up_threshold")]
-    #[schemars(transform = rules::percent_rules)]
+    #[x_kube(validation = rules::percent_rule())]
     pub scale_up_threshold: i32,
     /// How long the publish rate must stay above `scaleUpThreshold` (e.g. `3m`, `90s`).
     #[serde(default = "rules::default_scale_up_window")]
-    #[schemars(transform = rules::duration_rules)]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = rules::duration_rule())]
     pub scale_up_window: String,
     /// Scale down one tier when the publish rate stays below this percentage of the next
     /// lower tier's capacity for `scaleDownWindow`. Must be below `scaleUpThreshold`.
     #[serde(default = "rules::default_scale_down_threshold")]
-    #[schemars(transform = rules::percent_rules)]
+    #[x_kube(validation = rules::percent_rule())]
     pub scale_down_threshold: i32,
     /// How long the publish rate must stay below `scaleDownThreshold` (e.g. `15m`).
     #[serde(default = "rules::default_scale_down_window")]
-    #[schemars(transform = rules::duration_rules)]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = rules::duration_rule())]
     pub scale_down_window: String,
     /// Minimum time between two tier changes.
     #[serde(default = "rules::default_cooldown")]
-    #[schemars(transform = rules::duration_rules)]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = rules::duration_rule())]
     pub cooldown: String,
     /// How often every broker's `/metrics` is scraped (at least `1s`).
     #[serde(default = "rules::default_scrape_interval")]
-    #[schemars(transform = rules::duration_rules)]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = rules::duration_rule())]
     pub scrape_interval: String,
 }
 
@@ -379,9 +404,8 @@ impl Default for AutoscalingSpec {
     }
 }
 
-/// The CRD as installed: the derived definition plus the rules on `metadata.name`, which the
-/// derive cannot attach to the root schema, and the int-or-string `anyOf` of the quantities
-/// ([`quantity::add_int_or_string_any_of`]).
+/// The CRD as installed: the derived definition plus the int-or-string `anyOf` of the
+/// quantities ([`quantity::add_int_or_string_any_of`]), which kube's derive cannot emit.
 pub fn crd() -> CustomResourceDefinition {
     let mut crd = BrokerCluster::crd();
     for version in &mut crd.spec.versions {
@@ -390,7 +414,6 @@ pub fn crd() -> CustomResourceDefinition {
             .as_mut()
             .and_then(|s| s.open_api_v3_schema.as_mut())
         {
-            rules::add_root_rules(schema);
             quantity::add_int_or_string_any_of(schema);
         }
     }

@@ -1,27 +1,31 @@
-//! CEL admission rules (`x-kubernetes-validations`) attached to the generated CRD schema.
+//! The BrokerCluster's CEL admission rules (`x-kubernetes-validations`), one function per rule.
 //!
-//! Each rule carries a message written for the person who typed the object. Rules that depend
-//! on the shared tables (tier order, profile and tier defaults) are generated from
-//! `starling-config`, never typed in by hand.
+//! Each function builds a kube [`Rule`] that a derive attribute of the type it guards attaches
+//! (`#[x_kube(validation = rules::replicas_max_rule())]` on a field or a struct,
+//! `#[kube(validation = rules::name_rule())]` on the root object): kube's `KubeSchema` derive
+//! evaluates the expression when the schema is generated, so a rule whose text comes from the
+//! shared tables (the replica cap, the tier ladder, the duration grammar, the profile and tier
+//! defaults of the lane rule) is still generated from `starling-config`, never typed in by hand.
+//! Each rule carries a message written for the person who typed the object.
+//!
+//! What stays outside the derive:
+//! - `spec.config`'s rules ([`super::config_rules`]): one per row of the shared range and pair
+//!   tables, on the properties of `starling_config::ConfigOverrides`, a type of another crate
+//!   that cannot carry `x_kube` attributes, and a table's length is no fixed list of attributes;
+//! - `maxLength` of a quantity ([`quantity_max_length`], a schemars transform: schemars'
+//!   `length` attribute only applies to a schema typed `string`) and the quantities'
+//!   int-or-string `anyOf` ([`super::quantity::add_int_or_string_any_of`], a post-pass in
+//!   [`super::crd`], because kube's structural rewrite strips types from `anyOf` branches);
+//! - a BrokerUser's pattern rule, which is on a list's items (see [`super::user`]).
 
+use kube::core::Rule;
 use schemars::Schema;
 use serde_json::{Value, json};
 use starling_config::Tier;
 
 use super::MAX_NAME_LEN;
-use super::cel::{or_default, push_rule};
 
-fn max_length(schema: &mut Schema, n: u64) {
-    if let Some(obj) = schema.as_object_mut() {
-        obj.insert("maxLength".into(), json!(n));
-    }
-}
-
-fn push(schema: &mut Schema, rule: &str, message: &str) {
-    if let Some(obj) = schema.as_object_mut() {
-        push_rule(obj, rule, message);
-    }
-}
+use super::cel::{or_default, rule};
 
 /// A CEL map literal from tier name to its rank in the tier ladder (generated from `Tier::ALL`).
 pub fn tier_rank_map() -> String {
@@ -45,32 +49,43 @@ pub fn keep_field_description(schema: &mut Schema) {
     }
 }
 
-/// `spec.replicas`.
-pub fn replicas_rules(schema: &mut Schema) {
-    push(schema, "self >= 1", "replicas must be at least 1");
+/// `spec.replicas`: at least one broker.
+pub fn replicas_min_rule() -> Rule {
+    rule("self >= 1", "replicas must be at least 1")
+}
+
+/// `spec.replicas`: at most `starling_config::MAX_REPLICAS`.
+pub fn replicas_max_rule() -> Rule {
     let max = starling_config::MAX_REPLICAS;
-    push(
-        schema,
-        &format!("self <= {max}"),
-        &format!("replicas must be at most {max}"),
-    );
+    rule(
+        format!("self <= {max}"),
+        format!("replicas must be at most {max}"),
+    )
 }
 
 /// `spec.image`.
-pub fn image_rules(schema: &mut Schema) {
-    max_length(schema, 512);
-    push(schema, "size(self.trim()) > 0", "image must not be empty");
+pub fn image_rule() -> Rule {
+    rule("size(self.trim()) > 0", "image must not be empty")
 }
 
-/// Every CPU, memory and volume size: an int-or-string [`super::QuantityValue`].
+/// Every CPU, memory and volume size: an int-or-string [`super::QuantityValue`], at most 64
+/// characters when a string.
 ///
 /// `maxLength` sits beside the int-or-string `anyOf`, where the API server applies it to string
 /// values only (an integer is not checked against it); the structural-schema rules forbid it
 /// inside the `anyOf`, which must be exactly `[{type: integer}, {type: string}]`. The CEL value
 /// is an `int` or a `string` (the API server refuses a fractional number before CEL runs).
-pub fn quantity_rules(schema: &mut Schema) {
-    max_length(schema, 64);
-    push(schema, QUANTITY_RULE, QUANTITY_MESSAGE);
+/// (A schemars transform: schemars' own `length` attribute adds `maxLength` only to a schema
+/// typed `string`.)
+pub fn quantity_max_length(schema: &mut Schema) {
+    if let Some(obj) = schema.as_object_mut() {
+        obj.insert("maxLength".into(), json!(64));
+    }
+}
+
+/// The rule of every quantity ([`QUANTITY_RULE`]).
+pub fn quantity_rule() -> Rule {
+    rule(QUANTITY_RULE, QUANTITY_MESSAGE)
 }
 
 /// The CEL rule of every quantity: a whole number of at least 0, or a string `isQuantity`
@@ -83,27 +98,28 @@ pub const QUANTITY_RULE: &str =
 pub const QUANTITY_MESSAGE: &str =
     "must be a Kubernetes quantity of at least 0, such as 500m, 2, 512Mi or 4Gi";
 
-/// `spec.tls.secretName`.
-pub fn secret_name_rules(schema: &mut Schema) {
-    max_length(schema, 253);
-    push(
-        schema,
+/// `spec.tls.secretName` (and a BrokerUser's `secretName`): a Secret name.
+pub fn secret_name_rule() -> Rule {
+    rule(
         "self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",
         "secretName must be a Secret name: lowercase letters, digits, '-' and '.'",
-    );
+    )
 }
 
-/// `spec.autoscaling`: the tier bounds must be in order and the scale-down threshold below
-/// the scale-up threshold.
-pub fn autoscaling_rules(schema: &mut Schema) {
+/// `spec.autoscaling`: the tier bounds must be in order (ranks generated from the tier ladder).
+pub fn autoscaling_tier_order_rule() -> Rule {
     let ranks = tier_rank_map();
     let lo = or_default("self", "minTier", smallest_tier().as_str());
     let hi = or_default("self", "maxTier", largest_tier().as_str());
-    push(
-        schema,
-        &format!("{ranks}[{lo}] <= {ranks}[{hi}]"),
+    rule(
+        format!("{ranks}[{lo}] <= {ranks}[{hi}]"),
         "autoscaling.minTier must not be a larger tier than autoscaling.maxTier",
-    );
+    )
+}
+
+/// `spec.autoscaling`: the scale-down threshold below the scale-up threshold, each with its
+/// default when unset.
+pub fn autoscaling_threshold_rule() -> Rule {
     let up = format!(
         "(has(self.scaleUpThreshold) ? self.scaleUpThreshold : {})",
         default_scale_up_threshold()
@@ -112,30 +128,26 @@ pub fn autoscaling_rules(schema: &mut Schema) {
         "(has(self.scaleDownThreshold) ? self.scaleDownThreshold : {})",
         default_scale_down_threshold()
     );
-    push(
-        schema,
-        &format!("{down} < {up}"),
+    rule(
+        format!("{down} < {up}"),
         "autoscaling.scaleDownThreshold must be below autoscaling.scaleUpThreshold (0 < down < up <= 100)",
-    );
+    )
 }
 
 /// A percentage threshold: 1 to 100.
-pub fn percent_rules(schema: &mut Schema) {
-    push(
-        schema,
+pub fn percent_rule() -> Rule {
+    rule(
         "self > 0 && self <= 100",
         "must be a percentage above 0 and at most 100",
-    );
+    )
 }
 
 /// The duration strings of `spec.autoscaling` (the syntax [`super::duration`] parses).
-pub fn duration_rules(schema: &mut Schema) {
-    max_length(schema, 32);
-    push(
-        schema,
-        &format!("self.matches('{}')", DURATION_PATTERN),
+pub fn duration_rule() -> Rule {
+    rule(
+        format!("self.matches('{}')", DURATION_PATTERN),
         "must be a duration such as 15s, 3m, 1h, 1m30s or 500ms (units h, m, s, ms, us)",
-    );
+    )
 }
 
 /// The duration syntax accepted by `spec.autoscaling`: the workspace's one grammar, one or
@@ -172,16 +184,19 @@ pub fn default_scrape_interval() -> String {
     "15s".to_string()
 }
 
-/// `spec.storage`: transition rules keeping what the StatefulSet's volume claim template holds
-/// (immutable in Kubernetes): the size and the StorageClass. The retention policy may change.
-pub fn storage_rules(schema: &mut Schema) {
-    push(schema, "self.size == oldSelf.size", STORAGE_SIZE_MESSAGE);
-    // Unset (the default class) and `''` (no class) are different claims.
-    push(
-        schema,
+/// `spec.storage`: a transition rule keeping what the StatefulSet's volume claim template holds
+/// (immutable in Kubernetes), the size. The retention policy may change.
+pub fn storage_size_rule() -> Rule {
+    rule("self.size == oldSelf.size", STORAGE_SIZE_MESSAGE)
+}
+
+/// `spec.storage`: the StorageClass cannot change either. Unset (the default class) and `''`
+/// (no class) are different claims.
+pub fn storage_class_rule() -> Rule {
+    rule(
         "has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",
         STORAGE_CLASS_MESSAGE,
-    );
+    )
 }
 
 /// Why `spec.storage.size` cannot change.
@@ -193,52 +208,50 @@ pub const STORAGE_REMOVED_MESSAGE: &str = "storage cannot be removed: the broker
 /// Why `spec.storage` cannot be added to an existing cluster.
 pub const STORAGE_ADDED_MESSAGE: &str = "storage cannot be added to an existing BrokerCluster: a StatefulSet's volume claim templates cannot change; create a new BrokerCluster with spec.storage instead";
 
-/// Rules on the whole spec: `storage` neither removed nor added after creation (its size and
-/// class are [`storage_rules`]), the profile/tier-aware lane rule, and no `replicas` while the
-/// tier autoscaler is enabled.
-pub fn spec_rules(schema: &mut Schema) {
-    push(
-        schema,
+/// On the whole spec: `storage` cannot be removed after creation (its size and class are
+/// [`storage_size_rule`] and [`storage_class_rule`]).
+pub fn storage_removed_rule() -> Rule {
+    rule(
         "!has(oldSelf.storage) || has(self.storage)",
         STORAGE_REMOVED_MESSAGE,
-    );
-    push(
-        schema,
+    )
+}
+
+/// On the whole spec: `storage` cannot be added after creation.
+pub fn storage_added_rule() -> Rule {
+    rule(
         "has(oldSelf.storage) || !has(self.storage)",
         STORAGE_ADDED_MESSAGE,
-    );
-    let (rule, message) = super::config_rules::lanes_rule();
-    push(schema, &rule, &message);
-    push(
-        schema,
+    )
+}
+
+/// On the whole spec: the profile/tier-aware lane rule ([`super::config_rules::lanes_rule`]).
+pub fn lanes_rule() -> Rule {
+    let (text, message) = super::config_rules::lanes_rule();
+    rule(text, message)
+}
+
+/// On the whole spec: no `replicas` while the tier autoscaler is enabled.
+pub fn autoscaling_replicas_rule() -> Rule {
+    rule(
         "!has(self.replicas) || !has(self.autoscaling) || !has(self.autoscaling.enabled) || !self.autoscaling.enabled",
         AUTOSCALING_REPLICAS_MESSAGE,
-    );
+    )
 }
 
 /// Why `spec.replicas` (and so `/scale` and an HPA) is refused while the tier autoscaler runs.
 pub const AUTOSCALING_REPLICAS_MESSAGE: &str = "replicas cannot be set while autoscaling.enabled is true: the tier autoscaler sizes the cluster by tier (unset replicas, or disable autoscaling to use replicas, kubectl scale or an HPA)";
 
-/// Rules on the root object: the name must fit every object name derived from it.
-pub fn add_root_rules(
-    schema: &mut k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps,
-) {
-    let rule = format!(
-        "size(self.metadata.name) <= {MAX_NAME_LEN} && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')"
-    );
-    let message = format!(
-        "a BrokerCluster name must start with a letter, contain only lowercase letters, digits and '-', and be at most {MAX_NAME_LEN} characters"
-    );
-    let entry =
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::ValidationRule {
-            rule,
-            message: Some(message),
-            ..Default::default()
-        };
-    schema
-        .x_kubernetes_validations
-        .get_or_insert_with(Vec::new)
-        .push(entry);
+/// The rule on the root object: the name must fit every object name derived from it.
+pub fn name_rule() -> Rule {
+    rule(
+        format!(
+            "size(self.metadata.name) <= {MAX_NAME_LEN} && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')"
+        ),
+        format!(
+            "a BrokerCluster name must start with a letter, contain only lowercase letters, digits and '-', and be at most {MAX_NAME_LEN} characters"
+        ),
+    )
 }
 
 /// The smallest tier of the ladder (the default of `autoscaling.minTier`).

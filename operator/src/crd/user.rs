@@ -5,17 +5,21 @@
 //! The pattern language is `starling_access::Pattern`'s; admission checks only what CEL can
 //! (each pattern's shape, at least one permission list), and the operator parses every
 //! pattern and reports a refused one in the `Ready` condition ([`user_reasons`]).
+//!
+//! The rules are attached by kube's derive attributes (`#[kube(validation)]` on the root,
+//! `#[x_kube(validation)]` on fields and structs), except each pattern's shape: that rule is on
+//! the items of the `allow` and `deny` lists, which an attribute on the field cannot reach, so
+//! [`pattern_list_rules`] adds it as a schemars transform.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, ValidationRule,
-};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::{CustomResource, CustomResourceExt};
+use kube::core::Rule;
+use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use schemars::{JsonSchema, Schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::cel::push_rule;
+use super::cel::{push_rule, rule};
 
 /// Longest BrokerUser name: its default credentials Secret, `<name>-credentials`, must stay a
 /// valid Secret name (253 characters).
@@ -32,11 +36,12 @@ pub const CREDENTIALS_SUFFIX: &str = "-credentials";
 /// A client identity of one BrokerCluster, with the topics and cache keys it may use.
 // clippy mistakes the repeated `type_ = ...` of the printcolumn arguments for duplicated attributes.
 #[allow(clippy::duplicated_attributes)]
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[kube(
     group = "starling.dev",
     version = "v1alpha1",
     kind = "BrokerUser",
+    validation = user_name_rule(),
     namespaced,
     shortname = "sbu",
     category = "starling",
@@ -77,7 +82,8 @@ pub const CREDENTIALS_SUFFIX: &str = "-credentials";
 pub struct BrokerUserSpec {
     /// Name of the BrokerCluster, in the same namespace, this user may connect to. Cannot be
     /// changed.
-    #[schemars(transform = cluster_rules)]
+    #[schemars(length(min = 1, max = super::MAX_NAME_LEN))]
+    #[x_kube(validation = cluster_rule())]
     pub cluster: String,
     /// How the user authenticates.
     pub authentication: UserAuthentication,
@@ -86,7 +92,8 @@ pub struct BrokerUserSpec {
     pub permissions: UserPermissions,
     /// Name of the credentials Secret the operator writes. Unset: `<name>-credentials`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(transform = super::rules::secret_name_rules)]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = super::rules::secret_name_rule())]
     pub secret_name: Option<String>,
 }
 
@@ -123,9 +130,9 @@ impl UserAuthType {
 
 /// The four operations' patterns. Patterns are `.`-separated tokens: a literal, `*` (exactly
 /// one token) or, last, `>` (one or more tokens): `orders`, `orders.*`, `tenant-a.>`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = permissions_rules)]
+#[x_kube(validation = permissions_rule())]
 pub struct UserPermissions {
     /// Topics the user may publish to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -230,32 +237,37 @@ fn object(schema: &mut Schema) -> Option<&mut serde_json::Map<String, Value>> {
     schema.as_object_mut()
 }
 
-/// `spec.cluster`: a BrokerCluster name, immutable.
-pub fn cluster_rules(schema: &mut Schema) {
-    if let Some(o) = object(schema) {
-        o.insert("maxLength".into(), json!(super::MAX_NAME_LEN));
-        o.insert("minLength".into(), json!(1));
-        push_rule(
-            o,
-            "self == oldSelf",
-            "cluster cannot be changed; create another BrokerUser",
-        );
-    }
+/// `spec.cluster`: a BrokerCluster name (its length on the field), immutable.
+pub fn cluster_rule() -> Rule {
+    rule(
+        "self == oldSelf",
+        "cluster cannot be changed; create another BrokerUser",
+    )
 }
 
 /// `spec.permissions`: at least one list.
-pub fn permissions_rules(schema: &mut Schema) {
-    if let Some(o) = object(schema) {
-        push_rule(
-            o,
-            "has(self.publish) || has(self.subscribe) || has(self.cacheRead) || has(self.cacheWrite)",
-            "permissions must set at least one of publish, subscribe, cacheRead and cacheWrite",
-        );
-    }
+pub fn permissions_rule() -> Rule {
+    rule(
+        "has(self.publish) || has(self.subscribe) || has(self.cacheRead) || has(self.cacheWrite)",
+        "permissions must set at least one of publish, subscribe, cacheRead and cacheWrite",
+    )
+}
+
+/// The rule on the root object: a name its credentials Secret can be derived from.
+pub fn user_name_rule() -> Rule {
+    rule(
+        format!(
+            "size(self.metadata.name) <= {MAX_USER_NAME_LEN} && self.metadata.name.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')"
+        ),
+        format!(
+            "a BrokerUser name must be lowercase letters, digits, '-' and '.', at most {MAX_USER_NAME_LEN} characters"
+        ),
+    )
 }
 
 /// Every `allow` and `deny` list: bounded, and each pattern well formed as far as a regular
-/// expression can tell.
+/// expression can tell. A schemars transform, not a derive attribute: the rule is on the list's
+/// items, and `#[x_kube(validation)]` attaches only to the field's own node.
 pub fn pattern_list_rules(schema: &mut Schema) {
     let Some(o) = object(schema) else {
         return;
@@ -275,30 +287,9 @@ pub fn pattern_list_rules(schema: &mut Schema) {
     }
 }
 
-/// The CRD as installed: the derived definition plus the rule on `metadata.name`.
+/// The CRD as installed: every rule, the one on `metadata.name` included, comes from the derive.
 pub fn crd() -> CustomResourceDefinition {
-    let mut crd = BrokerUser::crd();
-    for version in &mut crd.spec.versions {
-        if let Some(schema) = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-        {
-            schema
-                .x_kubernetes_validations
-                .get_or_insert_with(Vec::new)
-                .push(ValidationRule {
-                    rule: format!(
-                        "size(self.metadata.name) <= {MAX_USER_NAME_LEN} && self.metadata.name.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')"
-                    ),
-                    message: Some(format!(
-                        "a BrokerUser name must be lowercase letters, digits, '-' and '.', at most {MAX_USER_NAME_LEN} characters"
-                    )),
-                    ..ValidationRule::default()
-                });
-        }
-    }
-    crd
+    BrokerUser::crd()
 }
 
 /// The CRD as YAML, exactly what `crdgen --user` prints and `crds/brokeruser.yaml` holds.

@@ -1,6 +1,7 @@
 //! `spec.storage` against the existing StatefulSet: the operator's own copy of the CRD's storage
 //! rules (no removal, no addition, same size, same StorageClass; see
-//! [`crate::crd::rules::storage_rules`] and [`crate::crd::rules::spec_rules`]).
+//! [`crate::crd::rules::storage_removed_rule`], [`crate::crd::rules::storage_added_rule`],
+//! [`crate::crd::rules::storage_size_rule`] and [`crate::crd::rules::storage_class_rule`]).
 //!
 //! The reconciler never sees the previous spec, only the current one, so the old state it
 //! compares with is the observed StatefulSet's volume claim template: what the operator
