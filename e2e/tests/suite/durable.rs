@@ -83,7 +83,7 @@ async fn a_force_deleted_durable_broker_loses_no_acked_message() {
     assert_eq!(storage.size, "1Gi");
     assert_eq!(storage.claim_template, "data");
     assert_eq!(
-        serde_json::to_value(&storage.persistent_volume_claim_retention_policy).expect("json"),
+        serde_json::to_value(storage.persistent_volume_claim_retention_policy).expect("json"),
         serde_json::json!({ "whenDeleted": "Retain", "whenScaled": "Retain" }),
         "Retain by default"
     );
