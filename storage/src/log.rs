@@ -150,6 +150,11 @@ pub(crate) struct State {
     pub active_file: Option<Arc<File>>,
     /// A segment file was created and the directory not fsynced since.
     pub dir_dirty: bool,
+    /// Why a [`LogView::sync`] failed, once one has: after a failed fsync the page cache's
+    /// state is unknown (the kernel may have dropped the dirty pages and a later fsync
+    /// succeed without them), so the log takes no more appends and reports no more
+    /// durability until it is reopened and recovered.
+    pub sync_failed: Option<String>,
 }
 
 /// What the writer, the views and the readers share.
@@ -308,6 +313,7 @@ impl Log {
                 durable: next,
                 active_file: active.as_ref().map(|a| Arc::clone(&a.file)),
                 dir_dirty: false,
+                sync_failed: None,
             }),
             stats: Counters::default(),
         });
@@ -351,6 +357,10 @@ impl Log {
     ) -> Result<Appended> {
         if let Some(why) = &self.failed {
             return Err(Error::Failed(why.clone()));
+        }
+        if let Some(why) = self.shared.state.lock().sync_failed.clone() {
+            self.failed = Some(why.clone());
+            return Err(Error::Failed(why));
         }
         let max = self.shared.config.max_record_bytes;
         if payload.len() as u64 > u64::from(max) {
@@ -674,10 +684,15 @@ impl LogView {
     /// Fsyncs what was appended so far (and the directory, if a segment was created since
     /// the last sync); safe to call from any thread while appends continue. Under
     /// `Interval` this is what makes appends durable; under the other policies it has
-    /// nothing to do.
+    /// nothing to do. A failed fsync stops the log: every later `sync` and append fails with
+    /// [`Error::Failed`] and `durable_next` no longer moves, until the log is reopened (and
+    /// recovered from what is really on disk).
     pub fn sync(&self) -> Result<Synced> {
         let (file, next, durable, dir_dirty) = {
             let mut state = self.shared.state.lock();
+            if let Some(why) = &state.sync_failed {
+                return Err(Error::Failed(why.clone()));
+            }
             let dir_dirty = std::mem::take(&mut state.dir_dirty);
             (
                 state.active_file.clone(),
@@ -699,7 +714,9 @@ impl LogView {
             done = sync_dir(&self.shared.dir);
         }
         if let Err(e) = done {
-            self.shared.state.lock().dir_dirty |= dir_dirty;
+            let mut state = self.shared.state.lock();
+            state.dir_dirty |= dir_dirty;
+            state.sync_failed = Some(format!("fsync failed: {e}"));
             return Err(e);
         }
         let took = started.elapsed();

@@ -765,3 +765,32 @@ fn under_interval_a_roll_makes_the_sealed_segment_durable() {
     assert_eq!(log.sync().unwrap().durable_next, Some(at(1, 5)));
     assert_eq!(log.stats().fsyncs, 2);
 }
+
+#[test]
+fn a_failed_sync_stops_the_log_until_it_is_reopened() {
+    let parent = TempDir::new().unwrap();
+    let dir = parent.path().join("log");
+    let mut config = cfg(1 << 20, 100);
+    config.fsync = FsyncPolicy::Interval(Duration::from_secs(3600));
+    let (mut log, _) = Log::open(&dir, config).unwrap();
+    let view = log.view();
+    fill(&mut log, 1, 3, 1, 56); // creates the first segment: its directory entry is unsynced
+    // The directory goes away under the open files: the directory fsync of this sync fails.
+    fs::remove_dir_all(&dir).unwrap();
+    assert!(view.sync().is_err(), "syncing a removed directory fails");
+    assert_eq!(view.durable_next(), None, "nothing reported durable");
+    // From then on the page cache's state is unknown: no sync succeeds, no append is taken,
+    // even once the directory is back.
+    fs::create_dir_all(&dir).unwrap();
+    assert!(matches!(view.sync(), Err(Error::Failed(why)) if why.contains("fsync failed")));
+    assert!(matches!(
+        log.append_at(at(1, 3), 1, 2000, b"after"),
+        Err(Error::Failed(_))
+    ));
+    assert_eq!(view.durable_next(), None);
+    drop(log);
+    // Reopening recovers what is on disk and takes appends again.
+    let (mut log, _) = Log::open(&dir, config).unwrap();
+    fill(&mut log, 1, 1, 1, 56);
+    assert!(log.sync().is_ok());
+}
