@@ -192,9 +192,14 @@ impl<W: Waiter> Inner<W> {
                 done.into_iter().for_each(W::durable);
             }
             Err(e) => {
+                let left = std::mem::take(&mut self.state.lock().waiting);
+                // After a failed fsync the log stays stopped and every later sync (the
+                // interval flusher's included) answers `Failed`: counted and logged once.
+                if matches!(e, starling_storage::Error::Failed(_)) && left.is_empty() {
+                    return;
+                }
                 self.metrics.errors.inc();
                 tracing::error!(topic = %self.topic, error = %e, "durable log fsync failed");
-                let left = std::mem::take(&mut self.state.lock().waiting);
                 let why = format!("the topic's durable log failed to sync: {e}");
                 for (_, acks) in left {
                     for ack in acks {
