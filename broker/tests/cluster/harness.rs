@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use starling_broker::{Broker, RunningBroker};
 use starling_client::{Client, ClientConfig, Trust};
-use starling_config::{AuthMode, ConfigOverrides, Profile, compose};
+use starling_config::{AckLevel, AuthMode, ConfigOverrides, Profile, StorageFsync, compose};
 use starling_placement::Kind;
 
 #[path = "pki.rs"]
@@ -37,6 +37,9 @@ pub struct TestCluster {
     current: Vec<String>,
     /// The cluster CA (server, peer and client certificates).
     pub ca: pki::Ca,
+    /// Durable topic patterns: with them every broker keeps its logs in `data-<id>` of the
+    /// cluster's directory (kept across its restarts), fsyncs `always` and acks `persisted`.
+    durable: Vec<String>,
 }
 
 impl TestCluster {
@@ -48,6 +51,20 @@ impl TestCluster {
     /// Starts brokers `ids` as one cluster; with `users` (a users document), every broker runs
     /// with `auth_mode: required` and reads it from the cluster's `users.yaml`.
     pub async fn start_with_users(tag: &str, ids: &[&str], users: Option<&str>) -> TestCluster {
+        Self::start_inner(tag, ids, users, &[]).await
+    }
+
+    /// Starts brokers `ids` as one cluster whose topics matching `durable` are durable.
+    pub async fn start_durable(tag: &str, ids: &[&str], durable: &[&str]) -> TestCluster {
+        Self::start_inner(tag, ids, None, durable).await
+    }
+
+    async fn start_inner(
+        tag: &str,
+        ids: &[&str],
+        users: Option<&str>,
+        durable: &[&str],
+    ) -> TestCluster {
         if let Ok(filter) = std::env::var("RUST_LOG") {
             starling_broker::telemetry::init(starling_config::LogFormat::Text, &filter);
         }
@@ -76,6 +93,7 @@ impl TestCluster {
             fingerprint,
             current: Vec::new(),
             ca,
+            durable: durable.iter().map(|p| (*p).to_string()).collect(),
         };
         for id in ids {
             c.ports.insert((*id).to_string(), free_udp_port());
@@ -194,6 +212,11 @@ impl TestCluster {
             cluster_poll_interval_ms: Some(POLL.as_millis() as u64),
             cluster_peer_timeout_ms: Some(300),
             drain_timeout_ms: Some(3_000),
+            durable_topics: (!self.durable.is_empty()).then(|| self.durable.clone()),
+            storage_dir: (!self.durable.is_empty())
+                .then(|| Some(self.dir.join(format!("data-{id}")))),
+            storage_fsync: (!self.durable.is_empty()).then_some(StorageFsync::Always),
+            ack_level: (!self.durable.is_empty()).then_some(AckLevel::Persisted),
             ..ConfigOverrides::default()
         }
     }

@@ -501,6 +501,12 @@ impl TopicTask {
         if self.epoch.has_changed().unwrap_or(false) {
             self.epoch.mark_unchanged();
             if (self.shared.settings.owns)(&self.name) {
+                // A durable topic's task that started here before this broker owned it (a
+                // relay) has no log yet: it opens (and recovers) it now, so its batches are
+                // logged before anyone sees them and `persisted` acks wait for the log.
+                if matches!(self.durable, Durable::No) {
+                    self.open_durable().await;
+                }
                 // Membership changed: this broker may have stopped and started owning the
                 // topic since its last batch, so number on in a stream nobody has seen.
                 // Never below the stream it leaves: a durable log continued from disk may
