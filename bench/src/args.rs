@@ -106,6 +106,8 @@ pub(crate) enum BenchCommand {
     QuicLimit(QuicLimitArgs),
     /// Medians over trials of result files: a markdown table and SVG plots.
     Report(ReportArgs),
+    /// Each profile on an embedded broker, held to the reference's expected figures.
+    Profiles(ProfilesArgs),
 }
 
 /// Where the broker is and where results go.
@@ -256,4 +258,30 @@ pub(crate) struct ReportArgs {
     /// Directory for comparison.md, summary.json and the plots.
     #[arg(long, value_name = "DIR")]
     pub(crate) out: PathBuf,
+}
+
+/// `starling bench profiles`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ProfilesArgs {
+    /// Profiles to run, comma-separated (default: every profile of bench/profiles.txt).
+    #[arg(long, value_delimiter = ',', value_name = "PROFILE,...")]
+    pub(crate) profiles: Vec<Profile>,
+    /// Measured duration of each run (a profile has a peak and a paced run per trial).
+    #[arg(long, value_parser = parse_duration, default_value = "3s")]
+    pub(crate) duration: Duration,
+    /// Warm-up before each run.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub(crate) warmup: Duration,
+    /// Trials per profile; the table shows medians over trials.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) trials: u32,
+    /// Slow-subscriber policy of the embedded broker (block: lossless, any loss fails).
+    #[arg(long, value_name = "POLICY", default_value = "block")]
+    pub(crate) policy: SlowSubscriberPolicy,
+    /// Directory for profiles.json and profiles.md.
+    #[arg(long, value_name = "DIR", default_value = "target/bench-profiles")]
+    pub(crate) out: PathBuf,
+    /// Never show a progress bar.
+    #[arg(long)]
+    pub(crate) no_progress: bool,
 }

@@ -9,7 +9,7 @@ use crate::args::{Globals, Output};
 pub(crate) use crate::error::BenchError;
 use crate::result::RunResult;
 use crate::target::Target;
-use crate::{cache, matrix, pubsub, quic_limit, report, table};
+use crate::{cache, matrix, profiles, profiles_report, pubsub, quic_limit, report, table};
 
 /// Runs `starling bench …`. A run that lost messages under `block` (or
 /// reordered or duplicated any) fails after its results are printed and written.
@@ -65,6 +65,27 @@ pub(crate) async fn run(g: Globals, args: BenchArgs) -> Result<(), BenchError> {
         Some(BenchCommand::Report(r)) => {
             print!("{}", report::run(&r.input, &r.out)?);
             Ok(())
+        }
+        Some(BenchCommand::Profiles(p)) => {
+            let text = g.output == Output::Text;
+            let progress = !p.no_progress && std::io::stderr().is_terminal();
+            let report = profiles::run(&g, &p, progress, text).await?;
+            let md = profiles_report::write(&p.out, &report)?;
+            if text {
+                print!("\n{md}");
+                println!("\nwritten: {}", p.out.display());
+            } else {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).map_err(|e| BenchError::json("stdout", e))?
+                );
+            }
+            let failed = report.failures();
+            if failed.is_empty() {
+                Ok(())
+            } else {
+                Err(BenchError::Integrity(failed.join("; ")))
+            }
         }
     }
 }

@@ -9,6 +9,7 @@
 //! | `matrix --spec FILE` | a list of workloads → `results.json` and SVG plots |
 //! | `quic-limit` | raw quinn bulk throughput and round trip: the ceiling |
 //! | `report` | medians of many result files → markdown table and plots |
+//! | `profiles` | each profile on an embedded broker against the reference's expected figures |
 //!
 //! Every run prints a human summary and can write a [`result::RunResult`] as
 //! JSON (`--json FILE`); the Go load program for NATS (`bench/nats/load`)
@@ -25,6 +26,7 @@
 //! | `producer`, `subscriber`, `tracker`, `summary` | the pub/sub workload's two ends, its bookkeeping and its figures |
 //! | `pubsub`, `cache`, `quic_limit`, `matrix`, `report` | one per subcommand |
 //! | `report_cells`, `targets`, `report_plots` | the report's medians, target verdicts and plots |
+//! | `profiles`, `profiles_report`, `reference` | `profiles`: its runs, its verdicts and table, the promises of `bench/profiles.txt` |
 //! | `result`, `table`, `plot`, `progress` | JSON schema, human summary, SVG plots, progress bar |
 
 mod args;
@@ -38,9 +40,12 @@ mod payload;
 mod plot;
 mod probe;
 mod producer;
+mod profiles;
+mod profiles_report;
 mod progress;
 mod pubsub;
 mod quic_limit;
+mod reference;
 mod report;
 mod report_cells;
 mod report_plots;

@@ -1,6 +1,7 @@
 //! The results schema (`starling-bench/1`) shared by `starling bench`, the Go
 //! load program for NATS and `bench compare`'s report. One run is one
-//! [`RunResult`]; fields that do not apply to a kind of run are left out.
+//! [`RunResult`]; fields that do not apply to a kind of run are left out. Also the
+//! [`Provenance`] of a multi-run output (machine, commit, command line).
 
 use std::path::Path;
 
@@ -235,10 +236,8 @@ impl RunResult {
             kind: kind.to_string(),
             config,
             load_avg: load_avg(),
-            cores: std::thread::available_parallelism().map_or(1, usize::from),
-            started_unix: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
+            cores: cores(),
+            started_unix: unix_now(),
             ..RunResult::default()
         }
     }
@@ -256,6 +255,84 @@ pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), Ben
     }
     let text = serde_json::to_string_pretty(value).map_err(|e| BenchError::json(path, e))?;
     std::fs::write(path, text + "\n").map_err(|e| BenchError::file(path, e))
+}
+
+/// Where and how a multi-run output (`bench profiles`) was made: the machine at its start and
+/// end, the code and the command line.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Provenance {
+    /// Online CPUs.
+    pub(crate) cores: usize,
+    /// `/proc/loadavg` (first three fields) before the first run.
+    pub(crate) load_avg_start: String,
+    /// `/proc/loadavg` after the last run.
+    pub(crate) load_avg_end: String,
+    /// `git rev-parse HEAD` in the working directory, or `unknown`.
+    pub(crate) commit: String,
+    /// This process's command line.
+    pub(crate) command: String,
+    /// Unix time at the start.
+    pub(crate) started_unix: u64,
+}
+
+impl Provenance {
+    /// Stamps the start: machine, commit, command line.
+    pub(crate) fn start() -> Self {
+        Provenance {
+            cores: cores(),
+            load_avg_start: load_avg(),
+            load_avg_end: String::new(),
+            commit: git_commit(),
+            command: command_line(std::env::args_os().map(|a| a.to_string_lossy().into_owned())),
+            started_unix: unix_now(),
+        }
+    }
+
+    /// Stamps the end (the load average after the runs).
+    pub(crate) fn finish(&mut self) {
+        self.load_avg_end = load_avg();
+    }
+}
+
+/// Online CPUs (1 where unknown).
+pub(crate) fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The commit checked out in the working directory (`git rev-parse HEAD`), or `unknown` when
+/// git or a repository is not there.
+pub(crate) fn git_commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// A command line as one string; words with spaces or quotes are single-quoted.
+pub(crate) fn command_line(args: impl IntoIterator<Item = String>) -> String {
+    args.into_iter()
+        .map(|a| {
+            if !a.is_empty() && !a.contains(|c: char| c.is_whitespace() || c == '\'' || c == '"') {
+                a
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The first three fields of `/proc/loadavg` (empty where unavailable).
@@ -280,6 +357,17 @@ mod tests {
         assert!((l.p50 - 2.0).abs() < 0.01, "{l:?}");
         assert!((l.max - 1_000.0).abs() < 1.0, "{l:?}");
         assert_eq!(Latency::from_ns(&new_histogram()), Latency::default());
+    }
+
+    #[test]
+    fn command_lines_quote_only_what_needs_it() {
+        let args = ["starling-bench", "profiles", "--out", "a dir", "it's", ""].map(String::from);
+        assert_eq!(
+            command_line(args),
+            r"starling-bench profiles --out 'a dir' 'it'\''s' ''"
+        );
+        let p = Provenance::start();
+        assert!(!p.commit.is_empty() && p.cores >= 1, "{p:?}");
     }
 
     #[test]
