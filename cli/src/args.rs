@@ -106,8 +106,9 @@ pub(crate) enum Command {
     /// Cache operations.
     #[command(subcommand)]
     Cache(CacheCommand),
-    /// Benchmarks: pub/sub and cache workloads, the raw QUIC limit, reports (runs the
-    /// `starling-bench` harness; `starling bench --help` lists its options).
+    /// Benchmarks: pub/sub and cache workloads, the raw QUIC limit, each profile against the
+    /// reference (`starling bench profiles`), reports (runs the `starling-bench` harness;
+    /// `starling bench --help` lists its options).
     #[command(disable_help_flag = true)]
     Bench {
         /// The harness's options and subcommand.
