@@ -17,7 +17,7 @@ e2e/setup.sh
 # shellcheck disable=SC1091
 source "$STATE_DIR/e2e.env"
 cargo build --release -q -p starling-cli
-CLI=target/release/starling
+CLI="${CARGO_TARGET_DIR:-target}/release/starling"
 
 NS=starling-demo
 kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null

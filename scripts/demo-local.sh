@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 CARGO=${CARGO:-cargo}
 echo "==> building starling-broker and starling (release)"
 $CARGO build --release -q -p starling-broker -p starling-cli
-BIN=target/release
+BIN="${CARGO_TARGET_DIR:-target}/release"
 WORK=$(mktemp -d)
 BROKER_PID=""
 cleanup() {
