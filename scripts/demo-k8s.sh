@@ -30,7 +30,7 @@ for _ in $(seq 1 120); do
   [[ "$(ready brokercluster small-balanced)" == True && "$(ready brokeruser demo-app)" == True ]] && break
   sleep 1
 done
-[[ "$(ready brokercluster small-balanced)" == True ]] || { kubectl describe bc small-balanced -n "$NS"; die "the BrokerCluster did not become Ready"; }
+[[ "$(ready brokercluster small-balanced)" == True ]] || { kubectl describe sbc small-balanced -n "$NS"; die "the BrokerCluster did not become Ready"; }
 [[ "$(ready brokeruser demo-app)" == True ]] || { kubectl describe brokeruser demo-app -n "$NS"; die "the BrokerUser did not become Ready"; }
 kubectl get sbc,brokeruser -n "$NS"
 
@@ -79,7 +79,7 @@ cat <<NEXT
 Starling is running in your local cluster, with authentication on. Try:
   source $STATE_DIR/e2e.env
   kubectl get sbc,brokeruser -n $NS               # tier, profile, readiness; the users
-  kubectl patch bc small-balanced -n $NS --type merge -p '{"spec":{"profile":"latency"}}'
+  kubectl patch sbc small-balanced -n $NS --type merge -p '{"spec":{"profile":"latency"}}'
   curl -s http://$pod_ip:9400/metrics | grep -E '^starling_(auth|forbidden)'   # authentication and refusals
   $CLI ${AS_USER[*]} sub demo.greetings      # and publish from another terminal
   kubectl delete brokeruser demo-app -n $NS        # revoked: its connections close within seconds
