@@ -10,7 +10,7 @@ use crate::result::RunResult;
 /// System name of the ceiling.
 pub(crate) const LIMIT: &str = "quic-limit";
 /// System order in tables and plots.
-pub(crate) const SYSTEM_ORDER: [&str; 4] = ["starling", "nats-tls", "nats", LIMIT];
+pub(crate) const SYSTEM_ORDER: [&str; 5] = ["starling", "nats-tls", "nats", "redis", LIMIT];
 
 /// Medians of one (workload, system) cell.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -55,6 +55,8 @@ pub(crate) struct Cell {
     pub(crate) trial_msgs_per_s: Vec<f64>,
     /// Delivered MB/s (bulk MB/s for quic-limit) of each trial, in run order.
     pub(crate) trial_mb_per_s: Vec<f64>,
+    /// Put, get-hit and get-miss ops/s of each trial, in run order (cache).
+    pub(crate) trial_cache_ops: Vec<[f64; 3]>,
 }
 
 /// The median of `v` (0 when empty).
@@ -159,6 +161,10 @@ fn cell(g: &[&RunResult]) -> Cell {
                     .as_ref()
                     .map_or(r.delivered_mb_per_s, |q| q.bulk_mb_per_s)
             })
+            .collect(),
+        trial_cache_ops: caches
+            .iter()
+            .map(|c| [c.put.ops_per_s, c.get_hit.ops_per_s, c.get_miss.ops_per_s])
             .collect(),
     }
 }

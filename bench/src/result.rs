@@ -13,8 +13,10 @@ use super::error::BenchError;
 /// Value of [`RunResult::schema`].
 pub(crate) const SCHEMA: &str = "starling-bench/1";
 
-/// Latency percentiles in microseconds.
+/// Latency percentiles in microseconds. A percentile a peer's own tool does not report
+/// (redis-benchmark's CSV has no p90 or p99.9) is absent from its file and reads as 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub(crate) struct Latency {
     /// Number of samples.
     pub(crate) count: u64,
@@ -151,7 +153,7 @@ pub(crate) struct QuicStats {
 pub(crate) struct RunResult {
     /// Always [`SCHEMA`].
     pub(crate) schema: String,
-    /// `starling`, `nats`, `nats-tls` or `quic-limit`.
+    /// `starling`, `nats`, `nats-tls`, `redis` or `quic-limit`.
     pub(crate) system: String,
     /// Whether the traffic was encrypted.
     pub(crate) tls: bool,

@@ -1,19 +1,31 @@
-//! The targets of the benchmark issue, evaluated from a report's cells:
-//! delivered msgs/s against NATS-with-TLS, p99 at half of each system's own
-//! peak, and large-payload bytes/s against the raw QUIC ceiling. Each target
-//! is judged on the median of per-trial ratios (trial *i* of two systems ran
-//! a minute apart, under the same machine load).
+//! The targets of the performance issue, evaluated from a report's cells, one line each with
+//! its verdict:
+//!
+//! 1. delivered msgs/s ≥ 1.0× plaintext NATS on [`NATS_TARGETS`], and no closed-loop pub/sub
+//!    workload below 1.0× NATS-with-TLS;
+//! 2. the large-payload relay at ≥ 70 % of the raw QUIC ceiling;
+//! 3. open loop at 25 % of each system's own peak: Starling's p50 ≤ NATS-TLS's and its
+//!    p99 ≤ 1 ms; at 50 %: p99 ≤ 2 ms;
+//! 4. the latency profile at 50k msgs/s: measured by `bench profiles`, not here (named so);
+//! 5. closed loop: Starling's p99 (queueing delay) ≤ NATS-TLS's;
+//! 6. cache put and get-hit ops/s ≥ 1.0× plaintext Redis;
+//! 7. zero loss in every Starling run.
+//!
+//! Throughput targets are judged on the median of per-trial ratios (trial *i* of two systems
+//! ran a minute apart, under the same machine load); latency targets on the medians.
 
 use super::progress::human;
 use super::table::us;
 use crate::report_cells::{Cell, LIMIT, find, median};
 
-/// Workloads whose delivered rate must be ≥ 1.5× NATS-with-TLS.
-const PEAK_TARGETS: [&str; 2] = ["1p1s-256B", "1p10s-4KB"];
-/// Suffix of the open-loop runs at half of each system's own peak.
-const HALF_LOAD: &str = "@50%";
+/// Workloads whose delivered rate must be ≥ 1.0× plaintext NATS.
+const NATS_TARGETS: [&str; 3] = ["1p1s-256B", "1p10s-4KB", "4p4s-1KB"];
+/// The workload whose open-loop and closed-loop latency is held against NATS-TLS.
+const LATENCY_WORKLOAD: &str = "1p1s-256B";
 /// The large-payload workload held against the raw QUIC ceiling.
 const BULK_WORKLOAD: &str = "1p1s-16KB";
+/// The cache workload held against Redis.
+const CACHE_WORKLOAD: &str = "cache-256B";
 
 /// Ratios `a[i] / b[i]` of trials paired in run order (trial *i* of both
 /// systems ran minutes apart at most, under the same machine load).
@@ -37,61 +49,164 @@ fn list(v: &[f64], scale: f64, unit: &str) -> String {
 /// (the verdict is on that median) and the margin.
 pub(crate) fn targets(cells: &[Cell]) -> Vec<String> {
     let mut lines = Vec::new();
-    for w in PEAK_TARGETS {
-        let (Some(s), Some(n)) = (find(cells, w, "starling"), find(cells, w, "nats-tls")) else {
-            lines.push(format!("{w}: not measured"));
-            continue;
-        };
-        let ratios = paired(&s.trial_msgs_per_s, &n.trial_msgs_per_s);
-        if ratios.is_empty() {
-            lines.push(format!("{w}: not measured"));
-            continue;
-        }
-        let ratio = median(ratios.clone());
-        lines.push(format!(
-            "{w}: Starling {} vs NATS-TLS {} delivered msgs/s (medians); per-trial ratios {} → median {ratio:.2}× (target ≥ 1.5×): {}",
-            human(s.delivered_msgs_per_s[0]),
-            human(n.delivered_msgs_per_s[0]),
-            list(&ratios, 1.0, "×"),
-            verdict(ratio / 1.5)
-        ));
+    for w in NATS_TARGETS {
+        lines.push(throughput_line(cells, w, "nats", "plaintext NATS"));
     }
-    for c in cells.iter().filter(|c| c.name.ends_with(HALF_LOAD)) {
-        let p99 = c.latency_us[1];
-        lines.push(format!(
-            "{} {}: p99 {} at {} msgs/s offered (target ≤ 1 ms): {}",
-            c.name,
-            c.system,
-            us(p99),
-            human(c.rate.unwrap_or(0.0)),
-            latency_verdict(p99)
-        ));
+    let closed = cells
+        .iter()
+        .filter(|c| c.system == "starling" && c.kind == "pubsub" && c.rate.is_none());
+    for c in closed {
+        lines.push(throughput_line(cells, &c.name, "nats-tls", "NATS-TLS"));
     }
+    lines.push(bulk_line(cells));
+    lines.extend(open_loop_lines(cells));
+    lines.push(
+        "latency profile, p99 ≤ 1 ms and p99.9 ≤ 2 ms at 50k msgs/s: not measured by this run \
+         (`starling bench profiles` holds each profile to its promise)"
+            .to_string(),
+    );
+    lines.push(queueing_line(cells));
+    lines.extend(cache_lines(cells));
+    lines.push(loss_line(cells));
+    lines
+}
+
+/// Starling's delivered msgs/s on `w` against `peer`'s (target ≥ 1.0×).
+fn throughput_line(cells: &[Cell], w: &str, peer: &str, peer_name: &str) -> String {
+    let (Some(s), Some(n)) = (find(cells, w, "starling"), find(cells, w, peer)) else {
+        return format!("{w} vs {peer_name}: not measured");
+    };
+    let ratios = paired(&s.trial_msgs_per_s, &n.trial_msgs_per_s);
+    if ratios.is_empty() {
+        return format!("{w} vs {peer_name}: not measured");
+    }
+    let ratio = median(ratios.clone());
+    format!(
+        "{w} vs {peer_name}: Starling {} vs {} delivered msgs/s (medians); per-trial ratios {} → median {ratio:.2}× (target ≥ 1.0×): {}",
+        human(s.delivered_msgs_per_s[0]),
+        human(n.delivered_msgs_per_s[0]),
+        list(&ratios, 1.0, "×"),
+        verdict(ratio)
+    )
+}
+
+fn bulk_line(cells: &[Cell]) -> String {
     let limit = cells.iter().find(|c| c.system == LIMIT && c.name == LIMIT);
     match (find(cells, BULK_WORKLOAD, "starling"), limit) {
         (Some(s), Some(l)) if !paired(&s.trial_mb_per_s, &l.trial_mb_per_s).is_empty() => {
             let shares = paired(&s.trial_mb_per_s, &l.trial_mb_per_s);
             let share = median(shares.clone());
-            lines.push(format!(
+            format!(
                 "{BULK_WORKLOAD}: Starling delivers {:.1} MB/s, raw quinn bulk {:.1} MB/s (medians); per-trial shares {} → median {:.0} % (target ≥ 70 %): {}",
                 s.delivered_mb_per_s,
                 l.bulk_mb_per_s.unwrap_or(0.0),
                 list(&shares, 100.0, " %"),
                 share * 100.0,
                 verdict(share / 0.7)
-            ));
+            )
         }
-        _ => lines.push(format!("{BULK_WORKLOAD} vs raw quinn: not measured")),
+        _ => format!("{BULK_WORKLOAD} vs raw quinn: not measured"),
+    }
+}
+
+/// At 25 %: p50 against NATS-TLS's and p99 ≤ 1 ms; at 50 %: p99 ≤ 2 ms.
+fn open_loop_lines(cells: &[Cell]) -> Vec<String> {
+    let mut lines = Vec::new();
+    let quarter = format!("{LATENCY_WORKLOAD}@25%");
+    match (
+        find(cells, &quarter, "starling"),
+        find(cells, &quarter, "nats-tls"),
+    ) {
+        (Some(s), Some(n)) if s.latency_us[0] > 0.0 => lines.push(format!(
+            "{quarter}: Starling p50 {} at {} msgs/s vs NATS-TLS p50 {} at {} msgs/s (target ≤ NATS-TLS's): {}",
+            us(s.latency_us[0]),
+            human(s.rate.unwrap_or(0.0)),
+            us(n.latency_us[0]),
+            human(n.rate.unwrap_or(0.0)),
+            verdict(n.latency_us[0] / s.latency_us[0])
+        )),
+        _ => lines.push(format!("{quarter} p50 vs NATS-TLS: not measured")),
+    }
+    for (pct, goal_us) in [("25%", 1_000.0), ("50%", 2_000.0)] {
+        let name = format!("{LATENCY_WORKLOAD}@{pct}");
+        lines.push(match find(cells, &name, "starling") {
+            Some(c) => format!(
+                "{name}: Starling p99 {} at {} msgs/s offered (target ≤ {}): {}",
+                us(c.latency_us[1]),
+                human(c.rate.unwrap_or(0.0)),
+                us(goal_us),
+                latency_verdict(c.latency_us[1], goal_us)
+            ),
+            None => format!("{name} p99: not measured"),
+        });
     }
     lines
 }
 
-/// Against the 1 ms p99 goal: `met` with the headroom, or how many times over.
-fn latency_verdict(p99_us: f64) -> String {
-    if p99_us <= 1_000.0 {
-        format!("**met** ({:.0} % under)", (1.0 - p99_us / 1_000.0) * 100.0)
+/// Closed loop: the p99 publish→delivery latency is mostly time queued behind the
+/// publisher's own backlog.
+fn queueing_line(cells: &[Cell]) -> String {
+    let w = LATENCY_WORKLOAD;
+    match (find(cells, w, "starling"), find(cells, w, "nats-tls")) {
+        (Some(s), Some(n)) if s.latency_us[1] > 0.0 => format!(
+            "{w} closed loop: Starling p99 {} vs NATS-TLS p99 {} (target ≤ NATS-TLS's): {}",
+            us(s.latency_us[1]),
+            us(n.latency_us[1]),
+            verdict(n.latency_us[1] / s.latency_us[1])
+        ),
+        _ => format!("{w} closed-loop p99 vs NATS-TLS: not measured"),
+    }
+}
+
+/// Put and get-hit ops/s against plaintext Redis's SET and GET (target ≥ 1.0×).
+fn cache_lines(cells: &[Cell]) -> Vec<String> {
+    let w = CACHE_WORKLOAD;
+    let (Some(s), Some(r)) = (find(cells, w, "starling"), find(cells, w, "redis")) else {
+        return vec![format!("{w} vs Redis: not measured")];
+    };
+    [("put", "SET", 0), ("get-hit", "GET", 1)]
+        .into_iter()
+        .map(|(op, redis_op, i)| {
+            let ours: Vec<f64> = s.trial_cache_ops.iter().map(|t| t[i]).collect();
+            let theirs: Vec<f64> = r.trial_cache_ops.iter().map(|t| t[i]).collect();
+            let ratios = paired(&ours, &theirs);
+            if ratios.is_empty() {
+                return format!("{w} {op} vs Redis {redis_op}: not measured");
+            }
+            let ratio = median(ratios.clone());
+            format!(
+                "{w} {op} vs Redis {redis_op}: Starling {} vs Redis {} ops/s (medians); per-trial ratios {} → median {ratio:.2}× (target ≥ 1.0×): {}",
+                human(median(ours)),
+                human(median(theirs)),
+                list(&ratios, 1.0, "×"),
+                verdict(ratio)
+            )
+        })
+        .collect()
+}
+
+fn loss_line(cells: &[Cell]) -> String {
+    let ours: Vec<&Cell> = cells
+        .iter()
+        .filter(|c| c.system == "starling" && c.kind == "pubsub")
+        .collect();
+    if ours.is_empty() {
+        return "zero loss: no Starling pub/sub run".to_string();
+    }
+    let lost: u64 = ours.iter().map(|c| c.lost).sum();
+    let runs: usize = ours.iter().map(|c| c.trials).sum();
+    format!(
+        "zero loss under `block`: {lost} deliveries lost over {runs} Starling runs: {}",
+        if lost == 0 { "**met**" } else { "**missed**" }
+    )
+}
+
+/// Against a latency goal: `met` with the headroom, or how many times over.
+fn latency_verdict(p99_us: f64, goal_us: f64) -> String {
+    if p99_us <= goal_us {
+        format!("**met** ({:.0} % under)", (1.0 - p99_us / goal_us) * 100.0)
     } else {
-        format!("**missed** ({:.1}× the goal)", p99_us / 1_000.0)
+        format!("**missed** ({:.1}× the goal)", p99_us / goal_us)
     }
 }
 
@@ -112,7 +227,58 @@ mod tests {
     fn verdicts() {
         assert_eq!(verdict(1.2), "**met** (by 20 %)");
         assert_eq!(verdict(0.75), "**missed** (by 25 %)");
-        assert_eq!(latency_verdict(800.0), "**met** (20 % under)");
-        assert_eq!(latency_verdict(2_500.0), "**missed** (2.5× the goal)");
+        assert_eq!(latency_verdict(800.0, 1_000.0), "**met** (20 % under)");
+        assert_eq!(
+            latency_verdict(2_500.0, 1_000.0),
+            "**missed** (2.5× the goal)"
+        );
+        assert_eq!(latency_verdict(1_500.0, 2_000.0), "**met** (25 % under)");
+    }
+
+    fn cache_cell(system: &str, trials: &[[f64; 3]]) -> Cell {
+        Cell {
+            name: CACHE_WORKLOAD.into(),
+            system: system.into(),
+            kind: "cache".into(),
+            trials: trials.len(),
+            trial_cache_ops: trials.to_vec(),
+            ..Cell::default()
+        }
+    }
+
+    #[test]
+    fn cache_is_held_against_redis_per_trial() {
+        let cells = [
+            cache_cell("starling", &[[120.0, 200.0, 0.0], [100.0, 150.0, 0.0]]),
+            cache_cell("redis", &[[100.0, 100.0, 0.0], [125.0, 100.0, 0.0]]),
+        ];
+        let lines = cache_lines(&cells);
+        // put: 1.20×, 0.80× → median 1.00×; get-hit: 2.00×, 1.50× → 1.75×.
+        assert!(
+            lines[0].contains("1.20×, 0.80× → median 1.00×")
+                && lines[0].contains("**met** (by 0 %)"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].contains("2.00×, 1.50× → median 1.75×")
+                && lines[1].contains("**met** (by 75 %)"),
+            "{lines:?}"
+        );
+        assert!(cache_lines(&cells[..1])[0].contains("not measured"));
+    }
+
+    #[test]
+    fn loss_in_any_starling_run_misses() {
+        let mut c = Cell {
+            name: "1p1s-256B".into(),
+            system: "starling".into(),
+            kind: "pubsub".into(),
+            trials: 3,
+            ..Cell::default()
+        };
+        assert!(loss_line(std::slice::from_ref(&c)).ends_with("**met**"));
+        c.lost = 2;
+        let line = loss_line(std::slice::from_ref(&c));
+        assert!(line.contains("2 deliveries lost over 3") && line.ends_with("**missed**"));
     }
 }

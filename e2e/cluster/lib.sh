@@ -23,8 +23,9 @@ HELM_VERSION=v3.22.0
 CRANE_VERSION=v0.22.1   # go-containerregistry: builds the images (e2e/images/crane.sh)
 PAUSE_VERSION=3.10-starling
 
+# jq and bc: bench/compare and bench/operator-scale (on this machine's image already).
 DEB_PACKAGES=(containerd runc containernetworking-plugins busybox-static iptables
-  conntrack socat openssl ethtool iproute2 procps curl prometheus gcc python3-yaml)
+  conntrack socat openssl ethtool iproute2 procps curl prometheus gcc python3-yaml jq bc)
 
 CACHE_DIR="${STARLING_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/starling}"
 # Stable links to every cached tool (kubectl, helm, ...): handy on PATH.

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::watch;
 
+use crate::api_requests;
 use crate::autoscale::promql::{self, PromQlSource, PrometheusUrl};
 use crate::autoscale::runner::AutoscaleContext;
 use crate::context::Context;
@@ -235,7 +235,7 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
         })
     };
 
-    let client = Client::try_default().await?;
+    let client = api_requests::client(kube::Config::infer().await?, metrics.api_requests())?;
     let me = identity(&args);
     let reporter = Reporter {
         controller: FIELD_MANAGER.to_string(),

@@ -29,7 +29,8 @@
 //!   checks users and builds the users document (pure).
 //! - [`leader`], [`fence`]: Lease-based leader election, and the fence every writer stops on
 //!   when the lease is lost.
-//! - [`metrics`], [`http`], [`telemetry`]: the process's metrics, health endpoint and logs.
+//! - [`metrics`], [`http`], [`telemetry`]: the process's metrics, health endpoint and logs;
+//!   [`api_requests`]: the API client, its requests counted by verb.
 //! - [`cli`]: flags and the process's main loop.
 //! - [`docs`]: generates the reference part of `docs/operator.md`.
 //! - [`names`], [`quantity`], [`error`]: shared names and labels, quantity parsing, errors.
@@ -38,6 +39,7 @@
 //! The profile, tier and knob tables are `starling-config`'s; nothing here restates them.
 
 pub mod access;
+pub mod api_requests;
 pub mod apply;
 pub mod autoscale;
 pub mod build;

@@ -8,6 +8,8 @@
 //! - `starling_operator_leader`: 1 while this replica holds the leader lease.
 //! - `starling_operator_autoscale_decisions_total{outcome}`: autoscaler decisions by outcome
 //!   (`stay`, `scale_up`, `scale_down`, `hold_*`; see [`crate::autoscale::decide::OUTCOMES`]).
+//! - `starling_operator_api_requests_total{verb}`: requests sent to the Kubernetes API, by verb
+//!   (see [`crate::api_requests::VERBS`]; `status_write` is a PATCH or PUT of a `/status`).
 
 use std::time::Instant;
 
@@ -24,6 +26,7 @@ pub struct Metrics {
     errors: IntCounterVec,
     rejected: IntCounterVec,
     autoscale: IntCounterVec,
+    api_requests: IntCounterVec,
     /// BrokerClusters currently in the watch caches.
     pub managed_clusters: IntGauge,
     /// 1 while this replica leads.
@@ -39,6 +42,7 @@ pub const METRIC_NAMES: &[&str] = &[
     "starling_operator_managed_clusters",
     "starling_operator_leader",
     "starling_operator_autoscale_decisions_total",
+    "starling_operator_api_requests_total",
 ];
 
 impl Metrics {
@@ -95,8 +99,19 @@ impl Metrics {
         for outcome in crate::autoscale::decide::OUTCOMES {
             autoscale.with_label_values(&[outcome]);
         }
+        let api_requests = IntCounterVec::new(
+            Opts::new(
+                "starling_operator_api_requests_total",
+                "Requests sent to the Kubernetes API server, by verb.",
+            ),
+            &["verb"],
+        )?;
+        for verb in crate::api_requests::VERBS {
+            api_requests.with_label_values(&[verb]);
+        }
         registry.register(Box::new(leader.clone()))?;
         registry.register(Box::new(autoscale.clone()))?;
+        registry.register(Box::new(api_requests.clone()))?;
         Ok(Metrics {
             registry,
             reconciles,
@@ -104,6 +119,7 @@ impl Metrics {
             errors,
             rejected,
             autoscale,
+            api_requests,
             managed_clusters,
             leader,
         })
@@ -126,6 +142,12 @@ impl Metrics {
     /// (see [`crate::autoscale::runner::AutoscaleContext`]).
     pub fn autoscale_decisions(&self) -> IntCounterVec {
         self.autoscale.clone()
+    }
+
+    /// The API request counter, by verb: the client's narrow handle on the metrics (see
+    /// [`crate::api_requests::client`]).
+    pub fn api_requests(&self) -> IntCounterVec {
+        self.api_requests.clone()
     }
 
     /// Counts one autoscaler decision.
@@ -191,6 +213,12 @@ mod tests {
             text.contains(
                 "starling_operator_autoscale_decisions_total{outcome=\"hold_cooldown\"} 0"
             )
+        );
+        m.api_requests().with_label_values(&["status_write"]).inc();
+        assert!(text.contains("starling_operator_api_requests_total{verb=\"watch\"} 0"));
+        assert!(
+            m.render()
+                .contains("starling_operator_api_requests_total{verb=\"status_write\"} 1")
         );
         Ok(())
     }
