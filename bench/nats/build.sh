@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the peer for bench/compare into a cache directory:
 #   - nats-server at a pinned version, with `go install` from the Go module proxy;
-#   - nats-load, our Go load program (bench/nats/load, pinned by its go.sum).
+#   - nats-load, our Go load program (bench/nats/load, pinned by its go.sum),
+#     which also drives the NSQ peer (nsqd, built by bench/nsq/build.sh).
 # Usage: bench/nats/build.sh [CACHE_DIR]   (default: target/bench-cache)
 # Prints the bin directory on its last line. Rebuilds only what is missing.
 set -euo pipefail

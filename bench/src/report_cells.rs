@@ -10,7 +10,9 @@ use crate::result::RunResult;
 /// System name of the ceiling.
 pub(crate) const LIMIT: &str = "quic-limit";
 /// System order in tables and plots.
-pub(crate) const SYSTEM_ORDER: [&str; 5] = ["starling", "nats-tls", "nats", "redis", LIMIT];
+pub(crate) const SYSTEM_ORDER: [&str; 7] = [
+    "starling", "nats-tls", "nats", "nsq-tls", "nsq", "redis", LIMIT,
+];
 
 /// Medians of one (workload, system) cell.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

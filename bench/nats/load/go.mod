@@ -5,9 +5,11 @@ go 1.26.0
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.2.0
 	github.com/nats-io/nats.go v1.55.0
+	github.com/nsqio/go-nsq v1.1.0
 )
 
 require (
+	github.com/golang/snappy v0.0.1 // indirect
 	github.com/klauspost/compress v1.20.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect

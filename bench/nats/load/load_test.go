@@ -4,6 +4,7 @@ package main
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -37,5 +38,38 @@ func TestTrackerCountsLossReorderingAndTheWindow(t *testing.T) {
 	exp, lost, dup := tr.account([]uint64{5, 1}, []int{0, 1})
 	if exp != 6 || lost != 2 || dup != 1 {
 		t.Fatalf("exp %d lost %d dup %d", exp, lost, dup)
+	}
+}
+
+func TestTransportKindFollowsTheAddressAndRefusesAMismatchedLabel(t *testing.T) {
+	for _, c := range []struct {
+		system, nsqd, want string
+		ok                 bool
+	}{
+		{"", "", kindNATS, true},
+		{"nats-tls", "", kindNATS, true},
+		{"", "127.0.0.1:4150", kindNSQ, true},
+		{"nsq-tls", "127.0.0.1:4150", kindNSQ, true},
+		{"nsq", "", "", false},
+		{"nats", "127.0.0.1:4150", "", false},
+	} {
+		got, err := transportKind(c.system, c.nsqd)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("transportKind(%q, %q) = %q, %v", c.system, c.nsqd, got, err)
+		}
+	}
+}
+
+func TestNSQNamesOfARunAreValidAndNsqdsRuleIsKept(t *testing.T) {
+	n := &nsqTransport{prefix: "bench.1795710550828201864"}
+	for _, s := range []string{n.topic(0), n.topic(999), "sub-0", "sub-9999"} {
+		if !validNSQName(s) {
+			t.Errorf("%q should be a valid NSQ name", s)
+		}
+	}
+	for _, s := range []string{"", "a b", "t#ephemeral", "x/y", strings.Repeat("a", 65)} {
+		if validNSQName(s) {
+			t.Errorf("%q should be refused", s)
+		}
 	}
 }

@@ -9,6 +9,10 @@
 // loop each producer therefore keeps at most --max-inflight-bytes of its
 // topic's messages unreceived by the slowest subscriber (an in-process
 // credit window), which is what keeps the run lossless.
+//
+// With --nsqd it drives nsqd instead (see nsq.go), with the same producers,
+// credit window, trackers and figures: NSQ has no end-to-end publisher flow
+// control either.
 package main
 
 import (
@@ -27,13 +31,19 @@ type options struct {
 	rate                                  float64
 	maxInflightBytes                      int
 	serverPid                             int
+	// kind is kindNATS or kindNSQ, from --nsqd and --system.
+	kind                   string
+	nsqd, nsqdHTTP         string
+	nsqMaxInFlight         int
+	nsqOutputBufferSize    int
+	nsqOutputBufferTimeout time.Duration
 }
 
 func parse() (options, error) {
 	var o options
 	flag.StringVar(&o.server, "server", "nats://127.0.0.1:4222", "NATS URL (tls://… for TLS)")
 	flag.StringVar(&o.ca, "ca", "", "PEM CA file to trust (enables TLS)")
-	flag.StringVar(&o.system, "system", "", "system label in the results (default nats or nats-tls)")
+	flag.StringVar(&o.system, "system", "", "system label in the results (default nats or nats-tls; nsq or nsq-tls with --nsqd)")
 	flag.StringVar(&o.name, "name", "", "workload name in the results")
 	flag.StringVar(&o.jsonPath, "json", "", "write the result as JSON to this file")
 	flag.IntVar(&o.producers, "producers", 1, "publishers; producer i publishes to topic i mod topics")
@@ -47,7 +57,12 @@ func parse() (options, error) {
 	flag.Float64Var(&o.rate, "rate", 0, "offered msgs/s over all producers (open loop); 0 = closed loop")
 	flag.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "wait for the last deliveries")
 	flag.IntVar(&o.maxInflightBytes, "max-inflight-bytes", 8<<20, "closed loop: unreceived bytes per topic before a producer waits")
-	flag.IntVar(&o.serverPid, "server-pid", 0, "nats-server PID, to report its CPU time")
+	flag.IntVar(&o.serverPid, "server-pid", 0, "server (nats-server or nsqd) PID, to report its CPU time")
+	flag.StringVar(&o.nsqd, "nsqd", "", "drive nsqd at this TCP address instead of NATS (TLS with --ca)")
+	flag.StringVar(&o.nsqdHTTP, "nsqd-http", "127.0.0.1:4151", "nsqd's HTTP address, to create topics and channels")
+	flag.IntVar(&o.nsqMaxInFlight, "nsq-max-in-flight", 2500, "NSQ consumer max in flight (RDY), at most nsqd's --max-rdy-count")
+	flag.IntVar(&o.nsqOutputBufferSize, "nsq-output-buffer-size", 16384, "bytes nsqd buffers per consumer before writing (-1: none)")
+	flag.DurationVar(&o.nsqOutputBufferTimeout, "nsq-output-buffer-timeout", time.Millisecond, "longest nsqd holds buffered messages for a consumer (below 25ms needs nsqd --min-output-buffer-timeout)")
 	flag.Parse()
 	switch {
 	case o.producers < 1 || o.subscribers < 1 || o.topics < 1 || o.batch < 1:
@@ -58,11 +73,21 @@ func parse() (options, error) {
 		return o, fmt.Errorf("--payload must be at least %d bytes", headerLen)
 	case o.rate < 0 || o.duration <= 0:
 		return o, fmt.Errorf("--rate must not be negative and --duration must be positive")
+	case o.maxInflightBytes < 1:
+		return o, fmt.Errorf("--max-inflight-bytes must be at least 1")
+	}
+	kind, err := transportKind(o.system, o.nsqd)
+	if err != nil {
+		return o, err
+	}
+	o.kind = kind
+	if kind == kindNSQ && (o.nsqMaxInFlight < 1 || o.nsqOutputBufferTimeout < time.Millisecond) {
+		return o, fmt.Errorf("--nsq-max-in-flight must be at least 1 and --nsq-output-buffer-timeout at least 1ms")
 	}
 	if o.system == "" {
-		o.system = "nats"
+		o.system = kind
 		if o.ca != "" {
-			o.system = "nats-tls"
+			o.system = kind + "-tls"
 		}
 	}
 	if o.name == "" {

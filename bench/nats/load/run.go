@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/nats-io/nats.go"
 )
 
 // drainIdle: after the producers stop, a subscriber silent this long gives up.
@@ -29,19 +27,6 @@ type sub struct {
 	topic     int
 }
 
-func connect(o options, name string) (*nats.Conn, error) {
-	opts := []nats.Option{
-		nats.Name(name),
-		nats.ReconnectBufSize(-1),
-		nats.MaxReconnects(0),
-		nats.FlusherTimeout(30 * time.Second),
-	}
-	if o.ca != "" {
-		opts = append(opts, nats.RootCAs(o.ca))
-	}
-	return nats.Connect(o.server, opts...)
-}
-
 func run(o options) (*runResult, error) {
 	epoch := time.Now()
 	nowNs := func() uint64 { return uint64(time.Since(epoch).Nanoseconds()) }
@@ -51,13 +36,13 @@ func run(o options) (*runResult, error) {
 	}
 	cfg := config(o)
 	r := newResult(o.system, o.ca != "", o.name, cfg)
-	prefix := fmt.Sprintf("bench.%d", time.Now().UnixNano())
-	subject := func(t int) string { return fmt.Sprintf("%s.%d", prefix, t) }
-
-	var conns []*nats.Conn
+	tr, err := newTransport(o)
+	if err != nil {
+		return nil, err
+	}
 	defer func() {
-		for _, c := range conns {
-			c.Close()
+		if tr != nil {
+			tr.close()
 		}
 	}()
 	var subs []*sub
@@ -70,23 +55,14 @@ func run(o options) (*runResult, error) {
 			}
 		}
 		for i := 0; i < o.subscribers; i++ {
-			nc, err := connect(o, fmt.Sprintf("sub-%d-%d", t, i))
-			if err != nil {
-				return nil, fmt.Errorf("connect: %w", err)
-			}
-			conns = append(conns, nc)
 			s := &sub{t: newTracker(o.producers, win), producers: producers, topic: t}
-			ns, err := nc.Subscribe(subject(t), func(m *nats.Msg) {
+			err := tr.subscribe(t, i, func(data []byte) {
 				s.mu.Lock()
-				s.t.observe(m.Data, nowNs())
+				s.t.observe(data, nowNs())
 				s.mu.Unlock()
 			})
 			if err != nil {
-				return nil, fmt.Errorf("subscribe: %w", err)
-			}
-			_ = ns.SetPendingLimits(-1, -1)
-			if err := nc.Flush(); err != nil {
-				return nil, fmt.Errorf("flush: %w", err)
+				return nil, err
 			}
 			subs = append(subs, s)
 			subsOf[t] = append(subsOf[t], s)
@@ -113,14 +89,11 @@ func run(o options) (*runResult, error) {
 	}
 	filler := newFiller(o.payload)
 	reports := make([]producerReport, o.producers)
-	pubConns := make([]*nats.Conn, o.producers)
-	for p := range pubConns {
-		nc, err := connect(o, fmt.Sprintf("pub-%d", p))
-		if err != nil {
-			return nil, fmt.Errorf("connect: %w", err)
+	pubs := make([]publisher, o.producers)
+	for p := range pubs {
+		if pubs[p], err = tr.publisher(p); err != nil {
+			return nil, err
 		}
-		conns = append(conns, nc)
-		pubConns[p] = nc
 	}
 
 	cpuBefore, cpuAfter := math.NaN(), math.NaN()
@@ -150,7 +123,7 @@ func run(o options) (*runResult, error) {
 		wg.Add(1)
 		go func(p int) {
 			defer wg.Done()
-			nc, t := pubConns[p], p%o.topics
+			pub, t := pubs[p], p%o.topics
 			rep := &reports[p]
 			next := func(stampNs uint64) bool {
 				if o.count == 0 {
@@ -184,7 +157,7 @@ func run(o options) (*runResult, error) {
 					}
 				}
 				msg := encode(header{producer: uint32(p), seq: rep.sent, sendNs: stamp}, filler)
-				if err := nc.Publish(subject(t), msg); err != nil {
+				if err := pub.publish(t, msg); err != nil {
 					rep.err = err
 					break
 				}
@@ -195,7 +168,7 @@ func run(o options) (*runResult, error) {
 					rep.lastNs = nowNs()
 				}
 			}
-			if err := nc.Flush(); err != nil && rep.err == nil {
+			if err := pub.flush(); err != nil && rep.err == nil {
 				rep.err = err
 			}
 		}(p)
@@ -235,13 +208,17 @@ func run(o options) (*runResult, error) {
 	if win.end == math.MaxUint64 {
 		cpuAfter, selfAfter = server(), selfCPU()
 	}
-	// Stop the handlers before reading the trackers.
-	for _, c := range conns {
-		c.Close()
-	}
-	conns = nil
-
 	var errs []string
+	// nsqd: were the connections encrypted as the label says?
+	if v, ok := tr.(interface{ verify() error }); ok {
+		if err := v.verify(); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	// Stop the handlers before reading the trackers.
+	tr.close()
+	tr = nil
+
 	for _, rep := range reports {
 		if rep.err != nil {
 			errs = append(errs, rep.err.Error())
