@@ -29,32 +29,47 @@ const VALUED: [&str; 11] = [
 ];
 
 /// The harness's arguments: `argv` (without the program name) minus the `bench` subcommand
-/// word and minus `--direct` (cluster routing, which the harness does not take). Pure.
+/// word and minus `--direct` (cluster routing, which the harness does not take). When a
+/// harness subcommand follows `bench` (`cache`, `quic-limit`, `profiles`, ...: the first word
+/// after it that is not an option), the global options given before `bench` go after that
+/// subcommand, since the harness takes options either before a subcommand or after it, not
+/// both: `starling --profile latency bench cache` runs `starling-bench cache --profile
+/// latency`. Pure.
 pub(crate) fn harness_args(argv: &[OsString]) -> Vec<OsString> {
-    let mut out = Vec::with_capacity(argv.len());
-    let mut removed = false;
+    let mut globals = Vec::with_capacity(argv.len());
+    let mut rest: Option<Vec<OsString>> = None;
     let mut value_next = false;
     for a in argv {
-        if removed {
-            out.push(a.clone());
+        if let Some(rest) = rest.as_mut() {
+            rest.push(a.clone());
             continue;
         }
         if value_next {
             value_next = false;
-            out.push(a.clone());
+            globals.push(a.clone());
             continue;
         }
         match a.to_str() {
-            Some("bench") => removed = true,
+            Some("bench") => rest = Some(Vec::new()),
             Some("--direct") => {}
             Some(flag) if VALUED.contains(&flag) => {
                 value_next = true;
-                out.push(a.clone());
+                globals.push(a.clone());
             }
-            _ => out.push(a.clone()),
+            _ => globals.push(a.clone()),
         }
     }
-    out
+    let rest = rest.unwrap_or_default();
+    let subcommand = rest
+        .first()
+        .filter(|w| !w.to_string_lossy().starts_with('-'));
+    match subcommand {
+        Some(sub) => std::iter::once(sub.clone())
+            .chain(globals)
+            .chain(rest.iter().skip(1).cloned())
+            .collect(),
+        None => globals.into_iter().chain(rest).collect(),
+    }
 }
 
 /// Where the harness is.
@@ -112,12 +127,24 @@ mod tests {
             ])),
             args(&["--profile", "latency", "--server", "x:1", "--rate", "5"])
         );
-        // A value that happens to read `bench` is a value, and later words stay.
+        // A value that happens to read `bench` is a value, and later words stay; the globals
+        // go after the harness's subcommand.
         assert_eq!(
             harness_args(&args(&[
                 "--server", "bench", "--direct", "bench", "cache", "bench"
             ])),
-            args(&["--server", "bench", "cache", "bench"])
+            args(&["cache", "--server", "bench", "bench"])
+        );
+        assert_eq!(
+            harness_args(&args(&[
+                "--profile",
+                "latency",
+                "bench",
+                "quic-limit",
+                "--payload",
+                "16384"
+            ])),
+            args(&["quic-limit", "--profile", "latency", "--payload", "16384"])
         );
         // Credential options carry their values (a token may read `bench` too).
         assert_eq!(
