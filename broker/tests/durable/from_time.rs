@@ -14,7 +14,7 @@ use starling_proto::{
 };
 
 use crate::common::{SOON, TestBroker, payload, read_one, start, wait_metrics};
-use crate::{assert_ordered_and_complete, drain};
+use crate::{assert_ordered_and_complete, drain, drain_some};
 
 /// Quiet period that ends a drain: nothing more is coming.
 const QUIET: Duration = Duration::from_millis(700);
@@ -61,14 +61,14 @@ fn indices(got: &[(u32, starling_proto::Position)]) -> Vec<u32> {
 async fn from_the_middle(b: &TestBroker, topic: &str, t1: SystemTime, live: u32) {
     let c = b.client().await;
     let mut sub = c.subscribe_from_time(topic, t1).await.expect("subscribe");
-    let got = drain(&mut sub, QUIET).await;
+    let got = drain_some(&mut sub, QUIET).await;
     assert_eq!(indices(&got), (10..live).collect::<Vec<_>>());
     assert_ordered_and_complete(&got, &[]);
     c.publish_acked(topic, payload(live)).await.expect("ack");
     c.publish_acked(topic, payload(live + 1))
         .await
         .expect("ack");
-    let after = drain(&mut sub, QUIET).await;
+    let after = drain_some(&mut sub, QUIET).await;
     assert_eq!(indices(&after), vec![live, live + 1], "live, once each");
     let all: Vec<_> = got.iter().chain(&after).copied().collect();
     assert_ordered_and_complete(&all, &[]);
@@ -86,7 +86,7 @@ async fn a_time_between_batches(replay_window_ms: u64) {
     from_the_middle(&b, topic, t1, 30).await;
     // From the second time: batch 3 on and what was published since.
     let mut sub = c.subscribe_from_time(topic, t2).await.expect("subscribe");
-    let got = drain(&mut sub, QUIET).await;
+    let got = drain_some(&mut sub, QUIET).await;
     assert_eq!(indices(&got), (20..32).collect::<Vec<_>>());
     drop(sub);
     // Before the first record: everything; after the last: live only.
@@ -95,7 +95,7 @@ async fn a_time_between_batches(replay_window_ms: u64) {
         .await
         .expect("subscribe");
     assert_eq!(
-        indices(&drain(&mut all, QUIET).await),
+        indices(&drain_some(&mut all, QUIET).await),
         (0..32).collect::<Vec<_>>()
     );
     tokio::time::sleep(PAUSE).await;
@@ -109,8 +109,8 @@ async fn a_time_between_batches(replay_window_ms: u64) {
             .is_empty()
     );
     c.publish_acked(topic, payload(32)).await.expect("ack");
-    assert_eq!(indices(&drain(&mut none, QUIET).await), vec![32]);
-    assert_eq!(indices(&drain(&mut all, QUIET).await), vec![32]);
+    assert_eq!(indices(&drain_some(&mut none, QUIET).await), vec![32]);
+    assert_eq!(indices(&drain_some(&mut all, QUIET).await), vec![32]);
     if replay_window_ms == 0 {
         wait_metrics(&b, "replayed from disk", |m| {
             m.sum("starling_storage_replayed_records_total") >= 1.0
@@ -167,7 +167,7 @@ async fn a_topic_that_is_not_durable_starts_within_its_retained_tail() {
         .await
         .expect("subscribe");
     assert_eq!(
-        indices(&drain(&mut sub, QUIET).await),
+        indices(&drain_some(&mut sub, QUIET).await),
         (5..10).collect::<Vec<_>>()
     );
     // A time in the future: live events only, published before that time included.
@@ -182,8 +182,8 @@ async fn a_topic_that_is_not_durable_starts_within_its_retained_tail() {
             .is_empty()
     );
     c.publish_acked(topic, payload(10)).await.expect("ack");
-    assert_eq!(indices(&drain(&mut live, QUIET).await), vec![10]);
-    assert_eq!(indices(&drain(&mut sub, QUIET).await), vec![10]);
+    assert_eq!(indices(&drain_some(&mut live, QUIET).await), vec![10]);
+    assert_eq!(indices(&drain_some(&mut sub, QUIET).await), vec![10]);
     drop((sub, live));
     c.close().await;
     b.running.shutdown().await;

@@ -30,6 +30,22 @@ pub async fn drain(sub: &mut Subscription, quiet: std::time::Duration) -> Vec<(u
     out
 }
 
+/// Like [`drain`], but waits up to [`common::SOON`] for the first event: for reads that must
+/// return something, where the first event may come late on a loaded machine (a log opened
+/// and its time index searched on a blocking thread after a restart).
+pub async fn drain_some(
+    sub: &mut Subscription,
+    quiet: std::time::Duration,
+) -> Vec<(u32, Position)> {
+    let mut out = Vec::new();
+    if let Ok(Some(ev)) = tokio::time::timeout(common::SOON, sub.next_event()).await {
+        let ev = ev.expect("event");
+        out.push((common::index(&ev.payload), ev.position));
+        out.extend(drain(sub, quiet).await);
+    }
+    out
+}
+
 /// Asserts `got` is strictly increasing (in order, no duplicate), in payload index and in
 /// position, and holds every index of `must`.
 pub fn assert_ordered_and_complete(got: &[(u32, Position)], must: &[u32]) {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use starling_config::{AckLevel, ConfigOverrides, Profile, StorageFsync};
 
 use crate::common::{payload, recv_n, start, wait_metrics};
-use crate::{FROM_THE_START, assert_ordered_and_complete, drain};
+use crate::{FROM_THE_START, assert_ordered_and_complete, drain_some};
 
 fn durable(dir: &std::path::Path, fsync: StorageFsync) -> ConfigOverrides {
     ConfigOverrides {
@@ -56,13 +56,13 @@ async fn restart_keeps_everything(fsync: StorageFsync) {
     }
     // Resume where the first subscriber stopped: 20..80, from disk, in order, once each.
     let mut sub = c.subscribe_from(topic, Some(resume)).await.expect("resume");
-    let got = drain(&mut sub, Duration::from_millis(700)).await;
+    let got = drain_some(&mut sub, Duration::from_millis(700)).await;
     let idx: Vec<u32> = got.iter().map(|(i, _)| *i).collect();
     assert_eq!(idx, (20..80).collect::<Vec<_>>());
     assert_ordered_and_complete(&got, &[]);
     // Then live, with no gap and no duplicate.
     c.publish_acked(topic, payload(80)).await.expect("ack");
-    let live = drain(&mut sub, Duration::from_millis(500)).await;
+    let live = drain_some(&mut sub, Duration::from_millis(500)).await;
     assert_eq!(live.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![80]);
     let (l, r) = (live[0].1, got[got.len() - 1].1);
     assert!((l.stream, l.seq) > (r.stream, r.seq), "live after replay");
@@ -72,7 +72,7 @@ async fn restart_keeps_everything(fsync: StorageFsync) {
         .subscribe_from(topic, Some(FROM_THE_START))
         .await
         .expect("resume");
-    let got = drain(&mut all, Duration::from_millis(700)).await;
+    let got = drain_some(&mut all, Duration::from_millis(700)).await;
     assert_eq!(
         got.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
         (0..81).collect::<Vec<_>>()
@@ -171,7 +171,7 @@ async fn a_torn_tail_is_truncated_and_counted_on_restart() {
         .subscribe_from(topic, Some(FROM_THE_START))
         .await
         .expect("resume");
-    let got = drain(&mut sub, Duration::from_millis(700)).await;
+    let got = drain_some(&mut sub, Duration::from_millis(700)).await;
     let idx: Vec<u32> = got.iter().map(|(i, _)| *i).collect();
     // Every message before the torn record is there, then the new one, in order.
     assert!(idx.len() >= 10 && idx.len() <= 11, "{idx:?}");

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use starling_client::{Client, ClientConfig, Trust};
 
 use crate::common::payload;
-use crate::{FROM_THE_START, assert_ordered_and_complete, drain};
+use crate::{FROM_THE_START, assert_ordered_and_complete, drain_some};
 
 const KILLS: usize = 20;
 const TOPIC: &str = "kill.orders";
@@ -109,7 +109,7 @@ async fn sigkill_during_persisted_publishing_loses_no_acked_message() {
         .subscribe_from(TOPIC, Some(FROM_THE_START))
         .await
         .expect("resume");
-    let got = drain(&mut sub, Duration::from_millis(1_500)).await;
+    let got = drain_some(&mut sub, Duration::from_millis(1_500)).await;
     let acked = acked.lock().clone();
     assert_ordered_and_complete(&got, &acked);
     assert!(acked.len() >= KILLS * 20, "{} acked", acked.len());
