@@ -13,7 +13,8 @@ use kube::{Client, Config};
 use prometheus::IntCounterVec;
 use tower::util::MapRequestLayer;
 
-/// Every `verb` label value, so the counter shows zeros before the first request.
+/// Every `verb` label value ([`crate::metrics::Metrics`] creates each, so the counter shows
+/// zeros before the first request).
 pub const VERBS: &[&str] = &[
     "get",
     "watch",
@@ -45,9 +46,6 @@ pub fn verb(method: &Method, path: &str, query: Option<&str>) -> &'static str {
 
 /// A client for `config` whose requests are counted in `counter` (label `verb`).
 pub fn client(config: Config, counter: IntCounterVec) -> Result<Client, kube::Error> {
-    for v in VERBS {
-        counter.with_label_values(&[v]);
-    }
     let count = MapRequestLayer::new(move |req: Request<Body>| {
         let uri = req.uri();
         counter
