@@ -1,10 +1,14 @@
 //! Apply: writes rendered children with server-side apply (field manager `starling-operator`,
 //! forced, so the operator owns every field it renders) and deletes optional children that are
-//! no longer wanted, but only when this BrokerCluster owns them. The generated TLS Secret is the
+//! no longer wanted, but only when this BrokerCluster owns them. A child is applied only when
+//! the API server does not already hold it as rendered ([`current`]: its applied-hash
+//! annotation and its field managers, read from the watch cache of [`crate::live`]), so a
+//! reconcile of an unchanged cluster writes nothing. The generated TLS Secret is the
 //! exception: it is created once when absent ([`ensure_tls_secret`]) and never rewritten.
 //! Status writes, one field manager per writer, are in [`status`]; the cluster CA and peer
 //! certificate Secrets in [`pki`]; the users document Secret in [`users`].
 
+pub mod current;
 pub mod pki;
 pub mod status;
 pub mod users;
@@ -15,13 +19,17 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use current::{Apply, Decision};
+
 use crate::build::{Children, OptionalKind, Unwanted, tls_secret};
 use crate::error::{Error, Result};
+use crate::live::{Cached, Live, LiveChildren};
 use crate::names::FIELD_MANAGER;
 use crate::tls;
 use crate::validate::ValidatedCluster;
@@ -81,40 +89,131 @@ where
     if !is_controlled_by(&existing, owner_uid) {
         return Ok(false);
     }
+    delete::<K>(client, ns, name).await
+}
+
+/// Deletes `name`; returns false when it was already gone.
+async fn delete<K>(client: &Client, ns: &str, name: &str) -> Result<bool>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + Debug
+        + DeserializeOwned,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
-        Err(e) => Err(Error::kube("delete", &kind, name, e)),
+        Err(e) => Err(Error::kube("delete", K::kind(&()).as_ref(), name, e)),
+    }
+}
+
+/// Deletes an unwanted `K` if this owner controls it: judged from the watch cache when it
+/// covers the namespace, else from a read.
+async fn delete_unwanted<K: Cached>(
+    client: &Client,
+    live: &LiveChildren,
+    ns: &str,
+    name: &str,
+    owner_uid: &str,
+) -> Result<bool> {
+    match live.get::<K>(ns, name) {
+        Live::Unknown => delete_if_owned::<K>(client, ns, name, owner_uid).await,
+        Live::Absent => Ok(false),
+        Live::Present(meta) if meta_controlled_by(&meta, owner_uid) => {
+            delete::<K>(client, ns, name).await
+        }
+        Live::Present(_) => Ok(false),
     }
 }
 
 /// Whether `obj` has a controller owner reference with `owner_uid`.
 pub fn is_controlled_by<K: Resource>(obj: &K, owner_uid: &str) -> bool {
-    obj.owner_references()
+    meta_controlled_by(obj.meta(), owner_uid)
+}
+
+/// Whether `meta` has a controller owner reference with `owner_uid`.
+pub fn meta_controlled_by(meta: &ObjectMeta, owner_uid: &str) -> bool {
+    meta.owner_references
         .iter()
+        .flatten()
         .any(|o| o.controller == Some(true) && o.uid == owner_uid)
 }
 
-/// Applies every child (config first, StatefulSet last so it never starts before its config
-/// and Services exist) and deletes the unwanted ones. Returns the applied StatefulSet.
+/// Applies `obj`, stamped with its applied hash, unless `live` shows it already holds that
+/// ([`current::decide`]). Returns what the API server stored, or `None` when skipped.
+async fn apply_unless_current<K>(client: &Client, live: &Live, obj: &K) -> Result<Option<K>>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+{
+    let (stamped, hash) = current::stamp(obj)?;
+    match current::decide(&hash, live) {
+        Decision::Skip => Ok(None),
+        Decision::Apply(why) => {
+            if let Apply::Drifted(manager) = &why {
+                tracing::info!(
+                    kind = %K::kind(&()),
+                    name = obj.meta().name.as_deref().unwrap_or_default(),
+                    %manager,
+                    "repairing a child another writer changed"
+                );
+            }
+            apply(client, &stamped).await.map(Some)
+        }
+    }
+}
+
+/// [`apply_unless_current`] of a child kind the watch cache holds.
+async fn apply_cached<K: Cached + Serialize>(
+    client: &Client,
+    live: &LiveChildren,
+    obj: &K,
+) -> Result<Option<K>> {
+    let meta = obj.meta();
+    let (Some(ns), Some(name)) = (meta.namespace.as_deref(), meta.name.as_deref()) else {
+        return Err(Error::MissingObjectField("metadata.name/namespace"));
+    };
+    apply_unless_current(client, &live.get::<K>(ns, name), obj).await
+}
+
+/// Applies every child that the API server does not hold as rendered (config first,
+/// StatefulSet last so it never starts before its config and Services exist) and deletes the
+/// unwanted ones. Each is judged by [`current::decide`] from the watch cache `live`; the
+/// StatefulSet from `before`, as read at the start of the reconcile. Returns the StatefulSet as
+/// applied, or `before` when it was current.
 pub async fn apply_children(
     client: &Client,
+    live: &LiveChildren,
+    before: Option<&StatefulSet>,
     children: &Children,
     unwanted: &[Unwanted],
     owner_uid: &str,
 ) -> Result<StatefulSet> {
-    apply(client, &children.config_map).await?;
-    apply(client, &children.members_config_map).await?;
-    apply(client, &children.service_account).await?;
-    apply(client, &children.role).await?;
-    apply(client, &children.role_binding).await?;
-    apply(client, &children.headless_service).await?;
-    apply(client, &children.client_service).await?;
-    apply(client, &children.network_policy).await?;
+    apply_cached(client, live, &children.config_map).await?;
+    apply_cached(client, live, &children.members_config_map).await?;
+    apply_cached(client, live, &children.service_account).await?;
+    apply_cached(client, live, &children.role).await?;
+    apply_cached(client, live, &children.role_binding).await?;
+    apply_cached(client, live, &children.headless_service).await?;
+    apply_cached(client, live, &children.client_service).await?;
+    apply_cached(client, live, &children.network_policy).await?;
     if let Some(pdb) = &children.pdb {
-        apply(client, pdb).await?;
+        apply_cached(client, live, pdb).await?;
     }
-    let sts = apply(client, &children.statefulset).await?;
+    let observed = match before {
+        Some(sts) => Live::Present(Box::new(sts.metadata.clone())),
+        None => Live::Absent,
+    };
+    let sts = match apply_unless_current(client, &observed, &children.statefulset).await? {
+        Some(applied) => applied,
+        None => before
+            .cloned()
+            .ok_or(Error::MissingObjectField("the StatefulSet read before"))?,
+    };
     let ns = children
         .statefulset
         .metadata
@@ -124,7 +223,8 @@ pub async fn apply_children(
     for u in unwanted {
         match u.kind {
             OptionalKind::PodDisruptionBudget => {
-                delete_if_owned::<PodDisruptionBudget>(client, ns, &u.name, owner_uid).await?;
+                delete_unwanted::<PodDisruptionBudget>(client, live, ns, &u.name, owner_uid)
+                    .await?;
             }
         }
     }

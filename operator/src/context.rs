@@ -1,6 +1,6 @@
 //! The reconciler's shared state: the API client, the event recorder, the metrics, the
-//! operator-wide defaults, the leadership fence and the per-cluster failure counts behind the
-//! retry backoff. Handed to every reconcile; the autoscaler has its own, narrower handle
+//! operator-wide defaults, the leadership fence, the children's watch caches ([`crate::live`])
+//! and the per-cluster failure counts behind the retry backoff. Handed to every reconcile; the autoscaler has its own, narrower handle
 //! ([`crate::autoscale::runner::AutoscaleContext`]).
 
 use std::collections::HashMap;
@@ -11,6 +11,7 @@ use kube::{Client, ResourceExt};
 
 use crate::crd::BrokerCluster;
 use crate::fence::Fence;
+use crate::live::LiveChildren;
 use crate::metrics::Metrics;
 use crate::validate::OperatorDefaults;
 
@@ -26,6 +27,9 @@ pub struct Context {
     pub defaults: OperatorDefaults,
     /// Turns lost when this replica stops leading: reconciles end and write nothing more.
     pub fence: Fence,
+    /// The children's watch caches, filled by the controllers (empty: every child is read
+    /// or applied).
+    pub live: LiveChildren,
     failures: Mutex<HashMap<(String, String), u32>>,
 }
 
@@ -43,6 +47,7 @@ impl Context {
             metrics,
             defaults,
             fence: Fence::never(),
+            live: LiveChildren::default(),
             failures: Mutex::new(HashMap::new()),
         }
     }

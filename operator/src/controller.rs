@@ -9,8 +9,11 @@
 //! [`status::compute`] → write status if it changed → publish events. The logic worth testing
 //! lives in those pure steps; this file only wires them to the API server.
 //!
-//! While a membership step waits (new brokers getting ready, or the hand-off grace of a scale
-//! down), the reconcile asks to be run again when the wait is over.
+//! Reconciles are driven by watches: of the BrokerClusters, of every child kind (metadata only,
+//! also kept as caches, see [`crate::live`], so an unchanged child is not applied again) and of
+//! the BrokerUsers. A reconcile asks to be run again sooner than [`STEADY_REQUEUE`] only while
+//! something waits on the clock ([`Timers`]: a scale-down's hand-off grace, a staged tier
+//! change); a cluster that is merely not ready yet waits for its StatefulSet's status to change.
 //!
 //! Reconciles triggered by the operator's own status writes are filtered out: the BrokerCluster
 //! watch passes only generation changes (status writes never bump `metadata.generation`) and
@@ -30,10 +33,6 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
@@ -51,21 +50,32 @@ use crate::apply::{apply_children, apply_status, ensure_tls_secret};
 use crate::autoscale::runner::AutoscaleContext;
 use crate::build::{Sizes, render_sized, unwanted};
 use crate::context::Context;
-use crate::crd::conditions::{self, ConditionType};
 use crate::crd::user::BrokerUser;
 use crate::crd::{BrokerCluster, BrokerClusterStatus};
 use crate::error::{Error, Result};
 use crate::events::{self, Planned};
+use crate::live::{ChildStores, own_children};
 use crate::members::{MembersPlan, Observed, plan_members};
 use crate::names::{FIELD_MANAGER, MANAGED_BY_SELECTOR, Names};
 use crate::status::{self, StatusInput};
 use crate::tier_change::{self, stage::stage};
 use crate::validate::{ObjectIdentity, ValidatedCluster, validate_observed};
 
-/// Requeue interval of a cluster that is ready or refused (nothing will change by itself).
+/// Requeue interval when no timer is in flight: watches trigger every other reconcile, so this
+/// only bounds how long a missed event or an expiring certificate can go unnoticed.
 pub const STEADY_REQUEUE: Duration = Duration::from_secs(300);
-/// Requeue interval while a rollout is in flight (watches usually trigger sooner).
-pub const PROGRESS_REQUEUE: Duration = Duration::from_secs(15);
+
+/// What a reconcile left in flight that only the clock moves on: nothing else would trigger
+/// the next step at the right time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Timers {
+    /// The rest of a scale-down's hand-off grace, before the StatefulSet may shrink
+    /// ([`MembersPlan::wait`]).
+    pub members_wait: Option<Duration>,
+    /// A tier change rendered an intermediate step ([`tier_change::stage`]): it may be waiting
+    /// for the hand-off grace since the last member change.
+    pub staged: bool,
+}
 
 /// Delay before retry number `failures` (1-based): 5 s doubling up to 5 min.
 pub fn backoff_delay(failures: u32) -> Duration {
@@ -73,17 +83,19 @@ pub fn backoff_delay(failures: u32) -> Duration {
     Duration::from_secs(5u64 << exp).min(Duration::from_secs(300))
 }
 
-/// When to look again at a cluster whose status is `status`.
-pub fn requeue_after(status: &BrokerClusterStatus) -> Duration {
-    let ready =
-        conditions::find(Some(status), ConditionType::Ready).is_some_and(|c| c.status == "True");
-    let degraded =
-        conditions::find(Some(status), ConditionType::Degraded).is_some_and(|c| c.status == "True");
-    if ready || degraded {
-        STEADY_REQUEUE
-    } else {
-        PROGRESS_REQUEUE
+/// When to look again at a cluster: when its first timer is due, else after
+/// [`STEADY_REQUEUE`]. Not being ready is no reason to look sooner: the StatefulSet's status
+/// changes (pods scheduled, ready, available after `minReadySeconds`), the children's edits
+/// and deletions and the spec's changes all trigger a reconcile through the watches.
+pub fn requeue_after(timers: Timers) -> Duration {
+    let mut after = STEADY_REQUEUE;
+    if let Some(wait) = timers.members_wait {
+        after = after.min(wait);
     }
+    if timers.staged {
+        after = after.min(tier_change::STAGE_POLL);
+    }
+    after
 }
 
 /// The reconcile entry point: runs one reconcile in a `reconcile{namespace, cluster}` span, so
@@ -175,7 +187,7 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
                 &Observed::of(before.as_ref(), bc.status.as_ref(), now),
                 ctx.defaults.handoff_grace,
             );
-            match apply_cluster(ctx, v, plan).await {
+            match apply_cluster(ctx, v, plan, before.as_ref()).await {
                 Ok(applied) => {
                     planned.extend(events::for_apply(before.as_ref(), v));
                     observed = Some(applied);
@@ -222,14 +234,11 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
     match apply_error {
         Some(e) => Err(e),
         None => {
-            let after = requeue_after(&new_status);
-            let after = members.and_then(|m| m.wait).map_or(after, |w| w.min(after));
-            let after = if staging {
-                after.min(tier_change::STAGE_POLL)
-            } else {
-                after
+            let timers = Timers {
+                members_wait: members.and_then(|m| m.wait),
+                staged: staging,
             };
-            Ok(Action::requeue(after))
+            Ok(Action::requeue(requeue_after(timers)))
         }
     }
 }
@@ -249,11 +258,13 @@ async fn maintain_credentials(ctx: &Context, v: &ValidatedCluster) -> Result<()>
     Ok(())
 }
 
-/// Creates the generated TLS Secret if needed, then applies every child at the planned sizes.
+/// Creates the generated TLS Secret if needed, keeps the credentials, then applies every child
+/// at the planned sizes that the API server does not already hold as rendered.
 async fn apply_cluster(
     ctx: &Context,
     v: &ValidatedCluster,
     plan: MembersPlan,
+    before: Option<&StatefulSet>,
 ) -> Result<StatefulSet> {
     if ensure_tls_secret(&ctx.client, v).await? {
         tracing::info!(secret = %v.tls_secret, "created the cluster's TLS secret");
@@ -267,7 +278,15 @@ async fn apply_cluster(
         },
     );
     let stale = unwanted(v, &children);
-    apply_children(&ctx.client, &children, &stale, &v.id.owner.uid).await
+    apply_children(
+        &ctx.client,
+        &ctx.live,
+        before,
+        &children,
+        &stale,
+        &v.id.owner.uid,
+    )
+    .await
 }
 
 /// The server-side apply body of the reconciler's status write: every status field the
@@ -318,11 +337,12 @@ pub fn generation_or_effective_tier(bc: &BrokerCluster) -> Option<u64> {
     Some(h.finish())
 }
 
-/// A controller for one watch scope (a namespace, or all namespaces) and its cache.
+/// A controller for one watch scope (a namespace, or all namespaces), its BrokerCluster cache
+/// and its children's caches.
 pub fn controller_for(
     client: &Client,
     ns: Option<&str>,
-) -> (Controller<BrokerCluster>, Store<BrokerCluster>) {
+) -> (Controller<BrokerCluster>, Store<BrokerCluster>, ChildStores) {
     let (reader, writer) = reflector::store();
     let clusters = watcher(
         scoped::<BrokerCluster>(client, ns),
@@ -333,15 +353,13 @@ pub fn controller_for(
     .applied_objects()
     .predicate_filter(generation_or_effective_tier, PredicateConfig::default());
     let children = watcher::Config::default().labels(MANAGED_BY_SELECTOR);
-    let controller = Controller::for_stream(clusters, reader.clone())
-        .owns(scoped::<StatefulSet>(client, ns), children.clone())
-        .owns(scoped::<ConfigMap>(client, ns), children.clone())
-        .owns(scoped::<Service>(client, ns), children.clone())
-        .owns(scoped::<ServiceAccount>(client, ns), children.clone())
-        .owns(scoped::<Role>(client, ns), children.clone())
-        .owns(scoped::<RoleBinding>(client, ns), children.clone())
-        .owns(scoped::<NetworkPolicy>(client, ns), children.clone())
-        .owns(scoped::<PodDisruptionBudget>(client, ns), children)
+    let (controller, live) = own_children(
+        Controller::for_stream(clusters, reader.clone()),
+        client,
+        ns,
+        &children,
+    );
+    let controller = controller
         // Any change or deletion of a BrokerUser recomputes its cluster's users document.
         .watches(
             scoped::<BrokerUser>(client, ns),
@@ -351,7 +369,7 @@ pub fn controller_for(
                 Some(ObjectRef::<BrokerCluster>::new(&user.spec.cluster).within(&ns))
             },
         );
-    (controller, reader)
+    (controller, reader, live)
 }
 
 async fn stopped(mut shutdown: watch::Receiver<bool>, fence: crate::fence::Fence) {
@@ -384,7 +402,8 @@ pub async fn run(
             scope.clone(),
             shutdown.clone(),
         ));
-        let (controller, store) = controller_for(&ctx.client, scope.as_deref());
+        let (controller, store, children) = controller_for(&ctx.client, scope.as_deref());
+        ctx.live.set(scope.clone(), children);
         stores.push(store);
         let run = controller
             .graceful_shutdown_on(stopped(shutdown.clone(), ctx.fence.clone()))

@@ -55,6 +55,7 @@ pub(crate) mod fake_api;
 pub mod fence;
 pub mod http;
 pub mod leader;
+pub mod live;
 pub mod members;
 pub mod metrics;
 pub mod names;

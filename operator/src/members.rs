@@ -21,10 +21,6 @@ use crate::names::Names;
 /// Default hand-off grace between lowering the members and lowering the StatefulSet.
 pub const DEFAULT_HANDOFF_GRACE: Duration = Duration::from_secs(15);
 
-/// How often a waiting scale-up is looked at again (StatefulSet status changes usually
-/// trigger a reconcile sooner).
-pub const SCALE_UP_POLL: Duration = Duration::from_secs(5);
-
 /// What the operator observes about the cluster's size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Observed {
@@ -71,7 +67,9 @@ pub struct MembersPlan {
     pub members: i32,
     /// When the member count changed: `now` if this plan changes it, else the observed time.
     pub members_changed_at: Timestamp,
-    /// `Some(delay)` while a later step is still waiting: look again after `delay`.
+    /// `Some(delay)` while a later step waits on the clock (the hand-off grace of a scale
+    /// down): look again after `delay`. A step waiting for pods to become ready is `None`:
+    /// the StatefulSet's status change triggers the reconcile.
     pub wait: Option<Duration>,
 }
 
@@ -116,7 +114,9 @@ pub fn plan_members(desired: i32, observed: &Observed, grace: Duration) -> Membe
             statefulset_replicas: desired.max(sts),
             members,
             members_changed_at: changed_at,
-            wait: Some(SCALE_UP_POLL),
+            // Not a timer: the pods becoming ready change the StatefulSet's status, whose
+            // watch triggers the next reconcile.
+            wait: None,
         };
     }
     if desired < members {
@@ -227,14 +227,8 @@ mod tests {
     #[test]
     fn scale_up_grows_the_statefulset_first_and_members_when_ready() {
         // 3 → 5: the StatefulSet grows at once, members wait for the new pods.
-        assert_eq!(
-            plan(5, observed(Some(3), 3, Some(3), 0, 100)),
-            (5, 3, Some(SCALE_UP_POLL))
-        );
-        assert_eq!(
-            plan(5, observed(Some(5), 4, Some(3), 0, 110)),
-            (5, 3, Some(SCALE_UP_POLL))
-        );
+        assert_eq!(plan(5, observed(Some(3), 3, Some(3), 0, 100)), (5, 3, None));
+        assert_eq!(plan(5, observed(Some(5), 4, Some(3), 0, 110)), (5, 3, None));
         let p = plan_members(5, &observed(Some(5), 5, Some(3), 0, 120), GRACE);
         assert_eq!((p.statefulset_replicas, p.members, p.wait), (5, 5, None));
         assert_eq!(p.members_changed_at, at(120));
@@ -243,10 +237,7 @@ mod tests {
     #[test]
     fn ready_pods_of_the_old_size_do_not_count_before_the_statefulset_grows() {
         // readyReplicas can be 5 from an earlier size while spec.replicas is still 3.
-        assert_eq!(
-            plan(5, observed(Some(3), 5, Some(3), 0, 100)),
-            (5, 3, Some(SCALE_UP_POLL))
-        );
+        assert_eq!(plan(5, observed(Some(3), 5, Some(3), 0, 100)), (5, 3, None));
     }
 
     #[test]
@@ -286,10 +277,7 @@ mod tests {
     fn a_scale_down_during_a_scale_up_never_shrinks_members_below_desired() {
         // 3 → 5 in flight (StatefulSet 5, members 3), then 4: members rise only when ready,
         // the StatefulSet stays 5 until members reach 4 and the grace passes.
-        assert_eq!(
-            plan(4, observed(Some(5), 3, Some(3), 0, 100)),
-            (5, 3, Some(SCALE_UP_POLL))
-        );
+        assert_eq!(plan(4, observed(Some(5), 3, Some(3), 0, 100)), (5, 3, None));
         let p = plan_members(4, &observed(Some(5), 5, Some(3), 0, 100), GRACE);
         assert_eq!((p.statefulset_replicas, p.members), (4, 4));
     }

@@ -13,6 +13,9 @@ use std::collections::BTreeMap;
 pub const FIELD_MANAGER: &str = "starling-operator";
 /// The field manager of the autoscaler's status writes (`effectiveTier`, `autoscaling`).
 pub const AUTOSCALER_FIELD_MANAGER: &str = "starling-operator-autoscaler";
+/// Annotation on every applied child: the hash of what was applied (see
+/// [`crate::apply::current`]).
+pub const APPLIED_HASH_ANNOTATION: &str = "starling.dev/applied-hash";
 /// Pod template annotation whose change rolls the brokers.
 pub const CONFIG_HASH_ANNOTATION: &str = "starling.dev/config-hash";
 /// Label holding the owning BrokerCluster's name.

@@ -174,6 +174,135 @@ async fn an_unchanged_cluster_writes_nothing_new() {
     });
 }
 
+/// Fills the context's watch caches with every object the fake holds in the namespace, as
+/// the controller's watches would.
+fn watch_caches_see_the_fake(h: &Harness) {
+    let objects: Vec<Value> = h.with(|f| f.objects.values().cloned().collect());
+    h.ctx
+        .live
+        .set(Some("messaging".into()), crate::live::stores_of(&objects));
+}
+
+/// The children (not Secrets, not status) patched since the calls were cleared.
+fn child_patches(f: &Fake) -> Vec<String> {
+    f.paths("PATCH")
+        .into_iter()
+        .filter(|p| !p.starts_with("secrets/") && !p.ends_with("/status"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_reconcile_of_an_unchanged_cluster_applies_no_child() {
+    let bc = cluster(BrokerClusterSpec {
+        tier: Tier::Medium,
+        ..BrokerClusterSpec::default()
+    });
+    let h = Harness::new(&bc);
+    assert!(h.reconcile(&bc).await.is_ok());
+    let status = h.with(|f| f.status_writes().pop().unwrap_or_default());
+    let mut again = bc.clone();
+    again.status = serde_json::from_value(status).ok();
+    watch_caches_see_the_fake(&h);
+    h.with(|f| f.calls.clear());
+    let action = h.reconcile(&again).await;
+    assert_eq!(
+        action.ok(),
+        Some(Action::requeue(STEADY_REQUEUE)),
+        "not ready, but nothing waits on the clock"
+    );
+    h.with(|f| {
+        assert_eq!(child_patches(f), Vec::<String>::new());
+        assert!(f.status_writes().is_empty());
+        assert!(
+            !f.paths("GET")
+                .iter()
+                .any(|p| p.starts_with("poddisruptionbudgets")),
+            "the cache answers for the children"
+        );
+    });
+}
+
+#[tokio::test]
+async fn an_edited_or_deleted_child_is_applied_again() {
+    let bc = cluster(BrokerClusterSpec {
+        tier: Tier::Medium,
+        ..BrokerClusterSpec::default()
+    });
+    let h = Harness::new(&bc);
+    assert!(h.reconcile(&bc).await.is_ok());
+    let status = h.with(|f| f.status_writes().pop().unwrap_or_default());
+    let mut again = bc.clone();
+    again.status = serde_json::from_value(status).ok();
+    h.with(|f| {
+        // `kubectl edit` of the broker config: its writer shows in managedFields.
+        let cm = format!("/api/v1{NS}configmaps/events-config");
+        if let Some(obj) = f.objects.get_mut(&cm) {
+            obj["data"]["broker.yaml"] = json!("edited: true\n");
+            obj["metadata"]["managedFields"] = json!([
+                {"manager": "starling-operator", "operation": "Apply"},
+                {"manager": "kubectl-edit", "operation": "Update"}
+            ]);
+        }
+        // The client Service deleted.
+        f.objects.remove(&format!("/api/v1{NS}services/events"));
+        // The StatefulSet patched (read by the reconcile's own GET, not the cache).
+        let sts = format!("/apis/apps/v1{NS}statefulsets/events");
+        if let Some(obj) = f.objects.get_mut(&sts) {
+            obj["spec"]["minReadySeconds"] = json!(0);
+            obj["metadata"]["managedFields"] = json!([
+                {"manager": "starling-operator", "operation": "Apply"},
+                {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status"},
+                {"manager": "kubectl-patch", "operation": "Update"}
+            ]);
+        }
+    });
+    watch_caches_see_the_fake(&h);
+    h.with(|f| f.calls.clear());
+    assert!(h.reconcile(&again).await.is_ok());
+    h.with(|f| {
+        assert_eq!(
+            child_patches(f),
+            vec![
+                "configmaps/events-config",
+                "services/events",
+                "statefulsets/events"
+            ]
+        );
+        assert_ne!(
+            f.objects
+                .get(&format!("/api/v1{NS}configmaps/events-config"))
+                .map(|cm| cm["data"]["broker.yaml"].clone()),
+            Some(json!("edited: true\n")),
+            "the render is back"
+        );
+        let min_ready = f
+            .objects
+            .get(&format!("/apis/apps/v1{NS}statefulsets/events"))
+            .map(|s| s["spec"]["minReadySeconds"].clone());
+        assert_ne!(min_ready, Some(json!(0)));
+    });
+}
+
+#[test]
+fn only_timers_bring_the_next_reconcile_forward() {
+    assert_eq!(requeue_after(Timers::default()), STEADY_REQUEUE);
+    let grace = Timers {
+        members_wait: Some(Duration::from_secs(9)),
+        staged: false,
+    };
+    assert_eq!(requeue_after(grace), Duration::from_secs(9));
+    let staged = Timers {
+        members_wait: None,
+        staged: true,
+    };
+    assert_eq!(requeue_after(staged), tier_change::STAGE_POLL);
+    let both = Timers {
+        members_wait: Some(Duration::from_secs(2)),
+        staged: true,
+    };
+    assert_eq!(requeue_after(both), Duration::from_secs(2));
+}
+
 #[tokio::test]
 async fn scaling_to_one_deletes_the_owned_pdb() {
     let bc = cluster(BrokerClusterSpec {
@@ -398,7 +527,8 @@ async fn scaling_up_adds_pods_first_and_members_once_they_are_ready() {
     let action = h.reconcile(&bc).await;
     assert_eq!(
         action.ok(),
-        Some(Action::requeue(crate::members::SCALE_UP_POLL))
+        Some(Action::requeue(STEADY_REQUEUE)),
+        "the pods becoming ready trigger the next step, not a timer"
     );
     h.with(|f| {
         assert_eq!(stored_sts_replicas(f), Some(5));
