@@ -22,6 +22,7 @@ use crate::auth::{self, Auth};
 use crate::cache::{Cache, CacheConfig};
 use crate::cluster::forward::Forwarder;
 use crate::cluster::handoff::{self, Handoff};
+use crate::cluster::log_peers::{self, LogClaims, PeerLogs};
 use crate::cluster::peers::Peers;
 use crate::cluster::source::Source;
 use crate::cluster::upstream::Upstreams;
@@ -183,6 +184,11 @@ impl Broker {
             Duration::from_millis(cfg.cluster_handoff_window_ms),
             Arc::clone(&metrics),
         ));
+        let peers = Arc::new(
+            Peers::new(&cfg, leaf_sha256, Arc::clone(&metrics))
+                .with_pod_ips(source.as_ref().and_then(Source::pod_ips)),
+        );
+        let durability = Durability::new(&cfg, metrics.storage.clone());
         let topics = Topics::new(
             TopicSettings {
                 limits: Limits {
@@ -204,14 +210,11 @@ impl Broker {
                     })
                 },
                 max_topics: cfg.max_topics as usize,
-                durability: Durability::new(&cfg, metrics.storage.clone()),
+                durability: Arc::clone(&durability),
+                log_peers: Arc::new(PeerLogs::new(Arc::clone(&cluster), Arc::clone(&peers))),
             },
             Arc::clone(&metrics),
             Arc::clone(&lanes),
-        );
-        let peers = Arc::new(
-            Peers::new(&cfg, leaf_sha256, Arc::clone(&metrics))
-                .with_pod_ips(source.as_ref().and_then(Source::pod_ips)),
         );
 
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -258,6 +261,12 @@ impl Broker {
                 Arc::clone(&peers),
                 Arc::clone(&metrics),
             )),
+            log_claims: Arc::new(LogClaims::new(
+                Arc::clone(&cluster),
+                Arc::clone(&peers),
+                Arc::clone(&topics),
+                durability,
+            )),
             metrics,
             topics,
             lanes,
@@ -283,6 +292,12 @@ impl Broker {
             )));
             tasks.push(tokio::spawn(handoff::run(
                 Arc::downgrade(&state.handoff),
+                cluster.changes(),
+                poll_every,
+                stop_rx.clone(),
+            )));
+            tasks.push(tokio::spawn(log_peers::run(
+                Arc::downgrade(&state.log_claims),
                 cluster.changes(),
                 poll_every,
                 stop_rx.clone(),
@@ -517,6 +532,19 @@ impl RunningBroker {
                 tracing::warn!(
                     left = pushed.left,
                     "drain: some cache entries could not be handed off"
+                );
+            }
+        }
+        if state.cluster.is_clustered() {
+            // Durable logs of topics this broker no longer owns whose claim the owner has not
+            // taken yet: one last round.
+            if let Ok(claimed) =
+                tokio::time::timeout_at(deadline.into(), state.log_claims.round()).await
+                && claimed.left > 0
+            {
+                tracing::warn!(
+                    left = claimed.left,
+                    "drain: some durable logs were not taken by their topics' owners"
                 );
             }
         }

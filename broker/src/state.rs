@@ -21,6 +21,7 @@ use crate::auth::Auth;
 use crate::cache::Cache;
 use crate::cluster::forward::Forwarder;
 use crate::cluster::handoff::Handoff;
+use crate::cluster::log_peers::LogClaims;
 use crate::cluster::peers::Peers;
 use crate::cluster::upstream::Upstreams;
 use crate::cluster::{Cluster, Role, Route};
@@ -62,6 +63,8 @@ pub struct State {
     pub upstreams: Arc<Upstreams>,
     /// The cache hand-off.
     pub handoff: Arc<Handoff>,
+    /// Claims of durable logs this broker holds for topics it no longer owns.
+    pub log_claims: Arc<LogClaims>,
     /// Identities and permissions.
     pub auth: Arc<Auth>,
 }

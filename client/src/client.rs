@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use starling_placement::Kind;
-use starling_proto::{ClusterInfo, Position, StartAt, validate_topic};
+use starling_proto::{ClusterInfo, LogChunk, LogClaim, LogRead, Position, StartAt, validate_topic};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
@@ -275,6 +275,48 @@ impl Client {
     /// The cluster's membership as the bootstrap broker sees it now.
     pub async fn cluster_info(&self) -> Result<ClusterInfo, ClientError> {
         self.open()?.bootstrap.cluster_info().await
+    }
+
+    /// Reads one page (about `max_bytes` of records, at least one record) of durable topic
+    /// `topic`'s log at the bootstrap broker, from `from` on (`None`: from its start). A
+    /// request between brokers: the broker answers it only on a peer connection
+    /// ([`ClientConfig::as_peer`]).
+    pub async fn log_read(
+        &self,
+        topic: &str,
+        from: Option<Position>,
+        max_bytes: u32,
+    ) -> Result<LogChunk, ClientError> {
+        check_topic(topic)?;
+        let read = LogRead {
+            request_id: 1,
+            topic: topic.to_string(),
+            from,
+            max_bytes,
+        };
+        self.open()?.bootstrap.log_read(read).await
+    }
+
+    /// Tells the bootstrap broker, the owner of durable topic `topic`, that member `from_id`
+    /// at `from_addr` holds a log of it; returns the records the owner copied from there,
+    /// once it has. Waits up to `timeout` (copying a long log takes a while). A request
+    /// between brokers, answered only on a peer connection.
+    pub async fn log_claim(
+        &self,
+        topic: &str,
+        from_id: &str,
+        from_addr: &str,
+        timeout: Duration,
+    ) -> Result<u64, ClientError> {
+        check_topic(topic)?;
+        let claim = LogClaim {
+            request_id: 1,
+            topic: topic.to_string(),
+            from_id: from_id.to_string(),
+            from_addr: from_addr.to_string(),
+        };
+        let done = self.open()?.bootstrap.log_claim(claim, timeout).await?;
+        Ok(done.records)
     }
 
     /// The membership epoch this client routes on (`None`: not routing).

@@ -5,7 +5,10 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use starling_proto::{ClusterInfo, ClusterInfoRequest, Frame, read_frame};
+use starling_proto::{
+    ClusterInfo, ClusterInfoRequest, Frame, FrameDecoder, LogChunk, LogClaim, LogClaimed, LogRead,
+    read_frame,
+};
 
 use crate::ClientError;
 use crate::cache::CachePool;
@@ -141,29 +144,78 @@ impl Node {
 
     /// Asks the broker for the cluster's membership on a short-lived stream.
     pub(crate) async fn cluster_info(&self) -> Result<ClusterInfo, ClientError> {
+        let request = Frame::ClusterInfoRequest(ClusterInfoRequest { request_id: 1 });
+        match self.one_shot(request, "cluster_info", 1).await? {
+            Frame::ClusterInfo(info) => Ok(info),
+            other => Err(unexpected("cluster_info", &other)),
+        }
+    }
+
+    /// Reads one page of a durable topic's log from the broker (a peer request).
+    pub(crate) async fn log_read(&self, read: LogRead) -> Result<LogChunk, ClientError> {
+        // A page holds whole log records, which may be up to twice a frame (the storage's
+        // record limit), plus the page's own fields.
+        match self.one_shot(Frame::LogRead(read), "log_chunk", 2).await? {
+            Frame::LogChunk(chunk) => Ok(chunk),
+            other => Err(unexpected("log_chunk", &other)),
+        }
+    }
+
+    /// Tells the broker (a topic's owner) that this member holds a log of the topic; answers
+    /// once the owner has read it (a peer request).
+    pub(crate) async fn log_claim(
+        &self,
+        claim: LogClaim,
+        timeout: Duration,
+    ) -> Result<LogClaimed, ClientError> {
+        match self
+            .one_shot_within(Frame::LogClaim(claim), "log_claimed", 1, timeout)
+            .await?
+        {
+            Frame::LogClaimed(done) => Ok(done),
+            other => Err(unexpected("log_claimed", &other)),
+        }
+    }
+
+    /// Sends `request` on a short-lived stream of the control connection and reads one answer
+    /// (frames of up to `frames` times the broker's frame limit); an `Error` answer is
+    /// [`ClientError::Server`].
+    async fn one_shot(
+        &self,
+        request: Frame,
+        expected: &'static str,
+        frames: u32,
+    ) -> Result<Frame, ClientError> {
+        self.one_shot_within(request, expected, frames, self.request_timeout)
+            .await
+    }
+
+    async fn one_shot_within(
+        &self,
+        request: Frame,
+        expected: &'static str,
+        frames: u32,
+        timeout: Duration,
+    ) -> Result<Frame, ClientError> {
         let conn = self
             .control
             .get_or_open(|| self.connector.connect(ConnKind::Publish))
             .await?;
         let query = async {
             let (mut send, mut recv) = conn.quic.open_bi().await?;
-            let request = Frame::ClusterInfoRequest(ClusterInfoRequest { request_id: 1 });
             send.write_all(&request.to_bytes()).await?;
             let mut buf = BytesMut::new();
-            let answer = read_frame(&mut recv, &mut buf, &conn.info.decoder(), 4096).await?;
+            let limit = conn.info.max_frame_bytes.saturating_mul(frames);
+            let decoder = FrameDecoder::new(limit.saturating_add(64 * 1024));
+            let answer = read_frame(&mut recv, &mut buf, &decoder, 64 * 1024).await?;
             let _ = send.finish();
             match answer {
-                Some(Frame::ClusterInfo(info)) => Ok(info),
                 Some(Frame::Error(e)) => Err(ClientError::server(e)),
-                Some(other) => Err(ProtocolError::UnexpectedFrame {
-                    expected: "cluster_info",
-                    got: other.name(),
-                }
-                .into()),
-                None => Err(ProtocolError::EndedEarly("cluster_info").into()),
+                Some(frame) => Ok(frame),
+                None => Err(ProtocolError::EndedEarly(expected).into()),
             }
         };
-        tokio::time::timeout(self.request_timeout, query)
+        tokio::time::timeout(timeout, query)
             .await
             .map_err(|_| ClientError::Timeout)?
     }
@@ -178,4 +230,13 @@ impl Node {
         }
         let _ = tokio::time::timeout(CLOSE_LINGER, self.connector.endpoint().wait_idle()).await;
     }
+}
+
+/// The error for an answer of the wrong kind.
+fn unexpected(expected: &'static str, got: &Frame) -> ClientError {
+    ProtocolError::UnexpectedFrame {
+        expected,
+        got: got.name(),
+    }
+    .into()
 }

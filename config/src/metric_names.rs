@@ -73,6 +73,11 @@ pub const STORAGE_RETENTION_DELETED_SEGMENTS: &str =
     "starling_storage_retention_deleted_segments_total";
 /// Failed durable log opens, appends and fsyncs (counter).
 pub const STORAGE_ERRORS: &str = "starling_storage_errors_total";
+/// Records a topic's owner copied from another member's log of the topic after an owner
+/// change (counter).
+pub const STORAGE_HANDOFF_COPIED_RECORDS: &str = "starling_storage_handoff_copied_records_total";
+/// Records this broker's logs served to another member taking over a topic (counter).
+pub const STORAGE_HANDOFF_SERVED_RECORDS: &str = "starling_storage_handoff_served_records_total";
 
 /// A limit in force, by `knob` (the budgets and caps alerts compare usage with) (gauge).
 pub const CONFIG_LIMIT: &str = "starling_config_limit";

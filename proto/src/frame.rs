@@ -9,8 +9,8 @@ use crate::kind::FrameKind;
 use crate::limits::HEADER_LEN;
 use crate::messages::{
     CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
-    ErrorFrame, EventBatch, Hello, HelloOk, Moved, Ping, Publish, PublishAck, PublishBatch,
-    Subscribe, SubscribeOk, Unsubscribe,
+    ErrorFrame, EventBatch, Hello, HelloOk, LogChunk, LogClaim, LogClaimed, LogRead, Moved, Ping,
+    Publish, PublishAck, PublishBatch, Subscribe, SubscribeOk, Unsubscribe,
 };
 use crate::wire::{DecodeBody, EncodeBody, Reader};
 
@@ -54,6 +54,14 @@ pub enum Frame {
     ClusterInfoRequest(ClusterInfoRequest),
     /// Cluster membership, reserved (0x52).
     ClusterInfo(ClusterInfo),
+    /// Durable log read, peers only (0x53).
+    LogRead(LogRead),
+    /// Durable log page, peers only (0x54).
+    LogChunk(LogChunk),
+    /// Durable log claim, peers only (0x55).
+    LogClaim(LogClaim),
+    /// Durable log claim answered, peers only (0x56).
+    LogClaimed(LogClaimed),
     /// Liveness probe (0x60).
     Ping(Ping),
     /// Liveness answer (0x61).
@@ -82,6 +90,10 @@ impl Frame {
             Frame::Moved(_) => FrameKind::Moved,
             Frame::ClusterInfoRequest(_) => FrameKind::ClusterInfoRequest,
             Frame::ClusterInfo(_) => FrameKind::ClusterInfo,
+            Frame::LogRead(_) => FrameKind::LogRead,
+            Frame::LogChunk(_) => FrameKind::LogChunk,
+            Frame::LogClaim(_) => FrameKind::LogClaim,
+            Frame::LogClaimed(_) => FrameKind::LogClaimed,
             Frame::Ping(_) => FrameKind::Ping,
             Frame::Pong(_) => FrameKind::Pong,
         }
@@ -112,6 +124,10 @@ impl Frame {
             Frame::Moved(b) => b,
             Frame::ClusterInfoRequest(b) => b,
             Frame::ClusterInfo(b) => b,
+            Frame::LogRead(b) => b,
+            Frame::LogChunk(b) => b,
+            Frame::LogClaim(b) => b,
+            Frame::LogClaimed(b) => b,
             Frame::Ping(b) | Frame::Pong(b) => b,
         }
     }
@@ -174,6 +190,10 @@ pub(crate) fn decode_payload(kind: FrameKind, payload: Bytes) -> Result<Frame, D
         FrameKind::Moved => Frame::Moved(body(r)?),
         FrameKind::ClusterInfoRequest => Frame::ClusterInfoRequest(body(r)?),
         FrameKind::ClusterInfo => Frame::ClusterInfo(body(r)?),
+        FrameKind::LogRead => Frame::LogRead(body(r)?),
+        FrameKind::LogChunk => Frame::LogChunk(body(r)?),
+        FrameKind::LogClaim => Frame::LogClaim(body(r)?),
+        FrameKind::LogClaimed => Frame::LogClaimed(body(r)?),
         FrameKind::Ping => Frame::Ping(body(r)?),
         FrameKind::Pong => Frame::Pong(body(r)?),
     };

@@ -45,6 +45,14 @@ pub enum FrameKind {
     ClusterInfoRequest = 0x51,
     /// Cluster membership (reserved).
     ClusterInfo = 0x52,
+    /// Durable log read (peers only).
+    LogRead = 0x53,
+    /// Durable log page (peers only).
+    LogChunk = 0x54,
+    /// Durable log claim (peers only).
+    LogClaim = 0x55,
+    /// Durable log claim answered (peers only).
+    LogClaimed = 0x56,
     /// Liveness probe.
     Ping = 0x60,
     /// Liveness probe answer.
@@ -53,7 +61,7 @@ pub enum FrameKind {
 
 impl FrameKind {
     /// Every frame kind, in type-number order.
-    pub const ALL: [FrameKind; 20] = [
+    pub const ALL: [FrameKind; 24] = [
         FrameKind::Hello,
         FrameKind::HelloOk,
         FrameKind::Publish,
@@ -72,6 +80,10 @@ impl FrameKind {
         FrameKind::Moved,
         FrameKind::ClusterInfoRequest,
         FrameKind::ClusterInfo,
+        FrameKind::LogRead,
+        FrameKind::LogChunk,
+        FrameKind::LogClaim,
+        FrameKind::LogClaimed,
         FrameKind::Ping,
         FrameKind::Pong,
     ];
@@ -102,6 +114,10 @@ impl FrameKind {
             0x50 => FrameKind::Moved,
             0x51 => FrameKind::ClusterInfoRequest,
             0x52 => FrameKind::ClusterInfo,
+            0x53 => FrameKind::LogRead,
+            0x54 => FrameKind::LogChunk,
+            0x55 => FrameKind::LogClaim,
+            0x56 => FrameKind::LogClaimed,
             0x60 => FrameKind::Ping,
             0x61 => FrameKind::Pong,
             _ => return None,
@@ -129,6 +145,10 @@ impl FrameKind {
             FrameKind::Moved => "moved",
             FrameKind::ClusterInfoRequest => "cluster_info_request",
             FrameKind::ClusterInfo => "cluster_info",
+            FrameKind::LogRead => "log_read",
+            FrameKind::LogChunk => "log_chunk",
+            FrameKind::LogClaim => "log_claim",
+            FrameKind::LogClaimed => "log_claimed",
             FrameKind::Ping => "ping",
             FrameKind::Pong => "pong",
         }

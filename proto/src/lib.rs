@@ -64,8 +64,8 @@ pub use kind::FrameKind;
 pub use limits::{FRAMING_VERSION, HEADER_LEN, MAX_KEY_LEN, MAX_TOPIC_LEN, PROTOCOL_VERSION};
 pub use messages::{
     AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
-    ErrorFrame, EventBatch, Hello, HelloOk, Member, Moved, Ping, Publish, PublishAck, PublishBatch,
-    StartAt, Subscribe, SubscribeOk, Unsubscribe,
+    ErrorFrame, EventBatch, Hello, HelloOk, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved,
+    Ping, Publish, PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe,
 };
 pub use position::{Position, SeenStreams};
 pub use validate::{validate_key, validate_topic};

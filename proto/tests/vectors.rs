@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
     AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
-    ErrorCode, ErrorFrame, EventBatch, Frame, FrameDecoder, FrameKind, Hello, HelloOk, Member,
-    Moved, Ping, Position, Publish, PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk,
-    Unsubscribe, features,
+    ErrorCode, ErrorFrame, EventBatch, Frame, FrameDecoder, FrameKind, Hello, HelloOk, LogChunk,
+    LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Position, Publish, PublishAck,
+    PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe, features,
 };
 
 const LIMIT: u32 = 1 << 20;
@@ -165,6 +165,34 @@ fn expected(name: &str) -> Frame {
                     addr: "b:2".into(),
                 },
             ],
+        }),
+        "log_read" => Frame::LogRead(LogRead {
+            request_id: 10,
+            topic: "orders".into(),
+            from: Some(Position { stream: 5, seq: 7 }),
+            max_bytes: 65536,
+        }),
+        "log_read.whole" => Frame::LogRead(LogRead {
+            request_id: 10,
+            topic: "t".into(),
+            from: None,
+            max_bytes: 1,
+        }),
+        "log_chunk" => Frame::LogChunk(LogChunk {
+            request_id: 10,
+            next: Some(Position { stream: 5, seq: 9 }),
+            more: true,
+            records: b(b"abc"),
+        }),
+        "log_claim" => Frame::LogClaim(LogClaim {
+            request_id: 11,
+            topic: "orders".into(),
+            from_id: "b-1".into(),
+            from_addr: "h:1".into(),
+        }),
+        "log_claimed" => Frame::LogClaimed(LogClaimed {
+            request_id: 11,
+            records: 3,
         }),
         "ping" => Frame::Ping(Ping {
             nonce: 0x0123_4567_89ab_cdef,

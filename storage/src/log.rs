@@ -658,6 +658,12 @@ impl LogView {
         Reader::new(Arc::clone(&self.shared), Start::Time(timestamp_ms))
     }
 
+    /// Like [`LogView::read_from`], but what it returns is not counted as replayed (a copy
+    /// for another member, not a resume).
+    pub fn copy_from(&self, position: Position) -> Reader {
+        Reader::new(Arc::clone(&self.shared), Start::Position(position)).uncounted()
+    }
+
     /// Where [`LogView::read_from_time`] starts, as a position: the position of the first
     /// record stamped at or after `timestamp_ms` (found through the time index), or `None`
     /// when every record is older or the log is empty. [`LogView::read_from`] that position

@@ -1,7 +1,8 @@
 //! Clustering: who the members are ([`members`], read by [`source`]), which member owns each
 //! topic and cache key (the shared rendezvous function), the links to the other members
 //! ([`peers`]), the upstream subscriptions a non-owner holds for its own subscribers
-//! ([`upstream`]), the cache hand-off after a membership change ([`handoff`]), and the requests
+//! ([`upstream`]), the cache hand-off after a membership change ([`handoff`]), the durable logs'
+//! hand-off to a topic's new owner ([`log_peers`]), and the requests
 //! handed to another member on the ingress's behalf ([`forward`]). Nothing here imports the
 //! ingress (`server`): each part holds its own handles.
 //!
@@ -11,6 +12,7 @@
 
 pub mod forward;
 pub mod handoff;
+pub mod log_peers;
 pub mod members;
 pub mod peers;
 pub mod pod_ips;

@@ -39,6 +39,33 @@ pub fn dir_name(name: &str) -> String {
     out
 }
 
+/// The topic whose log directory is `dir` (the inverse of [`dir_name`]); `None` for a name
+/// [`dir_name`] does not produce, and for a cut name (the cut part cannot be recovered).
+pub fn topic_name(dir: &str) -> Option<String> {
+    if dir.contains('~') {
+        return None;
+    }
+    let raw = dir.as_bytes();
+    let mut bytes = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while let Some(&b) = raw.get(i) {
+        if b == b'%' {
+            let hex = raw.get(i + 1..i + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            if hex.bytes().any(|c| c.is_ascii_lowercase()) {
+                return None;
+            }
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            bytes.push(b);
+            i += 1;
+        }
+    }
+    let name = String::from_utf8(bytes).ok()?;
+    (dir_name(&name) == dir).then_some(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,5 +112,24 @@ mod tests {
         assert_ne!(da, db);
         assert!(da.contains('~'));
         assert_eq!(dir_name(&"x".repeat(MAX_PLAIN)), "x".repeat(MAX_PLAIN));
+    }
+
+    #[test]
+    fn directory_names_map_back_to_their_topics() {
+        for name in [
+            "orders.eu-1_x",
+            "a/b",
+            ".hidden",
+            "100%",
+            "über/straße",
+            "x y",
+        ] {
+            assert_eq!(topic_name(&dir_name(name)).as_deref(), Some(name), "{name}");
+        }
+        let long = "t".repeat(400);
+        assert_eq!(topic_name(&dir_name(&long)), None, "a cut name");
+        assert_eq!(topic_name("a%2fb"), None, "lower-case hex is not produced");
+        assert_eq!(topic_name("a%2"), None);
+        assert_eq!(topic_name("%FF"), None, "not UTF-8");
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use starling_config::StorageFsync;
 use starling_proto::Position;
-use starling_storage::{Appended, FsyncPolicy, Log, LogConfig, LogStats, LogView, now_ms};
+use starling_storage::{Appended, FsyncPolicy, Log, LogConfig, LogStats, LogView, Record, now_ms};
 
 use super::commit::{Committer, Waiter};
 use super::metrics::StorageMetrics;
@@ -153,6 +153,35 @@ impl<W: Waiter + std::fmt::Debug> DurableLog<W> {
         }
         self.show_stats();
         Ok(appended)
+    }
+
+    /// Appends a record copied from another member's log of the topic, with its original
+    /// position and time (see [`super::transfer`]). Synced like any append.
+    pub fn append_copied(&mut self, rec: &Record) -> Result<Appended, DurableError> {
+        let appended = self
+            .log
+            .append_at(rec.position, rec.events, rec.timestamp_ms, &rec.payload)
+            .map_err(|source| {
+                self.metrics.errors.inc();
+                DurableError::Storage {
+                    topic: self.topic.clone(),
+                    dir: self.dir.clone(),
+                    source,
+                }
+            })?;
+        self.committer.appended();
+        self.metrics.appended_records.inc();
+        self.metrics.handoff_copied_records.inc();
+        self.metrics
+            .appended_bytes
+            .inc_by(rec.payload.len() as u64 + starling_storage::record::OVERHEAD);
+        self.show_stats();
+        Ok(appended)
+    }
+
+    /// The largest record payload the log takes.
+    pub fn max_record_bytes(&self) -> u32 {
+        self.log.view().config().max_record_bytes
     }
 
     /// Completes `acks` once the batch ending before `next` is durable.

@@ -25,6 +25,10 @@ pub struct StorageMetrics {
     pub retention_deleted_segments: IntCounter,
     /// Failed opens, appends and fsyncs (the publishes concerned got an error frame).
     pub errors: IntCounter,
+    /// Records copied from another member's log after an owner change.
+    pub handoff_copied_records: IntCounter,
+    /// Records served to another member taking over a topic.
+    pub handoff_served_records: IntCounter,
 }
 
 impl StorageMetrics {
@@ -81,6 +85,14 @@ impl StorageMetrics {
             errors: counter(
                 names::STORAGE_ERRORS,
                 "Failed durable log opens, appends and fsyncs.",
+            )?,
+            handoff_copied_records: counter(
+                names::STORAGE_HANDOFF_COPIED_RECORDS,
+                "Records copied from another member's log of a topic after an owner change.",
+            )?,
+            handoff_served_records: counter(
+                names::STORAGE_HANDOFF_SERVED_RECORDS,
+                "Records served to another member taking over a durable topic.",
             )?,
         })
     }

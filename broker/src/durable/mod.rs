@@ -12,11 +12,13 @@
 //! - [`commit`]: the group-commit thread and the acks waiting for durability.
 //! - [`log`](DurableLog): one topic's log, as the topic task uses it.
 //! - [`metrics`](StorageMetrics): the storage series.
+//! - [`transfer`]: copying a topic's log to its new owner after an owner change.
 
 pub mod commit;
 pub mod escape;
 mod log;
 pub mod metrics;
+pub mod transfer;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -98,6 +100,32 @@ impl Durability {
         };
         let dir = root.join(escape::dir_name(topic));
         DurableLog::open(topic, &dir, self.config, self.mode, self.metrics.clone())
+    }
+
+    /// Whether this broker holds a log of `topic` on disk (without opening it).
+    pub fn has_log(&self, topic: &str) -> bool {
+        self.is_durable(topic)
+            && self
+                .dir
+                .as_ref()
+                .is_some_and(|root| root.join(escape::dir_name(topic)).is_dir())
+    }
+
+    /// The durable topics this broker holds logs of on disk (directory names it cannot map
+    /// back to a durable topic are skipped); blocking file I/O.
+    pub fn topics_on_disk(&self) -> Vec<String> {
+        let Some(root) = &self.dir else {
+            return Vec::new();
+        };
+        let Ok(entries) = std::fs::read_dir(root) else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| escape::topic_name(&e.file_name().to_string_lossy()))
+            .filter(|t| self.is_durable(t))
+            .collect()
     }
 
     /// The storage metrics.

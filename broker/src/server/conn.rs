@@ -18,7 +18,7 @@ use crate::server::admit::Slot;
 use crate::server::buffers::Grant;
 use crate::server::frames::{FrameBuf, read_frame_within};
 use crate::server::link::Link;
-use crate::server::{cache, handshake, publish, reply, subscribe};
+use crate::server::{cache, handshake, log_transfer, publish, reply, subscribe};
 
 /// What a connection uses: its own few handles, and those of the stream handlers it routes
 /// streams to.
@@ -43,6 +43,8 @@ pub struct Handles {
     pub subscribe: Arc<subscribe::Handles>,
     /// The cache streams' handles.
     pub cache: Arc<cache::Handles>,
+    /// The log transfer requests' handles.
+    pub log_transfer: Arc<log_transfer::Handles>,
 }
 
 /// Application close codes sent with CONNECTION_CLOSE.
@@ -290,6 +292,14 @@ async fn route_stream(
             }
             Frame::Ping(p) => {
                 if write_frame(&mut send, &Frame::Pong(p)).await.is_err() {
+                    return;
+                }
+            }
+            Frame::LogRead(_) | Frame::LogClaim(_) => {
+                if log_transfer::serve_log_request(&h.log_transfer, &link, frame, &mut send)
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }

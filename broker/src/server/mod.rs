@@ -13,6 +13,7 @@
 //! - [`publish`]: publish streams and the per-connection publish workers.
 //! - [`subscribe`]: subscription streams.
 //! - [`cache`]: cache request/response streams.
+//! - [`log_transfer`]: durable log reads and claims between members.
 //! - [`reply`]: writing frames and typed errors back to a stream.
 
 pub mod admit;
@@ -22,6 +23,7 @@ pub mod conn;
 pub mod frames;
 pub mod handshake;
 pub mod link;
+pub mod log_transfer;
 pub mod publish;
 pub mod reply;
 pub mod subscribe;
@@ -75,5 +77,10 @@ pub fn ingress(state: &State) -> Arc<conn::Handles> {
         publish: Arc::new(publish),
         subscribe: Arc::new(subscribe),
         cache: Arc::new(cache),
+        log_transfer: Arc::new(log_transfer::Handles {
+            metrics: Arc::clone(&state.metrics),
+            topics: Arc::clone(&state.topics),
+            max_page_bytes: state.cfg.max_frame_bytes,
+        }),
     })
 }

@@ -81,6 +81,8 @@ pub fn request_id(frame: &Frame) -> u64 {
         Frame::CacheGet(f) => f.request_id,
         Frame::CacheDelete(f) => f.request_id,
         Frame::ClusterInfoRequest(f) => f.request_id,
+        Frame::LogRead(f) => f.request_id,
+        Frame::LogClaim(f) => f.request_id,
         _ => 0,
     }
 }

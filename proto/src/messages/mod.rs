@@ -10,6 +10,7 @@
 //! | [`cache`] | `CachePut`, `CacheGet`, `CacheDelete`, `CacheValue`, `CacheOk` |
 //! | [`error_frame`] | `Error` |
 //! | [`cluster`] | `Moved`, `ClusterInfoRequest`, `ClusterInfo` (+ [`Member`]) |
+//! | [`log`] | `LogRead`, `LogChunk`, `LogClaim`, `LogClaimed` (peers only) |
 //! | [`ping`] | `Ping`, `Pong` |
 
 pub mod cache;
@@ -17,6 +18,7 @@ pub mod cluster;
 pub mod error_frame;
 pub mod events;
 pub mod handshake;
+pub mod log;
 pub mod ping;
 pub mod publish;
 pub mod subscribe;
@@ -29,6 +31,7 @@ pub use cluster::{ClusterInfo, ClusterInfoRequest, Member, Moved};
 pub use error_frame::ErrorFrame;
 pub use events::EventBatch;
 pub use handshake::{Hello, HelloOk};
+pub use log::{LogChunk, LogClaim, LogClaimed, LogRead};
 pub use ping::Ping;
 pub use publish::{AckMode, Publish, PublishAck, PublishBatch};
 pub use subscribe::{StartAt, Subscribe, SubscribeOk, Unsubscribe};

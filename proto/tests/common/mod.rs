@@ -7,8 +7,9 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use starling_proto::{
     AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
-    ErrorCode, ErrorFrame, EventBatch, Frame, Hello, HelloOk, Member, Moved, Ping, Position,
-    Publish, PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe,
+    ErrorCode, ErrorFrame, EventBatch, Frame, Hello, HelloOk, LogChunk, LogClaim, LogClaimed,
+    LogRead, Member, Moved, Ping, Position, Publish, PublishAck, PublishBatch, StartAt, Subscribe,
+    SubscribeOk, Unsubscribe,
 };
 
 /// Parses hex text: whitespace ignored, `#` comments to end of line.
@@ -66,6 +67,14 @@ pub fn start_at() -> impl Strategy<Value = StartAt> {
             .prop_map(|(stream, seq)| StartAt::Position(Position { stream, seq })),
         any::<u64>().prop_map(StartAt::TimeMs),
         Just(StartAt::TimeMs(0)),
+    ]
+}
+
+/// A log transfer's start or end: none, or a position with a nonzero stream.
+fn from() -> impl Strategy<Value = Option<Position>> {
+    prop_oneof![
+        Just(None),
+        (1..=u64::MAX, any::<u64>()).prop_map(|(stream, seq)| Some(Position { stream, seq })),
     ]
 }
 
@@ -197,6 +206,36 @@ pub fn arb_frame() -> impl Strategy<Value = Frame> {
                     .collect(),
             })
         ),
+        (any::<u64>(), topic(), from(), any::<u32>()).prop_map(
+            |(request_id, topic, from, max_bytes)| Frame::LogRead(LogRead {
+                request_id,
+                topic,
+                from,
+                max_bytes,
+            })
+        ),
+        (any::<u64>(), from(), any::<bool>(), bytes(64)).prop_map(
+            |(request_id, next, more, records)| Frame::LogChunk(LogChunk {
+                request_id,
+                next,
+                more,
+                records,
+            })
+        ),
+        (any::<u64>(), topic(), text(), text()).prop_map(
+            |(request_id, topic, from_id, from_addr)| Frame::LogClaim(LogClaim {
+                request_id,
+                topic,
+                from_id,
+                from_addr,
+            })
+        ),
+        (any::<u64>(), any::<u64>()).prop_map(|(request_id, records)| Frame::LogClaimed(
+            LogClaimed {
+                request_id,
+                records
+            }
+        )),
         any::<u64>().prop_map(|nonce| Frame::Ping(Ping { nonce })),
         any::<u64>().prop_map(|nonce| Frame::Pong(Ping { nonce })),
     ]

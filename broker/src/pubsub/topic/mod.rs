@@ -102,6 +102,8 @@ pub struct TopicSettings {
     pub max_topics: usize,
     /// Which topics are durable and how their logs are kept.
     pub durability: Arc<crate::durable::Durability>,
+    /// How a new owner reaches the other members' logs of a durable topic.
+    pub log_peers: Arc<dyn crate::durable::transfer::LogPeers>,
 }
 
 /// A new topic was refused: `max_topics` are alive.

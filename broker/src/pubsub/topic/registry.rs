@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::RwLock;
-use starling_proto::{Position, StartAt};
+use starling_proto::{Member, Position, StartAt};
+use starling_storage::LogView;
 use tokio::sync::{mpsc, oneshot};
 
 use super::task::{self, Control, Retire, Shared, TopicHandle};
@@ -150,6 +151,43 @@ impl Topics {
             let (tx, rx) = oneshot::channel();
             if control.send(Control::Flush(tx)).is_ok() {
                 let _ = rx.await;
+            }
+        }
+    }
+
+    /// The log of durable topic `topic` as this broker holds it, for another member taking
+    /// the topic over; `None` when it holds none on disk (nothing is created for the asking).
+    pub async fn log_view(self: &Arc<Self>, topic: &str) -> Option<LogView> {
+        if !self.shared.settings.durability.has_log(topic) {
+            return None;
+        }
+        loop {
+            let (tx, rx) = oneshot::channel();
+            match self.handle(topic).control.send(Control::LogView(tx)) {
+                Ok(()) => return rx.await.ok().flatten(),
+                // Retired between lookup and send: look it up again.
+                Err(_) => continue,
+            }
+        }
+    }
+
+    /// Member `from` holds a log of durable topic `topic`, owned here: the topic copies what
+    /// its log lacks from there; the number of records copied.
+    pub async fn claim(self: &Arc<Self>, topic: &str, from: Member) -> Result<u64, String> {
+        if !self.shared.settings.durability.is_durable(topic) {
+            return Err(format!("`{topic}` is not a durable topic here"));
+        }
+        let mut from = from;
+        loop {
+            let (tx, rx) = oneshot::channel();
+            match self.handle(topic).control.send(Control::Claim(from, tx)) {
+                Ok(()) => {
+                    return rx
+                        .await
+                        .unwrap_or_else(|_| Err("the topic stopped".to_string()));
+                }
+                Err(mpsc::error::SendError(Control::Claim(back, _))) => from = back,
+                Err(_) => return Err("the topic stopped".to_string()),
             }
         }
     }

@@ -17,13 +17,14 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
-    ErrorCode, Position, SeenStreams, StartAt, encode_event_batch, event_batch_encoded_len,
+    ErrorCode, Member, Position, SeenStreams, StartAt, encode_event_batch, event_batch_encoded_len,
 };
-use starling_storage::now_ms;
+use starling_storage::{LogView, now_ms};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{Attach, TopicMsg, TopicSettings};
 use crate::durable::DurableLog;
+use crate::durable::transfer;
 use crate::metrics::Metrics;
 use crate::pubsub::ack::AckToken;
 use crate::pubsub::batcher::{Batch, Batcher};
@@ -42,6 +43,13 @@ pub enum Control {
     Unsubscribe(u64),
     /// Seal the open batch and fan it out; answered when done.
     Flush(oneshot::Sender<()>),
+    /// A durable topic's log as it is here, for another member taking the topic over: opened
+    /// if the broker holds one on disk; `None` when it holds none.
+    LogView(oneshot::Sender<Option<LogView>>),
+    /// Member `from` holds a log of this durable topic and no longer owns it: as the owner,
+    /// copy what this log lacks from there (and the other members) and answer how many
+    /// records were copied.
+    Claim(Member, oneshot::Sender<Result<u64, String>>),
 }
 
 /// How a registry reaches one topic's task.
@@ -194,7 +202,7 @@ fn new_stream_id() -> u64 {
 
 impl TopicTask {
     async fn run(mut self) {
-        self.open_durable().await;
+        self.open_durable(None).await;
         let idle = self.shared.settings.idle_retire;
         let mut last_activity = Instant::now();
         // Expires the retained tail of a topic gone quiet (publishes evict as they push). Armed
@@ -255,26 +263,70 @@ impl TopicTask {
         self.shared.retained_freed(freed);
     }
 
-    /// Opens (recovering) the topic's log if it is durable and owned here, and continues its
-    /// numbering, so positions stay stable across restarts.
-    async fn open_durable(&mut self) {
+    /// Opens (recovering) the topic's log if it is durable and owned here, copies what other
+    /// members' logs of the topic hold past its end (an owner change, see
+    /// `durable::transfer`), and continues its numbering: the log's own stream after a
+    /// restart, so positions stay stable, or a new stream after copied records. `also` is a
+    /// member that claimed to hold a log.
+    async fn open_durable(&mut self, also: Option<Member>) {
+        if !(self.shared.settings.owns)(&self.name) {
+            return;
+        }
+        self.open_log().await;
+        let copied = self.catch_up(also).await;
+        if let Durable::Open(log) = &self.durable
+            && let Some(next) = log.next_position()
+        {
+            if copied > 0 {
+                self.stream = new_stream_id().max(next.stream.saturating_add(1));
+                self.next_seq = 0;
+            } else {
+                self.stream = next.stream;
+                self.next_seq = next.seq;
+            }
+        }
+    }
+
+    /// Opens (recovering) the topic's log if it is durable and not open yet, owner or not.
+    async fn open_log(&mut self) {
         let durability = Arc::clone(&self.shared.settings.durability);
-        if !durability.is_durable(&self.name) || !(self.shared.settings.owns)(&self.name) {
+        if !matches!(self.durable, Durable::No) || !durability.is_durable(&self.name) {
             return;
         }
         let name = self.name.to_string();
         let opened = tokio::task::spawn_blocking(move || durability.open::<AckToken>(&name)).await;
         self.durable = match opened {
-            Ok(Ok(log)) => {
-                if let Some(next) = log.next_position() {
-                    self.stream = next.stream;
-                    self.next_seq = next.seq;
-                }
-                Durable::Open(Box::new(log))
-            }
+            Ok(Ok(log)) => Durable::Open(Box::new(log)),
             Ok(Err(e)) => self.durable_failed(&e),
             Err(e) => self.durable_failed(&e),
         };
+    }
+
+    /// Copies into the open log what the other members' logs hold past its end; the number
+    /// of records copied.
+    async fn catch_up(&mut self, also: Option<Member>) -> u64 {
+        let Durable::Open(log) = &mut self.durable else {
+            return 0;
+        };
+        let peers = Arc::clone(&self.shared.settings.log_peers);
+        transfer::catch_up(log, &self.name, peers.as_ref(), also)
+            .await
+            .records
+    }
+
+    /// After `copied` records were appended from another member, numbers on in a new stream
+    /// above them; with none copied, a log opened just now continues its own stream.
+    fn continue_after(&mut self, copied: u64) {
+        let Durable::Open(log) = &self.durable else {
+            return;
+        };
+        let Some(next) = log.next_position() else {
+            return;
+        };
+        if copied > 0 || next.stream > self.stream {
+            self.stream = new_stream_id().max(next.stream.saturating_add(1));
+            self.next_seq = 0;
+        }
     }
 
     fn durable_failed(&self, e: &dyn std::fmt::Display) -> Durable {
@@ -343,8 +395,12 @@ impl TopicTask {
                     return;
                 }
                 if let Some(from) = self.start_position(start).await {
+                    // Only the owner's log is whole: a former owner's stops where it left.
+                    let owner = (self.shared.settings.owns)(&self.name);
                     let from_disk = match &self.durable {
-                        Durable::Open(log) if !self.retained.covers(from) => Some(log.view()),
+                        Durable::Open(log) if owner && !self.retained.covers(from) => {
+                            Some(log.view())
+                        }
                         _ => None,
                     };
                     match from_disk {
@@ -355,6 +411,32 @@ impl TopicTask {
                 self.subscribers.push(sub);
             }
             Control::Unsubscribe(id) => self.subscribers.retain(|s| s.id != id),
+            Control::LogView(reply) => {
+                if self.shared.settings.durability.has_log(&self.name) {
+                    self.open_log().await;
+                }
+                let view = match &self.durable {
+                    Durable::Open(log) => Some(log.view()),
+                    Durable::No | Durable::Failed(_) => None,
+                };
+                let _ = reply.send(view);
+            }
+            Control::Claim(from, reply) => {
+                let answer = if !(self.shared.settings.owns)(&self.name) {
+                    Err(format!("this broker does not own `{}`", self.name))
+                } else {
+                    // Opened now if the task started as a relay, or for this claim.
+                    self.open_log().await;
+                    let copied = self.catch_up(Some(from)).await;
+                    self.continue_after(copied);
+                    Ok(copied)
+                };
+                let answer = match (&self.durable, answer) {
+                    (Durable::Failed(why), Ok(_)) => Err(why.clone()),
+                    (_, answer) => answer,
+                };
+                let _ = reply.send(answer);
+            }
             Control::Flush(done) => {
                 while let Ok(more) = self.data.try_recv() {
                     self.accept(more, Instant::now());
@@ -378,7 +460,9 @@ impl TopicTask {
             StartAt::Position(p) => return Some(p),
             StartAt::TimeMs(t) => t,
         };
-        if let Durable::Open(log) = &self.durable {
+        if let Durable::Open(log) = &self.durable
+            && (self.shared.settings.owns)(&self.name)
+        {
             let view = log.view();
             let found = tokio::task::spawn_blocking(move || view.position_at_time(time_ms)).await;
             match found {
@@ -504,8 +588,12 @@ impl TopicTask {
                 // A durable topic's task that started here before this broker owned it (a
                 // relay) has no log yet: it opens (and recovers) it now, so its batches are
                 // logged before anyone sees them and `persisted` acks wait for the log.
+                // The log copies what the former owner's log holds past its end first
+                // (`durable::transfer`), so the new stream follows it.
                 if matches!(self.durable, Durable::No) {
-                    self.open_durable().await;
+                    self.open_durable(None).await;
+                } else {
+                    self.catch_up(None).await;
                 }
                 // Membership changed: this broker may have stopped and started owning the
                 // topic since its last batch, so number on in a stream nobody has seen.

@@ -1,0 +1,349 @@
+//! Durable logs across owner changes: copying what a topic's new owner lacks from the other
+//! members' logs of the topic, before it numbers anything (see `docs/architecture.md`,
+//! "Durable topics across owner changes").
+//!
+//! - [`read_page`]: one page of a log for another member (`LogRead` → `LogChunk`): whole
+//!   records, in the storage's own record encoding, so one format is decoded and CRC-checked
+//!   by one decoder on disk and on the wire.
+//! - [`decode_page`]: a page back into records (bytes from the network: bounded, checked).
+//! - [`step`]: whether a copied record extends the owner's log, is already in it, or does not
+//!   line up (pure).
+//! - [`catch_up`]: the owner's side: ask every other member (current and previous) for what
+//!   follows its own log, take the member whose log reaches furthest first, append each record
+//!   with its original position and time.
+//! - [`LogPeers`]: how the topic task reaches the other members, implemented by the cluster
+//!   (`cluster::log_peers`), so the topic task never imports the cluster.
+//!
+//! Stream ids grow with their start time and an owner draws a new one after every owner
+//! change, so the member that owned the topic last holds every record the others hold
+//! (it copied them before numbering); taking its log first and appending only records past
+//! the owner's own end keeps the log ordered without merging.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use bytes::Bytes;
+use starling_proto::{LogChunk, LogRead, Member, Position};
+use starling_storage::record::{self, key};
+use starling_storage::{LogView, Malformed, Record};
+
+use super::commit::Waiter;
+use super::log::DurableLog;
+
+/// Most record bytes asked for per page (a page also stays under the peer's frame limit).
+pub const PAGE_BYTES: u32 = 1024 * 1024;
+
+/// A future returned by [`LogPeers`].
+pub type PeerFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+
+/// How a topic's owner reaches the other members' logs.
+pub trait LogPeers: Send + Sync {
+    /// The members other than this broker that may hold a log of a topic: the current ones
+    /// and, while the hand-off window lasts, the previous ones.
+    fn members(&self) -> Vec<Member>;
+
+    /// Reads one page of a log at `member`.
+    fn read<'a>(&'a self, member: &'a Member, read: LogRead) -> PeerFuture<'a, LogChunk>;
+}
+
+/// No other members (a broker outside a cluster).
+pub struct NoPeers;
+
+impl LogPeers for NoPeers {
+    fn members(&self) -> Vec<Member> {
+        Vec::new()
+    }
+
+    fn read<'a>(&'a self, _: &'a Member, _: LogRead) -> PeerFuture<'a, LogChunk> {
+        Box::pin(async { Err("no cluster".to_string()) })
+    }
+}
+
+/// One page of a log, as sent to another member.
+#[derive(Debug, Default)]
+pub struct Page {
+    /// Whole records, encoded, concatenated.
+    pub records: Vec<u8>,
+    /// Records in the page.
+    pub count: u64,
+    /// Records remain after the page.
+    pub more: bool,
+}
+
+/// Reads the records of `view` from `from` on (`None`: the whole log), whole records up to
+/// about `max_bytes` (at least one); blocking file I/O.
+pub fn read_page(
+    view: &LogView,
+    from: Option<Position>,
+    max_bytes: usize,
+) -> Result<Page, starling_storage::Error> {
+    let start = from.unwrap_or(Position { stream: 0, seq: 0 });
+    let mut page = Page::default();
+    for rec in view.copy_from(start) {
+        let rec = rec?;
+        if page.count > 0 && page.records.len() + rec.payload.len() > max_bytes {
+            page.more = true;
+            break;
+        }
+        record::encode(
+            rec.position,
+            rec.events,
+            rec.timestamp_ms,
+            &rec.payload,
+            &mut page.records,
+        );
+        page.count += 1;
+    }
+    Ok(page)
+}
+
+/// Decodes a page of records received from another member; refuses a torn, oversized or
+/// corrupt record (CRC) rather than taking part of it.
+pub fn decode_page(mut bytes: &[u8], max_payload: u32) -> Result<Vec<Record>, Malformed> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let (header, payload) = record::decode(bytes, max_payload)?;
+        let len = usize::try_from(header.record_len()).map_err(|_| Malformed::Incomplete)?;
+        out.push(Record {
+            position: header.position,
+            events: header.events,
+            timestamp_ms: header.timestamp_ms,
+            payload: Bytes::copy_from_slice(payload),
+        });
+        bytes = bytes.get(len..).ok_or(Malformed::Incomplete)?;
+    }
+    Ok(out)
+}
+
+/// What to do with a copied record, given the owner's log end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// It extends the log: append it.
+    Take,
+    /// The log already holds it.
+    Skip,
+    /// It neither follows the log's end nor starts a later stream (a gap, or a record that
+    /// straddles the end): the rest of that member's log is not taken.
+    Misaligned,
+}
+
+/// Where a record at `position` of `events` events stands against a log ending at `next`.
+pub fn step(next: Option<Position>, position: Position, events: u32) -> Step {
+    let Some(next) = next else {
+        return Step::Take;
+    };
+    let end = Position {
+        stream: position.stream,
+        seq: position.seq.saturating_add(u64::from(events)),
+    };
+    if key(end) <= key(next) {
+        Step::Skip
+    } else if position == next || position.stream > next.stream {
+        Step::Take
+    } else {
+        Step::Misaligned
+    }
+}
+
+/// What a catch-up copied.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CaughtUp {
+    /// Records appended.
+    pub records: u64,
+    /// Members that could not be read (unreachable, refused, or a bad page).
+    pub failed: usize,
+}
+
+/// Copies into `log` what the other members' logs of `topic` hold past its end: first the
+/// member whose log reaches furthest, then the others (usually nothing left). `also` is a
+/// member to ask besides [`LogPeers::members`] (one that claimed to hold a log).
+pub async fn catch_up<W: Waiter + std::fmt::Debug>(
+    log: &mut DurableLog<W>,
+    topic: &str,
+    peers: &dyn LogPeers,
+    also: Option<Member>,
+) -> CaughtUp {
+    let mut members = peers.members();
+    if let Some(m) = also
+        && !members.iter().any(|k| k.id == m.id)
+    {
+        members.push(m);
+    }
+    let mut done = CaughtUp::default();
+    if members.is_empty() {
+        return done;
+    }
+    // The first page of each member, which also tells where each member's log ends.
+    let mut firsts = Vec::with_capacity(members.len());
+    for member in members {
+        match first_page(log, topic, peers, &member).await {
+            Ok(chunk) => firsts.push((member, chunk)),
+            Err(why) => {
+                done.failed += 1;
+                tracing::warn!(topic, member = %member.id, error = %why, "durable hand-off: cannot read a member's log");
+            }
+        }
+    }
+    firsts.sort_by_key(|(_, chunk)| std::cmp::Reverse(chunk.next.map(key)));
+    for (member, chunk) in firsts {
+        match copy_from(log, topic, peers, &member, chunk).await {
+            Ok(n) => done.records += n,
+            Err(why) => {
+                done.failed += 1;
+                tracing::warn!(topic, member = %member.id, error = %why, "durable hand-off: copying a member's log stopped");
+            }
+        }
+    }
+    if done.records > 0 {
+        tracing::info!(topic, records = done.records, next = ?log.next_position(), "durable hand-off: copied the records this owner lacked");
+    }
+    done
+}
+
+async fn first_page<W: Waiter + std::fmt::Debug>(
+    log: &DurableLog<W>,
+    topic: &str,
+    peers: &dyn LogPeers,
+    member: &Member,
+) -> Result<LogChunk, String> {
+    let read = LogRead {
+        request_id: 1,
+        topic: topic.to_string(),
+        from: log.next_position(),
+        max_bytes: PAGE_BYTES,
+    };
+    peers.read(member, read).await
+}
+
+/// Appends `chunk` and the pages after it; returns the records appended.
+async fn copy_from<W: Waiter + std::fmt::Debug>(
+    log: &mut DurableLog<W>,
+    topic: &str,
+    peers: &dyn LogPeers,
+    member: &Member,
+    mut chunk: LogChunk,
+) -> Result<u64, String> {
+    let mut copied = 0;
+    loop {
+        let records = decode_page(&chunk.records, log.max_record_bytes())
+            .map_err(|e| format!("bad page: {e}"))?;
+        let Some(last) = records.last().map(Record::end) else {
+            return Ok(copied);
+        };
+        for rec in records {
+            match step(log.next_position(), rec.position, rec.events) {
+                Step::Take => {
+                    log.append_copied(&rec).map_err(|e| e.to_string())?;
+                    copied += 1;
+                }
+                Step::Skip => {}
+                Step::Misaligned => {
+                    return Err(format!(
+                        "record at {:?} does not follow this log's end {:?}",
+                        rec.position,
+                        log.next_position()
+                    ));
+                }
+            }
+        }
+        if !chunk.more {
+            return Ok(copied);
+        }
+        let read = LogRead {
+            request_id: 1,
+            topic: topic.to_string(),
+            from: Some(last),
+            max_bytes: PAGE_BYTES,
+        };
+        chunk = peers.read(member, read).await?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(stream: u64, seq: u64) -> Position {
+        Position { stream, seq }
+    }
+
+    #[test]
+    fn steps_follow_the_log_end() {
+        assert_eq!(step(None, at(5, 10), 3), Step::Take, "empty log");
+        assert_eq!(step(Some(at(5, 10)), at(5, 10), 3), Step::Take);
+        assert_eq!(step(Some(at(5, 10)), at(5, 7), 3), Step::Skip, "held");
+        assert_eq!(
+            step(Some(at(5, 10)), at(4, 70), 3),
+            Step::Skip,
+            "older stream"
+        );
+        assert_eq!(
+            step(Some(at(5, 10)), at(6, 40), 3),
+            Step::Take,
+            "a later stream may start anywhere"
+        );
+        assert_eq!(step(Some(at(5, 10)), at(5, 12), 3), Step::Misaligned, "gap");
+        assert_eq!(
+            step(Some(at(5, 10)), at(5, 8), 3),
+            Step::Misaligned,
+            "straddles the end"
+        );
+    }
+
+    #[test]
+    fn pages_round_trip_and_refuse_damage() {
+        let mut buf = Vec::new();
+        record::encode(at(1, 0), 2, 10, b"ab", &mut buf);
+        record::encode(at(1, 2), 1, 11, b"c", &mut buf);
+        let recs = decode_page(&buf, 1024).unwrap();
+        assert_eq!(recs.len(), 2);
+        assert_eq!(recs[1].position, at(1, 2));
+        assert_eq!(&recs[1].payload[..], b"c");
+        assert_eq!(recs[1].timestamp_ms, 11);
+        // A torn page and a flipped bit are refused whole.
+        assert!(decode_page(&buf[..buf.len() - 1], 1024).is_err());
+        let mut flipped = buf.clone();
+        let last = flipped.len() - 5;
+        flipped[last] ^= 1;
+        assert!(decode_page(&flipped, 1024).is_err());
+        // A payload over the limit is refused before it is read.
+        assert!(decode_page(&buf, 1).is_err());
+        assert!(decode_page(&[], 1024).unwrap().is_empty());
+    }
+
+    proptest::proptest! {
+        /// Bytes from the network never panic the decoder, and a page of whole records comes
+        /// back as it was encoded, or not at all once cut anywhere.
+        #[test]
+        fn pages_from_the_network_decode_whole_or_not_at_all(
+            garbage in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256),
+            recs in proptest::collection::vec(
+                (1..u64::MAX, 0..u64::MAX / 2, 1..1000u32, proptest::prelude::any::<u64>(),
+                 proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)),
+                1..6,
+            ),
+            cut in proptest::prelude::any::<proptest::sample::Index>(),
+        ) {
+            let _ = decode_page(&garbage, 1024);
+            let mut buf = Vec::new();
+            for (stream, seq, events, ts, payload) in &recs {
+                record::encode(at(*stream, *seq), *events, *ts, payload, &mut buf);
+            }
+            let back = decode_page(&buf, 1024).unwrap();
+            proptest::prop_assert_eq!(back.len(), recs.len());
+            for (got, (stream, seq, events, ts, payload)) in back.iter().zip(&recs) {
+                proptest::prop_assert_eq!(got.position, at(*stream, *seq));
+                proptest::prop_assert_eq!(got.events, *events);
+                proptest::prop_assert_eq!(got.timestamp_ms, *ts);
+                proptest::prop_assert_eq!(&got.payload[..], &payload[..]);
+            }
+            let cut = cut.index(buf.len());
+            if cut > 0 {
+                // Cut inside the last record, or at a record boundary: never a partial record.
+                if let Ok(part) = decode_page(&buf[..cut], 1024) {
+                    proptest::prop_assert!(part.len() < recs.len());
+                }
+            }
+        }
+    }
+}
