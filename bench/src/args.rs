@@ -186,6 +186,11 @@ pub(crate) struct PubSubArgs {
     /// After the producers stop, how long to wait for the last deliveries.
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     pub(crate) drain_timeout: Duration,
+    /// Acked publishes (closed loop only): every publish call asks for the broker's ack (at
+    /// the broker's `ack_level`), with at most this many calls unacked per producer, and the
+    /// publish→ack latency is reported. Without it publishes are fire-and-forget.
+    #[arg(long, value_name = "CALLS")]
+    pub(crate) ack_window: Option<u32>,
 }
 
 /// The cache workload.

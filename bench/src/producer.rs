@@ -9,10 +9,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
+use hdrhistogram::Histogram;
 use starling_client::{Client, ClientError};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::clock::{Clock, Schedule};
 use super::payload::{Header, PayloadFactory};
+use super::result::new_histogram;
 
 /// When a producer stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +46,8 @@ pub(crate) struct ProducerPlan {
     pub(crate) stop: Stop,
     /// Messages handed to the client so far (for the progress bar).
     pub(crate) sent_counter: Arc<AtomicU64>,
+    /// Acked publishes with at most this many calls unacked (closed loop only).
+    pub(crate) ack_window: Option<u32>,
 }
 
 /// What a producer did.
@@ -55,6 +61,8 @@ pub(crate) struct ProducerReport {
     pub(crate) last_ns: u64,
     /// The error that stopped it early.
     pub(crate) error: Option<String>,
+    /// Acked publishes: stamp→ack latency of measured messages (ns).
+    pub(crate) ack_latency: Option<Histogram<u64>>,
 }
 
 impl ProducerPlan {
@@ -93,6 +101,9 @@ impl ProducerPlan {
 
 /// Publishes as fast as the client accepts until the plan says stop.
 pub(crate) async fn closed_loop(client: Client, plan: ProducerPlan) -> ProducerReport {
+    if let Some(window) = plan.ack_window {
+        return closed_loop_acked(client, plan, window).await;
+    }
     let mut report = ProducerReport::default();
     loop {
         let now = plan.clock.now_ns();
@@ -105,6 +116,88 @@ pub(crate) async fn closed_loop(client: Client, plan: ProducerPlan) -> ProducerR
             break;
         }
         plan.account(&mut report, now, n);
+    }
+    report
+}
+
+/// One acked publish call in flight: its stamp, its messages, whether they are measured, the
+/// ack to wait for, and the window slot it holds until then.
+struct InFlight {
+    stamp_ns: u64,
+    n: u64,
+    measured: bool,
+    ack: BoxFuture<'static, Result<(), ClientError>>,
+    _slot: OwnedSemaphorePermit,
+}
+
+/// Closed loop with acked publishes: each call queues one acked batch on the topic's stream
+/// (`publish_batch_pipelined`, so acks come back in call order) while at most `window` calls
+/// wait for their ack. A collector task awaits the acks in order and records each message's
+/// stamp→ack latency; the producer ends once every ack is in.
+async fn closed_loop_acked(client: Client, plan: ProducerPlan, window: u32) -> ProducerReport {
+    let slots = Arc::new(Semaphore::new(window.max(1) as usize));
+    let (tx, mut rx) = mpsc::unbounded_channel::<InFlight>();
+    let clock = plan.clock;
+    let collector_slots = Arc::clone(&slots);
+    let collector = tokio::spawn(async move {
+        let mut latency = new_histogram();
+        while let Some(f) = rx.recv().await {
+            if let Err(e) = f.ack.await {
+                collector_slots.close();
+                return (latency, Some(e.to_string()));
+            }
+            if f.measured {
+                let ns = clock.now_ns().saturating_sub(f.stamp_ns).max(1);
+                let _ = latency.record_n(ns, f.n);
+            }
+        }
+        (latency, None)
+    });
+    let mut report = ProducerReport::default();
+    loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            break; // the collector saw a failed ack
+        };
+        let now = plan.clock.now_ns();
+        let Some(n) = plan.next_batch(now, report.measured) else {
+            break;
+        };
+        let payloads = plan.build(report.sent, n, |_| now);
+        let ack = match client.publish_batch_pipelined(&plan.topic, payloads).await {
+            Ok(ack) => Box::pin(ack),
+            Err(e) => {
+                report.error = Some(format!("producer {}: {e}", plan.id));
+                break;
+            }
+        };
+        let measured = now >= plan.measure_start_ns;
+        let queued = tx.send(InFlight {
+            stamp_ns: now,
+            n,
+            measured,
+            ack,
+            _slot: slot,
+        });
+        if queued.is_err() {
+            break;
+        }
+        plan.account(&mut report, now, n);
+    }
+    drop(tx);
+    match collector.await {
+        Ok((latency, error)) => {
+            report.ack_latency = Some(latency);
+            if let Some(e) = error {
+                report
+                    .error
+                    .get_or_insert(format!("producer {}: ack: {e}", plan.id));
+            }
+        }
+        Err(e) => {
+            report
+                .error
+                .get_or_insert(format!("producer {}: ack collector: {e}", plan.id));
+        }
     }
     report
 }
@@ -166,6 +259,7 @@ mod tests {
             measure_start_ns: 100,
             stop,
             sent_counter: Arc::default(),
+            ack_window: None,
         }
     }
 

@@ -64,6 +64,7 @@ fn workload(p: &Promise, a: &ProfilesArgs, rate: Option<f64>) -> Result<PubSubPl
         rate,
         shared_sub_client: false,
         drain_timeout: DRAIN_TIMEOUT,
+        ack_window: None,
     })
 }
 

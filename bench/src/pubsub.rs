@@ -56,6 +56,12 @@ impl PubSubPlan {
         if args.pub_conns == Some(0) || args.pub_streams_per_conn == Some(0) {
             return bad("--pub-conns and --pub-streams-per-conn must be at least 1");
         }
+        if args.ack_window == Some(0) {
+            return bad("--ack-window must be at least 1");
+        }
+        if args.ack_window.is_some() && args.rate.is_some() {
+            return bad("--ack-window is for closed-loop runs (without --rate)");
+        }
         Ok(PubSubPlan { args })
     }
 
@@ -103,6 +109,7 @@ impl PubSubPlan {
             rate: a.rate,
             profile: Some(target.profile.to_string()),
             policy: target.policy.map(|p| p.to_string()),
+            ack_window: a.ack_window,
             ..RunConfig::default()
         }
     }
@@ -207,6 +214,7 @@ pub(crate) async fn run(
             measure_start_ns,
             stop,
             sent_counter,
+            ack_window: a.ack_window,
         };
         let client = pub_clients[id as usize].clone();
         producers.push(match a.rate {
@@ -308,6 +316,8 @@ mod tests {
             &["--count", "0"],
             &["--producers", "0"],
             &["--pub-conns", "0"],
+            &["--ack-window", "0"],
+            &["--ack-window", "8", "--rate", "1000"],
         ] {
             assert!(PubSubPlan::new(args(bad)).is_err(), "{bad:?}");
         }

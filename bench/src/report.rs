@@ -13,8 +13,8 @@ use super::progress::human;
 use super::report_plots::plots;
 use super::result::{RunResult, write_json};
 use super::table::us;
-use super::targets::targets;
-use crate::report_cells::{Cell, LIMIT, cells};
+use super::targets::{durable_targets, targets};
+use crate::report_cells::{Cell, LIMIT, cells, is_durable};
 
 /// Reads every `*.json` file of `dir` that holds one run.
 pub(crate) fn read_runs(dir: &Path) -> Result<Vec<RunResult>, BenchError> {
@@ -38,13 +38,89 @@ pub(crate) fn read_runs(dir: &Path) -> Result<Vec<RunResult>, BenchError> {
 /// The markdown report.
 pub(crate) fn markdown(cells: &[Cell]) -> String {
     let mut out = String::new();
+    let core = cells.iter().any(|c| !is_durable(c));
+    if core {
+        core_markdown(&mut out, cells);
+    }
+    if cells.iter().any(is_durable) {
+        if core {
+            out.push('\n');
+        }
+        durable_markdown(&mut out, cells);
+    }
+    out
+}
+
+/// `1.23 ms` for a present latency, `–` for an absent one.
+fn opt_us(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".into(), us)
+}
+
+/// The durable workloads: acked publishes (`persisted` on Starling, JetStream's publish ack),
+/// with the publish→ack latency beside the publish→delivery one, and issue 15's target.
+fn durable_markdown(out: &mut String, cells: &[Cell]) {
+    let _ = writeln!(
+        out,
+        "### Durable workloads, acked publishes (medians over trials)\n"
+    );
+    let _ = writeln!(
+        out,
+        "| workload | system | TLS | trials | delivered msgs/s (min–max) | delivered MB/s | delivered p50 | p99 | p99.9 | pub→ack p50 | p99 | p99.9 | broker CPU µs/msg | lost | load avg at start |"
+    );
+    let _ = writeln!(
+        out,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for c in cells.iter().filter(|c| is_durable(c)) {
+        let [med, lo, hi] = c.delivered_msgs_per_s;
+        let ack = c.ack_latency_us;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {}{} | {} ({}–{}) | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            c.name,
+            c.system,
+            if c.tls { "yes" } else { "no" },
+            c.trials,
+            if c.failed > 0 {
+                format!(" ({} failed)", c.failed)
+            } else {
+                String::new()
+            },
+            human(med),
+            human(lo),
+            human(hi),
+            c.delivered_mb_per_s,
+            us(c.latency_us[0]),
+            us(c.latency_us[1]),
+            us(c.latency_us[2]),
+            opt_us(ack.map(|a| a[0])),
+            opt_us(ack.map(|a| a[1])),
+            opt_us(ack.map(|a| a[2])),
+            c.cpu_us_per_msg
+                .map(|v| format!("{v:.2}"))
+                .unwrap_or_else(|| "–".into()),
+            c.lost,
+            c.load_avgs.join(" / "),
+        );
+    }
+    let _ = writeln!(out, "\n### Durable targets (issue 15)\n");
+    for line in durable_targets(cells) {
+        let _ = writeln!(out, "- {line}");
+    }
+}
+
+/// The issue-18 part: pub/sub, cache and raw QUIC tables and their targets.
+fn core_markdown(out: &mut String, cells: &[Cell]) {
     let _ = writeln!(out, "### Pub/sub (medians over trials)\n");
     let _ = writeln!(
         out,
         "| workload | system | TLS | trials | delivered msgs/s (min–max) | delivered MB/s | p50 | p99 | p99.9 | broker CPU µs/msg | client CPU µs/msg | lost | load avg at start |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for c in cells.iter().filter(|c| c.kind == "pubsub") {
+    for c in cells
+        .iter()
+        .filter(|c| c.kind == "pubsub" && !is_durable(c))
+    {
         let [med, lo, hi] = c.delivered_msgs_per_s;
         let _ = writeln!(
             out,
@@ -132,7 +208,6 @@ pub(crate) fn markdown(cells: &[Cell]) -> String {
     for line in targets(cells) {
         let _ = writeln!(out, "- {line}");
     }
-    out
 }
 
 /// Runs the report: reads `input`, writes into `out`; returns the markdown.
@@ -253,5 +328,34 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("Raw QUIC ceiling"), "{md}");
+        assert!(!md.contains("Durable workloads"), "{md}");
+    }
+
+    #[test]
+    fn durable_runs_get_their_own_table_and_target() {
+        let mut runs = Vec::new();
+        for (system, delivered, ack_p50) in [("starling", 500.0, 900.0), ("jetstream", 250.0, 80.0)]
+        {
+            let mut r = run("durable-1p1s-256B-fsync-always", system, delivered, 1_000.0);
+            r.ack_latency_us = Some(super::super::result::Latency {
+                p50: ack_p50,
+                ..Default::default()
+            });
+            runs.push(r);
+        }
+        let c = cells(&runs);
+        let md = markdown(&c);
+        // Only the durable part: no issue-18 tables or targets.
+        assert!(!md.contains("### Pub/sub"), "{md}");
+        assert!(
+            md.contains("| durable-1p1s-256B-fsync-always | starling | yes | 1 | 500 (500–500)"),
+            "{md}"
+        );
+        assert!(md.contains("| 900.0 µs |"), "{md}");
+        assert!(
+            md.contains("durable-1p1s-256B-fsync-always vs JetStream: Starling 500 vs 250")
+                && md.contains("median 2.00×"),
+            "{md}"
+        );
     }
 }

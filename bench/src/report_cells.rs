@@ -10,9 +10,19 @@ use crate::result::RunResult;
 /// System name of the ceiling.
 pub(crate) const LIMIT: &str = "quic-limit";
 /// System order in tables and plots.
-pub(crate) const SYSTEM_ORDER: [&str; 7] = [
-    "starling", "nats-tls", "nats", "nsq-tls", "nsq", "redis", LIMIT,
+pub(crate) const SYSTEM_ORDER: [&str; 9] = [
+    "starling",
+    "nats-tls",
+    "nats",
+    "jetstream-tls",
+    "jetstream",
+    "nsq-tls",
+    "nsq",
+    "redis",
+    LIMIT,
 ];
+/// Prefix of the durable workloads' names (acked at `persisted` / JetStream publish acks).
+pub(crate) const DURABLE_PREFIX: &str = "durable-";
 
 /// Medians of one (workload, system) cell.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -39,6 +49,8 @@ pub(crate) struct Cell {
     pub(crate) delivered_mb_per_s: f64,
     /// Median p50, p99 and p99.9 latency (µs).
     pub(crate) latency_us: [f64; 3],
+    /// Median p50, p99 and p99.9 publish→ack latency (µs), for acked publishes.
+    pub(crate) ack_latency_us: Option<[f64; 3]>,
     /// Median broker CPU µs per delivered message.
     pub(crate) cpu_us_per_msg: Option<f64>,
     /// Median load-generator CPU µs per delivered message.
@@ -109,6 +121,8 @@ fn cell(g: &[&RunResult]) -> Cell {
     let cache_m = |f: &dyn Fn(&super::result::CacheStats) -> f64| {
         median(caches.iter().map(|c| f(c)).collect())
     };
+    let acks: Vec<_> = g.iter().filter_map(|r| r.ack_latency_us).collect();
+    let ack_m = |f: &dyn Fn(&super::result::Latency) -> f64| median(acks.iter().map(f).collect());
     let bulk: Vec<f64> = g
         .iter()
         .filter_map(|r| Some(r.quic.as_ref()?.bulk_mb_per_s))
@@ -136,6 +150,8 @@ fn cell(g: &[&RunResult]) -> Cell {
             m(&|r| r.latency_us.p99),
             m(&|r| r.latency_us.p999),
         ],
+        ack_latency_us: (!acks.is_empty())
+            .then(|| [ack_m(&|l| l.p50), ack_m(&|l| l.p99), ack_m(&|l| l.p999)]),
         cpu_us_per_msg: per_msg(&|r| r.broker_cpu_s),
         client_cpu_us_per_msg: per_msg(&|r| r.client_cpu_s),
         lost: g.iter().map(|r| r.lost).sum(),
@@ -169,6 +185,11 @@ fn cell(g: &[&RunResult]) -> Cell {
             .map(|c| [c.put.ops_per_s, c.get_hit.ops_per_s, c.get_miss.ops_per_s])
             .collect(),
     }
+}
+
+/// Whether `c` is a durable workload's cell.
+pub(crate) fn is_durable(c: &Cell) -> bool {
+    c.name.starts_with(DURABLE_PREFIX)
 }
 
 /// The cell of `name` run by `system`.

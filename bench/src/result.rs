@@ -104,6 +104,10 @@ pub(crate) struct RunConfig {
     /// Slow-subscriber policy in force (`block` means lossless).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) policy: Option<String>,
+    /// Acked publishes: publish calls (Starling) or messages (JetStream) each producer keeps
+    /// unacked at most; absent means fire-and-forget publishes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ack_window: Option<u32>,
 }
 
 /// One operation kind of the cache workload.
@@ -198,6 +202,10 @@ pub(crate) struct RunResult {
     /// Publish-to-receive latency of measured messages.
     #[serde(default)]
     pub(crate) latency_us: Latency,
+    /// Publish-to-ack latency of measured messages (acked publishes only): from the time a
+    /// message was stamped to the broker's ack of its publish call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ack_latency_us: Option<Latency>,
     /// Cache workload figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cache: Option<CacheStats>,

@@ -27,6 +27,17 @@ pub(crate) fn summarise(
     let pub_secs = secs(last_publish.min(window.end));
     result.published_msgs_per_s = rate(result.published, pub_secs);
 
+    let acked: Vec<_> = producers
+        .iter()
+        .filter_map(|r| r.ack_latency.as_ref())
+        .collect();
+    if !acked.is_empty() {
+        let mut ack = new_histogram();
+        for h in acked {
+            let _ = ack.add(h);
+        }
+        result.ack_latency_us = Some(Latency::from_ns(&ack));
+    }
     let mut latency = new_histogram();
     let mut last_ns = 0;
     for s in subs {

@@ -73,6 +73,9 @@ fn pubsub_rows(out: &mut String, r: &RunResult) {
         r.delivered_mb_per_s
     );
     let _ = writeln!(out, "  latency      {}", latency(&r.latency_us));
+    if let Some(ack) = &r.ack_latency_us {
+        let _ = writeln!(out, "  pub→ack      {}", latency(ack));
+    }
     let _ = writeln!(
         out,
         "  integrity    {} lost of {} expected · {} reordered · {} duplicates · {} dropped by the broker",

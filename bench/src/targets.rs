@@ -13,10 +13,15 @@
 //!
 //! Throughput targets are judged on the median of per-trial ratios (trial *i* of two systems
 //! ran a minute apart, under the same machine load); latency targets on the medians.
+//!
+//! The durable workloads (names starting `durable-`) have their own target, issue 15's
+//! ([`durable_targets`]): Starling's delivered msgs/s with publishes acked at `persisted` ≥
+//! JetStream's file store under the same sync policy (workload names end with it), plaintext
+//! and TLS, per-trial ratios, median; and zero loss in every durable Starling run.
 
 use super::progress::human;
 use super::table::us;
-use crate::report_cells::{Cell, LIMIT, find, median};
+use crate::report_cells::{Cell, LIMIT, find, is_durable, median};
 
 /// Workloads whose delivered rate must be ≥ 1.0× plaintext NATS.
 const NATS_TARGETS: [&str; 3] = ["1p1s-256B", "1p10s-4KB", "4p4s-1KB"];
@@ -52,9 +57,9 @@ pub(crate) fn targets(cells: &[Cell]) -> Vec<String> {
     for w in NATS_TARGETS {
         lines.push(throughput_line(cells, w, "nats", "plaintext NATS"));
     }
-    let closed = cells
-        .iter()
-        .filter(|c| c.system == "starling" && c.kind == "pubsub" && c.rate.is_none());
+    let closed = cells.iter().filter(|c| {
+        c.system == "starling" && c.kind == "pubsub" && c.rate.is_none() && !is_durable(c)
+    });
     for c in closed {
         lines.push(throughput_line(cells, &c.name, "nats-tls", "NATS-TLS"));
     }
@@ -68,6 +73,39 @@ pub(crate) fn targets(cells: &[Cell]) -> Vec<String> {
     lines.push(queueing_line(cells));
     lines.extend(cache_lines(cells));
     lines.push(loss_line(cells));
+    lines
+}
+
+/// Issue 15: per durable workload, Starling against JetStream's file store at the same sync
+/// policy (plaintext, then TLS), and zero loss over the durable Starling runs.
+pub(crate) fn durable_targets(cells: &[Cell]) -> Vec<String> {
+    let mut lines = Vec::new();
+    let durable: Vec<&Cell> = cells.iter().filter(|c| is_durable(c)).collect();
+    for c in durable.iter().filter(|c| c.system == "starling") {
+        for (peer, peer_name) in [
+            ("jetstream", "JetStream"),
+            ("jetstream-tls", "JetStream-TLS"),
+        ] {
+            if find(cells, &c.name, peer).is_some() {
+                lines.push(throughput_line(cells, &c.name, peer, peer_name));
+            }
+        }
+    }
+    if lines.is_empty() {
+        lines.push("durable workloads vs JetStream: not measured".to_string());
+    }
+    let ours: Vec<&Cell> = durable
+        .into_iter()
+        .filter(|c| c.system == "starling")
+        .collect();
+    let lost: u64 = ours.iter().map(|c| c.lost).sum();
+    let runs: usize = ours.iter().map(|c| c.trials).sum();
+    if runs > 0 {
+        lines.push(format!(
+            "zero loss in the durable Starling runs: {lost} deliveries lost over {runs} runs: {}",
+            if lost == 0 { "**met**" } else { "**missed**" }
+        ));
+    }
     lines
 }
 
@@ -188,7 +226,7 @@ fn cache_lines(cells: &[Cell]) -> Vec<String> {
 fn loss_line(cells: &[Cell]) -> String {
     let ours: Vec<&Cell> = cells
         .iter()
-        .filter(|c| c.system == "starling" && c.kind == "pubsub")
+        .filter(|c| c.system == "starling" && c.kind == "pubsub" && !is_durable(c))
         .collect();
     if ours.is_empty() {
         return "zero loss: no Starling pub/sub run".to_string();
@@ -265,6 +303,45 @@ mod tests {
             "{lines:?}"
         );
         assert!(cache_lines(&cells[..1])[0].contains("not measured"));
+    }
+
+    fn durable_cell(system: &str, trials: &[f64]) -> Cell {
+        Cell {
+            name: "durable-1p1s-256B-fsync-always".into(),
+            system: system.into(),
+            kind: "pubsub".into(),
+            trials: trials.len(),
+            trial_msgs_per_s: trials.to_vec(),
+            delivered_msgs_per_s: [median(trials.to_vec()), 0.0, 0.0],
+            ..Cell::default()
+        }
+    }
+
+    #[test]
+    fn durable_workloads_are_held_against_jetstream_per_trial() {
+        let cells = [
+            durable_cell("starling", &[200.0, 90.0, 150.0]),
+            durable_cell("jetstream", &[100.0, 100.0, 100.0]),
+        ];
+        let lines = durable_targets(&cells);
+        // 2.00×, 0.90×, 1.50× → median 1.50×; no JetStream-TLS cell: no line for it.
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].starts_with("durable-1p1s-256B-fsync-always vs JetStream:")
+                && lines[0].contains("2.00×, 0.90×, 1.50× → median 1.50×")
+                && lines[0].contains("**met** (by 50 %)"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].contains("0 deliveries lost over 3 runs") && lines[1].ends_with("**met**"),
+            "{lines:?}"
+        );
+        // Durable cells are not issue 18's: its loss line ignores them.
+        assert!(loss_line(&cells).contains("no Starling pub/sub run"));
+        assert_eq!(
+            durable_targets(&cells[1..]),
+            vec!["durable workloads vs JetStream: not measured".to_string()]
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! End-to-end checks of the harness against an embedded broker: a lossless
-//! pub/sub run in closed and open loop, and a short cache run.
+//! pub/sub run in closed and open loop, an acked one, and a short cache run.
 
 use std::time::Duration;
 
@@ -54,6 +54,7 @@ fn small(rate: Option<f64>) -> PubSubArgs {
         shared_sub_client: rate.is_some(),
         shared_pub_client: rate.is_none(),
         drain_timeout: Duration::from_secs(30),
+        ack_window: None,
     }
 }
 
@@ -79,6 +80,27 @@ async fn lossless_pubsub_runs_deliver_everything() {
         assert_eq!(r.config.policy.as_deref(), Some("block"));
     }
     target.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acked_runs_report_the_publish_to_ack_latency_of_every_measured_message() {
+    let target = Target::open(&globals(), &embedded(SlowSubscriberPolicy::Block))
+        .await
+        .expect("embedded broker");
+    let mut a = small(None);
+    a.ack_window = Some(8);
+    let plan = PubSubPlan::new(a).expect("valid plan");
+    let r = pubsub::run(&target, &plan, "acked", false)
+        .await
+        .expect("run");
+    target.close().await;
+    assert_eq!(r.failure, None, "{r:?}");
+    assert_eq!((r.lost, r.reordered, r.duplicates), (0, 0, 0));
+    assert_eq!(r.published, 400);
+    assert_eq!(r.config.ack_window, Some(8));
+    let ack = r.ack_latency_us.expect("ack latency");
+    assert_eq!(ack.count, 400, "{ack:?}");
+    assert!(ack.p50 > 0.0 && ack.p999 >= ack.p50, "{ack:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

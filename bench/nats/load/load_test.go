@@ -44,18 +44,24 @@ func TestTrackerCountsLossReorderingAndTheWindow(t *testing.T) {
 func TestTransportKindFollowsTheAddressAndRefusesAMismatchedLabel(t *testing.T) {
 	for _, c := range []struct {
 		system, nsqd, want string
+		js                 bool
 		ok                 bool
 	}{
-		{"", "", kindNATS, true},
-		{"nats-tls", "", kindNATS, true},
-		{"", "127.0.0.1:4150", kindNSQ, true},
-		{"nsq-tls", "127.0.0.1:4150", kindNSQ, true},
-		{"nsq", "", "", false},
-		{"nats", "127.0.0.1:4150", "", false},
+		{"", "", kindNATS, false, true},
+		{"nats-tls", "", kindNATS, false, true},
+		{"", "127.0.0.1:4150", kindNSQ, false, true},
+		{"nsq-tls", "127.0.0.1:4150", kindNSQ, false, true},
+		{"nsq", "", "", false, false},
+		{"nats", "127.0.0.1:4150", "", false, false},
+		{"", "", kindJetStream, true, true},
+		{"jetstream-always", "", kindJetStream, true, true},
+		{"jetstream", "", "", false, false},
+		{"nats", "", "", true, false},
+		{"", "127.0.0.1:4150", "", true, false},
 	} {
-		got, err := transportKind(c.system, c.nsqd)
+		got, err := transportKind(c.system, c.nsqd, c.js)
 		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("transportKind(%q, %q) = %q, %v", c.system, c.nsqd, got, err)
+			t.Errorf("transportKind(%q, %q, %v) = %q, %v", c.system, c.nsqd, c.js, got, err)
 		}
 	}
 }

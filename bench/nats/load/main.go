@@ -37,6 +37,14 @@ type options struct {
 	nsqMaxInFlight         int
 	nsqOutputBufferSize    int
 	nsqOutputBufferTimeout time.Duration
+	// JetStream (--jetstream): acked async publishes, at most ackWindow
+	// unacked per producer; pull consumers fetching up to jsPullMax.
+	jetstream bool
+	ackWindow int
+	jsPullMax int
+	// Set by run: the measurement window's start and the run's clock.
+	measureStartNs uint64
+	nowNs          func() uint64
 }
 
 func parse() (options, error) {
@@ -63,6 +71,9 @@ func parse() (options, error) {
 	flag.IntVar(&o.nsqMaxInFlight, "nsq-max-in-flight", 2500, "NSQ consumer max in flight (RDY), at most nsqd's --max-rdy-count")
 	flag.IntVar(&o.nsqOutputBufferSize, "nsq-output-buffer-size", 16384, "bytes nsqd buffers per consumer before writing (-1: none)")
 	flag.DurationVar(&o.nsqOutputBufferTimeout, "nsq-output-buffer-timeout", time.Millisecond, "longest nsqd holds buffered messages for a consumer (below 25ms needs nsqd --min-output-buffer-timeout)")
+	flag.BoolVar(&o.jetstream, "jetstream", false, "JetStream: durable, acked publishes to a file-store stream, pull consumers (the server's store and sync_interval are its configuration)")
+	flag.IntVar(&o.ackWindow, "ack-window", 256, "JetStream: unacked publishes per producer at most")
+	flag.IntVar(&o.jsPullMax, "js-pull-max", 1024, "JetStream: messages a consumer's pull requests buffer at most")
 	flag.Parse()
 	switch {
 	case o.producers < 1 || o.subscribers < 1 || o.topics < 1 || o.batch < 1:
@@ -76,11 +87,17 @@ func parse() (options, error) {
 	case o.maxInflightBytes < 1:
 		return o, fmt.Errorf("--max-inflight-bytes must be at least 1")
 	}
-	kind, err := transportKind(o.system, o.nsqd)
+	kind, err := transportKind(o.system, o.nsqd, o.jetstream)
 	if err != nil {
 		return o, err
 	}
 	o.kind = kind
+	if kind == kindJetStream && (o.ackWindow < 1 || o.jsPullMax < 1) {
+		return o, fmt.Errorf("--ack-window and --js-pull-max must be at least 1")
+	}
+	if kind == kindJetStream && o.rate > 0 {
+		return o, fmt.Errorf("--jetstream runs are closed loop (no --rate)")
+	}
 	if kind == kindNSQ && (o.nsqMaxInFlight < 1 || o.nsqOutputBufferTimeout < time.Millisecond) {
 		return o, fmt.Errorf("--nsq-max-in-flight must be at least 1 and --nsq-output-buffer-timeout at least 1ms")
 	}
@@ -129,6 +146,12 @@ func render(r *runResult) string {
 	s += fmt.Sprintf("  published    %12d msgs  %12.0f msgs/s\n", r.Published, r.PublishedMsgsPerS)
 	s += fmt.Sprintf("  delivered    %12d msgs  %12.0f msgs/s  %.2f MB/s\n", r.Delivered, r.DeliveredMsgsPerS, r.DeliveredMBPerS)
 	s += fmt.Sprintf("  latency µs   p50 %.1f · p90 %.1f · p99 %.1f · p99.9 %.1f · max %.1f\n", l.P50, l.P90, l.P99, l.P999, l.Max)
+	if a := r.AckLatencyUs; a != nil {
+		s += fmt.Sprintf("  pub→ack µs   p50 %.1f · p90 %.1f · p99 %.1f · p99.9 %.1f · max %.1f\n", a.P50, a.P90, a.P99, a.P999, a.Max)
+	}
+	if r.store != "" {
+		s += "  store        " + r.store + "\n"
+	}
 	s += fmt.Sprintf("  integrity    %d lost of %d expected · %d reordered · %d duplicates\n", r.Lost, r.Expected, r.Reordered, r.Duplicates)
 	if r.BrokerCPUS != nil {
 		s += fmt.Sprintf("  broker CPU   %.2f s over %.2f s\n", *r.BrokerCPUS, r.ElapsedS)

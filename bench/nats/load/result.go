@@ -50,6 +50,7 @@ type runConfig struct {
 	WarmupS     *float64 `json:"warmup_s,omitempty"`
 	Rate        *float64 `json:"rate,omitempty"`
 	Policy      *string  `json:"policy,omitempty"`
+	AckWindow   *uint32  `json:"ack_window,omitempty"`
 }
 
 type runResult struct {
@@ -71,6 +72,7 @@ type runResult struct {
 	DeliveredMsgsPerS float64   `json:"delivered_msgs_per_s"`
 	DeliveredMBPerS   float64   `json:"delivered_mb_per_s"`
 	LatencyUs         latency   `json:"latency_us"`
+	AckLatencyUs      *latency  `json:"ack_latency_us,omitempty"`
 	BrokerCPUS        *float64  `json:"broker_cpu_s,omitempty"`
 	BrokerCPUSource   *string   `json:"broker_cpu_source,omitempty"`
 	ClientCPUS        *float64  `json:"client_cpu_s,omitempty"`
@@ -78,6 +80,8 @@ type runResult struct {
 	Cores             int       `json:"cores"`
 	StartedUnix       int64     `json:"started_unix"`
 	Failure           *string   `json:"failure,omitempty"`
+	// store: JetStream's stream state after the run (printed, not in the JSON).
+	store string
 }
 
 func newResult(system string, tls bool, name string, cfg runConfig) *runResult {

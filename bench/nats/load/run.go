@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // drainIdle: after the producers stop, a subscriber silent this long gives up.
@@ -34,6 +36,7 @@ func run(o options) (*runResult, error) {
 	if o.count == 0 {
 		win.end = win.start + uint64(o.duration.Nanoseconds())
 	}
+	o.measureStartNs, o.nowNs = win.start, nowNs
 	cfg := config(o)
 	r := newResult(o.system, o.ca != "", o.name, cfg)
 	tr, err := newTransport(o)
@@ -215,6 +218,30 @@ func run(o options) (*runResult, error) {
 			errs = append(errs, err.Error())
 		}
 	}
+	// JetStream: the stream is a file-store stream holding the run's messages.
+	if v, ok := tr.(interface{ storeState() (string, error) }); ok {
+		if s, err := v.storeState(); err != nil {
+			errs = append(errs, err.Error())
+		} else {
+			r.store = s
+		}
+	}
+	// Acked publishes: merge the producers' publish→ack histograms.
+	var acks *hdrhistogram.Histogram
+	for _, p := range pubs {
+		if v, ok := p.(interface {
+			ackLatency() *hdrhistogram.Histogram
+		}); ok {
+			if acks == nil {
+				acks = newHistogram()
+			}
+			acks.Merge(v.ackLatency())
+		}
+	}
+	if acks != nil {
+		a := summarise(acks)
+		r.AckLatencyUs = &a
+	}
 	// Stop the handlers before reading the trackers.
 	tr.close()
 	tr = nil
@@ -313,6 +340,9 @@ func config(o options) runConfig {
 	}
 	if o.rate > 0 {
 		c.Rate = f(o.rate)
+	}
+	if o.kind == kindJetStream {
+		c.AckWindow = u(o.ackWindow)
 	}
 	return c
 }

@@ -32,17 +32,27 @@ type publisher interface {
 
 // Transports the load program drives.
 const (
-	kindNATS = "nats"
-	kindNSQ  = "nsq"
+	kindNATS      = "nats"
+	kindNSQ       = "nsq"
+	kindJetStream = "jetstream"
 )
 
 // transportKind picks the broker from the options: nsqd when --nsqd is set
 // or the system label names NSQ, NATS otherwise. The label and the address
 // must agree, so that a result is never filed under the wrong system.
-func transportKind(system, nsqd string) (string, error) {
+func transportKind(system, nsqd string, js bool) (string, error) {
 	nsqLabel := strings.HasPrefix(system, "nsq")
 	natsLabel := strings.HasPrefix(system, "nats")
+	jsLabel := strings.HasPrefix(system, "jetstream")
 	switch {
+	case js && nsqd != "":
+		return "", fmt.Errorf("--jetstream and --nsqd exclude each other")
+	case js && (nsqLabel || natsLabel):
+		return "", fmt.Errorf("--system %s is not a JetStream label but --jetstream is set", system)
+	case !js && jsLabel:
+		return "", fmt.Errorf("--system %s needs --jetstream", system)
+	case js:
+		return kindJetStream, nil
 	case nsqd != "" && natsLabel:
 		return "", fmt.Errorf("--system %s is a NATS label but --nsqd is set", system)
 	case nsqd == "" && nsqLabel:
@@ -125,6 +135,13 @@ func (n *natsTransport) close() {
 }
 
 func newTransport(o options) (transport, error) {
+	if o.kind == kindJetStream {
+		t, err := newJetStreamTransport(o)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
 	if o.kind == kindNSQ {
 		n, err := newNSQTransport(o)
 		if err != nil {
