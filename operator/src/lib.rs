@@ -17,8 +17,10 @@
 //!   Secret).
 //! - [`tls`]: the self-signed certificate generated when `spec.tls` is unset.
 //! - [`pki`]: the cluster CA and the peer and user certificates it signs. Pure.
-//! - [`apply`]: server-side apply of the children, deletion of unwanted ones, and status
-//!   writes (one field manager per writer).
+//! - [`live`]: the children's watch caches (metadata only, slimmed).
+//! - [`apply`]: server-side apply of the children that the API server does not already hold
+//!   as rendered ([`apply::current`]), deletion of unwanted ones, and status writes (one field
+//!   manager per writer).
 //! - [`status`]: conditions and counters from the observed StatefulSet. Pure.
 //! - [`events`]: which Kubernetes Events a reconcile emits. Pure.
 //! - [`context`]: the reconciler's shared state.
