@@ -7,6 +7,7 @@
 
 pub mod autoscaling;
 pub mod config_hash;
+pub mod durability;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod storage;
@@ -366,7 +367,8 @@ pub fn valid_cluster_name(name: &str) -> bool {
         && b.last() != Some(&b'-')
 }
 
-/// The broker config: profile ⊕ tier ⊕ `spec.config` ⊕ the knobs the operator owns. The byte
+/// The broker config: profile ⊕ tier ⊕ `spec.config` and `spec.durability` (see
+/// [`durability`]) ⊕ the knobs the operator owns. The byte
 /// budgets and object caps `spec.config` leaves unset follow the pod's effective memory limit
 /// (`starling_config::memory::MemoryBudgets`), so an admin's tier override or
 /// `spec.resources.limits.memory` resizes them the way the tier table sizes its own limits.
@@ -376,7 +378,7 @@ fn broker_config(
     names: &Names,
     memory_limit: Option<u64>,
 ) -> Result<BrokerConfig, Problem> {
-    let mut overrides = spec.config.clone().unwrap_or_default();
+    let mut overrides = durability::merged_overrides(spec)?;
     let set = overrides.set_fields();
     let managed: Vec<&str> = OPERATOR_MANAGED_KNOBS
         .iter()

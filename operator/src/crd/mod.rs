@@ -34,7 +34,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use starling_config::{AuthMode, ConfigOverrides, Profile, Tier};
+use starling_config::{AuthMode, ConfigOverrides, Profile, StorageFsync, Tier};
 
 pub use quantity::QuantityValue;
 pub use status::{
@@ -103,6 +103,8 @@ pub const MAX_NAME_LEN: usize = 52;
 #[x_kube(
     validation = rules::storage_removed_rule(),
     validation = rules::storage_added_rule(),
+    validation = rules::durability_needs_storage_rule(),
+    validation = rules::durability_conflict_rule(),
     validation = rules::lanes_rule(),
     validation = rules::autoscaling_replicas_rule()
 )]
@@ -132,16 +134,21 @@ pub struct BrokerClusterSpec {
     /// Per-broker CPU and memory requests and limits. Set values replace the tier's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceOverrides>,
-    /// A persistent volume per broker, mounted at `/var/lib/starling`, where the brokers keep
-    /// the logs of the durable topics (`config.durable_topics`, with `config.storage_fsync`,
-    /// `config.storage_retention_max_bytes` and `config.storage_retention_max_age_ms`): the
-    /// operator sets `storage_dir` to it, and durable topics are refused without it. One copy,
-    /// on the topic owner's volume; a topic whose owner changes does not take its log along yet.
+    /// A persistent volume per broker, mounted at `/var/lib/starling`. It holds the durable
+    /// topics' logs (the topics of `durability`, or of `config.durable_topics`): the operator
+    /// sets `storage_dir` to it, and durable topics are refused without it. One copy, on the
+    /// topic owner's volume; a topic whose owner changes does not take its log along yet.
     /// Cannot be added or removed after creation, and its `size` and `storageClassName` cannot
     /// change (a StatefulSet's volume claim templates are immutable); its
     /// `persistentVolumeClaimRetentionPolicy` can.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<StorageSpec>,
+    /// Which topics are durable and how their logs are kept: rendered into the broker knobs
+    /// `durable_topics`, `storage_fsync`, `storage_fsync_interval_ms`,
+    /// `storage_retention_max_bytes` and `storage_retention_max_age_ms`. Needs `storage`. A
+    /// knob set here must not also be set in `config`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durability: Option<DurabilitySpec>,
     /// QUIC TLS, for clients and between brokers (every broker mounts the same certificate).
     /// Unset: the operator generates a self-signed certificate once, into the Secret
     /// `<name>-tls`.
@@ -264,6 +271,49 @@ pub struct StorageSpec {
     /// same name. Unset: `Retain` for both. Can be changed at any time.
     #[serde(default)]
     pub persistent_volume_claim_retention_policy: ClaimRetentionPolicy,
+}
+
+/// `spec.durability`: the durable topics and how their logs are written and kept.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DurabilitySpec {
+    /// Topic patterns whose messages are kept in a log on the broker's volume (`orders.*`,
+    /// `audit.>`, exact names): the knob `durable_topics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topics: Option<Vec<String>>,
+    /// When the logs are fsynced: `always` (before a `persisted` ack), `interval` (every
+    /// `fsyncIntervalMs`, in the background) or `never` (the OS writes back in its own time):
+    /// the knob `storage_fsync`. Unset: the profile's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = rules::keep_field_description)]
+    pub fsync: Option<StorageFsync>,
+    /// The period, in milliseconds, of the background fsync under `fsync: interval`: the knob
+    /// `storage_fsync_interval_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = rules::fsync_interval_rule())]
+    pub fsync_interval_ms: Option<u64>,
+    /// How much of each durable topic's log is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<RetentionSpec>,
+}
+
+/// `spec.durability.retention`: the oldest whole segments of a durable topic's log are deleted
+/// beyond these limits (the segment being written is kept).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetentionSpec {
+    /// Most bytes each durable topic's log keeps, a quantity such as `"10Gi"` or `1073741824`:
+    /// the knob `storage_retention_max_bytes`. Unset: no size limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = rules::quantity_max_length)]
+    #[x_kube(validation = rules::quantity_rule())]
+    pub max_bytes: Option<QuantityValue>,
+    /// How long a segment is kept after its last record, e.g. `168h` or `30m`: the knob
+    /// `storage_retention_max_age_ms`. Unset: no age limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = rules::duration_rule())]
+    pub max_age: Option<String>,
 }
 
 /// Keep or delete the brokers' PersistentVolumeClaims.

@@ -156,6 +156,87 @@ pub fn duration_rule() -> Rule {
 /// more `<digits><unit>` with unit `h`, `m`, `s`, `ms` or `us`.
 pub const DURATION_PATTERN: &str = starling_config::duration::PATTERN;
 
+/// The broker knobs `spec.durability` sets: (its field, below `durability`, dotted; the knob).
+/// The admission rule [`durability_conflict_rule`] and the operator's own check
+/// (`crate::validate::durability`) both come from it.
+pub const DURABILITY_KNOBS: &[(&str, &str)] = &[
+    ("topics", "durable_topics"),
+    ("fsync", "storage_fsync"),
+    ("fsyncIntervalMs", "storage_fsync_interval_ms"),
+    ("retention.maxBytes", "storage_retention_max_bytes"),
+    ("retention.maxAge", "storage_retention_max_age_ms"),
+];
+
+/// On the whole spec: `durability` keeps its logs on the brokers' volumes.
+pub fn durability_needs_storage_rule() -> Rule {
+    rule(
+        "!has(self.durability) || has(self.storage)",
+        DURABILITY_NEEDS_STORAGE_MESSAGE,
+    )
+}
+
+/// Why `spec.durability` is refused without `spec.storage`.
+pub const DURABILITY_NEEDS_STORAGE_MESSAGE: &str = "durability needs storage: the durable topics keep their logs on the brokers' volumes (spec.storage)";
+
+/// A CEL test that the dotted `path` below `root` is set (each level checked with `has`).
+fn has_path(root: &str, path: &str) -> String {
+    let mut prefix = root.to_string();
+    let mut tests = Vec::new();
+    for part in path.split('.') {
+        prefix = format!("{prefix}.{part}");
+        tests.push(format!("has({prefix})"));
+    }
+    tests.join(" && ")
+}
+
+/// On the whole spec: no knob is set both in `durability` and in `config` (generated from
+/// [`DURABILITY_KNOBS`]).
+pub fn durability_conflict_rule() -> Rule {
+    let pairs: Vec<String> = DURABILITY_KNOBS
+        .iter()
+        .map(|(field, knob)| {
+            format!(
+                "!({} && has(self.config.{knob}))",
+                has_path("self.durability", field)
+            )
+        })
+        .collect();
+    let list: Vec<String> = DURABILITY_KNOBS
+        .iter()
+        .map(|(field, knob)| format!("durability.{field} (config.{knob})"))
+        .collect();
+    rule(
+        format!(
+            "!has(self.durability) || !has(self.config) || ({})",
+            pairs.join(" && ")
+        ),
+        format!(
+            "a knob is set both in durability and in config; set each in one place: {}",
+            list.join(", ")
+        ),
+    )
+}
+
+/// `spec.durability.fsyncIntervalMs`: the range of `storage_fsync_interval_ms` in the shared
+/// knob table.
+pub fn fsync_interval_rule() -> Rule {
+    let knob = "storage_fsync_interval_ms";
+    let r = starling_config::validate::KNOB_RANGES
+        .iter()
+        .find(|r| r.knob == knob);
+    let min = r.and_then(|r| r.min).unwrap_or(0);
+    match r.and_then(|r| r.max) {
+        Some(max) => rule(
+            format!("self >= {min} && self <= {max}"),
+            format!("must be between {min} and {max} (ms)"),
+        ),
+        None => rule(
+            format!("self >= {min}"),
+            format!("must be at least {min} (ms)"),
+        ),
+    }
+}
+
 /// Default `autoscaling.scaleUpThreshold` (percent).
 pub fn default_scale_up_threshold() -> i32 {
     80

@@ -808,3 +808,71 @@ fn kube_cel_rewrite_touches_only_property_names_and_type() {
         "string(self) != self ? self >= 0 : isQuantity(self) && !self.startsWith('-')"
     );
 }
+
+#[test]
+fn durability_needs_storage_and_no_knob_twice() {
+    let storage = json!({"size": "10Gi"});
+    let full = json!({
+        "topics": ["orders.*"],
+        "fsync": "interval",
+        "fsyncIntervalMs": 250,
+        "retention": {"maxBytes": "5Gi", "maxAge": "168h"}
+    });
+    assert!(
+        admit(json!({"storage": storage, "durability": full})).is_empty(),
+        "{:?}",
+        admit(json!({"storage": storage, "durability": full}))
+    );
+    assert!(
+        admit(json!({"storage": storage, "durability": {"retention": {"maxBytes": 1024}}}))
+            .is_empty()
+    );
+    // The rules are in the generated CRD, on the spec.
+    let yaml = crd_yaml();
+    assert!(
+        yaml.contains("!has(self.durability) || has(self.storage)"),
+        "{yaml}"
+    );
+    assert!(yaml.contains("has(self.config.storage_fsync)"), "{yaml}");
+    assert_refused(
+        json!({"durability": {"topics": ["orders.*"]}}),
+        rules::DURABILITY_NEEDS_STORAGE_MESSAGE,
+    );
+    for (field, knob, value) in [
+        ("topics", "durable_topics", json!(["a"])),
+        ("fsync", "storage_fsync", json!("never")),
+        ("fsyncIntervalMs", "storage_fsync_interval_ms", json!(10)),
+    ] {
+        let mut durability = serde_json::Map::new();
+        durability.insert(field.into(), value.clone());
+        let mut config = serde_json::Map::new();
+        config.insert(knob.into(), value);
+        assert_refused(
+            json!({"storage": storage, "durability": durability, "config": config}),
+            "a knob is set both in durability and in config",
+        );
+    }
+    assert_refused(
+        json!({"storage": storage, "durability": {"retention": {"maxAge": "1h"}},
+               "config": {"storage_retention_max_age_ms": 1000}}),
+        "a knob is set both in durability and in config",
+    );
+    // Different knobs in the two places are fine.
+    assert!(
+        admit(json!({"storage": storage, "durability": {"topics": ["a"]},
+                     "config": {"storage_fsync": "never", "ack_level": "persisted"}}))
+        .is_empty()
+    );
+    assert_refused(
+        json!({"storage": storage, "durability": {"fsyncIntervalMs": 0}}),
+        "must be between 1 and 60000",
+    );
+    assert_refused(
+        json!({"storage": storage, "durability": {"retention": {"maxAge": "a week"}}}),
+        "must be a duration",
+    );
+    assert_refused(
+        json!({"storage": storage, "durability": {"retention": {"maxBytes": "-1Gi"}}}),
+        "quantity",
+    );
+}

@@ -628,3 +628,78 @@ fn a_storage_problem_comes_after_the_specs_own() {
         Some(Reason::StorageImmutable)
     );
 }
+
+#[test]
+fn spec_durability_is_rendered_into_the_broker_config_and_config_map() {
+    use crate::crd::{DurabilitySpec, RetentionSpec, StorageSpec};
+    use starling_config::StorageFsync;
+    let storage = || {
+        Some(StorageSpec {
+            size: "10Gi".into(),
+            ..StorageSpec::default()
+        })
+    };
+    let durability = || {
+        Some(DurabilitySpec {
+            topics: Some(vec!["orders.*".into()]),
+            fsync: Some(StorageFsync::Interval),
+            fsync_interval_ms: Some(250),
+            retention: Some(RetentionSpec {
+                max_bytes: Some("5Gi".into()),
+                max_age: Some("168h".into()),
+            }),
+        })
+    };
+    let v = try_spec(BrokerClusterSpec {
+        storage: storage(),
+        durability: durability(),
+        ..BrokerClusterSpec::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v.config.durable_topics, vec!["orders.*".to_string()]);
+    assert_eq!(v.config.storage_fsync, StorageFsync::Interval);
+    assert_eq!(v.config.storage_fsync_interval_ms, 250);
+    assert_eq!(v.config.storage_retention_max_bytes, 5 << 30);
+    assert_eq!(v.config.storage_retention_max_age_ms, 168 * 3_600_000);
+    // What the brokers read: the broker.yaml the config ConfigMap holds.
+    let text = &v.config_yaml;
+    for line in [
+        "storage_fsync: interval",
+        "storage_fsync_interval_ms: 250",
+        "storage_retention_max_bytes: 5368709120",
+        "storage_retention_max_age_ms: 604800000",
+        "storage_dir: /var/lib/starling",
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+    assert!(text.contains("orders.*"), "{text}");
+
+    // The same knob in config too: refused, naming both fields.
+    let err = refused(BrokerClusterSpec {
+        storage: storage(),
+        durability: durability(),
+        config: Some(ConfigOverrides {
+            durable_topics: Some(vec!["audit.>".into()]),
+            ..ConfigOverrides::default()
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    assert_eq!(err.reason(), Reason::InvalidConfig);
+    assert!(
+        err.message()
+            .contains("durability.topics and config.durable_topics"),
+        "{}",
+        err.message()
+    );
+    // Without storage: refused.
+    let err = refused(BrokerClusterSpec {
+        durability: durability(),
+        ..BrokerClusterSpec::default()
+    });
+    assert_eq!(err.reason(), Reason::InvalidConfig);
+    assert!(
+        err.message().contains("durability needs storage"),
+        "{}",
+        err.message()
+    );
+}
