@@ -183,6 +183,13 @@ func run(o options) (*runResult, error) {
 	}
 
 	// Drain: wait until every subscriber has everything, or the limits pass.
+	// JetStream under sync_interval: always serves a consumer's next pull only
+	// after the stream's queued writes, each synced on its own: seconds with a
+	// full ack window, so only the overall --drain-timeout applies.
+	idle := drainIdle
+	if o.kind == kindJetStream {
+		idle = o.drainTimeout
+	}
 	deadline := time.Now().Add(o.drainTimeout)
 	lastProgress, lastTotal := time.Now(), uint64(0)
 	for time.Now().Before(deadline) {
@@ -202,7 +209,7 @@ func run(o options) (*runResult, error) {
 		}
 		if total != lastTotal {
 			lastProgress, lastTotal = time.Now(), total
-		} else if time.Since(lastProgress) > drainIdle {
+		} else if time.Since(lastProgress) > idle {
 			break
 		}
 		time.Sleep(2 * time.Millisecond)
