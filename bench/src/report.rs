@@ -65,18 +65,18 @@ fn durable_markdown(out: &mut String, cells: &[Cell]) {
     );
     let _ = writeln!(
         out,
-        "| workload | system | TLS | trials | delivered msgs/s (min–max) | delivered MB/s | delivered p50 | p99 | p99.9 | pub→ack p50 | p99 | p99.9 | broker CPU µs/msg | lost | load avg at start |"
+        "| workload | system | TLS | trials | delivered msgs/s (min–max) | delivered MB/s | acked msgs/s | delivered p50 | p99 | p99.9 | pub→ack p50 | p99 | p99.9 | broker CPU µs/msg | lost | load avg at start |"
     );
     let _ = writeln!(
         out,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for c in cells.iter().filter(|c| is_durable(c)) {
         let [med, lo, hi] = c.delivered_msgs_per_s;
         let ack = c.ack_latency_us;
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {}{} | {} ({}–{}) | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {}{} | {} ({}–{}) | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.name,
             c.system,
             if c.tls { "yes" } else { "no" },
@@ -90,6 +90,7 @@ fn durable_markdown(out: &mut String, cells: &[Cell]) {
             human(lo),
             human(hi),
             c.delivered_mb_per_s,
+            human(c.published_msgs_per_s),
             us(c.latency_us[0]),
             us(c.latency_us[1]),
             us(c.latency_us[2]),
@@ -337,6 +338,7 @@ mod tests {
         for (system, delivered, ack_p50) in [("starling", 500.0, 900.0), ("jetstream", 250.0, 80.0)]
         {
             let mut r = run("durable-1p1s-256B-fsync-always", system, delivered, 1_000.0);
+            r.published_msgs_per_s = 2.0 * delivered;
             r.ack_latency_us = Some(super::super::result::Latency {
                 p50: ack_p50,
                 ..Default::default()
@@ -348,7 +350,7 @@ mod tests {
         // Only the durable part: no issue-18 tables or targets.
         assert!(!md.contains("### Pub/sub"), "{md}");
         assert!(
-            md.contains("| durable-1p1s-256B-fsync-always | starling | yes | 1 | 500 (500–500)"),
+            md.contains("| durable-1p1s-256B-fsync-always | starling | yes | 1 | 500 (500–500) | 0.1 | 1.0k |"),
             "{md}"
         );
         assert!(md.contains("| 900.0 µs |"), "{md}");

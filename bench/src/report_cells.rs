@@ -47,6 +47,8 @@ pub(crate) struct Cell {
     pub(crate) delivered_msgs_per_s: [f64; 3],
     /// Median delivered MB/s.
     pub(crate) delivered_mb_per_s: f64,
+    /// Median published msgs/s (with acked publishes: acked by the broker).
+    pub(crate) published_msgs_per_s: f64,
     /// Median p50, p99 and p99.9 latency (µs).
     pub(crate) latency_us: [f64; 3],
     /// Median p50, p99 and p99.9 publish→ack latency (µs), for acked publishes.
@@ -145,6 +147,7 @@ fn cell(g: &[&RunResult]) -> Cell {
             rates.iter().copied().fold(0.0, f64::max),
         ],
         delivered_mb_per_s: m(&|r| r.delivered_mb_per_s),
+        published_msgs_per_s: m(&|r| r.published_msgs_per_s),
         latency_us: [
             m(&|r| r.latency_us.p50),
             m(&|r| r.latency_us.p99),
