@@ -17,7 +17,9 @@
 //!
 //! A durable topic (`durable_topics`, see `crate::durable`) appends each sealed local batch to
 //! its log before offering it; its numbering continues the log's, so positions survive a
-//! restart, and a resume position older than the retained tail is replayed from the log.
+//! restart, and a resume position older than the retained tail is replayed from the log. A new
+//! owner first copies what the other members' logs hold past its own end
+//! (`durable::transfer`), then numbers in a new stream above it.
 
 pub mod registry;
 pub mod task;
