@@ -6,6 +6,11 @@
 //! without duplicates, from the broker's disk. `status.storage` reports the claims, and
 //! deleting a cluster keeps its claims under `whenDeleted: Retain` (the default) and removes
 //! them under `Delete`.
+//!
+//! A three-broker durable cluster (declared with `spec.durability`) is scaled 3 → 1 → 3 while a publisher spreads `persisted`
+//! publishes over several topics (so each broker owns some): after each change the new owners
+//! copy the former owners' logs (the durable hand-off), and a subscriber resuming each topic
+//! from its start receives every acked message, in order and without duplicates.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -220,6 +225,153 @@ async fn a_force_deleted_durable_broker_loses_no_acked_message() {
     .await
     .expect("whenDeleted Delete removes the claim");
     assert_eq!(claim_names(&ns).await, vec!["data-ledger-0".to_string()]);
+    ns.delete().await;
+}
+
+/// Topics the scale test spreads its publishes over (enough that each of three brokers owns
+/// some).
+const SCALE_TOPICS: u32 = 6;
+
+fn scale_topic(i: u32) -> String {
+    format!("orders.scale-{}", i % SCALE_TOPICS)
+}
+
+/// Like [`publish_until`], over [`SCALE_TOPICS`] topics (message `i` to `scale_topic(i)`).
+async fn publish_spread(
+    cfg: starling_client::ClientConfig,
+    acked: Arc<Mutex<Vec<u32>>>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut client =
+        starling_e2e::kube_env::connect_retrying("durable scale publisher", cfg.clone())
+            .await
+            .expect("publisher connects");
+    let mut i = 0;
+    while !*stop.borrow() {
+        match client.publish_acked(&scale_topic(i), payload(i)).await {
+            Ok(_) => lock(&acked).push(i),
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if let Ok(c) = starling_client::Client::connect(cfg.clone()).await {
+                    client = c;
+                }
+            }
+        }
+        i += 1;
+    }
+}
+
+/// Waits until `n` more publishes than `from` are acked.
+async fn acked_past(acked: &Mutex<Vec<u32>>, from: usize, n: usize, what: &str) -> usize {
+    wait::until(what, Duration::from_secs(180), || async {
+        let len = lock(acked).len();
+        (len >= from + n).then_some(len)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// Waits until the cluster runs exactly `n` broker pods, all Ready, and is Ready itself.
+async fn scaled_to(ns: &starling_e2e::TestNamespace, name: &str, n: usize) {
+    wait::until(
+        &format!("{name} at {n} Ready brokers"),
+        Duration::from_secs(300),
+        || async {
+            let pods = ns.broker_pods(name).await.ok()?;
+            (pods.len() == n && pods.iter().all(|p| p.ready)).then_some(())
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("scale to {n}: {e}"));
+    let bc = ns.wait_ready(name).await.expect("Ready after the scale");
+    let members = bc.status.and_then(|s| s.members);
+    assert_eq!(members, Some(n as i32), "members follow the scale");
+}
+
+#[tokio::test]
+async fn a_durable_cluster_scaled_three_to_one_to_three_loses_no_acked_message() {
+    let env = Env::new().await.expect("e2e environment");
+    let ns = env.namespace("durable-scale").await.expect("namespace");
+    let spec: BrokerClusterSpec = serde_json::from_value(serde_json::json!({
+        "tier": "small",
+        "replicas": 3,
+        "storage": { "size": "1Gi" },
+        "durability": { "topics": ["orders.>"], "fsync": "always" },
+        "config": { "ack_level": "persisted" },
+    }))
+    .expect("spec");
+    ns.create_cluster("ledger", spec).await.expect("create");
+    ns.wait_ready("ledger").await.expect("Ready");
+    // spec.durability reaches the brokers' config.
+    let pods = ns.broker_pods("ledger").await.expect("pods");
+    let rendered = ns
+        .broker_config(pods.first().expect("a broker"))
+        .await
+        .expect("broker /config");
+    assert_eq!(rendered.durable_topics, vec!["orders.>".to_string()]);
+    assert_eq!(rendered.storage_fsync, starling_config::StorageFsync::Always);
+    let user = ns.full_access_user("ledger").await.expect("BrokerUser");
+    let cfg = user.config(ns.service_addr("ledger").await.expect("address"));
+
+    let acked: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let publisher = tokio::spawn(publish_spread(cfg, Arc::clone(&acked), stop_rx));
+    let mut at = acked_past(&acked, 0, 150, "acks on three brokers").await;
+
+    ns.patch_spec("ledger", serde_json::json!({ "replicas": 1 }))
+        .await
+        .expect("scale to 1");
+    scaled_to(&ns, "ledger", 1).await;
+    at = acked_past(&acked, at, 150, "acks on one broker").await;
+
+    ns.patch_spec("ledger", serde_json::json!({ "replicas": 3 }))
+        .await
+        .expect("scale to 3");
+    scaled_to(&ns, "ledger", 3).await;
+    acked_past(&acked, at, 150, "acks on three brokers again").await;
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(30), publisher).await;
+    let acked = lock(&acked).clone();
+
+    // Every topic, resumed from its start (at its current owner): every acked message.
+    let reader = ns.client_as("ledger", &user).await.expect("client");
+    let mut lost = Vec::new();
+    let mut delivered = 0;
+    for t in 0..SCALE_TOPICS {
+        let topic = scale_topic(t);
+        let mut sub = reader
+            .subscribe_from(&topic, Some(FROM_THE_START))
+            .await
+            .expect("resume from the start");
+        let mut got: Vec<u32> = Vec::new();
+        let mut wait_for = Duration::from_secs(15);
+        while let Ok(Some(ev)) = tokio::time::timeout(wait_for, sub.next_event()).await {
+            got.push(index(&ev.expect("event").payload).expect("a 4-byte index"));
+            wait_for = Duration::from_secs(3);
+        }
+        for w in got.windows(2) {
+            assert!(w[0] < w[1], "{topic}: out of order or duplicated: {w:?}");
+        }
+        delivered += got.len();
+        let seen: HashSet<u32> = got.into_iter().collect();
+        lost.extend(
+            acked
+                .iter()
+                .copied()
+                .filter(|i| scale_topic(*i) == topic && !seen.contains(i)),
+        );
+    }
+    assert!(
+        lost.is_empty(),
+        "{} of {} acked messages lost across 3 -> 1 -> 3: {:?}",
+        lost.len(),
+        acked.len(),
+        &lost[..lost.len().min(20)]
+    );
+    eprintln!(
+        "{} acked across 3 -> 1 -> 3, {delivered} delivered on resume",
+        acked.len()
+    );
     ns.delete().await;
 }
 
