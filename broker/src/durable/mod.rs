@@ -32,6 +32,10 @@ pub use commit::Waiter;
 pub use log::{DurableError, DurableLog};
 pub use metrics::StorageMetrics;
 
+/// The file in a log's directory holding the topic's whole name (the directory name may be
+/// cut, see [`escape`]); the storage ignores files it does not know.
+const NAME_FILE: &str = "topic.name";
+
 /// Which topics are durable, where their logs live and how they are synced.
 #[derive(Debug)]
 pub struct Durability {
@@ -99,7 +103,16 @@ impl Durability {
             return Err(DurableError::NoStorageDir);
         };
         let dir = root.join(escape::dir_name(topic));
-        DurableLog::open(topic, &dir, self.config, self.mode, self.metrics.clone())
+        let log = DurableLog::open(topic, &dir, self.config, self.mode, self.metrics.clone())?;
+        // The whole name beside the log, for a directory name that was cut (see
+        // `topics_on_disk`); best effort: without it the log is only not claimed.
+        let named = dir.join(NAME_FILE);
+        if !named.exists()
+            && let Err(e) = std::fs::write(&named, topic)
+        {
+            tracing::warn!(topic, error = %e, "durable log: cannot record the topic name");
+        }
+        Ok(log)
     }
 
     /// Whether this broker holds a log of `topic` on disk (without opening it).
@@ -123,7 +136,14 @@ impl Durability {
         entries
             .filter_map(Result::ok)
             .filter(|e| e.path().is_dir())
-            .filter_map(|e| escape::topic_name(&e.file_name().to_string_lossy()))
+            .filter_map(|e| {
+                let dir = e.file_name().to_string_lossy().into_owned();
+                escape::topic_name(&dir).or_else(|| {
+                    // A cut name: the whole one is in the directory, if it maps back to it.
+                    let name = std::fs::read_to_string(e.path().join(NAME_FILE)).ok()?;
+                    (escape::dir_name(&name) == dir).then_some(name)
+                })
+            })
             .filter(|t| self.is_durable(t))
             .collect()
     }
@@ -131,5 +151,34 @@ impl Durability {
     /// The storage metrics.
     pub fn metrics(&self) -> &StorageMetrics {
         &self.metrics
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logs_on_disk_map_back_to_their_topics_even_when_cut() {
+        let dir =
+            std::env::temp_dir().join(format!("starling-durable-names-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut cfg = starling_config::Profile::Balanced.config();
+        cfg.durable_topics = vec!["orders.>".into()];
+        cfg.storage_dir = Some(dir.clone());
+        let registry = prometheus::Registry::new();
+        let d = Durability::new(&cfg, StorageMetrics::register(&registry).unwrap());
+        let long = format!("orders.{}", "x".repeat(300));
+        for topic in ["orders.eu", long.as_str()] {
+            let log = d.open::<crate::pubsub::ack::AckToken>(topic).unwrap();
+            drop(log);
+            assert!(d.has_log(topic));
+        }
+        // Not a durable topic: not listed, whatever is on disk.
+        std::fs::create_dir_all(dir.join("other")).unwrap();
+        let mut found = d.topics_on_disk();
+        found.sort();
+        assert_eq!(found, vec!["orders.eu".to_string(), long]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
