@@ -309,7 +309,10 @@ async fn a_durable_cluster_scaled_three_to_one_to_three_loses_no_acked_message()
         .await
         .expect("broker /config");
     assert_eq!(rendered.durable_topics, vec!["orders.>".to_string()]);
-    assert_eq!(rendered.storage_fsync, starling_config::StorageFsync::Always);
+    assert_eq!(
+        rendered.storage_fsync,
+        starling_config::StorageFsync::Always
+    );
     let user = ns.full_access_user("ledger").await.expect("BrokerUser");
     let cfg = user.config(ns.service_addr("ledger").await.expect("address"));
 
