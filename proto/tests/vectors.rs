@@ -182,6 +182,7 @@ fn expected(name: &str) -> Frame {
             request_id: 10,
             next: Some(Position { stream: 5, seq: 9 }),
             more: true,
+            owner: false,
             records: b(b"abc"),
         }),
         "log_claim" => Frame::LogClaim(LogClaim {

@@ -50,12 +50,13 @@ impl LogPeers for PeerLogs {
             return Vec::new();
         }
         let view = self.cluster.view();
+        let previous = self.cluster.previous_members();
         let me = self.cluster.self_id();
         let mut seen = HashSet::new();
         view.current
             .members()
             .iter()
-            .chain(view.previous.iter().flat_map(|p| p.members().iter()))
+            .chain(previous.iter())
             .filter(|m| m.id != me && seen.insert(m.id.clone()))
             .map(|m| WireMember {
                 id: m.id.clone(),
@@ -106,6 +107,8 @@ pub struct LogClaims {
     durability: Arc<Durability>,
     /// Topics whose claim the owner took in the current epoch.
     taken: Mutex<(u64, HashSet<String>)>,
+    /// This broker's member address, as last seen in a member list.
+    addr: parking_lot::Mutex<Option<String>>,
 }
 
 impl LogClaims {
@@ -116,12 +119,20 @@ impl LogClaims {
         topics: Arc<Topics>,
         durability: Arc<Durability>,
     ) -> LogClaims {
+        let own_addr = cluster
+            .view()
+            .current
+            .members()
+            .iter()
+            .find(|m| m.id == cluster.self_id())
+            .map(|m| m.addr.clone());
         LogClaims {
             cluster,
             peers,
             topics,
             durability,
             taken: Mutex::new((0, HashSet::new())),
+            addr: parking_lot::Mutex::new(own_addr),
         }
     }
 
@@ -132,15 +143,22 @@ impl LogClaims {
         let view = self.cluster.view();
         let me = self.cluster.self_id().to_string();
         // How the owner reaches this broker: its entry in the current list or, after it was
-        // removed (a scale-down), in the previous one.
-        let Some(addr) = view
+        // removed (a scale-down), in the previous one, or the last one it was in.
+        let seen = view
             .current
             .members()
             .iter()
             .chain(view.previous.iter().flat_map(|p| p.members().iter()))
             .find(|m| m.id == me)
-            .map(|m| m.addr.clone())
-        else {
+            .map(|m| m.addr.clone());
+        let addr = {
+            let mut known = self.addr.lock();
+            if seen.is_some() {
+                *known = seen;
+            }
+            known.clone()
+        };
+        let Some(addr) = addr else {
             return done;
         };
         let durability = Arc::clone(&self.durability);

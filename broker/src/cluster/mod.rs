@@ -164,6 +164,15 @@ impl Cluster {
         )
     }
 
+    /// The members before the last change while the hand-off window after it is open.
+    pub fn previous_members(&self) -> Vec<Member> {
+        let view = self.view.read();
+        match &view.previous {
+            Some(p) if view.changed_at.elapsed() <= self.handoff_window => p.members().to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The member that owned `key` before the last change, when that was another member, the
     /// hand-off window is still open and the key's owner changed.
     pub fn previous_owner(&self, kind: Kind, key: &[u8]) -> Option<Member> {

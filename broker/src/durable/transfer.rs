@@ -21,6 +21,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use bytes::Bytes;
 use starling_proto::{LogChunk, LogRead, Member, Position};
@@ -32,6 +33,11 @@ use super::log::DurableLog;
 
 /// Most record bytes asked for per page (a page also stays under the peer's frame limit).
 pub const PAGE_BYTES: u32 = 1024 * 1024;
+
+/// How often a member that still owns the topic in its own view is asked again.
+pub const SETTLE_POLL: Duration = Duration::from_millis(100);
+/// Longest a new owner waits for the other members to see the change.
+pub const SETTLE_LIMIT: Duration = Duration::from_secs(15);
 
 /// A future returned by [`LogPeers`].
 pub type PeerFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
@@ -157,11 +163,19 @@ pub struct CaughtUp {
 /// Copies into `log` what the other members' logs of `topic` hold past its end: first the
 /// member whose log reaches furthest, then the others (usually nothing left). `also` is a
 /// member to ask besides [`LogPeers::members`] (one that claimed to hold a log).
+///
+/// A member that still owns the topic in its own view (it has not seen the membership change
+/// yet) may still append to its log, so it is asked again every [`SETTLE_POLL`] until it
+/// has seen the change, for at most [`SETTLE_LIMIT`], or until `still_owner` says this
+/// broker no longer owns the topic itself; only then is anything copied. Once a member has
+/// seen the change it refuses the topic's batches (see the topic task), so its log stops
+/// where this copy reads it.
 pub async fn catch_up<W: Waiter + std::fmt::Debug>(
     log: &mut DurableLog<W>,
     topic: &str,
     peers: &dyn LogPeers,
     also: Option<Member>,
+    still_owner: &(dyn Fn() -> bool + Send + Sync),
 ) -> CaughtUp {
     let mut members = peers.members();
     if let Some(m) = also
@@ -176,7 +190,7 @@ pub async fn catch_up<W: Waiter + std::fmt::Debug>(
     // The first page of each member, which also tells where each member's log ends.
     let mut firsts = Vec::with_capacity(members.len());
     for member in members {
-        match first_page(log, topic, peers, &member).await {
+        match settled_first_page(log, topic, peers, &member, still_owner).await {
             Ok(chunk) => firsts.push((member, chunk)),
             Err(why) => {
                 done.failed += 1;
@@ -198,6 +212,29 @@ pub async fn catch_up<W: Waiter + std::fmt::Debug>(
         tracing::info!(topic, records = done.records, next = ?log.next_position(), "durable hand-off: copied the records this owner lacked");
     }
     done
+}
+
+/// The first page of `member`'s log once it no longer owns the topic in its own view (or
+/// after [`SETTLE_LIMIT`], or once this broker is no longer the owner).
+async fn settled_first_page<W: Waiter + std::fmt::Debug>(
+    log: &DurableLog<W>,
+    topic: &str,
+    peers: &dyn LogPeers,
+    member: &Member,
+    still_owner: &(dyn Fn() -> bool + Send + Sync),
+) -> Result<LogChunk, String> {
+    let deadline = tokio::time::Instant::now() + SETTLE_LIMIT;
+    loop {
+        let chunk = first_page(log, topic, peers, member).await?;
+        if !chunk.owner || !still_owner() {
+            return Ok(chunk);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(topic, member = %member.id, "durable hand-off: a member still owns the topic in its view; copying its log as it is");
+            return Ok(chunk);
+        }
+        tokio::time::sleep(SETTLE_POLL).await;
+    }
 }
 
 async fn first_page<W: Waiter + std::fmt::Debug>(

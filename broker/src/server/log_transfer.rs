@@ -58,12 +58,14 @@ pub async fn serve_log_request(
 }
 
 async fn read_log(h: &Handles, read: LogRead) -> Result<Frame, (ErrorCode, String)> {
-    let Some(view) = h.topics.log_view(&read.topic).await else {
+    let (view, owner) = h.topics.log_view(&read.topic).await;
+    let Some(view) = view else {
         // No log of the topic here: an empty page, not an error (the asker asks everyone).
         return Ok(Frame::LogChunk(LogChunk {
             request_id: read.request_id,
             next: None,
             more: false,
+            owner,
             records: Bytes::new(),
         }));
     };
@@ -88,6 +90,7 @@ async fn read_log(h: &Handles, read: LogRead) -> Result<Frame, (ErrorCode, Strin
                 request_id: read.request_id,
                 next,
                 more,
+                owner,
                 records: Bytes::from(records),
             }))
         }

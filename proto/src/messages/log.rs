@@ -75,10 +75,11 @@ impl DecodeBody for LogRead {
 
 /// One page of a durable log.
 ///
-/// Layout: `request_id u64 | next_stream u64 | next_seq u64 | more bool | records blob`.
-/// `next` is one past the last record of the answering member's log (`(0, 0)`: empty);
-/// `more` says the page stopped at `max_bytes` with records left; `records` holds whole
-/// storage records, concatenated.
+/// Layout: `request_id u64 | next_stream u64 | next_seq u64 | more bool | owner bool |
+/// records blob`. `next` is one past the last record of the answering member's log
+/// (`(0, 0)`: empty); `more` says the page stopped at `max_bytes` with records left; `owner`
+/// says the answering member owns the topic in its own view (it has not seen the change yet,
+/// so its log may still grow); `records` holds whole storage records, concatenated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogChunk {
     /// The `LogRead` being answered.
@@ -87,19 +88,22 @@ pub struct LogChunk {
     pub next: Option<Position>,
     /// Records remain after this page.
     pub more: bool,
+    /// The answering member owns the topic in its own view (its log may still grow).
+    pub owner: bool,
     /// Whole storage records, concatenated.
     pub records: Bytes,
 }
 
 impl EncodeBody for LogChunk {
     fn body_len(&self) -> usize {
-        8 + 16 + 1 + blob_len(&self.records)
+        8 + 16 + 1 + 1 + blob_len(&self.records)
     }
 
     fn encode_body(&self, dst: &mut BytesMut) {
         dst.put_u64(self.request_id);
         put_position(dst, self.next);
         put_bool(dst, self.more);
+        put_bool(dst, self.owner);
         put_blob(dst, &self.records);
     }
 }
@@ -110,6 +114,7 @@ impl DecodeBody for LogChunk {
             request_id: r.u64()?,
             next: position(r)?,
             more: r.bool()?,
+            owner: r.bool()?,
             records: r.blob()?,
         })
     }
@@ -216,13 +221,14 @@ mod tests {
             request_id: 1,
             next: None,
             more: true,
+            owner: false,
             records: Bytes::from_static(b"ab"),
         }));
         assert_eq!(
             payload,
             [
                 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,
-                2, b'a', b'b'
+                0, 2, b'a', b'b'
             ]
         );
     }

@@ -214,14 +214,22 @@ pub fn arb_frame() -> impl Strategy<Value = Frame> {
                 max_bytes,
             })
         ),
-        (any::<u64>(), from(), any::<bool>(), bytes(64)).prop_map(
-            |(request_id, next, more, records)| Frame::LogChunk(LogChunk {
-                request_id,
-                next,
-                more,
-                records,
-            })
-        ),
+        (
+            any::<u64>(),
+            from(),
+            any::<bool>(),
+            any::<bool>(),
+            bytes(64)
+        )
+            .prop_map(|(request_id, next, more, owner, records)| Frame::LogChunk(
+                LogChunk {
+                    request_id,
+                    next,
+                    more,
+                    owner,
+                    records,
+                }
+            )),
         (any::<u64>(), topic(), text(), text()).prop_map(
             |(request_id, topic, from_id, from_addr)| Frame::LogClaim(LogClaim {
                 request_id,

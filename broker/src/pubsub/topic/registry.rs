@@ -156,15 +156,20 @@ impl Topics {
     }
 
     /// The log of durable topic `topic` as this broker holds it, for another member taking
-    /// the topic over; `None` when it holds none on disk (nothing is created for the asking).
-    pub async fn log_view(self: &Arc<Self>, topic: &str) -> Option<LogView> {
+    /// the topic over (`None` when it holds none on disk: nothing is created for the asking),
+    /// and whether this broker owns the topic in its own view (its log may still grow).
+    pub async fn log_view(self: &Arc<Self>, topic: &str) -> (Option<LogView>, bool) {
         if !self.shared.settings.durability.has_log(topic) {
-            return None;
+            return (None, (self.shared.settings.owns)(topic));
         }
         loop {
             let (tx, rx) = oneshot::channel();
             match self.handle(topic).control.send(Control::LogView(tx)) {
-                Ok(()) => return rx.await.ok().flatten(),
+                Ok(()) => {
+                    return rx
+                        .await
+                        .unwrap_or_else(|_| (None, (self.shared.settings.owns)(topic)));
+                }
                 // Retired between lookup and send: look it up again.
                 Err(_) => continue,
             }

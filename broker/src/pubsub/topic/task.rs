@@ -44,8 +44,10 @@ pub enum Control {
     /// Seal the open batch and fan it out; answered when done.
     Flush(oneshot::Sender<()>),
     /// A durable topic's log as it is here, for another member taking the topic over: opened
-    /// if the broker holds one on disk; `None` when it holds none.
-    LogView(oneshot::Sender<Option<LogView>>),
+    /// if the broker holds one on disk (`None` when it holds none), and whether this broker
+    /// owns the topic in its own view (answered in the task, so no batch is numbered here
+    /// after it said it does not).
+    LogView(oneshot::Sender<(Option<LogView>, bool)>),
     /// Member `from` holds a log of this durable topic and no longer owns it: as the owner,
     /// copy what this log lacks from there (and the other members) and answer how many
     /// records were copied.
@@ -309,7 +311,10 @@ impl TopicTask {
             return 0;
         };
         let peers = Arc::clone(&self.shared.settings.log_peers);
-        transfer::catch_up(log, &self.name, peers.as_ref(), also)
+        let owns = Arc::clone(&self.shared.settings.owns);
+        let name = Arc::clone(&self.name);
+        let still_owner = move || owns(&name);
+        transfer::catch_up(log, &self.name, peers.as_ref(), also, &still_owner)
             .await
             .records
     }
@@ -419,7 +424,7 @@ impl TopicTask {
                     Durable::Open(log) => Some(log.view()),
                     Durable::No | Durable::Failed(_) => None,
                 };
-                let _ = reply.send(view);
+                let _ = reply.send((view, (self.shared.settings.owns)(&self.name)));
             }
             Control::Claim(from, reply) => {
                 let answer = if !(self.shared.settings.owns)(&self.name) {
@@ -609,6 +614,22 @@ impl TopicTask {
                 // batch would then resume past the new owner's stream and miss its events.
                 tracing::debug!(topic = %self.name, stream = self.stream, "membership changed: late batch at a former owner");
             }
+        }
+        // A durable topic's batch is numbered and acked only by its owner: a batch that
+        // reached this broker's task after the topic moved (views differ for a moment) would
+        // be logged where the new owner, which has already copied this log and numbers a
+        // later stream, can no longer take it. Its publishers are told to retry at the owner.
+        if self.shared.settings.durability.is_durable(&self.name)
+            && !(self.shared.settings.owns)(&self.name)
+        {
+            tracing::debug!(topic = %self.name, "durable topic moved: a late batch is refused");
+            for ack in batch.attached.into_iter().filter_map(|a| a.ack) {
+                ack.refuse(
+                    ErrorCode::Moved,
+                    format!("`{}` moved to another broker; publish again", self.name),
+                );
+            }
+            return;
         }
         let m = &self.shared.metrics;
         let events = batch.payloads.len();
