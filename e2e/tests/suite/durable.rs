@@ -336,12 +336,31 @@ async fn a_durable_cluster_scaled_three_to_one_to_three_loses_no_acked_message()
     let _ = tokio::time::timeout(Duration::from_secs(30), publisher).await;
     let acked = lock(&acked).clone();
 
-    // Every topic, resumed from its start (at its current owner): every acked message.
-    let reader = ns.client_as("ledger", &user).await.expect("client");
+    // Every topic, resumed from its start at its current owner (the broker pod itself, so
+    // what is read is the owner's log, not a relay's retained tail): every acked message.
+    let pods = ns.broker_pods("ledger").await.expect("pods");
+    let ids: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
     let mut lost = Vec::new();
     let mut delivered = 0;
     for t in 0..SCALE_TOPICS {
         let topic = scale_topic(t);
+        let owner = starling_placement::owner(
+            ids.iter().copied(),
+            starling_placement::Kind::Topic,
+            topic.as_bytes(),
+        )
+        .expect("an owner");
+        let ip = pods
+            .iter()
+            .find(|p| p.name == owner)
+            .and_then(|p| p.ip)
+            .expect("the owner's pod IP");
+        let reader = starling_e2e::kube_env::connect_retrying(
+            &format!("reader at {owner}"),
+            user.config(format!("{ip}:7400")).without_cluster_routing(),
+        )
+        .await
+        .expect("reader connects to the owner");
         let mut sub = reader
             .subscribe_from(&topic, Some(FROM_THE_START))
             .await
@@ -355,6 +374,7 @@ async fn a_durable_cluster_scaled_three_to_one_to_three_loses_no_acked_message()
         for w in got.windows(2) {
             assert!(w[0] < w[1], "{topic}: out of order or duplicated: {w:?}");
         }
+        reader.close().await;
         delivered += got.len();
         let seen: HashSet<u32> = got.into_iter().collect();
         lost.extend(
