@@ -128,19 +128,8 @@ impl<W: Waiter + std::fmt::Debug> DurableLog<W> {
         events: u32,
         frame: &[u8],
     ) -> Result<Appended, DurableError> {
-        let appended = self.log.append(position, events, frame).map_err(|source| {
-            self.metrics.errors.inc();
-            DurableError::Storage {
-                topic: self.topic.clone(),
-                dir: self.dir.clone(),
-                source,
-            }
-        })?;
-        self.committer.appended();
-        self.metrics.appended_records.inc();
-        self.metrics
-            .appended_bytes
-            .inc_by(frame.len() as u64 + starling_storage::record::OVERHEAD);
+        let written = self.log.append(position, events, frame);
+        let appended = self.count_append(written, frame.len())?;
         if self.last_retention.elapsed() >= RETENTION_EVERY {
             self.last_retention = Instant::now();
             match self.log.enforce_retention(now_ms()) {
@@ -158,24 +147,35 @@ impl<W: Waiter + std::fmt::Debug> DurableLog<W> {
     /// Appends a record copied from another member's log of the topic, with its original
     /// position and time (see [`super::transfer`]). Synced like any append.
     pub fn append_copied(&mut self, rec: &Record) -> Result<Appended, DurableError> {
-        let appended = self
+        let written = self
             .log
-            .append_at(rec.position, rec.events, rec.timestamp_ms, &rec.payload)
-            .map_err(|source| {
-                self.metrics.errors.inc();
-                DurableError::Storage {
-                    topic: self.topic.clone(),
-                    dir: self.dir.clone(),
-                    source,
-                }
-            })?;
+            .append_at(rec.position, rec.events, rec.timestamp_ms, &rec.payload);
+        let appended = self.count_append(written, rec.payload.len())?;
+        self.metrics.handoff_copied_records.inc();
+        self.show_stats();
+        Ok(appended)
+    }
+
+    /// What every append does after the write: a failure counted and typed, a success
+    /// handed to the group commit and counted (`payload_len` bytes plus the record's own).
+    fn count_append(
+        &mut self,
+        written: starling_storage::Result<Appended>,
+        payload_len: usize,
+    ) -> Result<Appended, DurableError> {
+        let appended = written.map_err(|source| {
+            self.metrics.errors.inc();
+            DurableError::Storage {
+                topic: self.topic.clone(),
+                dir: self.dir.clone(),
+                source,
+            }
+        })?;
         self.committer.appended();
         self.metrics.appended_records.inc();
-        self.metrics.handoff_copied_records.inc();
         self.metrics
             .appended_bytes
-            .inc_by(rec.payload.len() as u64 + starling_storage::record::OVERHEAD);
-        self.show_stats();
+            .inc_by(payload_len as u64 + starling_storage::record::OVERHEAD);
         Ok(appended)
     }
 
