@@ -1,7 +1,8 @@
 //! Clustering: who the members are ([`members`], read by [`source`]), which member owns each
 //! topic and cache key (the shared rendezvous function), the links to the other members
 //! ([`peers`]), the upstream subscriptions a non-owner holds for its own subscribers
-//! ([`upstream`]), the cache hand-off after a membership change ([`handoff`]), the durable logs'
+//! ([`upstream`]) and the catch-ups from the owner for one resuming from before its retained
+//! tail ([`catchup`]), the cache hand-off after a membership change ([`handoff`]), the durable logs'
 //! hand-off to a topic's new owner ([`log_peers`]), and the requests
 //! handed to another member on the ingress's behalf ([`forward`]). Nothing here imports the
 //! ingress (`server`): each part holds its own handles.
@@ -10,6 +11,7 @@
 //! hand-off window). A broker without a member source is a cluster of one. Members authenticate
 //! each other by their peer certificates (see `auth::decide` and [`peers`]).
 
+pub mod catchup;
 pub mod forward;
 pub mod handoff;
 pub mod log_peers;

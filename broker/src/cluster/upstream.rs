@@ -7,9 +7,13 @@
 //! Relayed events keep the owner's stream positions, and each upstream remembers the position it
 //! reached: a new subscription at the owner (after the owner restarted, or at a new owner)
 //! resumes from there, so the owner's retained tail fills the gap. A local subscriber resuming
-//! here with no upstream yet seeds the upstream's starting position, or its start time: the
-//! upstream then subscribes at the owner from that time (its log or retained tail), until the
-//! first event relayed gives it a position.
+//! here with no upstream seeds the upstream's starting position, or its start time, when the
+//! local topic has relayed nothing yet: the upstream then subscribes at the owner from there
+//! (its log or retained tail), until the first event relayed gives it a position. When the
+//! local topic has relayed before, the new upstream continues from where that relay stopped
+//! instead, so the local tail goes on without a gap and never gets an older event after a
+//! newer one; a subscriber resuming from before the tail is fed by its own catch-up
+//! ([`super::catchup`]).
 //!
 //! [`Upstreams`] holds only what relaying uses: the cluster view, the peer links, the local
 //! topics and the metrics. Which topics have local subscribers is asked of the caller (the
@@ -20,7 +24,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::FutureExt;
+use starling_client::{ClientError, Event, Subscription};
 use starling_placement::Kind;
 use starling_proto::{Position, StartAt};
 use tokio::task::JoinHandle;
@@ -31,7 +37,7 @@ use crate::metrics::Metrics;
 use crate::pubsub::topic::{TopicMsg, Topics};
 
 /// Pause before an upstream subscription is tried again.
-const RETRY_PAUSE: Duration = Duration::from_millis(200);
+pub(super) const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// Events gathered into one local publish when several are already waiting.
 const MAX_GATHER: usize = 256;
 /// When a topic's owner changes, the upstream at the former owner retires rather than stopping:
@@ -48,10 +54,10 @@ type At = Arc<parking_lot::Mutex<Option<Position>>>;
 
 /// The upstream subscriptions of this broker, by topic.
 pub struct Upstreams {
-    cluster: Arc<Cluster>,
-    peers: Arc<Peers>,
-    topics: Arc<Topics>,
-    metrics: Arc<Metrics>,
+    pub(super) cluster: Arc<Cluster>,
+    pub(super) peers: Arc<Peers>,
+    pub(super) topics: Arc<Topics>,
+    pub(super) metrics: Arc<Metrics>,
     tasks: parking_lot::Mutex<HashMap<String, Upstream>>,
     /// Where subscribers that resumed here (from a position or a time) while no upstream
     /// existed for their topic start; the upstream starts from there.
@@ -59,7 +65,7 @@ pub struct Upstreams {
     /// Set by [`Upstreams::stop_all`] (the drain): no upstream starts after it. One started
     /// then would begin at the owner's live events and could hand a subscriber still being
     /// drained an event past a gap, moving its resume position beyond events it never got.
-    stopped: AtomicBool,
+    pub(super) stopped: AtomicBool,
 }
 
 struct Upstream {
@@ -146,20 +152,26 @@ impl Upstreams {
             if tasks.contains_key(&topic) {
                 continue;
             }
-            // Where to start: where the upstream it replaces stood, else where a resuming local
-            // subscriber stands (a position or a time), else, when this broker owned the topic
-            // until the change, where its local subscribers stand: the new owner replays what
-            // it accepted since.
+            // Where to start: where the upstream it replaces stood; else, for a resuming local
+            // subscriber, where the local topic's relay stopped when it relayed before (its
+            // tail goes on from there without a gap or an older event after a newer one; a
+            // subscriber from further back is fed by its own catch-up, `cluster::catchup`),
+            // else where the subscriber stands (a position or a time); else, when this broker
+            // owned the topic until the change, where its local subscribers stand: the new
+            // owner replays what it accepted since.
             let from = match carried.remove(&topic) {
                 Some(old) => StartAt::from(*old.lock()),
-                None => seeds.remove(&topic).unwrap_or_else(|| {
-                    StartAt::from(
-                        self.cluster
-                            .owned_before_change(Kind::Topic, topic.as_bytes())
-                            .then(|| self.topics.reached(&topic))
-                            .flatten(),
-                    )
-                }),
+                None => seeds
+                    .remove(&topic)
+                    .map(|seed| self.topics.reached(&topic).map_or(seed, StartAt::Position))
+                    .unwrap_or_else(|| {
+                        StartAt::from(
+                            self.cluster
+                                .owned_before_change(Kind::Topic, topic.as_bytes())
+                                .then(|| self.topics.reached(&topic))
+                                .flatten(),
+                        )
+                    }),
             };
             let since = match from {
                 StartAt::TimeMs(t) => Some(t),
@@ -298,29 +310,12 @@ async fn run(
         drop(strong);
         let mut next = sub.next_event().await;
         while let Some(Ok(first)) = next {
-            // Gather a run of consecutive events of one stream.
-            let origin = first.position;
-            let mut payloads = vec![first.payload];
-            let mut lookahead = None;
-            while payloads.len() < MAX_GATHER {
-                match sub.next_event().now_or_never() {
-                    Some(Some(Ok(e)))
-                        if e.position.stream == origin.stream
-                            && e.position.seq == origin.seq.wrapping_add(payloads.len() as u64) =>
-                    {
-                        payloads.push(e.payload)
-                    }
-                    Some(other) => {
-                        lookahead = Some(other);
-                        break;
-                    }
-                    None => break,
-                }
-            }
-            let end = Position {
-                stream: origin.stream,
-                seq: origin.seq.wrapping_add(payloads.len() as u64),
-            };
+            let Run {
+                origin,
+                payloads,
+                end,
+                lookahead,
+            } = gather(first, &mut sub);
             topics
                 .publish(
                     &topic,
@@ -340,6 +335,51 @@ async fn run(
         }
         tracing::debug!(%topic, "upstream subscription ended; resubscribing");
         tokio::time::sleep(RETRY_PAUSE).await;
+    }
+}
+
+/// A run of consecutive events of one stream, as relayed from the owner.
+pub(super) struct Run {
+    /// The owner's position of the first payload.
+    pub origin: Position,
+    /// The events, in order.
+    pub payloads: Vec<Bytes>,
+    /// One past the last.
+    pub end: Position,
+    /// What the subscription gave after the run, if it was already waiting.
+    pub lookahead: Option<Option<Result<Event, ClientError>>>,
+}
+
+/// The run starting with `first`: it and the consecutive events of its stream already
+/// waiting on `sub` (at most [`MAX_GATHER`]).
+pub(super) fn gather(first: Event, sub: &mut Subscription) -> Run {
+    let origin = first.position;
+    let mut payloads = vec![first.payload];
+    let mut lookahead = None;
+    while payloads.len() < MAX_GATHER {
+        match sub.next_event().now_or_never() {
+            Some(Some(Ok(e)))
+                if e.position.stream == origin.stream
+                    && e.position.seq == origin.seq.wrapping_add(payloads.len() as u64) =>
+            {
+                payloads.push(e.payload)
+            }
+            Some(other) => {
+                lookahead = Some(other);
+                break;
+            }
+            None => break,
+        }
+    }
+    let end = Position {
+        stream: origin.stream,
+        seq: origin.seq.wrapping_add(payloads.len() as u64),
+    };
+    Run {
+        origin,
+        payloads,
+        end,
+        lookahead,
     }
 }
 

@@ -8,7 +8,9 @@
 //! rest of the position's own stream, and every batch of a stream that started later (stream
 //! ids grow with their start time). Positions are the
 //! topic owner's (see [`starling_proto::Position`]), so a relaying broker's copy answers the
-//! same question the same way.
+//! same question the same way, for a position it reaches back to ([`Retained::covers`]); for
+//! an older one a relay sends the owner's replay first (`cluster::catchup`), since the tail's
+//! newer events must not go before the older ones it lacks.
 //!
 //! Each batch also carries its wall-clock time (Unix milliseconds: for a durable topic the
 //! timestamp of its log record, else when it was fanned out here), so a subscription from a

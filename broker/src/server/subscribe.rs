@@ -7,7 +7,9 @@
 //!
 //! In a cluster, a subscription for a topic another member owns is served here all the same
 //! for a plain client (an upstream subscription at the owner feeds the local topic; a new one
-//! starts where the subscription asked, position or time), answered
+//! starts where the subscription asked, position or time, or where the local topic's relay
+//! stopped; a resume position the local retained tail does not reach back to is first fed
+//! from the owner by a catch-up of its own, `cluster::catchup`), answered
 //! with `Moved` for a routing client or a peer, and ended with a `Moved` error when a
 //! membership change moves the topic away from this broker while a routing client or a peer
 //! is subscribed (they resume at the new owner), after a short grace and a drain of what this
@@ -20,8 +22,10 @@ use starling_access::Operation;
 use starling_config::BrokerConfig;
 use starling_placement::Kind;
 use starling_proto::{
-    ErrorCode, Frame, FrameDecoder, Moved, StartAt, Subscribe, SubscribeOk, features, write_frame,
+    ErrorCode, Frame, FrameDecoder, Moved, Position, StartAt, Subscribe, SubscribeOk, features,
+    write_frame,
 };
+use tokio::sync::oneshot;
 
 use crate::cluster::upstream::Upstreams;
 use crate::cluster::{Cluster, Member, Role, Route};
@@ -154,9 +158,14 @@ pub async fn serve_subscription(
         Arc::clone(&h.lanes.queue_budget),
     ));
     let kick = Arc::new(tokio::sync::Notify::new());
-    let Some(_counted) = register(&h, &link, &req, &sub, &kick).await else {
+    let Some((_counted, behind)) = register(&h, &link, &req, &sub, &kick).await else {
         return;
     };
+    if let Some(behind) = behind {
+        // Fed from the owner first if its topic here holds it back (a relay whose retained
+        // tail does not reach back to its resume position, `cluster::catchup`).
+        h.upstreams.catch_up(Arc::clone(&sub), behind);
+    }
     if role == Role::Plain {
         reconcile_upstreams(&h.upstreams, &h.subscriptions);
     }
@@ -194,8 +203,9 @@ async fn refuse_past_limit(
 
 /// Registers the subscription (within `max_subscriptions_per_connection` for a client's, and
 /// `max_subscriptions`) and its topic's subscriber, then answers `SubscribeOk`; returns what
-/// counts it on its connection (a peer's is not counted), or `None` when refused or the answer
-/// could not be written (the stream is then done with). Registered before answering, so every publish the client makes after
+/// counts it on its connection (a peer's is not counted) and where its catch-up from the owner
+/// starts if the topic holds it back (see `Topics::subscribe`), or `None` when refused or the
+/// answer could not be written (the stream is then done with). Registered before answering, so every publish the client makes after
 /// `SubscribeOk` reaches it; the stream is held so no EventBatch can overtake `SubscribeOk`.
 async fn register(
     h: &Handles,
@@ -203,7 +213,7 @@ async fn register(
     req: &Subscribe,
     sub: &Arc<Subscriber>,
     kick: &Arc<tokio::sync::Notify>,
-) -> Option<Option<Slot>> {
+) -> Option<(Option<Slot>, Option<oneshot::Receiver<Position>>)> {
     let (id, role) = (sub.id, link.role);
     let mut stream = sub.stream.lock().await;
     let per_conn = h.cfg.max_subscriptions_per_connection as usize;
@@ -241,7 +251,10 @@ async fn register(
     {
         h.upstreams.seed(&req.topic, req.start);
     }
-    h.topics.subscribe(Arc::clone(sub), req.start);
+    // Only a plain client's subscription is served at a broker that does not own its topic.
+    let behind = h
+        .topics
+        .subscribe(Arc::clone(sub), req.start, role == Role::Plain);
     h.metrics.subscriptions.inc();
     let ok = Frame::SubscribeOk(SubscribeOk {
         request_id: req.request_id,
@@ -252,7 +265,7 @@ async fn register(
         forget(h, sub);
         return None;
     }
-    Some(counted)
+    Some((counted, behind))
 }
 
 /// Answers the client's requests on a live subscription (pings, its `Unsubscribe`) until it

@@ -12,5 +12,6 @@ mod failure;
 mod harness;
 mod late;
 mod meet;
+mod relay_resume;
 mod rotation;
 mod scale;

@@ -11,7 +11,9 @@
 //!
 //! Events relayed from the topic's owner (an upstream subscription, see `cluster::upstream`)
 //! arrive already numbered: they keep the owner's positions, skip the batcher, and events this
-//! task already relayed are dropped. A new stream id is drawn when the task starts and for the
+//! task already relayed are dropped. A subscriber resuming at such a relay from before its
+//! retained tail is held back from the fan-out and fed by a catch-up from the owner until the
+//! tail reaches back to where it stands (`cluster::catchup`). A new stream id is drawn when the task starts and for the
 //! first batch after every membership change that leaves the topic here, so one position never
 //! names two different events; a late batch at a former owner continues its stream.
 //!
@@ -34,6 +36,7 @@ use tokio::sync::watch;
 use crate::pubsub::ack::AckToken;
 use crate::pubsub::batcher::Limits;
 pub use registry::Topics;
+pub use task::CaughtUp;
 
 /// Messages published to a topic in one request.
 #[derive(Debug)]

@@ -7,12 +7,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
+use bytes::Bytes;
 use parking_lot::RwLock;
 use starling_proto::{Member, Position, StartAt};
 use starling_storage::LogView;
 use tokio::sync::{mpsc, oneshot};
 
-use super::task::{self, Control, Retire, Shared, TopicHandle};
+use super::task::{self, CaughtUp, Control, Retire, Shared, TopicHandle};
 use super::{TopicLimit, TopicMsg, TopicSettings};
 use crate::metrics::Metrics;
 use crate::pubsub::lanes::Lanes;
@@ -115,17 +116,65 @@ impl Topics {
     /// Adds a subscriber to a topic. With a resume position (or a time, turned into the
     /// position of the first batch stamped at or after it), what the topic holds from there on
     /// and the subscriber has not seen is queued to it first (see
-    /// [`Retained::replay`](crate::pubsub::retained::Retained::replay)).
-    pub fn subscribe(self: &Arc<Self>, sub: Arc<Subscriber>, start: StartAt) {
-        let mut sub = sub;
+    /// [`Retained::replay`](crate::pubsub::retained::Retained::replay)). At a broker that does
+    /// not own the topic, a resume position its retained tail does not reach back to is
+    /// answered on the returned channel instead: the subscriber is held back until a catch-up
+    /// from the owner, started from that position, feeds it up to the tail
+    /// ([`Topics::catch_up`]), if `may_catch_up` (the caller then runs the catch-up; else the
+    /// tail alone serves it, as does dropping the receiver).
+    pub fn subscribe(
+        self: &Arc<Self>,
+        sub: Arc<Subscriber>,
+        start: StartAt,
+        may_catch_up: bool,
+    ) -> Option<oneshot::Receiver<Position>> {
+        let (behind, rx) = if may_catch_up {
+            let (tx, rx) = oneshot::channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        let topic = Arc::clone(&sub.topic);
+        let mut msg = Control::Subscribe { sub, start, behind };
         loop {
-            let handle = self.handle(&sub.topic);
-            match handle.control.send(Control::Subscribe(sub, start)) {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(Control::Subscribe(back, _))) => sub = back,
-                Err(_) => return,
+            match self.handle(&topic).control.send(msg) {
+                Ok(()) => return rx,
+                // The topic retired between lookup and send: look it up again.
+                Err(mpsc::error::SendError(back)) => msg = back,
             }
         }
+    }
+
+    /// Queues a catch-up run (`payloads` from the owner's `origin` on) to the held-back
+    /// subscriber `id` of `topic` (see [`Topics::subscribe`]); an empty run lets it join with
+    /// what the retained tail holds. What became of it: still behind, joined, or gone.
+    pub async fn catch_up(
+        &self,
+        topic: &str,
+        id: u64,
+        origin: Position,
+        payloads: Vec<Bytes>,
+    ) -> CaughtUp {
+        let control = self
+            .shard(topic)
+            .read()
+            .get(topic)
+            .map(|h| h.control.clone());
+        let Some(control) = control else {
+            // A topic holding a subscriber back does not retire: it is gone.
+            return CaughtUp::Gone;
+        };
+        let (reply, answer) = oneshot::channel();
+        let msg = Control::CatchUp {
+            id,
+            origin,
+            payloads,
+            reply,
+        };
+        if control.send(msg).is_err() {
+            return CaughtUp::Gone;
+        }
+        answer.await.unwrap_or(CaughtUp::Gone)
     }
 
     /// One past the last event `topic` delivered, in the newest stream it delivered; `None`

@@ -4,7 +4,9 @@
 //! hands ready subscribers to their writer lanes, retains the frame for resuming subscribers,
 //! and completes the batch's commit acks. A durable topic's task also appends each sealed
 //! local batch to its log first, hands `persisted` acks to the log and replays from the log
-//! a resume position the retained tail no longer holds. A subscription from a time is turned
+//! a resume position the retained tail no longer holds; at a relay (a non-owner) such a
+//! subscriber is held back and fed by its catch-up from the owner ([`Control::CatchUp`])
+//! until the tail reaches back to it. A subscription from a time is turned
 //! into the position of the first batch stamped at or after it (through the log's time index
 //! on a durable topic, else the retained tail's times) and then served like that resume
 //! position. Relayed events keep the owner's positions and skip
@@ -37,8 +39,32 @@ use crate::timer;
 /// Requests to a topic task besides messages.
 pub enum Control {
     /// Add a subscriber, first replaying what the topic holds from where it starts (a resume
-    /// position, or a time).
-    Subscribe(Arc<Subscriber>, StartAt),
+    /// position, or a time). At a broker that does not own the topic, a resume position its
+    /// retained tail does not reach back to holds the subscriber back instead and sends that
+    /// position on `behind`: a catch-up from the owner feeds it ([`Control::CatchUp`]) until
+    /// it can join. Dropped unsent when the subscriber joined at once; without it the
+    /// retained tail alone serves the subscriber.
+    Subscribe {
+        /// The subscriber.
+        sub: Arc<Subscriber>,
+        /// Where it starts.
+        start: StartAt,
+        /// Where its catch-up starts, when it needs one (`None`: no catch-up can be made).
+        behind: Option<oneshot::Sender<Position>>,
+    },
+    /// Events of the owner from `origin` on, for held-back subscriber `id` alone (its
+    /// catch-up); with none, the catch-up gave up and the subscriber joins from where it
+    /// stands with what the retained tail holds. Answered with what became of it.
+    CatchUp {
+        /// The held-back subscriber.
+        id: u64,
+        /// The owner's position of the first payload (the others follow consecutively).
+        origin: Position,
+        /// The events, in order.
+        payloads: Vec<Bytes>,
+        /// What became of the subscriber.
+        reply: oneshot::Sender<CaughtUp>,
+    },
     /// Remove subscriber `id`.
     Unsubscribe(u64),
     /// Seal the open batch and fan it out; answered when done.
@@ -52,6 +78,18 @@ pub enum Control {
     /// copy what this log lacks from there (and the other members) and answer how many
     /// records were copied.
     Claim(Member, oneshot::Sender<Result<u64, String>>),
+}
+
+/// What a held-back subscriber's catch-up run led to ([`Control::CatchUp`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaughtUp {
+    /// Queued to it; it is still held back: send the next run.
+    Behind,
+    /// It joined the topic's subscribers (the retained tail reaches back to where it
+    /// stands): the catch-up ends.
+    Joined,
+    /// It is gone (ended, or unknown to the topic): the catch-up ends.
+    Gone,
 }
 
 /// How a registry reaches one topic's task.
@@ -131,6 +169,7 @@ pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -
         control: control_rx,
         batcher: Batcher::new(settings.limits),
         subscribers: Vec::new(),
+        behind: Vec::new(),
         stream: new_stream_id(),
         next_seq: 0,
         epoch,
@@ -157,6 +196,9 @@ struct TopicTask {
     control: mpsc::UnboundedReceiver<Control>,
     batcher: Batcher<Attach>,
     subscribers: Vec<Arc<Subscriber>>,
+    /// Subscribers held back from the fan-out while a catch-up from the owner feeds them,
+    /// each with one past the last event queued to it (see [`Control::CatchUp`]).
+    behind: Vec<(Arc<Subscriber>, Position)>,
     /// The stream this task numbers its own publishes in.
     stream: u64,
     /// The next sequence number in `stream`.
@@ -219,8 +261,9 @@ impl TopicTask {
                 expiry_armed = true;
             }
             let deadline = self.batcher.deadline();
-            let idle_at = (self.subscribers.is_empty() && self.batcher.is_empty())
-                .then(|| last_activity + idle);
+            let idle_at =
+                (self.subscribers.is_empty() && self.behind.is_empty() && self.batcher.is_empty())
+                    .then(|| last_activity + idle);
             tokio::select! {
                 biased;
                 ctl = self.control.recv() => match ctl {
@@ -395,27 +438,36 @@ impl TopicTask {
 
     async fn on_control(&mut self, ctl: Control) {
         match ctl {
-            Control::Subscribe(sub, start) => {
+            Control::Subscribe { sub, start, behind } => {
                 if sub.is_closed() {
                     return;
                 }
                 if let Some(from) = self.start_position(start).await {
-                    // Only the owner's log is whole: a former owner's stops where it left.
-                    let owner = (self.shared.settings.owns)(&self.name);
-                    let from_disk = match &self.durable {
-                        Durable::Open(log) if owner && !self.retained.covers(from) => {
-                            Some(log.view())
+                    if !(self.shared.settings.owns)(&self.name) && !self.retained.covers(from) {
+                        // A relay whose tail does not reach back to `from`: what lies between
+                        // is only at the owner, and the tail's newer events must not go first.
+                        tracing::debug!(topic = %self.name, id = sub.id, ?from, "resume: behind the retained tail; catching up from the owner");
+                        if behind.is_some_and(|b| b.send(from).is_ok()) {
+                            self.behind.push((sub, from));
+                            return;
                         }
-                        _ => None,
-                    };
-                    match from_disk {
-                        Some(view) => self.replay_from_disk(&sub, from, view).await,
-                        None => self.replay(&sub, from).await,
                     }
+                    self.resume(&sub, from).await;
                 }
                 self.subscribers.push(sub);
             }
-            Control::Unsubscribe(id) => self.subscribers.retain(|s| s.id != id),
+            Control::CatchUp {
+                id,
+                origin,
+                payloads,
+                reply,
+            } => {
+                let _ = reply.send(self.feed_behind(id, origin, payloads).await);
+            }
+            Control::Unsubscribe(id) => {
+                self.subscribers.retain(|s| s.id != id);
+                self.behind.retain(|(s, _)| s.id != id);
+            }
             Control::LogView(reply) => {
                 if self.shared.settings.durability.has_log(&self.name) {
                     self.open_log().await;
@@ -489,6 +541,74 @@ impl TopicTask {
         let at = self.retained.position_at_time(time_ms);
         tracing::debug!(topic = %self.name, time_ms, ?at, "subscribe from a time: found in the retained tail");
         at
+    }
+
+    /// Queues a catch-up run from the owner (`payloads` from `origin`) to held-back subscriber
+    /// `id` alone, and lets it join the subscribers once the retained tail reaches back to
+    /// where it stands: the tail from there is queued first, so it goes on in the owner's
+    /// order with no gap (a batch it partly has is sent whole; the client drops the repeats).
+    /// An empty run joins it at once (its catch-up gave up).
+    async fn feed_behind(&mut self, id: u64, origin: Position, payloads: Vec<Bytes>) -> CaughtUp {
+        let Some(i) = self.behind.iter().position(|(s, _)| s.id == id) else {
+            return CaughtUp::Gone;
+        };
+        let (sub, mut at) = self.behind[i].clone();
+        if sub.is_closed() {
+            self.behind.swap_remove(i);
+            return CaughtUp::Gone;
+        }
+        if !payloads.is_empty() {
+            let events = u32::try_from(payloads.len()).unwrap_or(u32::MAX);
+            let item = Queued {
+                frame: Frames::One(encode(origin, &payloads)),
+                events,
+                enqueued: Instant::now(),
+            };
+            self.shared
+                .metrics
+                .replayed_events
+                .inc_by(u64::from(events));
+            let offer = sub.offer(item).await;
+            if offer.schedule {
+                self.shared.lanes.schedule(Arc::clone(&sub)).await;
+            }
+            if offer.outcome == Outcome::Closed {
+                self.behind.retain(|(s, _)| s.id != id);
+                return CaughtUp::Gone;
+            }
+            at = Position {
+                stream: origin.stream,
+                seq: origin.seq.wrapping_add(u64::from(events)),
+            };
+        }
+        let freed = self.retained.evict(Instant::now());
+        self.shared.retained_freed(freed);
+        if !payloads.is_empty() && !self.retained.covers(at) {
+            if let Some(entry) = self.behind.iter_mut().find(|(s, _)| s.id == id) {
+                entry.1 = at;
+            }
+            return CaughtUp::Behind;
+        }
+        self.behind.retain(|(s, _)| s.id != id);
+        tracing::debug!(topic = %self.name, id, ?at, "resume: caught up from the owner; joining");
+        self.resume(&sub, at).await;
+        self.subscribers.push(sub);
+        CaughtUp::Joined
+    }
+
+    /// Queues to a subscriber resuming at `from` what it has not seen: from the retained tail,
+    /// or, at the owner of a durable topic whose tail does not reach back to `from`, from the
+    /// log (only the owner's log is whole: a former owner's stops where it left).
+    async fn resume(&mut self, sub: &Arc<Subscriber>, from: Position) {
+        let owner = (self.shared.settings.owns)(&self.name);
+        let from_disk = match &self.durable {
+            Durable::Open(log) if owner && !self.retained.covers(from) => Some(log.view()),
+            _ => None,
+        };
+        match from_disk {
+            Some(view) => self.replay_from_disk(sub, from, view).await,
+            None => self.replay(sub, from).await,
+        }
     }
 
     /// Queues to a resuming subscriber the retained events it has not seen.
