@@ -10,7 +10,7 @@ use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use starling_config::SlowSubscriberPolicy;
+use starling_config::{BrokerConfig, ConfigFile, SlowSubscriberPolicy};
 
 /// Limit on one HTTP request to the broker.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(3);
@@ -54,6 +54,15 @@ pub(crate) fn parse_policy(config_yaml: &str) -> Option<SlowSubscriberPolicy> {
     })
 }
 
+/// The broker's resolved config from the YAML its `/config` serves (`BrokerConfig::to_yaml`,
+/// which parses back as a config file resolving to the same config); `None` when it does not
+/// parse or resolve (an older broker, or not a Starling broker).
+pub(crate) fn parse_config(config_yaml: &str) -> Option<BrokerConfig> {
+    let file = ConfigFile::from_yaml(config_yaml, "the broker's /config").ok()?;
+    let (profile, tier, knobs) = file.into_parts();
+    starling_config::resolve(profile?, tier, &knobs).ok()
+}
+
 /// User plus system CPU seconds of process `pid` from `/proc/PID/stat` (the broker's parser).
 pub(crate) fn process_cpu_s(pid: u32) -> Option<f64> {
     starling_broker::process::cpu_seconds_of(pid)
@@ -84,6 +93,24 @@ pub(crate) fn threads_cpu_s(prefixes: &[&str]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_the_brokers_config_back_with_its_path_settings() {
+        let overrides = starling_config::ConfigOverrides {
+            quic_max_mtu_discovery: Some(8952),
+            quic_initial_mtu: Some(8952),
+            udp_recv_buffer_bytes: Some(4 << 20),
+            slow_subscriber_policy: Some(SlowSubscriberPolicy::Block),
+            ..Default::default()
+        };
+        let cfg = starling_config::compose(starling_config::Profile::Latency, None, &overrides);
+        let back = parse_config(&cfg.to_yaml()).expect("the broker's /config parses back");
+        assert_eq!(back, cfg);
+        assert_eq!(back.quic_max_mtu_discovery, 8952);
+        assert_eq!(parse_config("not: [a, config"), None);
+        let refused = "profile: balanced\nmax_topics: 0\n";
+        assert_eq!(parse_config(refused), None, "refused by validation");
+    }
 
     #[test]
     fn finds_process_cpu_in_metrics() {

@@ -1,10 +1,14 @@
 //! [`Target`]: the broker a run talks to — in-process (`--embedded`, with `auth_mode: none`)
 //! or external (`--server`, with the credential options) — with the client config to reach
-//! it, the slow-subscriber policy in force and the broker's CPU clock.
+//! it, the slow-subscriber policy in force and the broker's CPU clock. Against an external
+//! broker the client takes the broker's path settings (MTU, socket buffers, congestion
+//! controller, ACK frequency) from its `/config`.
 
 use std::net::SocketAddr;
 
-use starling_client::{ClientConfig, Credentials, Profile, Trust, certificate_fingerprint};
+use starling_client::{
+    ClientConfig, Credentials, PathTuning, Profile, Trust, certificate_fingerprint,
+};
 use starling_config::{AuthMode, ConfigOverrides, SlowSubscriberPolicy, compose};
 
 use super::args::TargetArgs;
@@ -75,13 +79,21 @@ impl Target {
             .metrics_addr
             .clone()
             .unwrap_or_else(|| default_metrics_addr(&server));
-        let reported = match probe::http_get(&metrics_addr, "/config").await {
-            Some(yaml) => probe::parse_policy(&yaml),
-            None => {
-                tracing::warn!(%metrics_addr, "cannot read the broker's /config or /metrics: no CPU figures, policy unknown");
-                None
-            }
+        let yaml = probe::http_get(&metrics_addr, "/config").await;
+        if yaml.is_none() {
+            tracing::warn!(%metrics_addr, "cannot read the broker's /config or /metrics: no CPU figures, policy unknown, path settings the profile's");
+        }
+        let broker_config = yaml.as_deref().and_then(probe::parse_config);
+        let reported = match &broker_config {
+            Some(c) => Some(c.slow_subscriber_policy),
+            None => yaml.as_deref().and_then(probe::parse_policy),
         };
+        // The bench's connections take the broker's path settings (datagram sizes, socket
+        // buffers, congestion controller, ACK frequency), so a broker set up for jumbo frames
+        // is measured with a client that is too.
+        if let Some(c) = &broker_config {
+            base.transport.path = PathTuning::from_config(c);
+        }
         if let (Some(given), Some(seen)) = (t.policy, reported)
             && given != seen
         {
