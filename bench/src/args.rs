@@ -246,6 +246,15 @@ pub(crate) struct QuicLimitArgs {
     /// the OS default, as the broker and SDK use today).
     #[arg(long, value_name = "BYTES")]
     pub(crate) socket_buffer: Option<usize>,
+    /// Largest UDP payload path MTU discovery probes for, on both endpoints: the broker knob
+    /// `quic_max_mtu_discovery` (default: the profile's, 1452). Above 1472 the endpoints also
+    /// accept datagrams that large, as the broker and SDK do.
+    #[arg(long, value_name = "BYTES")]
+    pub(crate) max_mtu: Option<u16>,
+    /// UDP payload size connections start with, on both endpoints: the broker knob
+    /// `quic_initial_mtu` (default: the profile's, 1200; at most --max-mtu).
+    #[arg(long, value_name = "BYTES")]
+    pub(crate) initial_mtu: Option<u16>,
     /// Write the result as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub(crate) json: Option<PathBuf>,

@@ -1,24 +1,31 @@
 //! `starling bench quic-limit`: the ceiling. A tiny quinn echo/sink server
 //! and a client in this process, on loopback, with the broker's TLS and
 //! transport settings (a self-signed certificate from the broker's own
-//! `TlsMaterial`, the broker's `server_config`, and the client windows of
+//! `TlsMaterial`, the broker's `server_config` and `listener`, and the client windows of
 //! the profile). Measures one-stream bulk throughput and echo round trips;
 //! no Starling framing, batching or fan-out is involved.
+//!
+//! Both endpoints take their path settings (socket buffers, `quic_initial_mtu`,
+//! `quic_max_mtu_discovery`) from one composed broker config through
+//! [`PathTuning`], as the broker's listener and the SDK's endpoints do.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use quinn::{Endpoint, VarInt};
+use quinn::{Connection, Endpoint, VarInt};
 use rustls::pki_types::CertificateDer;
 use starling_broker::tls::{TlsMaterial, default_names};
-use starling_client::{ALPN_PUBSUB, Profile, TransportTuning};
-use starling_config::{ConfigOverrides, compose};
+use starling_client::{ALPN_PUBSUB, PathTuning, Profile, TransportTuning};
+use starling_config::{BrokerConfig, ConfigOverrides, compose};
+use tokio::sync::mpsc;
 
 use super::args::QuicLimitArgs;
 use super::error::BenchError;
-use super::result::{Latency, QuicStats, RunConfig, RunResult, new_histogram};
+use super::result::{
+    Latency, MtuChange, QuicPathStats, QuicStats, RunConfig, RunResult, new_histogram,
+};
 
 /// First byte of a stream: bulk sink.
 const MODE_BULK: u8 = b'B';
@@ -43,18 +50,30 @@ pub(crate) async fn run(a: &QuicLimitArgs, profile: Profile) -> Result<RunResult
         profile: Some(profile.to_string()),
         ..RunConfig::default()
     };
+    let cfg = broker_config(a, profile)?;
+    let path = PathTuning::from_config(&cfg);
     let mut result = RunResult::new("quic-limit", true, &a.name, "quic-limit", config);
-    let (server, cert) = server(profile, a.socket_buffer)?;
+    let (server, cert) = server(&cfg)?;
     let addr = server.local_addr().map_err(quic("server address"))?;
-    let serving = tokio::spawn(accept_loop(server.clone()));
-    let client = client(profile, cert, a.socket_buffer)?;
+    let (accepted, mut accepted_rx) = mpsc::unbounded_channel();
+    let serving = tokio::spawn(accept_loop(server.clone(), accepted));
+    let client = client(profile, &path, cert)?;
     let conn = client
         .connect(addr, "localhost")
         .map_err(quic("connect"))?
         .await
         .map_err(quic("handshake"))?;
+    let server_conn = accepted_rx
+        .recv()
+        .await
+        .ok_or_else(|| BenchError::Quic("the server accepted no connection".into()))?;
 
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let sampler = tokio::spawn(sample_mtu(conn.clone(), stopped));
     let (bytes, secs) = bulk(&conn, a.payload, a.duration).await?;
+    let _ = stop.send(());
+    let mut bulk_path = path_stats(&conn, &server_conn);
+    bulk_path.mtu_changes = sampler.await.map_err(quic("MTU sampler"))?;
     let rtt = echo(&conn, a.rtt_payload, a.rtt_count).await?;
     conn.close(VarInt::from_u32(0), b"done");
     server.close(VarInt::from_u32(0), b"done");
@@ -73,59 +92,136 @@ pub(crate) async fn run(a: &QuicLimitArgs, profile: Profile) -> Result<RunResult
         rtt_us: rtt,
         rtt_payload: a.rtt_payload,
         socket_buffer: a.socket_buffer,
+        initial_mtu: path.initial_mtu,
+        max_mtu: path.max_mtu,
+        bulk_path: Some(bulk_path.clone()),
     });
+    // Printed here (stderr) so `--output json` keeps one JSON object on stdout.
+    eprintln!(
+        "  path         initial_mtu {} · max_mtu {} (accepts {}) · after bulk: current_mtu {} · \
+         sent {} pkts / {} datagrams in {} sends · lost {} pkts ({} B) · {} congestion events · \
+         cwnd {} B · rtt {:.0} µs · mtu probes {} sent {} lost · {} black holes · MTU (ms→bytes) {}",
+        path.initial_mtu,
+        path.max_mtu,
+        path.max_udp_payload(),
+        bulk_path.current_mtu,
+        bulk_path.sent_packets,
+        bulk_path.tx_datagrams,
+        bulk_path.tx_ios,
+        bulk_path.lost_packets,
+        bulk_path.lost_bytes,
+        bulk_path.congestion_events,
+        bulk_path.cwnd,
+        bulk_path.rtt_us,
+        bulk_path.mtu_probes_sent,
+        bulk_path.mtu_probes_lost,
+        bulk_path.black_holes,
+        bulk_path
+            .mtu_changes
+            .iter()
+            .map(|c| format!("{:.0}→{}", c.ms, c.mtu))
+            .collect::<Vec<_>>()
+            .join(" "),
+    );
     Ok(result)
 }
 
-/// A UDP socket on 127.0.0.1 with `buffer`-byte kernel buffers (OS default when `None`).
-fn socket(buffer: Option<usize>) -> Result<std::net::UdpSocket, BenchError> {
-    let sock =
-        std::net::UdpSocket::bind(SocketAddr::from(([127, 0, 0, 1], 0))).map_err(quic("bind"))?;
-    if let Some(size) = buffer {
-        let r = socket2::SockRef::from(&sock);
-        r.set_recv_buffer_size(size).map_err(quic("SO_RCVBUF"))?;
-        r.set_send_buffer_size(size).map_err(quic("SO_SNDBUF"))?;
-    }
-    Ok(sock)
-}
-
-fn endpoint(
-    server: Option<quinn::ServerConfig>,
-    buffer: Option<usize>,
-) -> Result<Endpoint, BenchError> {
-    let runtime =
-        quinn::default_runtime().ok_or_else(|| BenchError::Quic("no async runtime".into()))?;
-    Endpoint::new(
-        quinn::EndpointConfig::default(),
-        server,
-        socket(buffer)?,
-        runtime,
-    )
-    .map_err(quic("endpoint"))
-}
-
-/// A server endpoint on 127.0.0.1 with the broker's TLS and transport config.
-fn server(
+/// The broker config both endpoints are built from: the profile with `--socket-buffer`,
+/// `--initial-mtu` and `--max-mtu` as knob overrides, validated as the broker validates its
+/// config, listening on an ephemeral loopback port.
+pub(crate) fn broker_config(
+    a: &QuicLimitArgs,
     profile: Profile,
-    buffer: Option<usize>,
-) -> Result<(Endpoint, CertificateDer<'static>), BenchError> {
+) -> Result<BrokerConfig, BenchError> {
+    let buffer = a.socket_buffer.map(|b| b as u64);
+    let overrides = ConfigOverrides {
+        quic_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+        quic_initial_mtu: a.initial_mtu,
+        quic_max_mtu_discovery: a.max_mtu,
+        udp_recv_buffer_bytes: buffer,
+        udp_send_buffer_bytes: buffer,
+        ..ConfigOverrides::default()
+    };
+    let cfg = compose(profile, None, &overrides);
+    cfg.validate()
+        .map_err(|e| BenchError::Usage(format!("--initial-mtu/--max-mtu/--socket-buffer: {e}")))?;
+    Ok(cfg)
+}
+
+/// Samples `conn`'s MTU every 5 ms until `stop`; returns each change, the first one being the
+/// MTU at the start.
+async fn sample_mtu(
+    conn: Connection,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) -> Vec<MtuChange> {
+    let start = Instant::now();
+    let mut changes: Vec<MtuChange> = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(5));
+    loop {
+        tokio::select! {
+            _ = &mut stop => return changes,
+            _ = tick.tick() => {}
+        }
+        let stats = conn.stats();
+        let p = stats.path;
+        if changes.last().is_none_or(|c| c.mtu != p.current_mtu) {
+            changes.push(MtuChange {
+                ms: start.elapsed().as_secs_f64() * 1e3,
+                mtu: p.current_mtu,
+                lost_packets: p.lost_packets,
+                black_holes: p.black_holes_detected,
+                tx_bytes: stats.udp_tx.bytes,
+            });
+        }
+    }
+}
+
+/// The sender's path statistics and the receiver's datagram count, as quinn reports them.
+fn path_stats(sender: &Connection, receiver: &Connection) -> QuicPathStats {
+    let s = sender.stats();
+    let r = receiver.stats();
+    QuicPathStats {
+        current_mtu: s.path.current_mtu,
+        sent_packets: s.path.sent_packets,
+        lost_packets: s.path.lost_packets,
+        lost_bytes: s.path.lost_bytes,
+        congestion_events: s.path.congestion_events,
+        cwnd: s.path.cwnd,
+        rtt_us: s.path.rtt.as_secs_f64() * 1e6,
+        mtu_probes_sent: s.path.sent_plpmtud_probes,
+        mtu_probes_lost: s.path.lost_plpmtud_probes,
+        black_holes: s.path.black_holes_detected,
+        tx_datagrams: s.udp_tx.datagrams,
+        tx_ios: s.udp_tx.ios,
+        tx_bytes: s.udp_tx.bytes,
+        rx_datagrams: r.udp_rx.datagrams,
+        rx_side_lost_packets: r.path.lost_packets,
+        mtu_changes: Vec::new(),
+    }
+}
+
+/// The broker's listener (`starling_broker::transport::listener`: the config's UDP buffers
+/// and datagram sizes) with the broker's TLS and transport config.
+fn server(cfg: &BrokerConfig) -> Result<(Endpoint, CertificateDer<'static>), BenchError> {
     let material = TlsMaterial::self_signed(default_names()).map_err(quic("certificate"))?;
     let cert = material
         .chain
         .first()
         .cloned()
         .ok_or_else(|| BenchError::Quic("no certificate generated".into()))?;
-    let cfg = compose(profile, None, &ConfigOverrides::default());
-    let server_config = starling_broker::transport::server_config(&cfg, &material)
-        .map_err(quic("server config"))?;
-    Ok((endpoint(Some(server_config), buffer)?, cert))
+    let server_config =
+        starling_broker::transport::server_config(cfg, &material).map_err(quic("server config"))?;
+    let (endpoint, _) =
+        starling_broker::transport::listener(cfg, server_config).map_err(quic("listener"))?;
+    Ok((endpoint, cert))
 }
 
-/// A client endpoint trusting `cert`, with the SDK's publish-connection windows.
+/// A client endpoint trusting `cert`, with the SDK's publish-connection windows and `path`
+/// (its endpoint and transport settings, as the SDK applies them).
 fn client(
     profile: Profile,
+    path: &PathTuning,
     cert: CertificateDer<'static>,
-    buffer: Option<usize>,
 ) -> Result<Endpoint, BenchError> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert).map_err(quic("trust"))?;
@@ -144,17 +240,24 @@ fn client(
         .stream_receive_window(varint(t.event_stream_recv_window)?)
         .receive_window(varint(t.event_conn_recv_window)?)
         .keep_alive_interval(Some(t.keep_alive_interval));
+    path.apply(&mut transport);
     let mut cfg = quinn::ClientConfig::new(Arc::new(crypto));
     cfg.transport_config(Arc::new(transport));
-    let mut endpoint = endpoint(None, buffer)?;
+    let (mut endpoint, _) = path
+        .endpoint(SocketAddr::from(([127, 0, 0, 1], 0)), None)
+        .map_err(quic("endpoint"))?;
     endpoint.set_default_client_config(cfg);
     Ok(endpoint)
 }
 
-async fn accept_loop(endpoint: Endpoint) {
+/// Serves every connection; each accepted connection is also sent on `accepted` (for its
+/// statistics).
+async fn accept_loop(endpoint: Endpoint, accepted: mpsc::UnboundedSender<Connection>) {
     while let Some(incoming) = endpoint.accept().await {
+        let accepted = accepted.clone();
         tokio::spawn(async move {
             let Ok(conn) = incoming.await else { return };
+            let _ = accepted.send(conn.clone());
             while let Ok((send, recv)) = conn.accept_bi().await {
                 tokio::spawn(serve_stream(send, recv));
             }
@@ -232,4 +335,74 @@ async fn echo(conn: &quinn::Connection, size: usize, count: u32) -> Result<Laten
     }
     let _ = send.finish();
     Ok(Latency::from_ns(&h))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(initial_mtu: Option<u16>, max_mtu: Option<u16>) -> QuicLimitArgs {
+        QuicLimitArgs {
+            payload: 16_384,
+            duration: Duration::from_secs(1),
+            rtt_count: 1,
+            rtt_payload: 256,
+            socket_buffer: None,
+            max_mtu,
+            initial_mtu,
+            json: None,
+            name: "quic-limit".into(),
+        }
+    }
+
+    fn path(initial_mtu: Option<u16>, max_mtu: Option<u16>) -> Result<PathTuning, String> {
+        broker_config(&args(initial_mtu, max_mtu), Profile::Balanced)
+            .map(|c| PathTuning::from_config(&c))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn mtu_options_default_to_the_profile_and_are_validated_as_the_broker_does() {
+        let t = path(None, None).expect("defaults");
+        assert_eq!(
+            (t.initial_mtu, t.max_mtu, t.max_udp_payload()),
+            (1200, 1452, 1472)
+        );
+        let jumbo = path(None, Some(8952)).expect("jumbo");
+        assert_eq!((jumbo.initial_mtu, jumbo.max_mtu), (1200, 8952));
+        assert_eq!(
+            jumbo.max_udp_payload(),
+            8952,
+            "the endpoints accept what is probed for"
+        );
+        let both = path(Some(8952), Some(8952)).expect("initial = max");
+        assert_eq!(both.initial_mtu, 8952);
+        assert!(
+            path(Some(1199), None)
+                .unwrap_err()
+                .contains("quic_initial_mtu")
+        );
+        assert!(
+            path(None, Some(65_528))
+                .unwrap_err()
+                .contains("quic_max_mtu_discovery")
+        );
+        assert!(path(None, Some(65_527)).is_ok());
+        let msg = path(Some(1500), None).unwrap_err();
+        assert!(
+            msg.contains("quic_initial_mtu: (1500) must not exceed quic_max_mtu_discovery (1452)"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn the_socket_buffer_option_sets_both_udp_buffers() {
+        let mut a = args(None, None);
+        a.socket_buffer = Some(4 << 20);
+        let t = PathTuning::from_config(&broker_config(&a, Profile::Balanced).expect("config"));
+        assert_eq!(
+            (t.udp_recv_buffer_bytes, t.udp_send_buffer_bytes),
+            (4 << 20, 4 << 20)
+        );
+    }
 }

@@ -150,6 +150,69 @@ pub(crate) struct QuicStats {
     /// UDP socket buffer size set on both endpoints (`None`: the OS default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) socket_buffer: Option<usize>,
+    /// `quic_initial_mtu` of both endpoints (0 in results from before it was recorded).
+    #[serde(default)]
+    pub(crate) initial_mtu: u16,
+    /// `quic_max_mtu_discovery` of both endpoints (0 in results from before it was recorded).
+    #[serde(default)]
+    pub(crate) max_mtu: u16,
+    /// What quinn reported of the bulk connection when the bulk transfer ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) bulk_path: Option<QuicPathStats>,
+}
+
+/// quinn's view of a connection's path (`Connection::stats()`), sender and receiver side.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct QuicPathStats {
+    /// Largest UDP payload the sender's path supports now (where MTU discovery got to).
+    pub(crate) current_mtu: u16,
+    /// Packets the sender sent.
+    pub(crate) sent_packets: u64,
+    /// Packets the sender declared lost (MTU probes not included).
+    pub(crate) lost_packets: u64,
+    /// Bytes the sender declared lost.
+    pub(crate) lost_bytes: u64,
+    /// Congestion events of the sender.
+    pub(crate) congestion_events: u64,
+    /// The sender's congestion window at the end (bytes).
+    pub(crate) cwnd: u64,
+    /// The sender's smoothed RTT at the end (µs).
+    pub(crate) rtt_us: f64,
+    /// MTU probes sent.
+    pub(crate) mtu_probes_sent: u64,
+    /// MTU probes lost.
+    pub(crate) mtu_probes_lost: u64,
+    /// Black holes detected (each one drops the MTU back to the base).
+    pub(crate) black_holes: u64,
+    /// UDP datagrams the sender sent.
+    pub(crate) tx_datagrams: u64,
+    /// Send system calls of the sender (below `tx_datagrams` with GSO).
+    pub(crate) tx_ios: u64,
+    /// UDP payload bytes the sender sent.
+    pub(crate) tx_bytes: u64,
+    /// UDP datagrams the receiver received.
+    pub(crate) rx_datagrams: u64,
+    /// Packets the receiver declared lost (its ACK-only and echo traffic).
+    pub(crate) rx_side_lost_packets: u64,
+    /// Every change of the sender's `current_mtu` during the bulk transfer (sampled every
+    /// 5 ms): where discovery went and when a black hole sent it back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) mtu_changes: Vec<MtuChange>,
+}
+
+/// The sender's MTU changed (seen by sampling `Connection::stats()`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct MtuChange {
+    /// Milliseconds since the bulk transfer started.
+    pub(crate) ms: f64,
+    /// The new `current_mtu`.
+    pub(crate) mtu: u16,
+    /// Packets declared lost so far.
+    pub(crate) lost_packets: u64,
+    /// Black holes detected so far.
+    pub(crate) black_holes: u64,
+    /// UDP payload bytes sent so far (the throughput of each MTU phase is the difference).
+    pub(crate) tx_bytes: u64,
 }
 
 /// One benchmark run.
