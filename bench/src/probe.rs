@@ -97,8 +97,8 @@ mod tests {
     #[test]
     fn reads_the_brokers_config_back_with_its_path_settings() {
         let overrides = starling_config::ConfigOverrides {
-            quic_max_mtu_discovery: Some(8952),
-            quic_initial_mtu: Some(8952),
+            quic_max_mtu_discovery: Some(6550),
+            quic_initial_mtu: Some(6550),
             udp_recv_buffer_bytes: Some(4 << 20),
             slow_subscriber_policy: Some(SlowSubscriberPolicy::Block),
             ..Default::default()
@@ -106,7 +106,7 @@ mod tests {
         let cfg = starling_config::compose(starling_config::Profile::Latency, None, &overrides);
         let back = parse_config(&cfg.to_yaml()).expect("the broker's /config parses back");
         assert_eq!(back, cfg);
-        assert_eq!(back.quic_max_mtu_discovery, 8952);
+        assert_eq!(back.quic_max_mtu_discovery, 6550);
         assert_eq!(parse_config("not: [a, config"), None);
         let refused = "profile: balanced\nmax_topics: 0\n";
         assert_eq!(parse_config(refused), None, "refused by validation");

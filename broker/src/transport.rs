@@ -155,13 +155,13 @@ mod tests {
         assert_eq!(path(&defaults), path(&quinn));
         let mut cfg = Profile::Balanced.config();
         cfg.quic_initial_mtu = 1400;
-        cfg.quic_max_mtu_discovery = 8952;
+        cfg.quic_max_mtu_discovery = 6550;
         cfg.quic_ack_eliciting_threshold = Some(4);
         cfg.quic_max_ack_delay_us = Some(5_000);
         let set = show(&cfg);
         for part in [
             "initial_mtu: 1400",
-            "upper_bound: 8952",
+            "upper_bound: 6550",
             "ack_eliciting_threshold: 4",
             "max_ack_delay: Some(5ms)",
         ] {

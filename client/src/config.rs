@@ -208,8 +208,24 @@ impl ClientConfig {
         self
     }
 
-    /// Checks the pool sizes and timeouts.
+    /// Checks the pool sizes, timeouts and datagram sizes.
     pub(crate) fn validate(&self) -> Result<(), crate::ClientError> {
+        let (min_mtu, max_mtu) = starling_config::validate::QUIC_MTU_RANGE;
+        let path = &self.transport.path;
+        for (name, value) in [("initial_mtu", path.initial_mtu), ("max_mtu", path.max_mtu)] {
+            if !(min_mtu..=max_mtu).contains(&value) {
+                return Err(crate::ClientError::Config(format!(
+                    "transport.path.{name} must be between {min_mtu} and {max_mtu} (the broker's \
+                     quic_initial_mtu / quic_max_mtu_discovery bounds), got {value}"
+                )));
+            }
+        }
+        if path.initial_mtu > path.max_mtu {
+            return Err(crate::ClientError::Config(format!(
+                "transport.path.initial_mtu ({}) must not exceed max_mtu ({})",
+                path.initial_mtu, path.max_mtu
+            )));
+        }
         let t = &self.tuning;
         let pools = [
             ("pub_conn_pool", t.pub_conn_pool),
@@ -304,6 +320,23 @@ mod tests {
             back.transport.event_conn_recv_window,
             Profile::Latency.config().event_conn_recv_window
         );
+    }
+
+    #[test]
+    fn validate_rejects_datagram_sizes_quinn_would_lose() {
+        let mut cfg = ClientConfig::new("127.0.0.1:7400", Trust::Insecure);
+        cfg.transport.path.max_mtu = 6550;
+        assert!(cfg.validate().is_ok());
+        cfg.transport.path.max_mtu = 8952;
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("max_mtu must be between 1200 and 6550"),
+            "{err}"
+        );
+        cfg.transport.path.max_mtu = 1452;
+        cfg.transport.path.initial_mtu = 1500;
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(err.contains("initial_mtu (1500) must not exceed"), "{err}");
     }
 
     #[test]

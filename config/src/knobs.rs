@@ -221,9 +221,11 @@ knobs! {
     quic_initial_mtu: u16,
     /// Largest UDP payload size (bytes) path MTU discovery probes for (quinn's
     /// `MtuDiscoveryConfig::upper_bound`). 1452, quinn's default, fits a 1500-byte Ethernet MTU
-    /// over IPv4 and IPv6. Raise it only on jumbo-frame networks (8952 for a 9000-byte MTU
-    /// over IPv6): larger datagrams carry the same bytes in fewer packets. Discovery stops at
-    /// what the path carries, so a bound above it costs only a few lost probes. Above 1472 the
+    /// over IPv4 and IPv6. Raise it only on paths that carry larger datagrams (jumbo-frame
+    /// networks, loopback): larger datagrams carry the same bytes in fewer packets. At most
+    /// 6550, also on a 9000-byte network: quinn sends up to 10 datagrams per system call, and
+    /// Linux refuses (and quinn silently loses) a batch over 64 KiB. Discovery stops at what
+    /// the path carries, so a bound above it costs only a few lost probes. Above 1472 the
     /// endpoint also accepts datagrams that large (quinn's `max_udp_payload_size`), without
     /// which the other side's discovery stops at 1472, and quinn's receive buffer grows with
     /// it (the memory-fit formula counts it).

@@ -386,8 +386,8 @@ mod tests {
             2 * (5 << 20)
         );
         let mut jumbo = cfg.clone();
-        jumbo.quic_max_mtu_discovery = 8952;
-        assert_eq!(term(&jumbo, 0), Some(2048 * (8952 - 1472)));
+        jumbo.quic_max_mtu_discovery = 6550;
+        assert_eq!(term(&jumbo, 0), Some(2048 * (6550 - 1472)));
     }
 
     #[test]

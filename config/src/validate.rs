@@ -21,9 +21,15 @@ pub const CONNECTION_WINDOW_FLOOR: u64 = 1024 * 1024;
 /// Bytes reserved in a frame for the EventBatch header and per-event prefixes of a full batch.
 pub const EVENT_BATCH_OVERHEAD: u64 = 64;
 /// Smallest and largest accepted UDP payload sizes of `quic_initial_mtu` and
-/// `quic_max_mtu_discovery`: QUIC's minimum datagram size, and the largest UDP payload IPv6
-/// permits (quinn's own bounds).
-pub const QUIC_MTU_RANGE: (u16, u16) = (1200, 65_527);
+/// `quic_max_mtu_discovery`: QUIC's minimum datagram size, and the largest datagram whose
+/// segmentation-offload batches Linux accepts. quinn 0.11 hands the kernel up to 10 datagrams
+/// of the path's MTU in one `sendmsg` (`MAX_TRANSMIT_SEGMENTS` in `quinn/src/connection.rs`);
+/// Linux refuses a batch over 65,507 bytes, an IPv4 datagram's largest UDP payload, with
+/// `EMSGSIZE`, and quinn-udp 0.5 takes that for a lost MTU probe and drops the batch without a
+/// word. Above 6550 (10 × 6550 = 65,500) every full batch is lost: measured on loopback,
+/// 8952 ran at 0.73–0.76× of 1452 until black-hole detection fell back to 1200, and 6551–7000
+/// crawled at about 5 MB/s (`docs/benchmarks.md`, "Jumbo datagrams on loopback").
+pub const QUIC_MTU_RANGE: (u16, u16) = (1200, 6550);
 /// The largest UDP payload a quinn endpoint accepts from its peers by default (1500-byte
 /// Ethernet minus the IPv4 and UDP headers). A `quic_max_mtu_discovery` above it raises it to
 /// match, on the broker and in the SDK.
@@ -494,14 +500,17 @@ mod tests {
             ..Default::default()
         });
         assert!(
-            msg.contains("quic_initial_mtu: must be between 1200 and 65527, got 1199"),
+            msg.contains("quic_initial_mtu: must be between 1200 and 6550, got 1199"),
             "{msg}"
         );
         let msg = errors(ConfigOverrides {
-            quic_max_mtu_discovery: Some(65_528),
+            quic_max_mtu_discovery: Some(6551),
             ..Default::default()
         });
-        assert!(msg.contains("quic_max_mtu_discovery"), "{msg}");
+        assert!(
+            msg.contains("quic_max_mtu_discovery: must be between 1200 and 6550, got 6551"),
+            "{msg}"
+        );
         let msg = errors(ConfigOverrides {
             quic_initial_mtu: Some(1500),
             ..Default::default()
@@ -512,7 +521,7 @@ mod tests {
         );
         let jumbo = errors(ConfigOverrides {
             quic_initial_mtu: Some(1400),
-            quic_max_mtu_discovery: Some(8952),
+            quic_max_mtu_discovery: Some(6550),
             ..Default::default()
         });
         assert!(jumbo.is_empty(), "{jumbo}");
