@@ -10,8 +10,9 @@ use crate::result::RunResult;
 /// System name of the ceiling.
 pub(crate) const LIMIT: &str = "quic-limit";
 /// System order in tables and plots.
-pub(crate) const SYSTEM_ORDER: [&str; 9] = [
+pub(crate) const SYSTEM_ORDER: [&str; 10] = [
     "starling",
+    crate::targets::JUMBO.0,
     "nats-tls",
     "nats",
     "jetstream-tls",
