@@ -395,6 +395,50 @@ async fn a_durable_cluster_scaled_three_to_one_to_three_loses_no_acked_message()
         "{} acked across 3 -> 1 -> 3, {delivered} delivered on resume",
         acked.len()
     );
+
+    // The same through the Service with a plain client: its connections land on any broker,
+    // so most topics are read at a member that does not own them and relays them. A resume
+    // from the start there is fed from the owner first (`cluster::catchup`): every acked
+    // message again, in the owner's order.
+    let via_service = starling_e2e::kube_env::connect_retrying(
+        "reader through the Service",
+        user.config(ns.service_addr("ledger").await.expect("address"))
+            .without_cluster_routing(),
+    )
+    .await
+    .expect("reader connects through the Service");
+    for t in 0..SCALE_TOPICS {
+        let topic = scale_topic(t);
+        let mut sub = via_service
+            .subscribe_from(&topic, Some(FROM_THE_START))
+            .await
+            .expect("resume from the start through the Service");
+        let mut got: Vec<u32> = Vec::new();
+        let mut wait_for = Duration::from_secs(15);
+        while let Ok(Some(ev)) = tokio::time::timeout(wait_for, sub.next_event()).await {
+            got.push(index(&ev.expect("event").payload).expect("a 4-byte index"));
+            wait_for = Duration::from_secs(3);
+        }
+        for w in got.windows(2) {
+            assert!(
+                w[0] < w[1],
+                "{topic} through the Service: out of order or duplicated: {w:?}"
+            );
+        }
+        let seen: HashSet<u32> = got.into_iter().collect();
+        let missing: Vec<u32> = acked
+            .iter()
+            .copied()
+            .filter(|i| scale_topic(*i) == topic && !seen.contains(i))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{topic} through the Service: {} acked messages not delivered: {:?}",
+            missing.len(),
+            &missing[..missing.len().min(20)]
+        );
+    }
+    via_service.close().await;
     ns.delete().await;
 }
 
