@@ -228,6 +228,28 @@ async fn a_force_deleted_durable_broker_loses_no_acked_message() {
     ns.delete().await;
 }
 
+/// Every event of `topic` from its start, read by `client` (`at`: where, for the messages),
+/// asserted in order and without duplicates.
+async fn read_from_the_start(client: &starling_client::Client, topic: &str, at: &str) -> Vec<u32> {
+    let mut sub = client
+        .subscribe_from(topic, Some(FROM_THE_START))
+        .await
+        .unwrap_or_else(|e| panic!("{topic} {at}: resume from the start: {e}"));
+    let mut got: Vec<u32> = Vec::new();
+    let mut wait_for = Duration::from_secs(15);
+    while let Ok(Some(ev)) = tokio::time::timeout(wait_for, sub.next_event()).await {
+        got.push(index(&ev.expect("event").payload).expect("a 4-byte index"));
+        wait_for = Duration::from_secs(3);
+    }
+    for w in got.windows(2) {
+        assert!(
+            w[0] < w[1],
+            "{topic} {at}: out of order or duplicated: {w:?}"
+        );
+    }
+    got
+}
+
 /// Topics the scale test spreads its publishes over (enough that each of three brokers owns
 /// some).
 const SCALE_TOPICS: u32 = 6;
@@ -361,19 +383,7 @@ async fn a_durable_cluster_scaled_three_to_one_to_three_loses_no_acked_message()
         )
         .await
         .expect("reader connects to the owner");
-        let mut sub = reader
-            .subscribe_from(&topic, Some(FROM_THE_START))
-            .await
-            .expect("resume from the start");
-        let mut got: Vec<u32> = Vec::new();
-        let mut wait_for = Duration::from_secs(15);
-        while let Ok(Some(ev)) = tokio::time::timeout(wait_for, sub.next_event()).await {
-            got.push(index(&ev.expect("event").payload).expect("a 4-byte index"));
-            wait_for = Duration::from_secs(3);
-        }
-        for w in got.windows(2) {
-            assert!(w[0] < w[1], "{topic}: out of order or duplicated: {w:?}");
-        }
+        let got = read_from_the_start(&reader, &topic, "at its owner").await;
         reader.close().await;
         delivered += got.len();
         let seen: HashSet<u32> = got.into_iter().collect();
@@ -409,22 +419,7 @@ async fn a_durable_cluster_scaled_three_to_one_to_three_loses_no_acked_message()
     .expect("reader connects through the Service");
     for t in 0..SCALE_TOPICS {
         let topic = scale_topic(t);
-        let mut sub = via_service
-            .subscribe_from(&topic, Some(FROM_THE_START))
-            .await
-            .expect("resume from the start through the Service");
-        let mut got: Vec<u32> = Vec::new();
-        let mut wait_for = Duration::from_secs(15);
-        while let Ok(Some(ev)) = tokio::time::timeout(wait_for, sub.next_event()).await {
-            got.push(index(&ev.expect("event").payload).expect("a 4-byte index"));
-            wait_for = Duration::from_secs(3);
-        }
-        for w in got.windows(2) {
-            assert!(
-                w[0] < w[1],
-                "{topic} through the Service: out of order or duplicated: {w:?}"
-            );
-        }
+        let got = read_from_the_start(&via_service, &topic, "through the Service").await;
         let seen: HashSet<u32> = got.into_iter().collect();
         let missing: Vec<u32> = acked
             .iter()
