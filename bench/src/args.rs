@@ -191,6 +191,11 @@ pub(crate) struct PubSubArgs {
     /// publish→ack latency is reported. Without it publishes are fire-and-forget.
     #[arg(long, value_name = "CALLS")]
     pub(crate) ack_window: Option<u32>,
+    /// Publish window of each producer's client in bytes: fire-and-forget bytes one publish
+    /// stream keeps unacknowledged by the broker (`ClientConfig::publish_window_bytes`);
+    /// 0 turns it off. Default: the SDK's (8 MiB).
+    #[arg(long, value_name = "BYTES")]
+    pub(crate) publish_window: Option<u64>,
 }
 
 /// The cache workload.

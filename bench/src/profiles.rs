@@ -65,6 +65,7 @@ fn workload(p: &Promise, a: &ProfilesArgs, rate: Option<f64>) -> Result<PubSubPl
         shared_sub_client: false,
         drain_timeout: DRAIN_TIMEOUT,
         ack_window: None,
+        publish_window: None,
     })
 }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use starling_client::Client;
+use starling_client::{Client, DEFAULT_PUBLISH_WINDOW, MAX_PUBLISH_WINDOW, MIN_PUBLISH_WINDOW};
 use tokio::sync::watch;
 
 use super::args::PubSubArgs;
@@ -62,6 +62,15 @@ impl PubSubPlan {
         if args.ack_window.is_some() && args.rate.is_some() {
             return bad("--ack-window is for closed-loop runs (without --rate)");
         }
+        if let Some(bytes) = args.publish_window
+            && bytes != 0
+            && !(MIN_PUBLISH_WINDOW..=MAX_PUBLISH_WINDOW).contains(&bytes)
+        {
+            return Err(BenchError::Usage(format!(
+                "--publish-window must be 0 (none) or between {MIN_PUBLISH_WINDOW} and \
+                 {MAX_PUBLISH_WINDOW} bytes"
+            )));
+        }
         Ok(PubSubPlan { args })
     }
 
@@ -110,6 +119,12 @@ impl PubSubPlan {
             profile: Some(target.profile.to_string()),
             policy: target.policy.map(|p| p.to_string()),
             ack_window: a.ack_window,
+            // Acked publishes are bounded by --ack-window; the window covers the others.
+            publish_window: match (a.ack_window, a.publish_window) {
+                (Some(_), _) | (None, Some(0)) => None,
+                (None, Some(bytes)) => Some(bytes),
+                (None, None) => Some(DEFAULT_PUBLISH_WINDOW),
+            },
             ..RunConfig::default()
         }
     }
@@ -141,6 +156,9 @@ pub(crate) async fn run(
     }
     if let Some(n) = a.pub_streams_per_conn {
         pub_cfg.tuning.pub_streams_per_conn = n;
+    }
+    if let Some(bytes) = a.publish_window {
+        pub_cfg.publish_window_bytes = (bytes > 0).then_some(bytes);
     }
     // One client per producer by default (like separate publishing apps, and
     // like the NATS load program's connections); `--shared-pub-client` puts
@@ -318,6 +336,7 @@ mod tests {
             &["--pub-conns", "0"],
             &["--ack-window", "0"],
             &["--ack-window", "8", "--rate", "1000"],
+            &["--publish-window", "1000"],
         ] {
             assert!(PubSubPlan::new(args(bad)).is_err(), "{bad:?}");
         }

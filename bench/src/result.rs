@@ -108,6 +108,10 @@ pub(crate) struct RunConfig {
     /// unacked at most; absent means fire-and-forget publishes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) ack_window: Option<u32>,
+    /// Starling's publish window per stream in bytes (`ClientConfig::publish_window_bytes`);
+    /// absent means none (or a run recorded before the window existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) publish_window: Option<u64>,
 }
 
 /// One operation kind of the cache workload.

@@ -55,6 +55,7 @@ fn small(rate: Option<f64>) -> PubSubArgs {
         shared_pub_client: rate.is_none(),
         drain_timeout: Duration::from_secs(30),
         ack_window: None,
+        publish_window: None,
     }
 }
 

@@ -9,9 +9,13 @@ use starling_config::{ClientTuning, Profile};
 
 use crate::credentials::Credentials;
 use crate::path::PathTuning;
+use crate::window::{MAX_PUBLISH_WINDOW, MIN_PUBLISH_WINDOW};
 
 /// Default port of the broker's QUIC listener.
 pub const DEFAULT_PORT: u16 = starling_config::DEFAULT_QUIC_PORT;
+
+/// Default of [`ClientConfig::publish_window_bytes`]: 8 MiB per publish stream.
+pub const DEFAULT_PUBLISH_WINDOW: u64 = 8 * 1024 * 1024;
 
 /// How the client decides whether to trust the server's certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,8 +132,20 @@ pub struct ClientConfig {
     pub client_name: String,
     /// Limit on connecting plus handshaking one connection.
     pub connect_timeout: Duration,
-    /// Limit on one request (an acked publish, a subscribe, a cache op).
+    /// Limit on one request (an acked publish, a subscribe, a cache op), and on how long a
+    /// fire-and-forget publish waits for room in its stream's queue and publish window.
     pub request_timeout: Duration,
+    /// Most bytes of fire-and-forget publishes one publish stream keeps written but not yet
+    /// acknowledged by the broker; a publish past it waits. One publish in each quarter window
+    /// asks for the broker's ack (at the broker's `ack_level`), and its answer frees the bytes
+    /// before it. It bounds
+    /// how long a fast publisher's messages queue at the broker (about this many bytes per
+    /// stream, instead of up to the broker's stream receive window) and what a client holds
+    /// for a slow broker. `None`: unbounded, bounded only by QUIC flow control. Default
+    /// [`DEFAULT_PUBLISH_WINDOW`]; accepted: [`MIN_PUBLISH_WINDOW`] (64 KiB) to
+    /// [`MAX_PUBLISH_WINDOW`] (1 GiB). Acked publishes are bounded by
+    /// their callers instead, and broker-to-broker links ([`ClientConfig::as_peer`]) have none.
+    pub publish_window_bytes: Option<u64>,
     /// Route each topic and cache key straight to the cluster member that owns it (learned
     /// with `ClusterInfo` from the first server). Off: every request goes to `server`, which
     /// forwards what it does not own.
@@ -157,6 +173,7 @@ impl ClientConfig {
             client_name: format!("starling-client/{}", env!("CARGO_PKG_VERSION")),
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(10),
+            publish_window_bytes: Some(DEFAULT_PUBLISH_WINDOW),
             cluster_routing: true,
             cluster_refresh: Duration::from_secs(5),
             credentials: Credentials::None,
@@ -181,10 +198,20 @@ impl ClientConfig {
     /// (`starling_proto::Role::Peer`), which a broker grants only to a client certificate whose
     /// common name is the peer identity (`starling:peer`) signed by its client CA, so give the
     /// member's peer certificate with [`ClientConfig::with_credentials`]. No routing: the peer
-    /// serves every request itself.
+    /// serves every request itself. No publish window either: a member may serve a peer's
+    /// fire-and-forget publish for a topic it no longer owns, but refuses an acked one
+    /// (`Moved`), so a window's ack requests would lose messages in a membership change; the
+    /// link's own small QUIC windows bound it instead.
     pub fn as_peer(mut self) -> Self {
         self.peer = true;
         self.cluster_routing = false;
+        self.publish_window_bytes = None;
+        self
+    }
+
+    /// Sets [`ClientConfig::publish_window_bytes`] (`None`: unbounded).
+    pub fn with_publish_window(mut self, bytes: Option<u64>) -> Self {
+        self.publish_window_bytes = bytes;
         self
     }
 
@@ -240,6 +267,15 @@ impl ClientConfig {
                     "{name} must be at least 1"
                 )));
             }
+        }
+        let (min_window, max_window) = (MIN_PUBLISH_WINDOW, MAX_PUBLISH_WINDOW);
+        if let Some(w) = self.publish_window_bytes
+            && !(min_window..=max_window).contains(&w)
+        {
+            return Err(crate::ClientError::Config(format!(
+                "publish_window_bytes must be between {min_window} and {max_window} \
+                 (or None for no window), got {w}"
+            )));
         }
         if self.connect_timeout.is_zero()
             || self.request_timeout.is_zero()
@@ -352,6 +388,24 @@ mod tests {
     }
 
     #[test]
+    fn validate_bounds_the_publish_window() {
+        let mut cfg = ClientConfig::new("h:1", Trust::Insecure);
+        assert_eq!(cfg.publish_window_bytes, Some(DEFAULT_PUBLISH_WINDOW));
+        for ok in [None, Some(64 * 1024), Some(1 << 30)] {
+            cfg.publish_window_bytes = ok;
+            assert!(cfg.validate().is_ok(), "{ok:?}");
+        }
+        for bad in [0, 64 * 1024 - 1, (1 << 30) + 1] {
+            cfg = cfg.with_publish_window(Some(bad));
+            let err = cfg.validate().unwrap_err().to_string();
+            assert!(
+                err.contains("publish_window_bytes must be between 65536 and 1073741824"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
     fn peers_do_not_route_and_credentials_are_kept() {
         let cfg = ClientConfig::new("h:1", Trust::Insecure);
         assert_eq!(
@@ -360,6 +414,7 @@ mod tests {
         );
         let peer = cfg.with_credentials(Credentials::token("t")).as_peer();
         assert!(peer.peer && !peer.cluster_routing);
+        assert_eq!(peer.publish_window_bytes, None);
         assert_eq!(peer.credentials, Credentials::Token("t".into()));
     }
 

@@ -138,9 +138,10 @@ mod subscription;
 mod tls;
 mod transport;
 mod verify;
+mod window;
 
 pub use client::Client;
-pub use config::{ClientConfig, DEFAULT_PORT, TransportTuning, Trust};
+pub use config::{ClientConfig, DEFAULT_PORT, DEFAULT_PUBLISH_WINDOW, TransportTuning, Trust};
 pub use credentials::{Credentials, CredentialsDir, CredentialsError};
 pub use error::{ClientError, ProtocolError};
 pub use fingerprint::sha256 as certificate_fingerprint;
@@ -150,3 +151,4 @@ pub use starling_config::{ClientTuning, Profile};
 pub use starling_proto::{Position, StartAt};
 pub use subscription::{Event, Subscription};
 pub use tls::{ALPN_CACHE, ALPN_PUBSUB};
+pub use window::{MAX_PUBLISH_WINDOW, MIN_PUBLISH_WINDOW};

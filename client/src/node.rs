@@ -44,7 +44,11 @@ impl Node {
         let first = connector.connect(ConnKind::Publish).await?;
         let info = ServerInfo::clone(&first.info);
         let t = cfg.tuning;
-        let publisher = Publisher::new(t.pub_conn_pool, t.pub_streams_per_conn);
+        let publisher = Publisher::new(
+            t.pub_conn_pool,
+            t.pub_streams_per_conn,
+            cfg.publish_window_bytes,
+        );
         let control = LazySlot::default();
         control.set(first.clone());
         publisher.seed(first);

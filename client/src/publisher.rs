@@ -1,6 +1,7 @@
 //! The publish pool: `pub_conn_pool` connections × `pub_streams_per_conn`
 //! publish streams. A topic always hashes to the same stream, so one client's
-//! publishes to one topic stay in order.
+//! publishes to one topic stay in order. Each stream's fire-and-forget publishes stay within
+//! the client's publish window ([`crate::window`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,17 +28,20 @@ pub(crate) struct Publisher {
     conns: Vec<LazySlot<Conn>>,
     streams: Vec<LazySlot<Arc<RpcStream>>>,
     streams_per_conn: usize,
+    window: Option<u64>,
 }
 
 impl Publisher {
-    /// An empty pool of `conns × streams_per_conn` streams.
-    pub(crate) fn new(conns: u32, streams_per_conn: u32) -> Self {
+    /// An empty pool of `conns × streams_per_conn` streams, each with a publish window of
+    /// `window` bytes (`None`: unbounded).
+    pub(crate) fn new(conns: u32, streams_per_conn: u32, window: Option<u64>) -> Self {
         let conns = usize::try_from(conns).unwrap_or(1).max(1);
         let per = usize::try_from(streams_per_conn).unwrap_or(1).max(1);
         Publisher {
             conns: slots(conns),
             streams: slots(conns * per),
             streams_per_conn: per,
+            window,
         }
     }
 
@@ -58,18 +62,19 @@ impl Publisher {
         timeout: Duration,
     ) -> Result<(), ClientError> {
         let stream = self.stream_for(connector, topic).await?;
-        let build = |request_id| {
+        let len = frame_cost(topic, payload.len());
+        let build = |request_id, ack| {
             Frame::Publish(Publish {
                 request_id,
-                ack: ack_mode(acked),
+                ack,
                 topic: topic.to_string(),
                 payload,
             })
         };
         if acked {
-            expect_ack(stream.call(build, timeout).await?)
+            expect_ack(stream.call(|id| build(id, AckMode::Ack), timeout).await?)
         } else {
-            stream.send(build, timeout).await
+            stream.send_windowed(len, build, timeout).await
         }
     }
 
@@ -94,18 +99,19 @@ impl Publisher {
             }
             return Ok(());
         }
-        let build = |request_id| {
+        let len = frame_cost(topic, payloads.iter().map(Bytes::len).sum());
+        let build = |request_id, ack| {
             Frame::PublishBatch(PublishBatch {
                 request_id,
-                ack: ack_mode(acked),
+                ack,
                 topic: topic.to_string(),
                 payloads,
             })
         };
         if acked {
-            expect_ack(stream.call(build, timeout).await?)
+            expect_ack(stream.call(|id| build(id, AckMode::Ack), timeout).await?)
         } else {
-            stream.send(build, timeout).await
+            stream.send_windowed(len, build, timeout).await
         }
     }
 
@@ -177,7 +183,9 @@ impl Publisher {
                 let conn = conn_slot
                     .get_or_open(|| connector.connect(ConnKind::Publish))
                     .await?;
-                connector.bounded(RpcStream::open(&conn)).await
+                connector
+                    .bounded(RpcStream::open_windowed(&conn, self.window))
+                    .await
             })
             .await
     }
@@ -187,8 +195,10 @@ fn stream_has_batch(stream: &RpcStream) -> bool {
     stream.info().has_feature(features::BATCH_PUBLISH)
 }
 
-fn ack_mode(acked: bool) -> AckMode {
-    if acked { AckMode::Ack } else { AckMode::None }
+/// What a publish of `payload` bytes to `topic` counts against the publish window: its
+/// payload and topic, plus a frame header's worth.
+fn frame_cost(topic: &str, payload: usize) -> usize {
+    payload.saturating_add(topic.len()).saturating_add(16)
 }
 
 fn expect_ack(frame: Frame) -> Result<(), ClientError> {
@@ -209,12 +219,12 @@ mod tests {
 
     #[test]
     fn pool_shape_follows_tuning() {
-        let p = Publisher::new(4, 2);
+        let p = Publisher::new(4, 2, None);
         assert_eq!(
             (p.conns.len(), p.streams.len(), p.streams_per_conn),
             (4, 8, 2)
         );
-        let empty = Publisher::new(0, 0);
+        let empty = Publisher::new(0, 0, Some(1 << 20));
         assert_eq!((empty.conns.len(), empty.streams.len()), (1, 1));
     }
 
@@ -230,7 +240,6 @@ mod tests {
             existed: true,
         });
         assert!(expect_ack(wrong).is_err());
-        assert_eq!(ack_mode(true), AckMode::Ack);
-        assert_eq!(ack_mode(false), AckMode::None);
+        assert_eq!(frame_cost("t", 100), 117);
     }
 }

@@ -2,14 +2,16 @@
 //! or a cache stream). Callers hand encoded frames to a writer task through a
 //! bounded queue, so a cancelled caller can never leave half a frame on the
 //! wire and a slow server pushes back on callers. A reader task matches each
-//! answer to its waiter by request id.
+//! answer to its waiter by request id. A publish stream may also carry a
+//! [`PublishWindow`], which bounds its fire-and-forget bytes the broker has not
+//! acknowledged.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use starling_proto::{Frame, FrameDecoder, read_frame};
+use starling_proto::{AckMode, Frame, FrameDecoder, read_frame};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -19,6 +21,7 @@ use crate::error::ProtocolError;
 use crate::handshake::ServerInfo;
 use crate::pending::{Pending, Reply};
 use crate::slot::Alive;
+use crate::window::{Mark, PublishWindow};
 
 /// Frames queued per stream before callers wait.
 const QUEUE_DEPTH: usize = 1024;
@@ -43,6 +46,7 @@ pub(crate) struct RpcStream {
     conn: quinn::Connection,
     info: Arc<ServerInfo>,
     reader: parking_lot::Mutex<Option<JoinHandle<()>>>,
+    window: Option<PublishWindow>,
 }
 
 impl Alive for Arc<RpcStream> {
@@ -54,6 +58,15 @@ impl Alive for Arc<RpcStream> {
 impl RpcStream {
     /// Opens a stream on `conn` and starts its tasks.
     pub(crate) async fn open(conn: &Conn) -> Result<Arc<Self>, ClientError> {
+        Self::open_windowed(conn, None).await
+    }
+
+    /// Opens a stream on `conn` whose [`RpcStream::send_windowed`] keeps at most about
+    /// `window` bytes unacknowledged (`None`: unbounded, as [`RpcStream::send`]).
+    pub(crate) async fn open_windowed(
+        conn: &Conn,
+        window: Option<u64>,
+    ) -> Result<Arc<Self>, ClientError> {
         let (send, recv) = conn.quic.open_bi().await?;
         let pending = Arc::new(Pending::new());
         let dead = Arc::new(AtomicBool::new(false));
@@ -77,6 +90,7 @@ impl RpcStream {
             conn: conn.quic.clone(),
             info: conn.info.clone(),
             reader: parking_lot::Mutex::new(Some(reader)),
+            window: window.map(PublishWindow::new),
         }))
     }
 
@@ -91,6 +105,39 @@ impl RpcStream {
         tokio::time::timeout(timeout, self.enqueue(bytes))
             .await
             .map_err(|_| ClientError::Timeout)?
+    }
+
+    /// Sends a fire-and-forget request of about `len` bytes within the stream's window:
+    /// waits for credit first, and builds the frame with [`AckMode::Ack`] when it is the
+    /// window's mark (its answer gives the credit back), with [`AckMode::None`] otherwise.
+    /// Returns once the frame is queued for writing. Without a window, as [`RpcStream::send`].
+    pub(crate) async fn send_windowed(
+        &self,
+        len: usize,
+        build: impl FnOnce(u64, AckMode) -> Frame,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        let Some(window) = &self.window else {
+            return self.send(|id| build(id, AckMode::None), timeout).await;
+        };
+        tokio::time::timeout(timeout, async {
+            let Some(mark) = window.reserve(len).await.mark else {
+                let bytes = self.encode(build(self.next_id(), AckMode::None))?;
+                return self.enqueue(bytes).await;
+            };
+            let id = self.next_id();
+            let bytes = self.encode(build(id, AckMode::Ack))?;
+            let answer = self.pending.register(id)?;
+            let forget = OwnedForget {
+                pending: Arc::clone(&self.pending),
+                id,
+            };
+            self.enqueue(bytes).await?;
+            tokio::spawn(release_on_answer(answer, mark, forget));
+            Ok(())
+        })
+        .await
+        .map_err(|_| ClientError::Timeout)?
     }
 
     /// Sends the frame built for a fresh request id and waits for its answer.
@@ -210,6 +257,20 @@ impl Drop for OwnedForget {
     fn drop(&mut self) {
         self.pending.remove(self.id);
     }
+}
+
+/// Waits for the answer to a window's mark, then gives its credit back (also when the stream
+/// ends first). A refusal is logged as a refused fire-and-forget request is.
+async fn release_on_answer(answer: oneshot::Receiver<Reply>, mark: Mark, forget: OwnedForget) {
+    match answer.await {
+        Ok(Ok(_)) | Err(_) => {}
+        Ok(Err(e @ (ClientError::Server { .. } | ClientError::Forbidden { .. }))) => {
+            tracing::warn!(request_id = forget.id, "server refused request: {e}");
+        }
+        Ok(Err(e)) => tracing::debug!(error = %e, "publish stream ended before a window ack"),
+    }
+    drop(forget);
+    drop(mark);
 }
 
 async fn write_loop(

@@ -1,4 +1,5 @@
-//! Slow subscribers under each policy: the right drops and counters, and nobody else affected.
+//! Slow subscribers under each policy: the right drops and counters, nobody else affected, and
+//! (under `block`) a fire-and-forget publisher held to its publish window.
 
 use std::time::Duration;
 
@@ -202,6 +203,88 @@ async fn the_queue_budget_bounds_queued_bytes_across_subscribers() {
         m.get("starling_dropped_events_total{reason=queue_full_drop_new}"),
         0.0,
         "the queue itself never filled"
+    );
+    b.running.shutdown().await;
+}
+
+/// Publishes 1 KiB messages fire-and-forget to `topic` until one times out (or `cap` bytes are
+/// accepted); returns the bytes accepted.
+async fn accepted_until_stuck(client: &starling_client::Client, topic: &str, cap: usize) -> usize {
+    let payload = Bytes::from(vec![7u8; 1024]);
+    let mut accepted = 0;
+    while accepted < cap {
+        match client.publish(topic, payload.clone()).await {
+            Ok(()) => accepted += payload.len(),
+            Err(starling_client::ClientError::Timeout) => return accepted,
+            Err(e) => panic!("publish failed with {e} after {accepted} bytes"),
+        }
+    }
+    accepted
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_publish_window_bounds_what_a_stuck_topic_holds() {
+    const MIB: u64 = 1024 * 1024;
+    const WINDOW: u64 = 64 * 1024;
+    // Under `block`, a subscriber that never reads stops its topic; then the publish worker's
+    // queue (16 requests) fills and the broker stops reading the publish stream, whose receive
+    // window (4 MiB here) is all QUIC flow control holds back.
+    let b = start(
+        Profile::Balanced,
+        ConfigOverrides {
+            pub_queue_depth: Some(16),
+            event_stream_recv_window: Some(4 * MIB),
+            event_conn_recv_window: Some(8 * MIB),
+            ..slow_config(SlowSubscriberPolicy::Block)
+        },
+    )
+    .await;
+    let connect = |window: Option<u64>| {
+        let mut cfg = b.client_config().with_publish_window(window);
+        cfg.request_timeout = Duration::from_millis(500);
+        // One stream, so the window and the stream window are the only bounds.
+        cfg.tuning.pub_conn_pool = 1;
+        cfg.tuning.pub_streams_per_conn = 1;
+        starling_client::Client::connect(cfg)
+    };
+    let cap = 32 * MIB as usize;
+
+    let stuck = stalled_subscriber(&b, "windowed").await;
+    let windowed = connect(Some(WINDOW)).await.expect("client");
+    let held = accepted_until_stuck(&windowed, "windowed", cap).await;
+
+    let _stuck_too = stalled_subscriber(&b, "open").await;
+    let open = connect(None).await.expect("client");
+    let unbounded = accepted_until_stuck(&open, "open", cap).await;
+
+    assert!(
+        unbounded as u64 >= 4 * MIB,
+        "without a window the broker's stream window fills: {unbounded} bytes accepted"
+    );
+    // The window, plus what the stuck path holds past the broker's receipt (16 queued
+    // requests, the topic's and the subscriber's queues, its 16 KiB stream window).
+    assert!(
+        (held as u64) < WINDOW + 512 * 1024 && held < unbounded / 4,
+        "the window held the publisher to {held} bytes (unbounded: {unbounded})"
+    );
+
+    // The messages move again once the stuck subscriber goes: the marks are acked and the
+    // windowed publisher goes on.
+    drop(stuck);
+    tokio::time::timeout(SOON, async {
+        while windowed
+            .publish("windowed", Bytes::from_static(b"again"))
+            .await
+            .is_err()
+        {}
+    })
+    .await
+    .expect("the window reopened");
+    let more = accepted_until_stuck(&windowed, "windowed", 2 * MIB as usize).await;
+    assert_eq!(
+        more as u64,
+        2 * MIB,
+        "no subscriber holds the topic back now"
     );
     b.running.shutdown().await;
 }

@@ -241,12 +241,12 @@ pub async fn serve_publish_stream(
         // Counted before the drain check, so a drain that starts now waits for this request.
         let in_flight = InFlight::new(&h.gate, budget);
         if h.health.phase() == Phase::Draining {
-            if req.ack == AckMode::Ack {
-                let why = "broker is draining";
-                replies
-                    .error(req.request_id, ErrorCode::Unavailable, why)
-                    .await;
-            }
+            // Refused whatever the ack mode: a fire-and-forget publisher learns of the refusal
+            // too (protocol §6), and a publish window's ack request gets its answer.
+            let why = "broker is draining";
+            replies
+                .error(req.request_id, ErrorCode::Unavailable, why)
+                .await;
             continue;
         }
         h.metrics.publish_requests.inc();
