@@ -138,13 +138,12 @@ pub struct ClientConfig {
     /// Most bytes of fire-and-forget publishes one publish stream keeps written but not yet
     /// acknowledged by the broker; a publish past it waits. One publish in each quarter window
     /// asks for the broker's ack (at the broker's `ack_level`), and its answer frees the bytes
-    /// before it. It bounds
-    /// how long a fast publisher's messages queue at the broker (about this many bytes per
-    /// stream, instead of up to the broker's stream receive window) and what a client holds
-    /// for a slow broker. `None`: unbounded, bounded only by QUIC flow control. Default
-    /// [`DEFAULT_PUBLISH_WINDOW`]; accepted: [`MIN_PUBLISH_WINDOW`] (64 KiB) to
-    /// [`MAX_PUBLISH_WINDOW`] (1 GiB). Acked publishes are bounded by
-    /// their callers instead, and broker-to-broker links ([`ClientConfig::as_peer`]) have none.
+    /// before it. It bounds how long a fast publisher's messages queue at the broker (about
+    /// this many bytes per stream, instead of up to the broker's stream receive window) and
+    /// what a client holds for a slow broker. `None`: unbounded, bounded only by QUIC flow
+    /// control. Default [`DEFAULT_PUBLISH_WINDOW`]; accepted: [`MIN_PUBLISH_WINDOW`] (64 KiB)
+    /// to [`MAX_PUBLISH_WINDOW`] (1 GiB). Acked publishes are bounded by their callers
+    /// instead, and broker-to-broker links ([`ClientConfig::as_peer`]) have none.
     pub publish_window_bytes: Option<u64>,
     /// Route each topic and cache key straight to the cluster member that owns it (learned
     /// with `ClusterInfo` from the first server). Off: every request goes to `server`, which
