@@ -74,7 +74,10 @@ impl Client {
     }
 
     /// Publishes one message without waiting for the broker's ack. Returns once
-    /// the message is queued on its stream (waits while the stream is backed up).
+    /// the message is queued on its stream: it waits while the stream is backed up, and while
+    /// its stream has a full publish window (`ClientConfig::publish_window_bytes`) not yet
+    /// acknowledged by the broker; after the request timeout it fails with
+    /// [`ClientError::Timeout`], and the message was not sent.
     pub async fn publish(&self, topic: &str, payload: impl Into<Bytes>) -> Result<(), ClientError> {
         self.publish_one(topic, payload.into(), false).await
     }
@@ -107,7 +110,8 @@ impl Client {
     }
 
     /// Publishes several messages to one topic in one frame; with `acked`,
-    /// waits for the broker's ack of the whole batch.
+    /// waits for the broker's ack of the whole batch, without it waits as
+    /// [`Client::publish`] does (the batch counts against the publish window as a whole).
     pub async fn publish_batch(
         &self,
         topic: &str,
