@@ -127,9 +127,44 @@ impl PublishWindow {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
     use std::time::Duration;
 
+    use futures::FutureExt;
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        /// For any frame sizes and any order of answers: the credit out (live marks plus the
+        /// unmarked rest) and the credit free always add up to the window, and a publish waits
+        /// only while some mark is unanswered.
+        #[test]
+        fn credit_adds_up_and_answers_always_unblock(
+            sizes in proptest::collection::vec(0usize..3 * MIN_PUBLISH_WINDOW as usize, 1..200),
+            answer_every in 1usize..6,
+        ) {
+            let w = PublishWindow::new(MIN_PUBLISH_WINDOW);
+            let mut marks: VecDeque<Mark> = VecDeque::new();
+            for (i, len) in sizes.iter().enumerate() {
+                let reserved = loop {
+                    if let Some(r) = w.reserve(*len).now_or_never() {
+                        break r;
+                    }
+                    // It waits: answer the oldest mark. With none left it would wait forever.
+                    prop_assert!(marks.pop_front().is_some(), "publish {} waits for nothing", i);
+                };
+                marks.extend(reserved.mark);
+                if i % answer_every == 0 {
+                    marks.pop_front();
+                }
+                let out = marks.iter().map(|m| m.bytes).sum::<u64>()
+                    + w.unmarked.load(Ordering::Relaxed);
+                prop_assert_eq!(w.available() as u64 + out, MIN_PUBLISH_WINDOW);
+                prop_assert!(w.unmarked.load(Ordering::Relaxed) < w.chunk);
+            }
+        }
+    }
 
     #[tokio::test]
     async fn every_quarter_window_is_marked_and_its_answer_gives_the_credit_back() {
