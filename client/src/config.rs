@@ -267,13 +267,12 @@ impl ClientConfig {
                 )));
             }
         }
-        let (min_window, max_window) = (MIN_PUBLISH_WINDOW, MAX_PUBLISH_WINDOW);
         if let Some(w) = self.publish_window_bytes
-            && !(min_window..=max_window).contains(&w)
+            && !(MIN_PUBLISH_WINDOW..=MAX_PUBLISH_WINDOW).contains(&w)
         {
             return Err(crate::ClientError::Config(format!(
-                "publish_window_bytes must be between {min_window} and {max_window} \
-                 (or None for no window), got {w}"
+                "publish_window_bytes must be between {MIN_PUBLISH_WINDOW} and \
+                 {MAX_PUBLISH_WINDOW} (or None for no window), got {w}"
             )));
         }
         if self.connect_timeout.is_zero()

@@ -74,7 +74,7 @@ impl Publisher {
         if acked {
             expect_ack(stream.call(|id| build(id, AckMode::Ack), timeout).await?)
         } else {
-            stream.send_windowed(len, build, timeout).await
+            stream.send(len, build, timeout).await
         }
     }
 
@@ -111,7 +111,7 @@ impl Publisher {
         if acked {
             expect_ack(stream.call(|id| build(id, AckMode::Ack), timeout).await?)
         } else {
-            stream.send_windowed(len, build, timeout).await
+            stream.send(len, build, timeout).await
         }
     }
 

@@ -61,8 +61,8 @@ impl RpcStream {
         Self::open_windowed(conn, None).await
     }
 
-    /// Opens a stream on `conn` whose [`RpcStream::send_windowed`] keeps at most about
-    /// `window` bytes unacknowledged (`None`: unbounded, as [`RpcStream::send`]).
+    /// Opens a stream on `conn` whose [`RpcStream::send`] keeps at most about
+    /// `window` bytes unacknowledged (`None`: unbounded).
     pub(crate) async fn open_windowed(
         conn: &Conn,
         window: Option<u64>,
@@ -94,38 +94,27 @@ impl RpcStream {
         }))
     }
 
-    /// Sends the frame built for a fresh request id without waiting for an answer.
-    /// Returns once the frame is queued for writing.
+    /// Sends a fire-and-forget request of about `len` bytes without waiting for its answer.
+    /// On a stream with a window it first waits for credit, and builds the frame with
+    /// [`AckMode::Ack`] when it is the window's mark (its answer gives the credit back); every
+    /// other frame is built with [`AckMode::None`]. Returns once the frame is queued for
+    /// writing.
     pub(crate) async fn send(
-        &self,
-        build: impl FnOnce(u64) -> Frame,
-        timeout: Duration,
-    ) -> Result<(), ClientError> {
-        let bytes = self.encode(build(self.next_id()))?;
-        tokio::time::timeout(timeout, self.enqueue(bytes))
-            .await
-            .map_err(|_| ClientError::Timeout)?
-    }
-
-    /// Sends a fire-and-forget request of about `len` bytes within the stream's window:
-    /// waits for credit first, and builds the frame with [`AckMode::Ack`] when it is the
-    /// window's mark (its answer gives the credit back), with [`AckMode::None`] otherwise.
-    /// Returns once the frame is queued for writing. Without a window, as [`RpcStream::send`].
-    pub(crate) async fn send_windowed(
         &self,
         len: usize,
         build: impl FnOnce(u64, AckMode) -> Frame,
         timeout: Duration,
     ) -> Result<(), ClientError> {
-        let Some(window) = &self.window else {
-            return self.send(|id| build(id, AckMode::None), timeout).await;
-        };
         tokio::time::timeout(timeout, async {
-            let Some(mark) = window.reserve(len).await.mark else {
-                let bytes = self.encode(build(self.next_id(), AckMode::None))?;
-                return self.enqueue(bytes).await;
+            let mark = match &self.window {
+                Some(window) => window.reserve(len).await,
+                None => None,
             };
             let id = self.next_id();
+            let Some(mark) = mark else {
+                let bytes = self.encode(build(id, AckMode::None))?;
+                return self.enqueue(bytes).await;
+            };
             let bytes = self.encode(build(id, AckMode::Ack))?;
             let answer = self.pending.register(id)?;
             let forget = OwnedForget {

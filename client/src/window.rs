@@ -45,14 +45,6 @@ pub(crate) struct PublishWindow {
     max_cost: u32,
 }
 
-/// What [`PublishWindow::reserve`] grants one publish.
-#[derive(Debug)]
-pub(crate) struct Reserved {
-    /// `Some` when this publish is a mark: it asks for the broker's ack, and the credit comes
-    /// back when the [`Mark`] is dropped after the answer.
-    pub(crate) mark: Option<Mark>,
-}
-
 /// The credit a mark gives back when dropped: its own and that of the unmarked publishes
 /// before it.
 #[derive(Debug)]
@@ -81,11 +73,13 @@ impl PublishWindow {
         }
     }
 
-    /// Waits for credit for a publish of `len` bytes, and says whether it is a mark.
+    /// Waits for credit for a publish of `len` bytes. `Some` when this publish is a mark: it
+    /// asks for the broker's ack, and the credit comes back when the [`Mark`] is dropped after
+    /// the answer.
     ///
     /// Never waits forever while the broker answers: at most a quarter window is unmarked, so
     /// once every mark is answered at least `max_cost` credit is free.
-    pub(crate) async fn reserve(&self, len: usize) -> Reserved {
+    pub(crate) async fn reserve(&self, len: usize) -> Option<Mark> {
         let cost = u32::try_from(len).unwrap_or(u32::MAX).min(self.max_cost);
         // The semaphore is never closed.
         if let Ok(permit) = self.credit.acquire_many(cost).await {
@@ -106,12 +100,10 @@ impl PublishWindow {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    return Reserved {
-                        mark: mark.map(|bytes| Mark {
-                            credit: Arc::clone(&self.credit),
-                            bytes,
-                        }),
-                    };
+                    return mark.map(|bytes| Mark {
+                        credit: Arc::clone(&self.credit),
+                        bytes,
+                    });
                 }
                 Err(seen) => current = seen,
             }
@@ -154,7 +146,7 @@ mod tests {
                     // It waits: answer the oldest mark. With none left it would wait forever.
                     prop_assert!(marks.pop_front().is_some(), "publish {} waits for nothing", i);
                 };
-                marks.extend(reserved.mark);
+                marks.extend(reserved);
                 if i % answer_every == 0 {
                     marks.pop_front();
                 }
@@ -174,8 +166,8 @@ mod tests {
         let mut marks = Vec::new();
         for i in 1..=12 {
             let r = w.reserve(frame).await;
-            assert_eq!(r.mark.is_some(), i % 4 == 0, "publish {i}");
-            marks.extend(r.mark);
+            assert_eq!(r.is_some(), i % 4 == 0, "publish {i}");
+            marks.extend(r);
         }
         // Three quarters are out; the fourth is free.
         assert_eq!(w.available() as u64, quarter);
@@ -189,14 +181,14 @@ mod tests {
     async fn a_full_window_waits_for_an_answer() {
         let w = Arc::new(PublishWindow::new(MIN_PUBLISH_WINDOW));
         let quarter = usize::try_from(MIN_PUBLISH_WINDOW / 4).unwrap_or(1);
-        let first = w.reserve(3 * quarter).await.mark;
+        let first = w.reserve(3 * quarter).await;
         assert!(first.is_some(), "crossing a quarter makes a mark");
-        let second = w.reserve(quarter).await.mark;
+        let second = w.reserve(quarter).await;
         assert!(second.is_some());
         // Nothing is free: the next publish waits until a mark is answered.
         let waiting = {
             let w = Arc::clone(&w);
-            tokio::spawn(async move { w.reserve(10).await.mark.is_some() })
+            tokio::spawn(async move { w.reserve(10).await.is_some() })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!waiting.is_finished());
@@ -215,7 +207,7 @@ mod tests {
     async fn a_frame_larger_than_the_window_is_counted_as_three_quarters() {
         let w = PublishWindow::new(MIN_PUBLISH_WINDOW);
         let huge = w.reserve(10 * 1024 * 1024).await;
-        assert!(huge.mark.is_some());
+        assert!(huge.is_some());
         assert_eq!(w.available() as u64, MIN_PUBLISH_WINDOW / 4);
         drop(huge);
         // Sizes are clamped to the accepted range.
