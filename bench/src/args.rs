@@ -216,6 +216,10 @@ pub(crate) struct CacheArgs {
     /// Warm-up of each phase (not measured).
     #[arg(long, value_parser = parse_duration, default_value = "500ms")]
     pub(crate) warmup: Duration,
+    /// Operations one cache stream carries before the client uses the next stream of its
+    /// pool (`ClientConfig::cache_stream_depth`, 1 to 1024). Default: the SDK's (64).
+    #[arg(long, value_name = "OPS")]
+    pub(crate) stream_depth: Option<u32>,
 }
 
 /// `starling bench matrix`.

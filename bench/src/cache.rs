@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use starling_client::Client;
+use starling_client::{Client, MAX_CACHE_STREAM_DEPTH};
 
 use super::args::CacheArgs;
 use super::error::BenchError;
@@ -57,16 +57,28 @@ pub(crate) async fn run(
             "--concurrency, --keys and --duration must be greater than zero".into(),
         ));
     }
+    if a.stream_depth
+        .is_some_and(|d| !(1..=MAX_CACHE_STREAM_DEPTH).contains(&d))
+    {
+        return Err(BenchError::Usage(format!(
+            "--stream-depth must be between 1 and {MAX_CACHE_STREAM_DEPTH}"
+        )));
+    }
+    let mut client_config = target.client_config();
+    if let Some(depth) = a.stream_depth {
+        client_config = client_config.with_cache_stream_depth(depth);
+    }
     let config = RunConfig {
         concurrency: Some(a.concurrency),
         payload: Some(a.value_size),
         duration_s: Some(a.duration.as_secs_f64()),
         warmup_s: Some(a.warmup.as_secs_f64()),
         profile: Some(target.profile.to_string()),
+        cache_stream_depth: Some(client_config.cache_stream_depth),
         ..RunConfig::default()
     };
     let mut result = RunResult::new("starling", true, name, "cache", config);
-    let client = Client::connect(target.client_config()).await?;
+    let client = Client::connect(client_config).await?;
     let prefix = format!("bench:{}:{}", std::process::id(), result.started_unix);
     let keys = Arc::new(Keys {
         present: (0..a.keys)

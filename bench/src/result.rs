@@ -112,6 +112,11 @@ pub(crate) struct RunConfig {
     /// absent means none (or a run recorded before the window existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) publish_window: Option<u64>,
+    /// Starling's cache operations per stream before the next stream is used
+    /// (`ClientConfig::cache_stream_depth`); absent in runs recorded before it existed, when
+    /// operations went round-robin over the pool's streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cache_stream_depth: Option<u32>,
 }
 
 /// One operation kind of the cache workload.

@@ -115,6 +115,7 @@ async fn cache_run_reports_three_phases() {
         keys: 50,
         duration: Duration::from_millis(200),
         warmup: Duration::from_millis(20),
+        stream_depth: None,
     };
     let r = cache::run(&target, &a, "cache", false).await.expect("run");
     target.close().await;

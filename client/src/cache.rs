@@ -1,8 +1,17 @@
-//! The cache pool: `cache_conn_pool` connections (ALPN `starling-cache/1`) ×
-//! `cache_streams_per_conn` request/response streams; operations are spread
-//! round-robin over the streams and pipelined on each.
+//! The cache pool: up to `cache_conn_pool` connections (ALPN `starling-cache/1`) ×
+//! `cache_streams_per_conn` request/response streams, operations pipelined on each.
+//!
+//! Streams are filled in order ([`fill_first`]): an operation goes to the first stream (the
+//! first connection's streams first) with fewer than `cache_stream_depth` operations in flight,
+//! and the pool's later streams and connections are opened only when concurrency needs them.
+//! Operations that share a stream share its writes, and the broker answers what one read
+//! brought in with one write, so several requests and answers travel in one datagram. Spread
+//! one per stream instead (round-robin, before), each operation cost a datagram and a system
+//! call each way, which made the cache half as fast on the benchmark machine (measured in
+//! docs/benchmarks.md, optimisation log).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -11,7 +20,7 @@ use starling_proto::{CacheDelete, CacheGet, CachePut, Frame, validate_key};
 use crate::ClientError;
 use crate::connector::{Conn, Connector};
 use crate::error::ProtocolError;
-use crate::routing::{RoundRobin, StreamSlot};
+use crate::routing::{StreamSlot, fill_first};
 use crate::rpc::RpcStream;
 use crate::slot::{LazySlot, slots};
 use crate::transport::ConnKind;
@@ -20,20 +29,24 @@ use crate::transport::ConnKind;
 pub(crate) struct CachePool {
     conns: Vec<LazySlot<Conn>>,
     streams: Vec<LazySlot<Arc<RpcStream>>>,
+    /// Operations in flight on each stream.
+    loads: Vec<AtomicUsize>,
     streams_per_conn: usize,
-    next: RoundRobin,
+    depth: usize,
 }
 
 impl CachePool {
-    /// An empty pool of `conns × streams_per_conn` streams.
-    pub(crate) fn new(conns: u32, streams_per_conn: u32) -> Self {
+    /// An empty pool of `conns × streams_per_conn` streams, each carrying up to `depth`
+    /// operations before the next one is used.
+    pub(crate) fn new(conns: u32, streams_per_conn: u32, depth: u32) -> Self {
         let conns = usize::try_from(conns).unwrap_or(1).max(1);
         let per = usize::try_from(streams_per_conn).unwrap_or(1).max(1);
         CachePool {
             conns: slots(conns),
             streams: slots(conns * per),
+            loads: (0..conns * per).map(|_| AtomicUsize::new(0)).collect(),
             streams_per_conn: per,
-            next: RoundRobin::default(),
+            depth: usize::try_from(depth).unwrap_or(usize::MAX).max(1),
         }
     }
 
@@ -48,7 +61,7 @@ impl CachePool {
     ) -> Result<bool, ClientError> {
         check_key(&key)?;
         let ttl_ms = ttl_millis(ttl);
-        let stream = self.stream(connector).await?;
+        let (_in_flight, stream) = self.stream(connector).await?;
         let build = |request_id| {
             Frame::CachePut(CachePut {
                 request_id,
@@ -71,7 +84,7 @@ impl CachePool {
         timeout: Duration,
     ) -> Result<Option<Bytes>, ClientError> {
         check_key(&key)?;
-        let stream = self.stream(connector).await?;
+        let (_in_flight, stream) = self.stream(connector).await?;
         let build = |request_id| Frame::CacheGet(CacheGet { request_id, key });
         match stream.call(build, timeout).await? {
             Frame::CacheValue(v) => Ok(v.value),
@@ -87,7 +100,7 @@ impl CachePool {
         timeout: Duration,
     ) -> Result<bool, ClientError> {
         check_key(&key)?;
-        let stream = self.stream(connector).await?;
+        let (_in_flight, stream) = self.stream(connector).await?;
         let build = |request_id| Frame::CacheDelete(CacheDelete { request_id, key });
         match stream.call(build, timeout).await? {
             Frame::CacheOk(ok) => Ok(ok.existed),
@@ -105,22 +118,54 @@ impl CachePool {
         }
     }
 
-    async fn stream(&self, connector: &Connector) -> Result<Arc<RpcStream>, ClientError> {
-        let index = self.next.next(self.streams.len());
+    /// The stream for a new operation, with the guard that counts it in flight there until
+    /// the operation is done.
+    async fn stream(
+        &self,
+        connector: &Connector,
+    ) -> Result<(InFlight<'_>, Arc<RpcStream>), ClientError> {
+        let index = fill_first(
+            self.loads.iter().map(|l| l.load(Ordering::Relaxed)),
+            self.depth,
+        );
+        let in_flight = InFlight::enter(&self.loads, index);
         let slot = StreamSlot::from_index(index, self.conns.len(), self.streams_per_conn);
         let (Some(stream_slot), Some(conn_slot)) =
             (self.streams.get(slot.stream), self.conns.get(slot.conn))
         else {
             return Err(ClientError::Config("empty cache pool".into()));
         };
-        stream_slot
+        let stream = stream_slot
             .get_or_open(|| async {
                 let conn = conn_slot
                     .get_or_open(|| connector.connect(ConnKind::Cache))
                     .await?;
                 connector.bounded(RpcStream::open(&conn)).await
             })
-            .await
+            .await?;
+        Ok((in_flight, stream))
+    }
+}
+
+/// Counts one operation in flight on a stream of the pool, from its placement until it is
+/// answered, fails or is cancelled.
+struct InFlight<'a>(Option<&'a AtomicUsize>);
+
+impl<'a> InFlight<'a> {
+    fn enter(loads: &'a [AtomicUsize], index: usize) -> Self {
+        let load = loads.get(index);
+        if let Some(load) = load {
+            load.fetch_add(1, Ordering::Relaxed);
+        }
+        InFlight(load)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(load) = self.0 {
+            load.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -165,7 +210,22 @@ mod tests {
 
     #[test]
     fn pool_shape_follows_tuning() {
-        let p = CachePool::new(8, 4);
-        assert_eq!((p.conns.len(), p.streams.len()), (8, 32));
+        let p = CachePool::new(8, 4, 64);
+        assert_eq!((p.conns.len(), p.streams.len(), p.loads.len()), (8, 32, 32));
+    }
+
+    #[test]
+    fn in_flight_counts_until_dropped() {
+        let loads: Vec<AtomicUsize> = (0..2).map(|_| AtomicUsize::new(0)).collect();
+        let a = InFlight::enter(&loads, 1);
+        let b = InFlight::enter(&loads, 1);
+        assert_eq!(loads[1].load(Ordering::Relaxed), 2);
+        drop(a);
+        assert_eq!(loads[1].load(Ordering::Relaxed), 1);
+        drop(b);
+        assert_eq!(loads[1].load(Ordering::Relaxed), 0);
+        // Out of range counts nothing and does not panic.
+        drop(InFlight::enter(&loads, 7));
+        assert!(loads.iter().all(|l| l.load(Ordering::Relaxed) == 0));
     }
 }

@@ -17,6 +17,13 @@ pub const DEFAULT_PORT: u16 = starling_config::DEFAULT_QUIC_PORT;
 /// Default of [`ClientConfig::publish_window_bytes`]: 8 MiB per publish stream.
 pub const DEFAULT_PUBLISH_WINDOW: u64 = 8 * 1024 * 1024;
 
+/// Default [`ClientConfig::cache_stream_depth`].
+pub const DEFAULT_CACHE_STREAM_DEPTH: u32 = 64;
+
+/// Largest accepted [`ClientConfig::cache_stream_depth`]: a stream's queue holds 1024 requests,
+/// so a deeper stream would only make callers wait for room in it.
+pub const MAX_CACHE_STREAM_DEPTH: u32 = 1024;
+
 /// How the client decides whether to trust the server's certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Trust {
@@ -145,6 +152,17 @@ pub struct ClientConfig {
     /// to [`MAX_PUBLISH_WINDOW`] (1 GiB). Acked publishes are bounded by their callers
     /// instead, and broker-to-broker links ([`ClientConfig::as_peer`]) have none.
     pub publish_window_bytes: Option<u64>,
+    /// Cache operations one cache stream carries at once before the next stream of the pool
+    /// is used. Streams fill in order, the first connection's first, so a client with fewer
+    /// operations in flight than this uses one stream of one connection, where requests and
+    /// answers share writes and datagrams; the pool's other streams and connections open only
+    /// when more operations are in flight at once. The pool's size (`cache_conn_pool` ×
+    /// `cache_streams_per_conn`) stays the limit: past `depth` on every stream, operations go
+    /// to the least loaded one. A stream's operations are answered in order, so a slow one
+    /// (a key forwarded to another member) delays those behind it on its stream. `1`: one
+    /// operation per stream while a stream is free, the most parallel and the most datagrams.
+    /// Default [`DEFAULT_CACHE_STREAM_DEPTH`]; accepted: 1 to [`MAX_CACHE_STREAM_DEPTH`].
+    pub cache_stream_depth: u32,
     /// Route each topic and cache key straight to the cluster member that owns it (learned
     /// with `ClusterInfo` from the first server). Off: every request goes to `server`, which
     /// forwards what it does not own.
@@ -173,6 +191,7 @@ impl ClientConfig {
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(10),
             publish_window_bytes: Some(DEFAULT_PUBLISH_WINDOW),
+            cache_stream_depth: DEFAULT_CACHE_STREAM_DEPTH,
             cluster_routing: true,
             cluster_refresh: Duration::from_secs(5),
             credentials: Credentials::None,
@@ -211,6 +230,12 @@ impl ClientConfig {
     /// Sets [`ClientConfig::publish_window_bytes`] (`None`: unbounded).
     pub fn with_publish_window(mut self, bytes: Option<u64>) -> Self {
         self.publish_window_bytes = bytes;
+        self
+    }
+
+    /// Sets [`ClientConfig::cache_stream_depth`].
+    pub fn with_cache_stream_depth(mut self, depth: u32) -> Self {
+        self.cache_stream_depth = depth;
         self
     }
 
@@ -273,6 +298,12 @@ impl ClientConfig {
             return Err(crate::ClientError::Config(format!(
                 "publish_window_bytes must be between {MIN_PUBLISH_WINDOW} and \
                  {MAX_PUBLISH_WINDOW} (or None for no window), got {w}"
+            )));
+        }
+        if !(1..=MAX_CACHE_STREAM_DEPTH).contains(&self.cache_stream_depth) {
+            return Err(crate::ClientError::Config(format!(
+                "cache_stream_depth must be between 1 and {MAX_CACHE_STREAM_DEPTH}, got {}",
+                self.cache_stream_depth
             )));
         }
         if self.connect_timeout.is_zero()
@@ -383,6 +414,24 @@ mod tests {
             err,
             Err("invalid configuration: cache_streams_per_conn must be at least 1".into())
         );
+    }
+
+    #[test]
+    fn validate_bounds_the_cache_stream_depth() {
+        let mut cfg = ClientConfig::new("h:1", Trust::Insecure);
+        assert_eq!(cfg.cache_stream_depth, DEFAULT_CACHE_STREAM_DEPTH);
+        for ok in [1, 64, MAX_CACHE_STREAM_DEPTH] {
+            cfg = cfg.with_cache_stream_depth(ok);
+            assert!(cfg.validate().is_ok(), "{ok}");
+        }
+        for bad in [0, MAX_CACHE_STREAM_DEPTH + 1, u32::MAX] {
+            cfg = cfg.with_cache_stream_depth(bad);
+            let err = cfg.validate().unwrap_err().to_string();
+            assert!(
+                err.contains("cache_stream_depth must be between 1 and 1024"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

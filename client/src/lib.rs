@@ -83,8 +83,10 @@
 //!   publishes to one topic stay in order. Acks are matched by request id.
 //! - events: `event_conn_pool` connections; each subscription is its own
 //!   stream, placed round-robin.
-//! - cache: `cache_conn_pool` connections × `cache_streams_per_conn` streams
-//!   (ALPN `starling-cache/1`), round-robin, pipelined per stream.
+//! - cache: up to `cache_conn_pool` connections × `cache_streams_per_conn` streams
+//!   (ALPN `starling-cache/1`), pipelined per stream and filled in order: the next stream
+//!   is used only once `cache_stream_depth` operations are in flight on each before it
+//!   ([`ClientConfig::cache_stream_depth`]).
 //!
 //! # Module map
 //! | module | job |
@@ -101,7 +103,7 @@
 //! | `transport` | quinn endpoint and transport configs |
 //! | `connector` | one connection + handshake within the timeout |
 //! | `slot` | lazily (re)opened pool entries |
-//! | `routing` | topic → stream hashing, round-robin |
+//! | `routing` | topic → stream hashing, round-robin, fill-first |
 //! | `rpc`, `pending` | request/response streams (publish, cache) |
 //! | `publisher`, `subscriber`, `pump`, `cache` | the three pools |
 //! | `node` | the three pools to one broker, and `ClusterInfo` |
@@ -141,7 +143,10 @@ mod verify;
 mod window;
 
 pub use client::Client;
-pub use config::{ClientConfig, DEFAULT_PORT, DEFAULT_PUBLISH_WINDOW, TransportTuning, Trust};
+pub use config::{
+    ClientConfig, DEFAULT_CACHE_STREAM_DEPTH, DEFAULT_PORT, DEFAULT_PUBLISH_WINDOW,
+    MAX_CACHE_STREAM_DEPTH, TransportTuning, Trust,
+};
 pub use credentials::{Credentials, CredentialsDir, CredentialsError};
 pub use error::{ClientError, ProtocolError};
 pub use fingerprint::sha256 as certificate_fingerprint;

@@ -58,7 +58,11 @@ impl Node {
             control,
             publisher,
             subscriber: Subscriber::new(t.event_conn_pool),
-            cache: CachePool::new(t.cache_conn_pool, t.cache_streams_per_conn),
+            cache: CachePool::new(
+                t.cache_conn_pool,
+                t.cache_streams_per_conn,
+                cfg.cache_stream_depth,
+            ),
             request_timeout: cfg.request_timeout,
         })
     }

@@ -38,6 +38,23 @@ pub(crate) fn topic_slot(topic: &str, conns: usize, streams_per_conn: usize) -> 
     StreamSlot::from_index(index, conns, streams_per_conn)
 }
 
+/// The stream a new request goes to when streams are filled in order: the first one (in pool
+/// order, so the first connection's streams first) carrying fewer than `depth` requests, else
+/// the least loaded one (the first of those on a tie). `loads` holds each stream's requests in
+/// flight; an empty pool gives 0.
+pub(crate) fn fill_first(loads: impl IntoIterator<Item = usize>, depth: usize) -> usize {
+    let mut least = (0, usize::MAX);
+    for (index, load) in loads.into_iter().enumerate() {
+        if load < depth {
+            return index;
+        }
+        if load < least.1 {
+            least = (index, load);
+        }
+    }
+    least.0
+}
+
 /// A wrapping round-robin counter.
 #[derive(Debug, Default)]
 pub(crate) struct RoundRobin(AtomicUsize);
@@ -92,6 +109,38 @@ mod tests {
             StreamSlot::from_index(7, 0, 0),
             StreamSlot { conn: 0, stream: 0 }
         );
+    }
+
+    #[test]
+    fn fill_first_fills_streams_in_order() {
+        assert_eq!(fill_first([0, 0, 0], 4), 0);
+        assert_eq!(fill_first([3, 0, 0], 4), 0);
+        assert_eq!(fill_first([4, 0, 0], 4), 1);
+        assert_eq!(fill_first([4, 4, 2], 4), 2);
+        // Every stream full: the least loaded, the first on a tie.
+        assert_eq!(fill_first([6, 5, 5], 4), 1);
+        assert_eq!(fill_first([4, 4, 4], 4), 0);
+        // A depth of 0 behaves like "every stream full".
+        assert_eq!(fill_first([2, 1, 3], 0), 1);
+        assert_eq!(fill_first([], 4), 0);
+    }
+
+    proptest::proptest! {
+        /// The pick is in range, never skips a stream with room, and, when none has room, is
+        /// no more loaded than any other.
+        #[test]
+        fn fill_first_picks_the_first_with_room_else_the_least_loaded(
+            loads in proptest::collection::vec(0usize..100, 1..40),
+            depth in 0usize..100,
+        ) {
+            let pick = fill_first(loads.iter().copied(), depth);
+            proptest::prop_assert!(pick < loads.len());
+            proptest::prop_assert!(loads[..pick].iter().all(|&l| l >= depth));
+            if loads[pick] >= depth {
+                proptest::prop_assert!(loads.iter().all(|&l| l >= loads[pick]));
+                proptest::prop_assert!(loads[..pick].iter().all(|&l| l > loads[pick]));
+            }
+        }
     }
 
     #[test]

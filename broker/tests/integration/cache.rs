@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use starling_client::Client;
 use starling_config::{ConfigOverrides, Profile};
 
 use crate::common::*;
@@ -80,5 +81,36 @@ async fn byte_bound_evicts_least_recently_used() {
         too_big.is_err(),
         "a value above cache_max_value_bytes is refused"
     );
+    b.running.shutdown().await;
+}
+
+/// Cache connections a client opened while running `rounds` rounds of `n` concurrent puts.
+async fn cache_connections_for(b: &TestBroker, depth: u32, n: usize) -> f64 {
+    let c = Client::connect(b.client_config().with_cache_stream_depth(depth))
+        .await
+        .expect("connect");
+    let before = b.metrics().await.get("starling_connections_total");
+    for round in 0..3 {
+        let puts = (0..n).map(|i| c.cache_put(format!("k{round}-{i}"), "v", None));
+        for r in futures::future::join_all(puts).await {
+            r.expect("put");
+        }
+    }
+    let opened = b.metrics().await.get("starling_connections_total") - before;
+    c.close().await;
+    opened
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_operations_fill_one_stream_before_the_next() {
+    let b = start_default().await;
+    // Balanced pool: 8 connections × 4 streams. Sixteen operations placed at once under the
+    // default depth (64) share the first stream of the first connection...
+    assert_eq!(cache_connections_for(&b, 64, 16).await, 1.0);
+    // ...and with a depth of one they take sixteen streams: the first four connections'.
+    assert_eq!(cache_connections_for(&b, 1, 16).await, 4.0);
+    // Past the depth on every stream of the pool (32 streams at depth 1), operations still
+    // complete, on the least loaded streams, and no connection beyond the pool opens.
+    assert_eq!(cache_connections_for(&b, 1, 100).await, 8.0);
     b.running.shutdown().await;
 }
