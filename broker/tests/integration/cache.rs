@@ -84,7 +84,8 @@ async fn byte_bound_evicts_least_recently_used() {
     b.running.shutdown().await;
 }
 
-/// Cache connections a client opened while running `rounds` rounds of `n` concurrent puts.
+/// Cache connections a client with `depth` opened while running three rounds of `n` concurrent
+/// puts.
 async fn cache_connections_for(b: &TestBroker, depth: u32, n: usize) -> f64 {
     let c = Client::connect(b.client_config().with_cache_stream_depth(depth))
         .await
