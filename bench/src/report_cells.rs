@@ -10,9 +10,10 @@ use crate::result::RunResult;
 /// System name of the ceiling.
 pub(crate) const LIMIT: &str = "quic-limit";
 /// System order in tables and plots.
-pub(crate) const SYSTEM_ORDER: [&str; 10] = [
+pub(crate) const SYSTEM_ORDER: [&str; 11] = [
     "starling",
     crate::targets::JUMBO.0,
+    crate::targets::LATENCY_PROFILE.0,
     "nats-tls",
     "nats",
     "jetstream-tls",
