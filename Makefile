@@ -3,6 +3,10 @@
 
 CARGO ?= cargo
 SHELL := /bin/bash
+# The cargo profile of every build the suite and the demo make (tests, bench smoke, images, the
+# e2e binary, the CLI): one build serves them all (Cargo.toml, `[profile.ci]`).
+export STARLING_CARGO_PROFILE ?= ci
+PROFILE := --profile $(STARLING_CARGO_PROFILE)
 
 .PHONY: demo demo-local test test-phases deps fmt-check lint unit e2e manifests manifests-check chart-test promtool-check docs crds help
 
@@ -26,9 +30,12 @@ demo-local:
 ## The whole test suite. .ci/run calls exactly this. Cheap phases first, so a fmt or clippy
 ## failure shows within minutes; `deps` (the first time on a machine: Kubernetes and helm built
 ## from the Go module proxy, about 8 minutes) runs before the first phase that uses its tools.
-## scripts/fresh-check.sh runs these phases one by one on an empty HOME.
+## scripts/test.sh runs them in this order, starts `deps` in the background at once, keeps the
+## cargo build directory in ~/.cache/starling, and prints each phase's time at the end.
+## scripts/fresh-check.sh runs it on a clean clone with an empty HOME.
 TEST_PHASES := fmt-check lint unit bench-smoke deps promtool-check manifests-check e2e
-test: $(TEST_PHASES)
+test:
+	./scripts/test.sh
 
 test-phases:
 	@echo $(TEST_PHASES)
@@ -46,7 +53,7 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 unit:
-	$(CARGO) test --workspace --exclude starling-e2e
+	$(CARGO) test $(PROFILE) --workspace --exclude starling-e2e
 
 ## End-to-end: local cluster, images, chart checks, helm install, the Rust e2e suite, teardown.
 e2e: deps
@@ -79,7 +86,7 @@ manifests: deps
 ## Benchmark smoke run (seconds, tiny counts): an embedded broker under the lossless `block`
 ## policy, closed and open loop, plus the cache and raw-QUIC modes. Fails on any loss.
 .PHONY: bench-smoke
-STARLING_BENCH = $(CARGO) run -q -p starling-bench --
+STARLING_BENCH = $(CARGO) run $(PROFILE) -q -p starling-bench --
 bench-smoke:
 	$(STARLING_BENCH) --embedded --policy block --no-progress --producers 2 --subscribers 2 --topics 2 --payload 128 --batch 4 --count 4000 --warmup 200ms
 	$(STARLING_BENCH) --embedded --policy block --no-progress --payload 256 --rate 5000 --count 2000 --warmup 100ms

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `make e2e`: set up the local cluster with the operator (e2e/setup.sh), run the Rust e2e suite
-# against it one test at a time, and tear the cluster down again (STARLING_E2E_KEEP=1 keeps it
+# against it, $STARLING_E2E_THREADS tests at a time (default 4: each test has its own namespace,
+# and most of a test's time is spent waiting for pods and the operator), and tear the cluster
+# down again (STARLING_E2E_KEEP=1 keeps it
 # for debugging; an existing cluster given with STARLING_USE_EXISTING_CLUSTER=1 is never torn
 # down).
 #
@@ -24,4 +26,5 @@ trap teardown EXIT
 source "$STATE_DIR/e2e.env"
 # The access tests' NetworkPolicy probe runs busybox pods from the image up.sh imported.
 export STARLING_E2E_BUSYBOX_IMAGE="$BUSYBOX_IMAGE"
-cargo test -p starling-e2e -- --test-threads=1 "$@"
+cargo test --profile "${STARLING_CARGO_PROFILE:-release}" -p starling-e2e -- \
+  --test-threads="${STARLING_E2E_THREADS:-4}" "$@"

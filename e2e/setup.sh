@@ -4,7 +4,9 @@
 #   2. a local single-node cluster (skipped with STARLING_USE_EXISTING_CLUSTER=1 and KUBECONFIG),
 #   3. the broker and operator images, built docker-less and imported into the node,
 #   4. the CRD and the operator, helm-installed into starling-system with e2e/values-e2e.yaml,
-#   5. the `starling` CLI (release), which the autoscaling test drives load with.
+#   5. the `starling` CLI, which the autoscaling test drives load with.
+# Everything is built in one cargo invocation, in the profile $STARLING_CARGO_PROFILE (default
+# `release`; `make test` and `make demo` set `ci`), while the cluster comes up.
 # Writes $STARLING_E2E_DIR/e2e.env with KUBECONFIG and the image refs for the next steps.
 source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
 cd "$REPO_ROOT"
@@ -13,12 +15,31 @@ if [[ "${STARLING_USE_EXISTING_CLUSTER:-0}" == 1 ]]; then
   [[ -n "${KUBECONFIG:-}" ]] || die "STARLING_USE_EXISTING_CLUSTER=1 needs KUBECONFIG"
   log "using the existing cluster in $KUBECONFIG"
   "$E2E_CLUSTER_DIR/install.sh"
-else
-  "$E2E_CLUSTER_DIR/install.sh"
-  "$E2E_CLUSTER_DIR/up.sh"
-  export KUBECONFIG="$KUBECONFIG_PATH"
 fi
 mkdir -p "$STATE_DIR"
+PROFILE=${STARLING_CARGO_PROFILE:-release}
+PROFILE_DIR=$([[ "$PROFILE" == dev ]] && echo debug || echo "$PROFILE")
+TARGET_DIR=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
+# The cluster's start is mostly waiting (etcd, the API server, the node's readiness): the cargo
+# build of every binary the e2e run needs goes on meanwhile, and image building finds it done.
+up_pid=""
+if [[ "${STARLING_USE_EXISTING_CLUSTER:-0}" != 1 ]]; then
+  "$E2E_CLUSTER_DIR/install.sh"
+  "$E2E_CLUSTER_DIR/up.sh" > "$STATE_DIR/up.log" 2>&1 &
+  up_pid=$!
+  export KUBECONFIG="$KUBECONFIG_PATH"
+fi
+log "cargo build --profile $PROFILE: broker, operator, CLI and bench (the autoscaling test's load generator)"
+build_rc=0
+cargo build --profile "$PROFILE" -q -p starling-broker -p starling-operator -p starling-cli -p starling-bench \
+  || build_rc=$?
+if [[ -n "$up_pid" ]]; then
+  up_rc=0
+  wait "$up_pid" || up_rc=$?
+  cat "$STATE_DIR/up.log"
+  [[ $up_rc -eq 0 ]] || die "the local cluster did not come up (exit $up_rc)"
+fi
+[[ $build_rc -eq 0 ]] || die "cargo build --profile $PROFILE failed"
 
 "$E2E_DIR/images/build.sh"
 # shellcheck disable=SC1091
@@ -33,7 +54,7 @@ python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet pyyaml
 if [[ "${STARLING_SKIP_CHART_TEST:-0}" != 1 ]]; then
   # Chart checks against this API server before the real install: lint, schema refusals,
   # server-side dry runs, and the operator running under exactly the chart's permissions.
-  STARLING_REQUIRE_CLUSTER=1 STARLING_OPERATOR_BIN="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/starling-operator" \
+  STARLING_REQUIRE_CLUSTER=1 STARLING_OPERATOR_BIN="$TARGET_DIR/$PROFILE_DIR/starling-operator" \
     "$REPO_ROOT/charts/test.sh" "$KUBECONFIG"
 fi
 log "applying the CRD (server-side, so upgrades apply too)"
@@ -45,9 +66,7 @@ log "installing the operator with helm ($OPERATOR_IMAGE, brokers $BROKER_IMAGE)"
   --set image.repository="${OPERATOR_IMAGE%:*}" --set image.tag="${OPERATOR_IMAGE##*:}" \
   --set brokerImage="$BROKER_IMAGE" \
   --wait --timeout 5m
-log "cargo build --release -p starling-cli -p starling-bench (load generator of the autoscaling test)"
-cargo build --release -q -p starling-cli -p starling-bench || die "building the starling CLI and bench failed"
-STARLING_CLI="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/starling"
+STARLING_CLI="$TARGET_DIR/$PROFILE_DIR/starling"
 cat > "$STATE_DIR/e2e.env" <<ENV
 export KUBECONFIG=$KUBECONFIG
 export STARLING_CLI=$STARLING_CLI

@@ -16,8 +16,8 @@ source e2e/cluster/lib.sh
 e2e/setup.sh
 # shellcheck disable=SC1091
 source "$STATE_DIR/e2e.env"
-cargo build --release -q -p starling-cli
-CLI="${CARGO_TARGET_DIR:-target}/release/starling"
+# e2e/setup.sh built the CLI with the broker and the operator (in $STARLING_CARGO_PROFILE).
+CLI="$STARLING_CLI"
 
 NS=starling-demo
 kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null

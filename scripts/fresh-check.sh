@@ -19,7 +19,7 @@
 # tool a test uses). It takes about an hour on 2 cores, so CI does not run it. It needs root and
 # the machine's local cluster slot (/var/tmp/starling-e2e): stop a running cluster first with
 # e2e/cluster/down.sh. STARLING_FRESH_KEEP=1 keeps the temporary HOME and clone for a look.
-# The timings are printed as each phase ends and kept in /var/tmp/starling-fresh-<commit>.txt.
+# The phase timings are printed at the end and kept in /var/tmp/starling-fresh-<commit>.txt.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 rev=$(git -C "$repo" rev-parse --verify "${1:-HEAD}^{commit}")
@@ -64,29 +64,15 @@ git -C "$work/starling" checkout -q "$rev"
 
 fresh_env=(env -i HOME="$work/home" PATH="$work/toolchains:$sys_path" RUSTUP_HOME="$rustup_home"
   LANG=C.UTF-8 TERM=dumb USER=root TMPDIR=/tmp DEBIAN_FRONTEND=noninteractive)
-phases=$(cd "$work/starling" && "${fresh_env[@]}" make -s test-phases)
 timings="/var/tmp/starling-fresh-${rev:0:12}.txt"
 {
   echo "fresh-check of $rev on $(hostname), $(nproc) cores, started $(date -u +%FT%TZ)"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$timings"
 
-start=$SECONDS
+# `make test` exactly as CI runs it (scripts/test.sh times each phase and appends the table to
+# $STARLING_TIMINGS_FILE). The empty HOME makes its cargo build directory and tool cache empty.
 rc=0
-for phase in $phases; do
-  t0=$SECONDS
-  echo "== make $phase" >&2
-  if (cd "$work/starling" && "${fresh_env[@]}" make "$phase"); then
-    printf '%-16s %6ds  ok      load %s\n' "$phase" $((SECONDS - t0)) \
-      "$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$timings"
-  else
-    rc=$?
-    printf '%-16s %6ds  FAILED (exit %d)\n' "$phase" $((SECONDS - t0)) "$rc" | tee -a "$timings"
-    break
-  fi
-done
-total=$((SECONDS - start))
-printf '%-16s %6ds  (%dm%02ds)%s\n' total "$total" $((total / 60)) $((total % 60)) \
-  "$([[ $rc -eq 0 ]] && echo '' || echo ', stopped at the failure')" | tee -a "$timings"
+(cd "$work/starling" && "${fresh_env[@]}" STARLING_TIMINGS_FILE="$timings" make test) || rc=$?
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$timings"
 exit "$rc"

@@ -3,7 +3,8 @@
 #
 #   e2e/images/build.sh [--no-import]
 #
-# 1. cargo build --release of starling-broker and starling-operator;
+# 1. cargo build of starling-broker and starling-operator in the profile $STARLING_CARGO_PROFILE
+#    (default `release`; `make test` and `make demo` use `ci`, see Cargo.toml);
 # 2. for each binary, a rootfs with the binary, the glibc libraries `ldd` lists,
 #    /etc/passwd with uid 65532 `nonroot` and CA certificates;
 # 3. images built with crane (e2e/images/crane.sh), written as docker-archive tars
@@ -46,16 +47,19 @@ TAG="$VERSION-$SHA"
 OUT="$TARGET_DIR/images"
 mkdir -p "$OUT"
 
-log "cargo build --release -p starling-broker"
-cargo build --release -p starling-broker || die "building starling-broker failed"
+PROFILE=${STARLING_CARGO_PROFILE:-release}
+# cargo's output directory of a profile: `dev` builds into debug/, every other profile into its name.
+PROFILE_DIR=$([[ "$PROFILE" == dev ]] && echo debug || echo "$PROFILE")
+log "cargo build --profile $PROFILE -p starling-broker"
+cargo build --profile "$PROFILE" -p starling-broker || die "building starling-broker failed"
 
 BUILD_OPERATOR=1
 if [[ "${STARLING_SKIP_OPERATOR:-0}" == 1 ]]; then
   BUILD_OPERATOR=0
   log "operator: skipped (STARLING_SKIP_OPERATOR=1)"
 else
-  log "cargo build --release -p starling-operator"
-  if ! cargo build --release -p starling-operator; then
+  log "cargo build --profile $PROFILE -p starling-operator"
+  if ! cargo build --profile "$PROFILE" -p starling-operator; then
     if [[ "${STARLING_REQUIRE_OPERATOR:-0}" == 1 ]]; then
       die "building starling-operator failed"
     fi
@@ -107,11 +111,11 @@ crane_start
 
 BROKER_IMAGE="starling/broker:$TAG"
 OPERATOR_IMAGE=""
-make_image starling-broker "$TARGET_DIR/release/starling-broker" "$BROKER_IMAGE" 7400/udp 9400/tcp
+make_image starling-broker "$TARGET_DIR/$PROFILE_DIR/starling-broker" "$BROKER_IMAGE" 7400/udp 9400/tcp
 TARS=("$OUT/starling-broker.tar")
 if [[ $BUILD_OPERATOR -eq 1 ]]; then
   OPERATOR_IMAGE="starling/operator:$TAG"
-  make_image starling-operator "$TARGET_DIR/release/starling-operator" "$OPERATOR_IMAGE" 8080/tcp
+  make_image starling-operator "$TARGET_DIR/$PROFILE_DIR/starling-operator" "$OPERATOR_IMAGE" 8080/tcp
   TARS+=("$OUT/starling-operator.tar")
 else
   rm -f "$OUT/starling-operator.tar"

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# `make test`: runs the suite's phases in order, times each, and prints the table at the end
+# (so every CI log shows where the time went). `.ci/run` calls `make test`, which calls this.
+#
+#   scripts/test.sh                 every phase of `make test-phases`
+#   scripts/test.sh unit lint       only these phases, in this order
+#
+# What it adds to running the phases one by one:
+#   - `deps` (Debian packages, and Kubernetes, etcd, CoreDNS, helm built from the Go module
+#     proxy: about 14 minutes the first time on a machine, a second when cached) starts in the
+#     background at once, niced, and is waited for before the first phase that needs its tools.
+#     From nothing its downloads and single-threaded Go links fill the gaps of the cargo build.
+#     Its output goes to $STARLING_CACHE_DIR/logs/deps.log and is printed if it fails.
+#   - the cargo build directory (intermediate artifacts: the compiled dependencies) lives in
+#     $STARLING_CACHE_DIR/cargo-build unless CARGO_BUILD_BUILD_DIR is set, so a clean clone
+#     on a machine that ran the suite before recompiles only the workspace crates (see
+#     docs/local-cluster.md, "Test budget"). Binaries still go to the clone's target/.
+#     The directory is emptied when it grows past $STARLING_BUILD_CACHE_MAX_GB (default 40).
+#   - a timing table, also written to $STARLING_TIMINGS_FILE when that is set.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+CACHE_DIR=${STARLING_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/starling}
+mkdir -p "$CACHE_DIR/logs"
+
+if [[ -z "${CARGO_BUILD_BUILD_DIR:-}" ]]; then
+  export CARGO_BUILD_BUILD_DIR="$CACHE_DIR/cargo-build"
+  max_gb=${STARLING_BUILD_CACHE_MAX_GB:-40}
+  if [[ -d "$CARGO_BUILD_BUILD_DIR" ]]; then
+    used_kb=$(du -sk "$CARGO_BUILD_BUILD_DIR" 2>/dev/null | cut -f1)
+    if [[ -n "$used_kb" && "$used_kb" -gt $((max_gb * 1024 * 1024)) ]]; then
+      echo "test.sh: $CARGO_BUILD_BUILD_DIR holds $((used_kb / 1024 / 1024)) GiB (> $max_gb): emptying it" >&2
+      rm -rf "$CARGO_BUILD_BUILD_DIR"
+    fi
+  fi
+fi
+# Incremental compilation only pays for repeated edits of one checkout; a suite run compiles
+# each crate once, and the incremental caches of every clone would pile up in the build dir.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+
+if [[ $# -gt 0 ]]; then
+  phases=("$@")
+else
+  read -r -a phases <<<"$(make -s test-phases)"
+fi
+
+# Phases that run a tool `deps` installs; every phase before the first of these can overlap it.
+needs_deps() {
+  case "$1" in
+    deps|promtool-check|manifests-check|e2e|chart-test) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+
+deps_pid=""
+deps_log="$CACHE_DIR/logs/deps.log"
+deps_t0=0
+for p in "${phases[@]}"; do
+  if [[ "$p" == deps ]]; then
+    deps_t0=$SECONDS
+    echo "== make deps (in the background: $deps_log)" >&2
+    nice -n 5 make deps >"$deps_log" 2>&1 &
+    deps_pid=$!
+    break
+  fi
+done
+
+declare -a rows=()
+row() { rows+=("$(printf '%-16s %6ds  %-22s load %s' "$1" "$2" "$3" "$(cut -d' ' -f1-3 /proc/loadavg)")"); }
+
+wait_deps() {
+  [[ -n "$deps_pid" ]] || return 0
+  local t0=$SECONDS rc=0
+  echo "== waiting for make deps" >&2
+  wait "$deps_pid" || rc=$?
+  deps_pid=""
+  if [[ $rc -ne 0 ]]; then
+    cat "$deps_log" >&2
+    row deps $((SECONDS - deps_t0)) "FAILED (exit $rc)"
+    return "$rc"
+  fi
+  tail -n 3 "$deps_log" >&2
+  row deps $((SECONDS - deps_t0)) "ok (waited $((SECONDS - t0))s)"
+}
+
+start=$SECONDS
+rc=0
+for p in "${phases[@]}"; do
+  if needs_deps "$p"; then
+    wait_deps || { rc=$?; break; }
+    [[ "$p" == deps ]] && continue
+  fi
+  t0=$SECONDS
+  echo "== make $p" >&2
+  if make --no-print-directory "$p"; then
+    row "$p" $((SECONDS - t0)) ok
+  else
+    rc=$?
+    row "$p" $((SECONDS - t0)) "FAILED (exit $rc)"
+    break
+  fi
+done
+if [[ -n "$deps_pid" ]]; then
+  kill "$deps_pid" 2>/dev/null
+  wait "$deps_pid" 2>/dev/null
+fi
+total=$((SECONDS - start))
+
+{
+  echo
+  echo "make test: phase times on $(hostname), $(nproc) cores, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  printf '%s\n' "${rows[@]}"
+  printf '%-16s %6ds  (%dm%02ds)%s\n' total "$total" $((total / 60)) $((total % 60)) \
+    "$([[ $rc -eq 0 ]] && echo '' || echo ', stopped at the failure')"
+} | tee -a "${STARLING_TIMINGS_FILE:-/dev/null}"
+exit "$rc"
