@@ -8,7 +8,11 @@
 //! - [`index`]: the sparse position/time → offset index beside each segment (a cache).
 //! - [`log`](Log): the writer ([`Log`]), the shared handle ([`LogView`]), the config and
 //!   fsync policy.
-//! - [`recovery`](RecoveryReport): what opening a log scans, truncates and rebuilds.
+//! - [`recovery`](RecoveryReport): what opening a log scans, truncates, quarantines and
+//!   rebuilds.
+//! - [`fs`]: the file layer the log writes through ([`Fs`], [`RealFs`]), and [`fault`]: an
+//!   in-memory one for tests that keeps what a power cut would and injects failed fsyncs and
+//!   a full disk.
 //! - [`reader`](Reader): iterators from a position or a time.
 //! - [`retention`]: deleting whole segments by bytes and age.
 //! - [`Flusher`]: the background sync for the `Interval` policy.
@@ -17,7 +21,9 @@
 //! The layout on disk is described in `docs/architecture.md`, "Durable log".
 
 pub mod error;
+pub mod fault;
 mod flusher;
+pub mod fs;
 pub mod index;
 mod log;
 mod reader;
@@ -27,11 +33,12 @@ pub mod retention;
 pub mod segment;
 mod stats;
 
-pub use error::{Error, Malformed, Result};
+pub use error::{Error, FailedOp, Failure, Malformed, Result};
 pub use flusher::Flusher;
+pub use fs::{Fs, FsFile, RealFs};
 pub use log::{Appended, FsyncPolicy, Log, LogConfig, LogView, Synced, now_ms};
 pub use reader::Reader;
-pub use recovery::RecoveryReport;
+pub use recovery::{QUARANTINE_SUFFIX, RecoveryReport};
 pub use retention::{RetentionPolicy, RetentionReport};
 pub use segment::Record;
 pub use starling_proto::Position;
