@@ -190,12 +190,15 @@ impl FaultFs {
     /// A power cut: every file goes back to its durable image and every directory to its
     /// durable entries; handles opened before fail from now on. `tear`: also keep a prefix of
     /// the last unsynced write, up to its `tear`-th 512-byte boundary (modulo the boundaries
-    /// inside it; nothing if it crosses none). The machine is up again afterwards.
+    /// inside it; nothing if it crosses none). The machine is up again afterwards, with no
+    /// fsync failure pending (the capacity stays).
     pub fn crash(&self, tear: Option<usize>) {
         let mut w = self.world.lock();
         w.generation += 1;
         w.stats.crashes += 1;
         w.ops_left = None;
+        w.fail_fsyncs = 0;
+        w.fail_dir_syncs = 0;
         let torn = w.last_write.take();
         w.names = w.durable_names.clone();
         let live: BTreeSet<u64> = w.names.values().copied().collect();
