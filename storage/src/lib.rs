@@ -6,8 +6,9 @@
 //!   payload, CRC-32C) and its bounded decoder.
 //! - [`segment`]: segment files named by their first position, and reading records back.
 //! - [`index`]: the sparse position/time → offset index beside each segment (a cache).
-//! - [`log`](Log): the writer ([`Log`]), the shared handle ([`LogView`]), the config and
-//!   fsync policy.
+//! - [`log`](Log): the writer ([`Log`]) and the shared handle ([`LogView`]); `config`: the
+//!   config ([`LogConfig`]) and fsync policy; `shared`: what the writer, views and readers
+//!   share (the segment list, the published positions, the poison).
 //! - [`recovery`](RecoveryReport): what opening a log scans, truncates, quarantines and
 //!   rebuilds.
 //! - [`fs`]: the file layer the log writes through ([`Fs`], [`RealFs`]), and [`fault`]: an
@@ -20,6 +21,7 @@
 //!
 //! The layout on disk is described in `docs/architecture.md`, "Durable log".
 
+mod config;
 pub mod error;
 pub mod fault;
 mod flusher;
@@ -31,6 +33,7 @@ pub mod record;
 mod recovery;
 pub mod retention;
 pub mod segment;
+mod shared;
 mod stats;
 
 pub use error::{Error, FailedOp, Failure, Malformed, Result};

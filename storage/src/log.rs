@@ -13,7 +13,7 @@
 //! one may have dropped.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -21,76 +21,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use starling_proto::Position;
 
+pub use crate::config::{FsyncPolicy, LogConfig};
 use crate::error::{Error, FailedOp, Failure, Result, io_err};
-use crate::fs::{Fs, FsFile, RealFs, is_no_space};
+use crate::fs::{Fs, FsFile, RealFs};
 use crate::index::{self, IndexEntry, SparseIndex};
 use crate::reader::{Reader, Start};
 use crate::record::{self, OVERHEAD, key};
 use crate::recovery::{self, RecoveryReport, SegmentState};
-use crate::retention::{self, RetentionPolicy, RetentionReport, SegmentSummary};
+use crate::retention::{self, RetentionReport, SegmentSummary};
 use crate::segment::{self, INDEX_EXT, LOG_EXT};
+use crate::shared::{Segment, Shared, State};
 use crate::stats::{Counters, LogStats};
-
-/// When appended records are fsynced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FsyncPolicy {
-    /// Before `append` returns: an appended record is durable.
-    Always,
-    /// When [`LogView::sync`] runs, which the caller (or a [`crate::Flusher`]) does every
-    /// interval; [`LogView::durable_next`] says how far the log is durable. Sealed segments
-    /// are fsynced when the log rolls past them.
-    Interval(Duration),
-    /// Never: records are in the OS page cache when `append` returns; they survive a crash of
-    /// the process but not of the machine.
-    Never,
-}
-
-/// A log's configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogConfig {
-    /// A segment is rolled before a record would take it past this many bytes (a record
-    /// larger than this gets a segment of its own).
-    pub segment_bytes: u64,
-    /// An index checkpoint is added once this many segment bytes lie since the last one.
-    pub index_interval_bytes: u64,
-    /// The largest payload appended or read; a declared length beyond it is refused before
-    /// anything is allocated.
-    pub max_record_bytes: u32,
-    /// When records are fsynced.
-    pub fsync: FsyncPolicy,
-    /// What [`Log::enforce_retention`] deletes.
-    pub retention: RetentionPolicy,
-}
-
-impl Default for LogConfig {
-    fn default() -> LogConfig {
-        LogConfig {
-            segment_bytes: 64 * 1024 * 1024,
-            index_interval_bytes: 4096,
-            max_record_bytes: 16 * 1024 * 1024,
-            fsync: FsyncPolicy::Always,
-            retention: RetentionPolicy::default(),
-        }
-    }
-}
-
-impl LogConfig {
-    fn validate(&self) -> Result<()> {
-        if self.segment_bytes == 0 {
-            return Err(Error::Config("segment_bytes must be positive"));
-        }
-        if self.index_interval_bytes == 0 {
-            return Err(Error::Config("index_interval_bytes must be positive"));
-        }
-        if self.max_record_bytes == 0 {
-            return Err(Error::Config("max_record_bytes must be positive"));
-        }
-        if matches!(self.fsync, FsyncPolicy::Interval(d) if d.is_zero()) {
-            return Err(Error::Config("the fsync interval must be positive"));
-        }
-        Ok(())
-    }
-}
 
 /// What an append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,93 +63,6 @@ impl Synced {
     /// at which a `persisted` ack for it may be sent.
     pub fn covers(&self, next: Position) -> bool {
         self.durable_next.is_some_and(|d| key(d) >= key(next))
-    }
-}
-
-/// One segment as the writer and readers share it.
-#[derive(Debug)]
-pub(crate) struct Segment {
-    pub base: Position,
-    pub path: PathBuf,
-    pub index_path: PathBuf,
-    /// Bytes of whole records published to readers.
-    pub len: AtomicU64,
-    pub records: AtomicU64,
-    /// Set once the writer rolled past it (after its last `len` store).
-    pub sealed: AtomicBool,
-    /// Set when retention deleted it.
-    pub deleted: AtomicBool,
-    pub last_ms: AtomicU64,
-    pub index: Mutex<SparseIndex>,
-}
-
-/// What the writer publishes.
-#[derive(Debug)]
-pub(crate) struct State<F: Fs> {
-    /// Oldest first; the last is the active one.
-    pub segments: Vec<Arc<Segment>>,
-    /// One past the last record.
-    pub next: Option<Position>,
-    /// One past the last durable record.
-    pub durable: Option<Position>,
-    /// The active segment's file, for `sync` from other threads.
-    pub active_file: Option<Arc<F::File>>,
-    /// The first failure that poisoned the log (see [`Error::Failed`]).
-    pub failure: Option<Failure>,
-}
-
-/// What the writer, the views and the readers share.
-#[derive(Debug)]
-pub(crate) struct Shared<F: Fs> {
-    pub fs: F,
-    pub dir: PathBuf,
-    pub config: LogConfig,
-    pub state: Mutex<State<F>>,
-    pub stats: Counters,
-    /// Held across every fsync and what it publishes (or the poison it sets).
-    sync_lock: Mutex<()>,
-    /// Set (under `state`) with `State::failure`, for a check without the lock.
-    poisoned: AtomicBool,
-}
-
-impl<F: Fs> Shared<F> {
-    /// Poisons the log (keeping the first failure) and returns the error to report.
-    fn poison(&self, op: FailedOp, path: &Path, e: &io::Error) -> Error {
-        let failure = Failure {
-            op,
-            path: path.to_path_buf(),
-            error: e.to_string(),
-            no_space: is_no_space(e),
-        };
-        let mut state = self.state.lock();
-        let first = state.failure.get_or_insert(failure).clone();
-        self.poisoned.store(true, Ordering::Release);
-        Error::Failed(first)
-    }
-
-    fn failure(&self) -> Option<Failure> {
-        if !self.poisoned.load(Ordering::Acquire) {
-            return None;
-        }
-        self.state.lock().failure.clone()
-    }
-
-    fn check(&self) -> Result<()> {
-        match self.failure() {
-            Some(f) => Err(Error::Failed(f)),
-            None => Ok(()),
-        }
-    }
-
-    /// Fsyncs the directory (unless the policy is `Never`); a failure poisons. The caller
-    /// holds `sync_lock`.
-    fn sync_dir_locked(&self) -> Result<()> {
-        if self.config.fsync == FsyncPolicy::Never {
-            return Ok(());
-        }
-        self.fs
-            .sync_dir(&self.dir)
-            .map_err(|e| self.poison(FailedOp::DirSync, &self.dir, &e))
     }
 }
 

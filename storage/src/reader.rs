@@ -13,9 +13,9 @@ use starling_proto::Position;
 
 use crate::error::{Error, Result, io_err};
 use crate::fs::{Fs, RealFs};
-use crate::log::{Segment, Shared};
 use crate::record::key;
 use crate::segment::{Record, read_record_at};
+use crate::shared::{Segment, Shared};
 
 /// Where a reader starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
