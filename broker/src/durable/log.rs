@@ -458,4 +458,39 @@ mod tests {
         drop(log);
         assert_eq!(metrics.failed_logs.get(), 0);
     }
+
+    #[test]
+    fn a_failed_fsync_at_a_segment_roll_stops_the_log_and_its_acks() {
+        let fs = FaultFs::new();
+        let (mut log, metrics) = open(&fs, None);
+        let (ok, refused) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let ack = || Ack(Arc::clone(&ok), Arc::clone(&refused));
+        for i in 0..8 {
+            // Two segments of four records.
+            let a = log.append(at(i), 1, &[1; 56]).unwrap();
+            log.wait_durable(a.next, vec![ack()]);
+        }
+        eventually("eight acks", || ok.load(Ordering::SeqCst) == 8);
+        // The group commit is idle (nothing appended since its last fsync): the next fsync
+        // is the writer's, sealing the second segment at the roll.
+        fs.fail_fsyncs(1);
+        let e = log.append(at(8), 1, &[1; 56]).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                DurableError::Storage {
+                    source: starling_storage::Error::Failed(_),
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(metrics.failed_logs.get(), 1);
+        // An ack handed over now is refused at once; appends stay refused.
+        log.wait_durable(at(9), vec![ack()]);
+        assert_eq!(refused.load(Ordering::SeqCst), 1);
+        assert!(log.append(at(8), 1, &[1; 56]).is_err());
+        assert_eq!(metrics.failed_logs.get(), 1, "counted once");
+        assert_eq!(ok.load(Ordering::SeqCst), 8);
+    }
 }
