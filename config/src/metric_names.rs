@@ -73,6 +73,16 @@ pub const STORAGE_RETENTION_DELETED_SEGMENTS: &str =
     "starling_storage_retention_deleted_segments_total";
 /// Failed durable log opens, appends and fsyncs (counter).
 pub const STORAGE_ERRORS: &str = "starling_storage_errors_total";
+/// Segments set aside (renamed, not cut) because recovery found damage in them (counter).
+pub const STORAGE_RECOVERY_QUARANTINED: &str =
+    "starling_storage_recovery_quarantined_segments_total";
+/// Open durable logs stopped by a failed fsync: they take no append and ack nothing
+/// `persisted` until reopened (gauge).
+pub const STORAGE_FAILED_LOGS: &str = "starling_storage_failed_logs";
+/// Open durable logs whose last append failed for lack of space on the volume (gauge).
+pub const STORAGE_DISK_FULL_LOGS: &str = "starling_storage_disk_full_logs";
+/// Bytes still free for the broker on the volume holding `storage_dir` (gauge).
+pub const STORAGE_VOLUME_FREE_BYTES: &str = "starling_storage_volume_free_bytes";
 /// Records a topic's owner copied from another member's log of the topic after an owner
 /// change (counter).
 pub const STORAGE_HANDOFF_COPIED_RECORDS: &str = "starling_storage_handoff_copied_records_total";

@@ -102,10 +102,25 @@ pub enum Error {
         /// The deleted segment's first position.
         segment: Position,
     },
-    /// An earlier write or fsync failed and the log's tail state is unknown; the log refuses
-    /// appends until it is reopened (which recovers the tail).
-    #[error("the log failed earlier ({0}) and refuses appends until reopened")]
-    Failed(String),
+    /// An fsync (of a segment or of the directory) failed, or a failed write could not be
+    /// taken back: what is on disk is unknown, so the log is poisoned for every handle. It
+    /// refuses appends and reports no more durability (no `persisted` ack) until it is
+    /// reopened, which recovers from what is really on disk.
+    #[error("the log is stopped: {0}; it refuses appends and acks until reopened")]
+    Failed(Failure),
+    /// A record on disk has a format version this build does not read (written by a newer
+    /// build): the log refuses to open rather than cut or remove anything.
+    #[error(
+        "record at offset {offset} of {path} has format version {version}, which this build does not read"
+    )]
+    UnknownVersion {
+        /// The segment file.
+        path: PathBuf,
+        /// The record's offset in it.
+        offset: u64,
+        /// The version found.
+        version: u8,
+    },
     /// The configuration is unusable.
     #[error("invalid log config: {0}")]
     Config(&'static str),
@@ -117,11 +132,55 @@ pub enum Error {
     },
 }
 
+/// The operation whose failure poisoned a log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailedOp {
+    /// An fsync of a segment's data.
+    Fsync,
+    /// An fsync of the log's directory (after a segment was created, renamed or removed).
+    DirSync,
+    /// Taking back a write that failed half-way (truncating it off again).
+    Rollback,
+}
+
+impl std::fmt::Display for FailedOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FailedOp::Fsync => "fsync",
+            FailedOp::DirSync => "directory fsync",
+            FailedOp::Rollback => "rollback of a failed write",
+        })
+    }
+}
+
+/// Why a log is poisoned: the first failure, as [`Error::Failed`] and
+/// `LogView::failure` report it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{op} of {} failed: {error}", path.display())]
+pub struct Failure {
+    /// What failed.
+    pub op: FailedOp,
+    /// The file or directory.
+    pub path: PathBuf,
+    /// The operating system's error, as text.
+    pub error: String,
+    /// Whether the error said the volume is full (`ENOSPC`, `EDQUOT`).
+    pub no_space: bool,
+}
+
+impl Error {
+    /// Whether this is an I/O error saying the volume (or a quota) is full: the append was
+    /// refused and taken back, and appends succeed again once there is space.
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if crate::fs::is_no_space(source))
+    }
+}
+
 /// The crate's result type.
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// Wraps an I/O error with the path it happened on.
-pub(crate) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
+pub(crate) fn io_err(path: &Path) -> impl Fn(io::Error) -> Error + '_ {
     move |source| Error::Io {
         path: path.to_path_buf(),
         source,

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::Result;
+use crate::fs::Fs;
 use crate::log::{LogView, Synced};
 
 /// A running flusher; dropping it (or [`Flusher::stop`]) stops the thread after a last sync.
@@ -22,9 +23,10 @@ pub struct Flusher {
 impl Flusher {
     /// Starts a thread that calls [`LogView::sync`] every `every` and passes the outcome to
     /// `on_sync` (also when there was nothing to sync, with `took: None`).
-    pub fn spawn<F>(view: LogView, every: Duration, mut on_sync: F) -> io::Result<Flusher>
+    pub fn spawn<S, F>(view: LogView<F>, every: Duration, mut on_sync: S) -> io::Result<Flusher>
     where
-        F: FnMut(Result<Synced>) + Send + 'static,
+        S: FnMut(Result<Synced>) + Send + 'static,
+        F: Fs,
     {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let flag = Arc::clone(&stop);

@@ -5,11 +5,15 @@
 //! cheap, cloneable, thread-safe handle for everything else: readers, `sync`, stats. Both
 //! share the segment list; the writer publishes a record (segment length, index checkpoint,
 //! next position) only after its bytes are written, so readers never see part of a record.
+//! Both are generic over the file layer ([`Fs`], [`RealFs`] by default).
+//!
+//! Every fsync (the writer's at a roll or under `Always`, a view's `sync`, the directory's)
+//! runs under one lock, and its failure poisons the log for every handle before the lock is
+//! released: no fsync that runs after a failed one can report durability for data the failed
+//! one may have dropped.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -17,75 +21,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use starling_proto::Position;
 
-use crate::error::{Error, Result, io_err};
+pub use crate::config::{FsyncPolicy, LogConfig};
+use crate::error::{Error, FailedOp, Failure, Result, io_err};
+use crate::fs::{Fs, FsFile, RealFs};
 use crate::index::{self, IndexEntry, SparseIndex};
 use crate::reader::{Reader, Start};
 use crate::record::{self, OVERHEAD, key};
-use crate::recovery::{self, RecoveryReport};
-use crate::retention::{self, RetentionPolicy, RetentionReport, SegmentSummary};
+use crate::recovery::{self, RecoveryReport, SegmentState};
+use crate::retention::{self, RetentionReport, SegmentSummary};
 use crate::segment::{self, INDEX_EXT, LOG_EXT};
+use crate::shared::{Segment, Shared, State};
 use crate::stats::{Counters, LogStats};
-
-/// When appended records are fsynced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FsyncPolicy {
-    /// Before `append` returns: an appended record is durable.
-    Always,
-    /// When [`LogView::sync`] runs, which the caller (or a [`crate::Flusher`]) does every
-    /// interval; [`LogView::durable_next`] says how far the log is durable. Sealed segments
-    /// are fsynced when the log rolls past them.
-    Interval(Duration),
-    /// Never: records are in the OS page cache when `append` returns; they survive a crash of
-    /// the process but not of the machine.
-    Never,
-}
-
-/// A log's configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogConfig {
-    /// A segment is rolled before a record would take it past this many bytes (a record
-    /// larger than this gets a segment of its own).
-    pub segment_bytes: u64,
-    /// An index checkpoint is added once this many segment bytes lie since the last one.
-    pub index_interval_bytes: u64,
-    /// The largest payload appended or read; a declared length beyond it is refused before
-    /// anything is allocated.
-    pub max_record_bytes: u32,
-    /// When records are fsynced.
-    pub fsync: FsyncPolicy,
-    /// What [`Log::enforce_retention`] deletes.
-    pub retention: RetentionPolicy,
-}
-
-impl Default for LogConfig {
-    fn default() -> LogConfig {
-        LogConfig {
-            segment_bytes: 64 * 1024 * 1024,
-            index_interval_bytes: 4096,
-            max_record_bytes: 16 * 1024 * 1024,
-            fsync: FsyncPolicy::Always,
-            retention: RetentionPolicy::default(),
-        }
-    }
-}
-
-impl LogConfig {
-    fn validate(&self) -> Result<()> {
-        if self.segment_bytes == 0 {
-            return Err(Error::Config("segment_bytes must be positive"));
-        }
-        if self.index_interval_bytes == 0 {
-            return Err(Error::Config("index_interval_bytes must be positive"));
-        }
-        if self.max_record_bytes == 0 {
-            return Err(Error::Config("max_record_bytes must be positive"));
-        }
-        if matches!(self.fsync, FsyncPolicy::Interval(d) if d.is_zero()) {
-            return Err(Error::Config("the fsync interval must be positive"));
-        }
-        Ok(())
-    }
-}
 
 /// What an append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,78 +66,41 @@ impl Synced {
     }
 }
 
-/// One segment as the writer and readers share it.
-#[derive(Debug)]
-pub(crate) struct Segment {
-    pub base: Position,
-    pub path: PathBuf,
-    pub index_path: PathBuf,
-    /// Bytes of whole records published to readers.
-    pub len: AtomicU64,
-    pub records: AtomicU64,
-    /// Set once the writer rolled past it (after its last `len` store).
-    pub sealed: AtomicBool,
-    /// Set when retention deleted it.
-    pub deleted: AtomicBool,
-    pub last_ms: AtomicU64,
-    pub index: Mutex<SparseIndex>,
-}
-
-/// What the writer publishes.
-#[derive(Debug, Default)]
-pub(crate) struct State {
-    /// Oldest first; the last is the active one.
-    pub segments: Vec<Arc<Segment>>,
-    /// One past the last record.
-    pub next: Option<Position>,
-    /// One past the last durable record.
-    pub durable: Option<Position>,
-    /// The active segment's file, for `sync` from other threads.
-    pub active_file: Option<Arc<File>>,
-    /// A segment file was created and the directory not fsynced since.
-    pub dir_dirty: bool,
-    /// Why a [`LogView::sync`] failed, once one has: after a failed fsync the page cache's
-    /// state is unknown (the kernel may have dropped the dirty pages and a later fsync
-    /// succeed without them), so the log takes no more appends and reports no more
-    /// durability until it is reopened and recovered.
-    pub sync_failed: Option<String>,
-}
-
-/// What the writer, the views and the readers share.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub dir: PathBuf,
-    pub config: LogConfig,
-    pub state: Mutex<State>,
-    pub stats: Counters,
-}
-
 /// The writer's hold on the active segment.
 #[derive(Debug)]
-struct Active {
+struct Active<F: Fs> {
     seg: Arc<Segment>,
-    file: Arc<File>,
+    file: Arc<F::File>,
     /// `None` after an index write failed: the index is rebuilt at the next open.
-    index_file: Option<File>,
+    index_file: Option<F::File>,
+    /// Bytes of the index file written.
+    index_len: u64,
     len: u64,
     records: u64,
 }
 
 /// The writer of a log directory.
 #[derive(Debug)]
-pub struct Log {
-    shared: Arc<Shared>,
-    active: Option<Active>,
+pub struct Log<F: Fs = RealFs> {
+    shared: Arc<Shared<F>>,
+    active: Option<Active<F>>,
     next: Option<Position>,
     last_ms: u64,
     buf: Vec<u8>,
-    failed: Option<String>,
 }
 
 /// A cloneable, thread-safe handle on a log for reading, syncing and stats.
-#[derive(Debug, Clone)]
-pub struct LogView {
-    shared: Arc<Shared>,
+#[derive(Debug)]
+pub struct LogView<F: Fs = RealFs> {
+    shared: Arc<Shared<F>>,
+}
+
+impl<F: Fs> Clone for LogView<F> {
+    fn clone(&self) -> Self {
+        LogView {
+            shared: Arc::clone(&self.shared),
+        }
+    }
 }
 
 /// Unix milliseconds now.
@@ -201,60 +110,86 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(dir))
+impl Log<RealFs> {
+    /// Opens (creating it if needed) the log in `dir` on the real file system and recovers
+    /// it; see [`Log::open_in`].
+    pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> Result<(Log, RecoveryReport)> {
+        Log::open_in(RealFs, dir, config)
+    }
 }
 
-impl Log {
-    /// Opens (creating it if needed) the log in `dir` and recovers it: each segment is
-    /// scanned from its last index checkpoint, a torn or corrupt tail is truncated, missing or
-    /// damaged indexes are rebuilt, empty segments are removed. Appends continue one past the
-    /// last valid record.
-    pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> Result<(Log, RecoveryReport)> {
+impl<F: Fs> Log<F> {
+    /// Opens (creating it if needed) the log in `dir` through `fs` and recovers it. Each
+    /// segment is scanned from its last index checkpoint; missing or damaged indexes are
+    /// rebuilt. The last segment's torn or corrupt tail (its unsynced end after a crash) is
+    /// truncated; damage anywhere else (a sealed segment, or the last one with valid records
+    /// after the damage) is never cut: the segment is quarantined, renamed aside whole, and
+    /// its valid prefix kept as the segment. A record of an unknown format version fails the
+    /// open ([`Error::UnknownVersion`]) before anything is changed in its segment. Appends
+    /// continue one past the last valid record ([`RecoveryReport::next`]); a writer that
+    /// numbers its own positions should start a new stream there, since records past it may
+    /// have been read before the crash took them.
+    pub fn open_in(
+        fs: F,
+        dir: impl AsRef<Path>,
+        config: LogConfig,
+    ) -> Result<(Log<F>, RecoveryReport)> {
         config.validate()?;
         let dir = dir.as_ref().to_path_buf();
-        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        fs.create_dir_all(&dir).map_err(io_err(&dir))?;
+        let names = fs.list(&dir).map_err(io_err(&dir))?;
         let mut bases = Vec::new();
-        for entry in fs::read_dir(&dir).map_err(io_err(&dir))? {
-            let entry = entry.map_err(io_err(&dir))?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
+        for name in &names {
             if let Some(base) = segment::parse_name(name) {
                 bases.push(base);
             } else if name.ends_with(".idx.tmp") {
-                let _ = fs::remove_file(entry.path());
+                let _ = fs.remove_file(&dir.join(name));
             }
         }
         bases.sort_by_key(|b| key(*b));
 
         let mut report = RecoveryReport::default();
         let mut segments: Vec<Arc<Segment>> = Vec::new();
-        let mut last: Option<(File, u64, u64)> = None;
+        let mut last: Option<(F::File, u64, u64)> = None;
         let mut next: Option<Position> = None;
         let mut last_ms = 0;
-        for base in bases {
+        let mut dir_changed = false;
+        let count = bases.len();
+        for (i, base) in bases.into_iter().enumerate() {
             let stem = segment::stem(base);
             let path = dir.join(format!("{stem}.{LOG_EXT}"));
             let index_path = dir.join(format!("{stem}.{INDEX_EXT}"));
             if next.is_some_and(|n| key(base) < key(n)) {
                 return Err(Error::SegmentOrder { path });
             }
-            let r =
-                recovery::recover_segment(&path, &index_path, base, config.index_interval_bytes)?;
+            let r = recovery::recover_segment(
+                &fs,
+                &path,
+                &index_path,
+                base,
+                config.index_interval_bytes,
+                i + 1 == count,
+            )?;
             report.records_scanned += r.scanned;
-            if r.truncated > 0 {
-                report.truncated_segments += 1;
-                report.truncated_bytes += r.truncated;
+            match &r.state {
+                SegmentState::Clean => {}
+                SegmentState::Truncated(bytes) => {
+                    report.truncated_segments += 1;
+                    report.truncated_bytes += bytes;
+                }
+                SegmentState::Quarantined(to) => {
+                    report.quarantined.push(to.clone());
+                    dir_changed = true;
+                }
             }
-            if r.len == 0 {
-                drop(r.file);
-                fs::remove_file(&path).map_err(io_err(&path))?;
-                let _ = fs::remove_file(&index_path);
-                report.empty_segments_removed += 1;
+            let Some(file) = r.file else {
+                // Nothing valid left under the segment's name.
+                if r.removed {
+                    report.empty_segments_removed += 1;
+                    dir_changed = true;
+                }
                 continue;
-            }
+            };
             if r.index_rebuilt {
                 report.indexes_rebuilt += 1;
             }
@@ -276,35 +211,44 @@ impl Log {
                 last_ms: AtomicU64::new(r.last_ms),
                 index: Mutex::new(r.index),
             }));
-            last = Some((r.file, r.len, r.records));
+            last = Some((file, r.len, r.records));
         }
         // Remove index files whose segment is gone.
-        for entry in fs::read_dir(&dir).map_err(io_err(&dir))? {
-            let entry = entry.map_err(io_err(&dir))?;
-            let path = entry.path();
-            if path.extension().is_some_and(|e| e == INDEX_EXT)
-                && !path.with_extension(LOG_EXT).exists()
+        for name in fs.list(&dir).map_err(io_err(&dir))? {
+            if let Some(stem) = name.strip_suffix(&format!(".{INDEX_EXT}"))
+                && !fs.exists(&dir.join(format!("{stem}.{LOG_EXT}")))
             {
-                let _ = fs::remove_file(&path);
+                let _ = fs.remove_file(&dir.join(&name));
             }
+        }
+        if dir_changed {
+            fs.sync_dir(&dir).map_err(io_err(&dir))?;
         }
         report.next = next;
 
         let mut active = None;
         if let (Some(seg), Some((file, len, records))) = (segments.last(), last) {
             // What the previous process wrote may still be only in the page cache.
-            file.sync_all().map_err(io_err(&seg.path))?;
+            file.sync_data().map_err(io_err(&seg.path))?;
             seg.sealed.store(false, Ordering::Release);
-            let index_file = OpenOptions::new().append(true).open(&seg.index_path).ok();
+            let (index_file, index_len) = match fs.open(&seg.index_path) {
+                Ok(f) => match f.len() {
+                    Ok(n) => (Some(f), n),
+                    Err(_) => (None, 0),
+                },
+                Err(_) => (None, 0),
+            };
             active = Some(Active {
                 seg: Arc::clone(seg),
                 file: Arc::new(file),
                 index_file,
+                index_len,
                 len,
                 records,
             });
         }
         let shared = Arc::new(Shared {
+            fs,
             dir,
             config,
             state: Mutex::new(State {
@@ -312,26 +256,28 @@ impl Log {
                 next,
                 durable: next,
                 active_file: active.as_ref().map(|a| Arc::clone(&a.file)),
-                dir_dirty: false,
-                sync_failed: None,
+                failure: None,
             }),
             stats: Counters::default(),
+            sync_lock: Mutex::new(()),
+            poisoned: AtomicBool::new(false),
         });
-        shared
-            .stats
+        let stats = &shared.stats;
+        stats
             .recovery_truncations
             .store(report.truncated_segments, Ordering::Relaxed);
-        shared
-            .stats
+        stats
             .recovery_truncated_bytes
             .store(report.truncated_bytes, Ordering::Relaxed);
+        stats
+            .recovery_quarantined
+            .store(report.quarantined.len() as u64, Ordering::Relaxed);
         let log = Log {
             shared,
             active,
             next,
             last_ms,
             buf: Vec::new(),
-            failed: None,
         };
         Ok((log, report))
     }
@@ -347,7 +293,9 @@ impl Log {
     /// older, so times never fall within a log). `position` must be the log's next position
     /// ([`Log::next_position`]) or start a stream with a larger id. Returns once the fsync
     /// policy is satisfied (`Always`: fsynced; `Never`: written; `Interval`: written, and
-    /// durable once [`LogView::durable_next`] passes it).
+    /// durable once [`LogView::durable_next`] passes it). A write that fails (a full disk:
+    /// [`Error::is_no_space`]) is taken back and the log stays usable; a failed fsync, or a
+    /// failed write that cannot be taken back, poisons it ([`Error::Failed`]).
     pub fn append_at(
         &mut self,
         position: Position,
@@ -355,13 +303,7 @@ impl Log {
         timestamp_ms: u64,
         payload: &[u8],
     ) -> Result<Appended> {
-        if let Some(why) = &self.failed {
-            return Err(Error::Failed(why.clone()));
-        }
-        if let Some(why) = self.shared.state.lock().sync_failed.clone() {
-            self.failed = Some(why.clone());
-            return Err(Error::Failed(why));
-        }
+        self.shared.check()?;
         let max = self.shared.config.max_record_bytes;
         if payload.len() as u64 > u64::from(max) {
             return Err(Error::RecordTooLarge {
@@ -397,7 +339,7 @@ impl Log {
             self.roll(position)?;
         }
         let Some(active) = self.active.as_mut() else {
-            return Err(Error::Failed("no active segment".into()));
+            return Err(Error::InvalidBatch("no active segment"));
         };
 
         self.buf.clear();
@@ -406,17 +348,19 @@ impl Log {
         if let Err(e) = active.file.write_all_at(&self.buf, offset) {
             // Take back a partial write; if that fails too the tail is unknown.
             if let Err(e2) = active.file.set_len(offset) {
-                self.failed = Some(format!("write failed ({e}) and its rollback too ({e2})"));
+                return Err(self
+                    .shared
+                    .poison(FailedOp::Rollback, &active.seg.path, &e2));
             }
             return Err(io_err(&active.seg.path)(e));
         }
         let mut fsync = None;
         if self.shared.config.fsync == FsyncPolicy::Always {
+            let _sync = self.shared.sync_lock.lock();
+            self.shared.check()?;
             let started = Instant::now();
             if let Err(e) = active.file.sync_data() {
-                // After a failed fsync the page cache's state is unknown: stop.
-                self.failed = Some(format!("fsync failed: {e}"));
-                return Err(io_err(&active.seg.path)(e));
+                return Err(self.shared.poison(FailedOp::Fsync, &active.seg.path, &e));
             }
             let took = started.elapsed();
             self.shared.stats.fsync(took);
@@ -440,10 +384,13 @@ impl Log {
             }
         }
         if let Some(e) = entry
-            && let Some(f) = active.index_file.as_mut()
-            && f.write_all(&e.encode()).is_err()
+            && let Some(f) = active.index_file.as_ref()
         {
-            active.index_file = None;
+            if f.write_all_at(&e.encode(), active.index_len).is_ok() {
+                active.index_len += index::ENTRY_LEN as u64;
+            } else {
+                active.index_file = None;
+            }
         }
         active.len = offset + record_len;
         active.records += 1;
@@ -480,35 +427,45 @@ impl Log {
     }
 
     /// Seals the active segment (fsynced unless the policy is `Never`) and starts a new one
-    /// named `base`.
+    /// named `base`, fsyncing the directory so the new segment's entry is durable before any
+    /// record in it can be reported durable.
     fn roll(&mut self, base: Position) -> Result<()> {
-        let policy = self.shared.config.fsync;
+        let shared = Arc::clone(&self.shared);
+        let policy = shared.config.fsync;
+        let _sync = shared.sync_lock.lock();
+        shared.check()?;
         if let Some(old) = &self.active
             && policy != FsyncPolicy::Never
         {
             let started = Instant::now();
             if let Err(e) = old.file.sync_data() {
-                self.failed = Some(format!("fsync failed: {e}"));
-                return Err(io_err(&old.seg.path)(e));
+                return Err(shared.poison(FailedOp::Fsync, &old.seg.path, &e));
             }
-            self.shared.stats.fsync(started.elapsed());
+            shared.stats.fsync(started.elapsed());
         }
-        let dir = &self.shared.dir;
+        let dir = &shared.dir;
         let stem = segment::stem(base);
         let path = dir.join(format!("{stem}.{LOG_EXT}"));
         let index_path = dir.join(format!("{stem}.{INDEX_EXT}"));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
-        let index_file = fs::write(&index_path, index::file_header())
-            .and_then(|()| OpenOptions::new().append(true).open(&index_path))
+        let file = match shared.fs.create_new(&path) {
+            Ok(f) => f,
+            // A roll that failed after creating the file (a full disk) left it empty.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let f = shared.fs.open(&path).map_err(io_err(&path))?;
+                if f.len().map_err(io_err(&path))? != 0 {
+                    return Err(io_err(&path)(e));
+                }
+                f
+            }
+            Err(e) => return Err(io_err(&path)(e)),
+        };
+        let header = index::file_header();
+        let index_file = shared
+            .fs
+            .create(&index_path)
+            .and_then(|f| f.write_all_at(&header, 0).map(|()| f))
             .ok();
-        if policy == FsyncPolicy::Always {
-            sync_dir(dir)?;
-        }
+        shared.sync_dir_locked()?;
         let seg = Arc::new(Segment {
             base,
             path,
@@ -519,17 +476,16 @@ impl Log {
             deleted: AtomicBool::new(false),
             last_ms: AtomicU64::new(self.last_ms),
             index: Mutex::new(SparseIndex::new(
-                self.shared.config.index_interval_bytes,
+                shared.config.index_interval_bytes,
                 Vec::new(),
             )),
         });
         let file = Arc::new(file);
         {
-            let mut state = self.shared.state.lock();
+            let mut state = shared.state.lock();
             state.segments.push(Arc::clone(&seg));
             state.active_file = Some(Arc::clone(&file));
             if matches!(policy, FsyncPolicy::Interval(_)) {
-                state.dir_dirty = true;
                 // Everything before the new segment was fsynced above.
                 state.durable = state.next;
             }
@@ -541,6 +497,7 @@ impl Log {
             seg,
             file,
             index_file,
+            index_len: header.len() as u64,
             len: 0,
             records: 0,
         });
@@ -554,7 +511,7 @@ impl Log {
     }
 
     /// A handle for readers, syncs and stats that outlives borrows of the writer.
-    pub fn view(&self) -> LogView {
+    pub fn view(&self) -> LogView<F> {
         LogView {
             shared: Arc::clone(&self.shared),
         }
@@ -566,12 +523,12 @@ impl Log {
     }
 
     /// See [`LogView::read_from`].
-    pub fn read_from(&self, position: Position) -> Reader {
+    pub fn read_from(&self, position: Position) -> Reader<F> {
         self.view().read_from(position)
     }
 
     /// See [`LogView::read_from_time`].
-    pub fn read_from_time(&self, timestamp_ms: u64) -> Reader {
+    pub fn read_from_time(&self, timestamp_ms: u64) -> Reader<F> {
         self.view().read_from_time(timestamp_ms)
     }
 
@@ -585,9 +542,16 @@ impl Log {
         self.view().stats()
     }
 
+    /// See [`LogView::failure`].
+    pub fn failure(&self) -> Option<Failure> {
+        self.shared.failure()
+    }
+
     /// Applies the configured retention at `now_ms`: deletes whole segments, oldest first,
-    /// that are older than `max_age_ms` or beyond `max_bytes` — never the active segment. A
-    /// reader on a deleted segment ends with [`Error::Truncated`].
+    /// that are older than `max_age_ms` or beyond `max_bytes` — never the active segment —
+    /// and fsyncs the directory. A reader on a deleted segment ends with
+    /// [`Error::Truncated`]. Runs on a poisoned log too (it frees space, and deletes nothing
+    /// the retention policy keeps).
     pub fn enforce_retention(&mut self, now_ms: u64) -> Result<RetentionReport> {
         let policy = self.shared.config.retention;
         let doomed: Vec<Arc<Segment>> = {
@@ -607,23 +571,20 @@ impl Log {
             }
             doomed
         };
-        let summaries: Vec<SegmentSummary> = doomed
-            .iter()
-            .map(|s| SegmentSummary {
-                bytes: s.len.load(Ordering::Acquire),
-                last_ms: s.last_ms.load(Ordering::Relaxed),
-            })
-            .collect();
         let mut report = RetentionReport::default();
-        for (s, summary) in doomed.iter().zip(&summaries) {
+        if doomed.is_empty() {
+            return Ok(report);
+        }
+        for s in &doomed {
+            let last_ms = s.last_ms.load(Ordering::Relaxed);
             if policy
                 .max_age_ms
-                .is_some_and(|age| now_ms.saturating_sub(summary.last_ms) > age)
+                .is_some_and(|age| now_ms.saturating_sub(last_ms) > age)
             {
                 report.by_age += 1;
             }
             report.segments += 1;
-            report.bytes += summary.bytes;
+            report.bytes += s.len.load(Ordering::Acquire);
             report.records += s.records.load(Ordering::Relaxed);
         }
         let stats = &self.shared.stats;
@@ -636,31 +597,34 @@ impl Log {
         stats
             .records_deleted
             .fetch_add(report.records, Ordering::Relaxed);
+        let fs = &self.shared.fs;
         for s in &doomed {
-            fs::remove_file(&s.path).map_err(io_err(&s.path))?;
-            let _ = fs::remove_file(&s.index_path);
+            fs.remove_file(&s.path).map_err(io_err(&s.path))?;
+            let _ = fs.remove_file(&s.index_path);
         }
+        let _sync = self.shared.sync_lock.lock();
+        self.shared.sync_dir_locked()?;
         Ok(report)
     }
 }
 
-impl LogView {
+impl<F: Fs> LogView<F> {
     /// Reads the log from the record holding `position` (or the first one after it), in
     /// order, across segments: the rest of `position`'s stream and every later stream, as
     /// the retained tail's replay does. A position older than what is left starts at the
     /// oldest record.
-    pub fn read_from(&self, position: Position) -> Reader {
+    pub fn read_from(&self, position: Position) -> Reader<F> {
         Reader::new(Arc::clone(&self.shared), Start::Position(position))
     }
 
     /// Reads the log from the first record stamped at or after `timestamp_ms`.
-    pub fn read_from_time(&self, timestamp_ms: u64) -> Reader {
+    pub fn read_from_time(&self, timestamp_ms: u64) -> Reader<F> {
         Reader::new(Arc::clone(&self.shared), Start::Time(timestamp_ms))
     }
 
     /// Like [`LogView::read_from`], but what it returns is not counted as replayed (a copy
     /// for another member, not a resume).
-    pub fn copy_from(&self, position: Position) -> Reader {
+    pub fn copy_from(&self, position: Position) -> Reader<F> {
         Reader::new(Arc::clone(&self.shared), Start::Position(position)).uncounted()
     }
 
@@ -687,47 +651,39 @@ impl LogView {
         }
     }
 
-    /// Fsyncs what was appended so far (and the directory, if a segment was created since
-    /// the last sync); safe to call from any thread while appends continue. Under
-    /// `Interval` this is what makes appends durable; under the other policies it has
-    /// nothing to do. A failed fsync stops the log: every later `sync` and append fails with
-    /// [`Error::Failed`] and `durable_next` no longer moves, until the log is reopened (and
-    /// recovered from what is really on disk).
+    /// Fsyncs what was appended so far; safe to call from any thread while appends
+    /// continue. Under `Interval` this is what makes appends durable; under the other
+    /// policies it has nothing to do. A failed fsync poisons the log for every handle: every
+    /// later `sync` and append fails with [`Error::Failed`] and `durable_next` no longer
+    /// moves, until the log is reopened (and recovered from what is really on disk).
     pub fn sync(&self) -> Result<Synced> {
-        let (file, next, durable, dir_dirty) = {
-            let mut state = self.shared.state.lock();
-            if let Some(why) = &state.sync_failed {
-                return Err(Error::Failed(why.clone()));
+        let shared = &self.shared;
+        let _sync = shared.sync_lock.lock();
+        let (file, path, next, durable) = {
+            let state = shared.state.lock();
+            if let Some(f) = &state.failure {
+                return Err(Error::Failed(f.clone()));
             }
-            let dir_dirty = std::mem::take(&mut state.dir_dirty);
             (
                 state.active_file.clone(),
+                state.segments.last().map(|s| s.path.clone()),
                 state.next,
                 state.durable,
-                dir_dirty,
             )
         };
-        let pending = next != durable || dir_dirty;
-        let Some(file) = file.filter(|_| pending) else {
+        let (Some(file), Some(path)) = (file.filter(|_| next != durable), path) else {
             return Ok(Synced {
                 durable_next: durable,
                 took: None,
             });
         };
         let started = Instant::now();
-        let mut done = file.sync_data().map_err(io_err(&self.shared.dir));
-        if done.is_ok() && dir_dirty {
-            done = sync_dir(&self.shared.dir);
-        }
-        if let Err(e) = done {
-            let mut state = self.shared.state.lock();
-            state.dir_dirty |= dir_dirty;
-            state.sync_failed = Some(format!("fsync failed: {e}"));
-            return Err(e);
+        if let Err(e) = file.sync_data() {
+            return Err(shared.poison(FailedOp::Fsync, &path, &e));
         }
         let took = started.elapsed();
-        self.shared.stats.fsync(took);
-        let mut state = self.shared.state.lock();
+        shared.stats.fsync(took);
+        let mut state = shared.state.lock();
         let advanced = match (state.durable, next) {
             (Some(d), Some(n)) => key(n) > key(d),
             (None, Some(_)) => true,
@@ -755,6 +711,21 @@ impl LogView {
     /// The oldest record's position (`None` while the log is empty).
     pub fn first_position(&self) -> Option<Position> {
         self.shared.state.lock().segments.first().map(|s| s.base)
+    }
+
+    /// Why the log is poisoned (`None`: it is not): the first failed fsync, directory fsync
+    /// or rollback. A poisoned log takes no append and completes no durability until it is
+    /// reopened.
+    pub fn failure(&self) -> Option<Failure> {
+        self.shared.failure()
+    }
+
+    /// Bytes that can still be written on the log's volume.
+    pub fn available_bytes(&self) -> Result<u64> {
+        self.shared
+            .fs
+            .available_bytes(&self.shared.dir)
+            .map_err(io_err(&self.shared.dir))
     }
 
     /// The log's directory.

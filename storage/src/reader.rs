@@ -5,7 +5,6 @@
 //! later returns what was appended since (it is not fused). If retention deletes the segment
 //! it is on, it returns one [`Error::Truncated`] and then ends; any other error ends it too.
 
-use std::fs::File;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -13,9 +12,10 @@ use std::sync::atomic::Ordering;
 use starling_proto::Position;
 
 use crate::error::{Error, Result, io_err};
-use crate::log::{Segment, Shared};
+use crate::fs::{Fs, RealFs};
 use crate::record::key;
 use crate::segment::{Record, read_record_at};
+use crate::shared::{Segment, Shared};
 
 /// Where a reader starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,24 +38,24 @@ impl Start {
 
 /// An iterator over a log's records; see the module doc.
 #[derive(Debug)]
-pub struct Reader {
-    shared: Arc<Shared>,
+pub struct Reader<F: Fs = RealFs> {
+    shared: Arc<Shared<F>>,
     start: Start,
     /// Still skipping records before the start.
     seeking: bool,
     /// Whether returned records count as replayed (`LogStats::records_replayed`).
     counted: bool,
     seg: Option<Arc<Segment>>,
-    file: Option<File>,
+    file: Option<F::File>,
     offset: u64,
     done: bool,
 }
 
-impl Reader {
+impl<F: Fs> Reader<F> {
     /// A reader placed at its start now (so retention deleting that segment before the
     /// first `next` ends it with [`Error::Truncated`] rather than skipping silently); on an
     /// empty log it is placed at the first `next` that finds a segment.
-    pub(crate) fn new(shared: Arc<Shared>, start: Start) -> Reader {
+    pub(crate) fn new(shared: Arc<Shared<F>>, start: Start) -> Reader<F> {
         let mut reader = Reader {
             shared,
             start,
@@ -74,7 +74,7 @@ impl Reader {
     }
 
     /// The same reader, not counting what it returns as replayed (a lookup, not a replay).
-    pub(crate) fn uncounted(mut self) -> Reader {
+    pub(crate) fn uncounted(mut self) -> Reader<F> {
         self.counted = false;
         self
     }
@@ -118,7 +118,7 @@ impl Reader {
     }
 }
 
-impl Iterator for Reader {
+impl<F: Fs> Iterator for Reader<F> {
     type Item = Result<Record>;
 
     fn next(&mut self) -> Option<Result<Record>> {
@@ -152,7 +152,7 @@ impl Iterator for Reader {
                 continue;
             }
             if self.file.is_none() {
-                match File::open(&seg.path) {
+                match self.shared.fs.open_read(&seg.path) {
                     Ok(f) => self.file = Some(f),
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {
                         return self.truncated(&seg);

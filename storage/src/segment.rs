@@ -6,15 +6,14 @@
 //! Readers read with positioned reads (`pread`) within the length the writer has published,
 //! so they never see a record being written.
 
-use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use bytes::Bytes;
 use starling_proto::Position;
 
 use crate::error::{Error, Malformed, Result, io_err};
+use crate::fs::FsFile;
 use crate::record::{self, HEADER_LEN, Header, TRAILER_LEN, key};
 
 /// The segment file extension.
@@ -66,7 +65,7 @@ impl Record {
 /// the writer published). The payload is allocated only after its declared length passed
 /// `max_payload` and `limit`.
 pub(crate) fn read_record_at(
-    file: &File,
+    file: &impl FsFile,
     path: &Path,
     offset: u64,
     limit: u64,
@@ -116,25 +115,27 @@ pub(crate) fn read_record_at(
 }
 
 /// Checks the record at `offset` of a file `file_len` bytes long without allocating for its
-/// payload (the CRC is computed over reads of at most 64 KiB into `scratch`): `Some(header)` when the record is whole
-/// and its CRC matches, `None` when the bytes there are not a valid record (a torn or
-/// corrupt tail). Used by recovery, which must not trust any declared length.
+/// payload (the CRC is computed over reads of at most 64 KiB into `scratch`): the header when
+/// the record is whole and its CRC matches, else why the bytes there are not a valid record
+/// (a torn or corrupt tail, or a version this build does not read). Used by recovery, which
+/// must not trust any declared length.
 pub(crate) fn check_at(
-    file: &File,
+    file: &impl FsFile,
     offset: u64,
     file_len: u64,
     scratch: &mut Vec<u8>,
-) -> io::Result<Option<Header>> {
+) -> io::Result<std::result::Result<Header, Malformed>> {
     if file_len.saturating_sub(offset) < HEADER_LEN as u64 {
-        return Ok(None);
+        return Ok(Err(Malformed::Incomplete));
     }
     let mut head = [0u8; HEADER_LEN];
     file.read_exact_at(&mut head, offset)?;
-    let Ok(header) = Header::parse(&head, u32::MAX) else {
-        return Ok(None);
+    let header = match Header::parse(&head, u32::MAX) {
+        Ok(h) => h,
+        Err(why) => return Ok(Err(why)),
     };
     if file_len - offset < header.record_len() {
-        return Ok(None);
+        return Ok(Err(Malformed::Incomplete));
     }
     let mut crc = crc32c::crc32c(&head);
     const CHUNK: u64 = 64 * 1024;
@@ -156,7 +157,14 @@ pub(crate) fn check_at(
     }
     let mut trailer = [0u8; TRAILER_LEN];
     file.read_exact_at(&mut trailer, at)?;
-    Ok((u32::from_le_bytes(trailer) == crc).then_some(header))
+    let stored = u32::from_le_bytes(trailer);
+    if stored != crc {
+        return Ok(Err(Malformed::BadCrc {
+            stored,
+            computed: crc,
+        }));
+    }
+    Ok(Ok(header))
 }
 
 /// What [`scan`] found in a segment's bytes.

@@ -28,6 +28,8 @@ pub struct LogStats {
     pub recovery_truncations: u64,
     /// Bytes recovery truncated.
     pub recovery_truncated_bytes: u64,
+    /// Segments recovery quarantined (renamed aside) when the log was opened.
+    pub recovery_quarantined: u64,
     /// Records returned by readers.
     pub records_replayed: u64,
     /// Segments retention deleted.
@@ -48,6 +50,7 @@ pub(crate) struct Counters {
     pub fsync_max_nanos: AtomicU64,
     pub recovery_truncations: AtomicU64,
     pub recovery_truncated_bytes: AtomicU64,
+    pub recovery_quarantined: AtomicU64,
     pub records_replayed: AtomicU64,
     pub segments_deleted: AtomicU64,
     pub bytes_deleted: AtomicU64,
@@ -74,6 +77,7 @@ impl Counters {
             fsync_max: Duration::from_nanos(get(&self.fsync_max_nanos)),
             recovery_truncations: get(&self.recovery_truncations),
             recovery_truncated_bytes: get(&self.recovery_truncated_bytes),
+            recovery_quarantined: get(&self.recovery_quarantined),
             records_replayed: get(&self.records_replayed),
             segments_deleted: get(&self.segments_deleted),
             bytes_deleted: get(&self.bytes_deleted),

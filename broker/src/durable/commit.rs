@@ -7,16 +7,22 @@
 //! goes back to sleep, so appends made while one fsync runs share the next one. Under
 //! `interval` the storage crate's [`Flusher`] syncs every period and reports here. Under
 //! `never` an append is as durable as it gets once written, and acks complete at once.
+//!
+//! A failed fsync (here, in the flusher, or in the writer at a segment roll) poisons the log
+//! for every handle: the acks waiting are refused, and so is every ack handed over later;
+//! none completes until the log is reopened. The first failure is counted, logged and shown
+//! in `starling_storage_failed_logs` once.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 use starling_config::StorageFsync;
 use starling_proto::{ErrorCode, Position};
-use starling_storage::{Flusher, LogView, Synced};
+use starling_storage::{Flusher, Fs, LogView, RealFs, Synced};
 
 use super::metrics::StorageMetrics;
 
@@ -30,19 +36,21 @@ pub trait Waiter: Send + 'static {
 
 /// Acks waiting for durability, and the group-commit thread or flusher that completes them.
 #[derive(Debug)]
-pub struct Committer<W: Waiter> {
-    inner: Arc<Inner<W>>,
+pub struct Committer<W: Waiter, F: Fs = RealFs> {
+    inner: Arc<Inner<W, F>>,
     thread: Option<JoinHandle<()>>,
     flusher: Option<Flusher>,
 }
 
 #[derive(Debug)]
-struct Inner<W> {
-    view: LogView,
+struct Inner<W, F: Fs> {
+    view: LogView<F>,
     state: Mutex<State<W>>,
     wake: Condvar,
     metrics: StorageMetrics,
     topic: String,
+    /// The log's poisoning was counted (in `errors` and `failed_logs`) and logged.
+    reported: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -63,21 +71,22 @@ impl<W> Default for State<W> {
     }
 }
 
-impl<W: Waiter + std::fmt::Debug> Committer<W> {
+impl<W: Waiter + std::fmt::Debug, F: Fs> Committer<W, F> {
     /// Starts what syncs `view` under `mode` (`interval`: every `every`).
     pub fn start(
         topic: &str,
-        view: LogView,
+        view: LogView<F>,
         mode: StorageFsync,
         every: Duration,
         metrics: StorageMetrics,
-    ) -> std::io::Result<Committer<W>> {
+    ) -> std::io::Result<Committer<W, F>> {
         let inner = Arc::new(Inner {
             view: view.clone(),
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
             metrics,
             topic: topic.to_string(),
+            reported: AtomicBool::new(false),
         });
         let mut committer = Committer {
             inner: Arc::clone(&inner),
@@ -108,6 +117,7 @@ impl<W: Waiter + std::fmt::Debug> Committer<W> {
     }
 
     /// Completes `acks` once every record before `next` is durable (at once if it is).
+    /// Refuses them at once if the log is poisoned and they are not durable already.
     pub fn wait(&self, next: Position, acks: Vec<W>) {
         if acks.is_empty() {
             return;
@@ -122,12 +132,34 @@ impl<W: Waiter + std::fmt::Debug> Committer<W> {
             acks.into_iter().for_each(W::durable);
             return;
         }
+        // The poison is set before a failed sync takes this lock to refuse what waits: an
+        // ack queued after that is refused here, never left waiting for a sync that will
+        // not succeed.
+        if let Some(why) = self.inner.view.failure() {
+            drop(state);
+            let why = format!("the topic's durable log is stopped: {why}");
+            for ack in acks {
+                ack.failed(ErrorCode::Internal, why.clone());
+            }
+            return;
+        }
         state.waiting.push_back((next, acks));
+    }
+
+    /// The writer found the log poisoned (a failed fsync at a segment roll): refuse what
+    /// waits and count the failure once.
+    pub fn poisoned(&self) {
+        if let Some(why) = self.inner.view.failure() {
+            self.inner.synced(Err(starling_storage::Error::Failed(why)));
+        }
     }
 }
 
-impl<W: Waiter> Drop for Committer<W> {
+impl<W: Waiter, F: Fs> Drop for Committer<W, F> {
     fn drop(&mut self) {
+        if self.inner.reported.load(Ordering::Acquire) {
+            self.inner.metrics.failed_logs.dec();
+        }
         {
             let mut state = self.inner.state.lock();
             state.stop = true;
@@ -152,7 +184,7 @@ impl<W: Waiter> Drop for Committer<W> {
     }
 }
 
-impl<W: Waiter> Inner<W> {
+impl<W: Waiter, F: Fs> Inner<W, F> {
     fn group_commit(&self) {
         loop {
             {
@@ -195,11 +227,11 @@ impl<W: Waiter> Inner<W> {
                 let left = std::mem::take(&mut self.state.lock().waiting);
                 // After a failed fsync the log stays stopped and every later sync (the
                 // interval flusher's included) answers `Failed`: counted and logged once.
-                if matches!(e, starling_storage::Error::Failed(_)) && left.is_empty() {
-                    return;
+                if !self.reported.swap(true, Ordering::AcqRel) {
+                    self.metrics.errors.inc();
+                    self.metrics.failed_logs.inc();
+                    tracing::error!(topic = %self.topic, error = %e, "durable log fsync failed: the log is stopped (no append, no persisted ack) until the topic reopens it");
                 }
-                self.metrics.errors.inc();
-                tracing::error!(topic = %self.topic, error = %e, "durable log fsync failed");
                 let why = format!("the topic's durable log failed to sync: {e}");
                 for (_, acks) in left {
                     for ack in acks {

@@ -29,6 +29,14 @@ pub struct StorageMetrics {
     pub handoff_copied_records: IntCounter,
     /// Records served to another member taking over a topic.
     pub handoff_served_records: IntCounter,
+    /// Segments recovery quarantined (renamed aside) for damage.
+    pub recovery_quarantined: IntCounter,
+    /// Open logs poisoned by a failed fsync.
+    pub failed_logs: IntGauge,
+    /// Open logs whose last append failed for lack of space.
+    pub disk_full_logs: IntGauge,
+    /// Free bytes on the storage volume (as last measured).
+    pub volume_free_bytes: IntGauge,
 }
 
 impl StorageMetrics {
@@ -93,6 +101,22 @@ impl StorageMetrics {
             handoff_served_records: counter(
                 names::STORAGE_HANDOFF_SERVED_RECORDS,
                 "Records served to another member taking over a durable topic.",
+            )?,
+            recovery_quarantined: counter(
+                names::STORAGE_RECOVERY_QUARANTINED,
+                "Durable log segments set aside (renamed, not cut) for damage found when a log was opened.",
+            )?,
+            failed_logs: gauge(
+                names::STORAGE_FAILED_LOGS,
+                "Open durable logs stopped by a failed fsync (no append, no persisted ack until reopened).",
+            )?,
+            disk_full_logs: gauge(
+                names::STORAGE_DISK_FULL_LOGS,
+                "Open durable logs whose last append failed for lack of space.",
+            )?,
+            volume_free_bytes: gauge(
+                names::STORAGE_VOLUME_FREE_BYTES,
+                "Bytes still free for the broker on the volume holding storage_dir.",
             )?,
         })
     }

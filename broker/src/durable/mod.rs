@@ -1,9 +1,11 @@
 //! Durable topics: the broker side of `starling-storage`. A topic named by `durable_topics`
 //! gets one append-only log under `storage_dir/<escaped topic name>/` ([`escape`]), opened
-//! (and recovered: a torn or CRC-failing tail is truncated and counted) when the topic's task
-//! starts. The task appends each sealed batch, numbered with the topic's position, before it
-//! offers the batch to subscribers; its stream id and next sequence number come from the log,
-//! so positions stay stable across restarts. `ack_level: persisted` acks wait in
+//! (and recovered: a torn tail is truncated, a damaged sealed segment quarantined, both
+//! counted) when the topic's task starts. The task appends each sealed batch, numbered with
+//! the topic's position, before it offers the batch to subscribers; after opening a log it
+//! numbers in a new stream above the log's end, so the records' positions stay stable across
+//! restarts and a position a crash took back is never given out again (see
+//! `docs/durability.md`). `ack_level: persisted` acks wait in
 //! [`DurableLog`] until the log is durable past their batch under `storage_fsync`: one
 //! fsync for everything appended since the last (`always`, [`commit`]), the storage crate's
 //! flusher (`interval`) or at once (`never`).

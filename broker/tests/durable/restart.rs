@@ -1,6 +1,7 @@
 //! An in-process broker restarted on the same storage directory: `persisted` messages and
-//! their positions survive, and a resuming subscriber gets the rest from disk, then live,
-//! without a gap or a duplicate.
+//! their positions survive, a resuming subscriber gets the rest from disk, then live,
+//! without a gap or a duplicate, and after a restart the topic numbers in a new stream, so
+//! no position a crash took back is given out again.
 
 use std::time::Duration;
 
@@ -78,6 +79,13 @@ async fn restart_keeps_everything(fsync: StorageFsync) {
         (0..81).collect::<Vec<_>>()
     );
     assert_ordered_and_complete(&got, &[]);
+    // The restarted topic numbers in a new stream above the log's.
+    assert!(
+        got[50].1.stream > got[49].1.stream,
+        "{:?} then {:?}",
+        got[49].1,
+        got[50].1
+    );
     wait_metrics(&b, "replay from disk counted", |m| {
         m.sum("starling_storage_replayed_records_total") >= 1.0
             && m.sum("starling_storage_segments") >= 1.0
@@ -138,15 +146,23 @@ async fn an_unusable_storage_dir_refuses_persisted_publishes_with_a_typed_error(
     b.running.shutdown().await;
 }
 
+/// A crash cut the last record (as a power cut cuts what was not fsynced): a subscriber
+/// that saw it before the crash resumes past it, and must still get what is published after
+/// the restart. Reusing the cut record's position would make it skip the new message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_torn_tail_is_truncated_and_counted_on_restart() {
+async fn a_torn_tail_is_truncated_and_its_positions_are_never_reused() {
     let dir = tempfile::tempdir().expect("tmp");
     let topic = "orders.torn";
     let b = start(Profile::Balanced, durable(dir.path(), StorageFsync::Always)).await;
     let c = b.client().await;
+    let mut sub = c.subscribe(topic).await.expect("subscribe");
     for i in 0..10 {
         c.publish_acked(topic, payload(i)).await.expect("ack");
     }
+    assert_eq!(recv_n(&mut sub, 10).await.len(), 10);
+    // Past the last message, which the crash below takes back.
+    let seen = sub.resume_point().expect("a resume point");
+    drop(sub);
     drop(c);
     b.running.shutdown().await;
     // Cut the last record short, as a crash in the middle of a write would.
@@ -167,13 +183,27 @@ async fn a_torn_tail_is_truncated_and_counted_on_restart() {
     let b = start(Profile::Balanced, durable(dir.path(), StorageFsync::Always)).await;
     let c = b.client().await;
     c.publish_acked(topic, payload(100)).await.expect("ack");
+    // The subscriber that saw the cut record resumes and gets the new message: its
+    // position is past everything numbered before the crash.
+    let mut resumed = c.subscribe_from(topic, Some(seen)).await.expect("resume");
+    let got = drain_some(&mut resumed, Duration::from_millis(700)).await;
+    assert_eq!(
+        got.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+        vec![100],
+        "{got:?}"
+    );
+    assert!(
+        got[0].1.stream > seen.stream,
+        "{:?} after {seen:?}",
+        got[0].1
+    );
+    // From the start: every message before the torn record, then the new one, in order.
     let mut sub = c
         .subscribe_from(topic, Some(FROM_THE_START))
         .await
         .expect("resume");
     let got = drain_some(&mut sub, Duration::from_millis(700)).await;
     let idx: Vec<u32> = got.iter().map(|(i, _)| *i).collect();
-    // Every message before the torn record is there, then the new one, in order.
     assert!(idx.len() >= 10 && idx.len() <= 11, "{idx:?}");
     assert_eq!(idx[..9], (0..9).collect::<Vec<_>>()[..], "{idx:?}");
     assert_eq!(idx.last(), Some(&100));

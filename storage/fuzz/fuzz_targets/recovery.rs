@@ -1,7 +1,8 @@
 //! Fuzz target: arbitrary bytes as a log directory's only segment (and, from the first byte,
-//! an index interval). Opening the log must never panic; it must keep exactly the records an
-//! in-memory scan accepts, truncate the rest, read them back unchanged, and continue
-//! positions after the last one.
+//! an index interval). Opening the log must never panic; it must either refuse (an unknown
+//! record version, leaving the file as it was) or keep exactly the records an in-memory scan
+//! accepts, truncate the rest or quarantine the whole file (when valid records follow the
+//! damage), read them back unchanged, and continue positions after the last one.
 #![no_main]
 
 use std::fs;
@@ -9,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use starling_storage::{FsyncPolicy, Log, LogConfig, Position, RetentionPolicy, segment};
+use starling_storage::{Error, FsyncPolicy, Log, LogConfig, Position, RetentionPolicy, segment};
 
 fn dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -28,7 +29,8 @@ fuzz_target!(|data: &[u8]| {
     }
     let scan = segment::scan(seg, u32::MAX);
     let base = scan.records.first().map_or(Position { stream: 1, seq: 0 }, |(_, h)| h.position);
-    fs::write(dir.join(format!("{}.log", segment::stem(base))), seg).unwrap();
+    let path = dir.join(format!("{}.log", segment::stem(base)));
+    fs::write(&path, seg).unwrap();
     let config = LogConfig {
         segment_bytes: 1 << 20,
         index_interval_bytes: u64::from(interval) + 1,
@@ -36,9 +38,20 @@ fuzz_target!(|data: &[u8]| {
         fsync: FsyncPolicy::Never,
         retention: RetentionPolicy::default(),
     };
-    let (mut log, report) = Log::open(dir, config).unwrap();
+    let (mut log, report) = match Log::open(dir, config) {
+        Err(Error::UnknownVersion { .. }) => {
+            assert_eq!(fs::read(&path).unwrap(), seg, "a refused open changes nothing");
+            return;
+        }
+        other => other.unwrap(),
+    };
     assert_eq!(report.records, scan.records.len() as u64);
-    assert_eq!(report.truncated_bytes, seg.len() as u64 - scan.valid_len);
+    if report.quarantined.is_empty() {
+        assert_eq!(report.truncated_bytes, seg.len() as u64 - scan.valid_len);
+    } else {
+        assert_eq!(report.truncated_bytes, 0);
+        assert_eq!(fs::read(&report.quarantined[0]).unwrap(), seg, "set aside whole");
+    }
     let got: Vec<_> = log.read_from(Position { stream: 1, seq: 0 }).map(|r| r.unwrap()).collect();
     assert_eq!(got.len(), scan.records.len());
     for (r, (offset, h)) in got.iter().zip(&scan.records) {

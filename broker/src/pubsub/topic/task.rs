@@ -310,25 +310,21 @@ impl TopicTask {
 
     /// Opens (recovering) the topic's log if it is durable and owned here, copies what other
     /// members' logs of the topic hold past its end (an owner change, see
-    /// `durable::transfer`), and continues its numbering: the log's own stream after a
-    /// restart, so positions stay stable, or a new stream after copied records. `also` is a
-    /// member that claimed to hold a log.
+    /// `durable::transfer`), and numbers on in a new stream above everything in the log:
+    /// recovery may have cut records past its end that subscribers saw before a crash, so
+    /// their positions are never given out again. `also` is a member that claimed to hold a
+    /// log.
     async fn open_durable(&mut self, also: Option<Member>) {
         if !(self.shared.settings.owns)(&self.name) {
             return;
         }
         self.open_log().await;
-        let copied = self.catch_up(also).await;
+        self.catch_up(also).await;
         if let Durable::Open(log) = &self.durable
             && let Some(next) = log.next_position()
         {
-            if copied > 0 {
-                self.stream = new_stream_id().max(next.stream.saturating_add(1));
-                self.next_seq = 0;
-            } else {
-                self.stream = next.stream;
-                self.next_seq = next.seq;
-            }
+            self.stream = new_stream_id().max(next.stream.saturating_add(1));
+            self.next_seq = 0;
         }
     }
 
@@ -790,9 +786,8 @@ impl TopicTask {
                         format!("the durable log of `{}` failed: {why}", self.name),
                     );
                 }
-                if matches!(self.durable, Durable::Open(_)) {
-                    self.durable = Durable::Failed(why);
-                }
+                // The log stays open: a full volume refuses only this batch (the next one
+                // tries again), and a poisoned log refuses every batch by itself.
                 return;
             }
         };
