@@ -1,0 +1,3 @@
+module starling.invalid/starling
+
+go 1.26.0
