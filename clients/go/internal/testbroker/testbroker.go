@@ -152,7 +152,7 @@ func (s *Setup) Start(tb testing.TB, o Options) *Broker {
 	b := &Broker{ID: o.ID, Addr: fmt.Sprintf("127.0.0.1:%d", o.Port), HTTP: fmt.Sprintf("127.0.0.1:%d", httpPort),
 		log: &bytes.Buffer{}, exited: make(chan struct{})}
 	b.cmd = exec.Command(bin, "--config", path)
-	b.cmd.Env = append(os.Environ(), "POD_NAME="+name, "RUST_LOG=warn")
+	b.cmd.Env = append(CleanEnv(), "POD_NAME="+name, "RUST_LOG=warn")
 	b.cmd.Stdout, b.cmd.Stderr = &lockedWriter{b: b.log}, &lockedWriter{b: b.log}
 	if err := b.cmd.Start(); err != nil {
 		tb.Fatal(err)
@@ -182,6 +182,20 @@ func (s *Setup) Start(tb testing.TB, o Options) *Broker {
 			tb.Fatalf("broker %s not healthy within %s:\n%s", name, Soon, b.Log())
 		}
 	}
+}
+
+// CleanEnv is this process's environment without STARLING_* variables: the
+// broker refuses unknown ones (this package's own STARLING_BROKER_BIN among
+// them), and the tests' brokers and CLIs take their settings from their
+// arguments and config files only.
+func CleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "STARLING_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // Log is the broker's output so far.
