@@ -210,7 +210,7 @@ func TestResumeFromAPositionAndFromATime(t *testing.T) {
 	if e := next(t, fromTime); string(e.Payload) != "m5" {
 		t.Fatalf("from a time: first event %q, want m5", e.Payload)
 	}
-	everything, err := c.Subscribe(ctx, "resume.t", starling.FromTime(time.Unix(0, 0)))
+	everything, err := c.Subscribe(ctx, "resume.t", starling.FromTime(timeZero))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +505,7 @@ func TestCallbackAndIteratorForms(t *testing.T) {
 	seen := 0
 	cbCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	err = c.SubscribeFunc(cbCtx, "iter.t", starling.FromTime(time.Unix(0, 0)), func(e starling.Event) error {
+	err = c.SubscribeFunc(cbCtx, "iter.t", starling.FromTime(timeZero), func(e starling.Event) error {
 		if seen++; seen == 3 {
 			return stop
 		}
@@ -515,3 +515,6 @@ func TestCallbackAndIteratorForms(t *testing.T) {
 		t.Fatalf("callback form: %v after %d events", err, seen)
 	}
 }
+
+// timeZero asks for everything the broker still holds.
+var timeZero = time.Unix(0, 0)
