@@ -110,10 +110,13 @@ func (c *Client) routed(ctx context.Context, kind placement.Kind, key []byte, op
 		if err == nil {
 			return nil
 		}
-		if member != "" && c.router != nil && linkFailure(err) {
+		lostMember := member != "" && c.router != nil && linkFailure(err)
+		if lostMember {
+			// Its requests go through the bootstrap broker until a background
+			// attempt reconnects.
 			c.router.failed(member)
 		}
-		if !retryable(err) || c.router == nil || ctx.Err() != nil || attempt >= 20 {
+		if !(retryable(err) || lostMember) || c.router == nil || ctx.Err() != nil || attempt >= 20 {
 			return err
 		}
 		if errors.Is(err, ErrUnavailable) {

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/quic-go/quic-go"
+
 	"starling.invalid/starling/wire"
 )
 
@@ -138,7 +140,16 @@ func (e *FrameTooLargeError) Error() string {
 func (e *FrameTooLargeError) Is(target error) bool { return target == ErrFrameTooLarge }
 
 // retryable reports whether a request may succeed at the topic's owner of
-// the moment: a Moved redirect, or Unavailable from a draining broker.
+// the moment: a Moved redirect, Unavailable from a draining broker, or a
+// connection the broker closed because it is shutting down (application
+// close code 0). An acked publish retried after its connection closed may
+// have been accepted before: delivery is at least once then.
 func retryable(err error) bool {
-	return errors.Is(err, ErrMoved) || errors.Is(err, ErrUnavailable)
+	return errors.Is(err, ErrMoved) || errors.Is(err, ErrUnavailable) || shuttingDown(err)
+}
+
+// shuttingDown reports whether the broker closed the connection with code 0.
+func shuttingDown(err error) bool {
+	var app *quic.ApplicationError
+	return errors.As(err, &app) && app.Remote && app.ErrorCode == 0
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"iter"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -66,9 +67,10 @@ type Subscription struct {
 	stop    context.CancelFunc
 	done    chan struct{}
 
-	mu  sync.Mutex
-	err error
-	id  uint64
+	mu     sync.Mutex
+	err    error
+	id     uint64
+	closed atomic.Bool
 
 	ready   []Event
 	num     numbering
@@ -96,9 +98,12 @@ func (s *Subscription) DroppedEvents() uint64 { return s.num.dropped }
 func (s *Subscription) ResumePoint() Position { return s.resume }
 
 // Next returns the next event, waiting for it while ctx allows. After the
-// subscription ended it returns the error that ended it (ErrClosed after
-// Close).
+// subscription ended it returns the error that ended it; after Close,
+// ErrClosed (events still buffered are dropped).
 func (s *Subscription) Next(ctx context.Context) (Event, error) {
+	if s.closed.Load() {
+		return Event{}, ErrClosed
+	}
 	for len(s.ready) == 0 {
 		select {
 		case b, ok := <-s.batches:
@@ -139,6 +144,7 @@ func (s *Subscription) Err() error {
 // Close sends Unsubscribe, ends the stream and waits for the subscription's
 // goroutine to finish.
 func (s *Subscription) Close() error {
+	s.closed.Store(true)
 	s.stop()
 	<-s.done
 	return nil
