@@ -131,11 +131,12 @@ func (r *Reader) ReadFrame() (Frame, error) {
 	}
 }
 
-// ensure makes room for at least want more bytes after end. Bytes before
-// start were handed out in frames and are never written again: a full buffer
-// is replaced, not compacted.
+// ensure makes room to read into: the free space after end is used while it
+// holds at least min(want, GrowFloor) bytes; otherwise the buffer is replaced
+// by one with want bytes free. Bytes before start were handed out in frames
+// and are never written again: a buffer is replaced, never compacted.
 func (r *Reader) ensure(want int) {
-	if len(r.buf)-r.end >= want {
+	if free := len(r.buf) - r.end; free > 0 && free >= min(want, GrowFloor) {
 		return
 	}
 	pending := r.end - r.start
