@@ -1,5 +1,8 @@
 package wire
 
+// Decoder (frames off a byte slice) and Reader (frames off a byte stream), both
+// checking the header before reserving anything for a payload.
+
 import (
 	"encoding/binary"
 	"errors"

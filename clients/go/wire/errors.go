@@ -1,5 +1,7 @@
 package wire
 
+// Error codes of the Error frame, and DecodeError: why received bytes are not a frame.
+
 import (
 	"errors"
 	"fmt"

@@ -221,29 +221,76 @@ type Ping struct{ Nonce uint64 }
 // Pong answers a Ping with its nonce (0x61).
 type Pong struct{ Nonce uint64 }
 
-// Kind implementations.
+// Each frame's Kind.
 
-func (*Hello) Kind() Kind              { return KindHello }
-func (*HelloOk) Kind() Kind            { return KindHelloOk }
-func (*Publish) Kind() Kind            { return KindPublish }
-func (*PublishBatch) Kind() Kind       { return KindPublishBatch }
-func (*PublishAck) Kind() Kind         { return KindPublishAck }
-func (*Subscribe) Kind() Kind          { return KindSubscribe }
-func (*SubscribeOk) Kind() Kind        { return KindSubscribeOk }
-func (*Unsubscribe) Kind() Kind        { return KindUnsubscribe }
-func (*EventBatch) Kind() Kind         { return KindEventBatch }
-func (*CachePut) Kind() Kind           { return KindCachePut }
-func (*CacheGet) Kind() Kind           { return KindCacheGet }
-func (*CacheDelete) Kind() Kind        { return KindCacheDelete }
-func (*CacheValue) Kind() Kind         { return KindCacheValue }
-func (*CacheOk) Kind() Kind            { return KindCacheOk }
-func (*Error) Kind() Kind              { return KindError }
-func (*Moved) Kind() Kind              { return KindMoved }
+// Kind is KindHello.
+func (*Hello) Kind() Kind { return KindHello }
+
+// Kind is KindHelloOk.
+func (*HelloOk) Kind() Kind { return KindHelloOk }
+
+// Kind is KindPublish.
+func (*Publish) Kind() Kind { return KindPublish }
+
+// Kind is KindPublishBatch.
+func (*PublishBatch) Kind() Kind { return KindPublishBatch }
+
+// Kind is KindPublishAck.
+func (*PublishAck) Kind() Kind { return KindPublishAck }
+
+// Kind is KindSubscribe.
+func (*Subscribe) Kind() Kind { return KindSubscribe }
+
+// Kind is KindSubscribeOk.
+func (*SubscribeOk) Kind() Kind { return KindSubscribeOk }
+
+// Kind is KindUnsubscribe.
+func (*Unsubscribe) Kind() Kind { return KindUnsubscribe }
+
+// Kind is KindEventBatch.
+func (*EventBatch) Kind() Kind { return KindEventBatch }
+
+// Kind is KindCachePut.
+func (*CachePut) Kind() Kind { return KindCachePut }
+
+// Kind is KindCacheGet.
+func (*CacheGet) Kind() Kind { return KindCacheGet }
+
+// Kind is KindCacheDelete.
+func (*CacheDelete) Kind() Kind { return KindCacheDelete }
+
+// Kind is KindCacheValue.
+func (*CacheValue) Kind() Kind { return KindCacheValue }
+
+// Kind is KindCacheOk.
+func (*CacheOk) Kind() Kind { return KindCacheOk }
+
+// Kind is KindError.
+func (*Error) Kind() Kind { return KindError }
+
+// Kind is KindMoved.
+func (*Moved) Kind() Kind { return KindMoved }
+
+// Kind is KindClusterInfoRequest.
 func (*ClusterInfoRequest) Kind() Kind { return KindClusterInfoRequest }
-func (*ClusterInfo) Kind() Kind        { return KindClusterInfo }
-func (*LogRead) Kind() Kind            { return KindLogRead }
-func (*LogChunk) Kind() Kind           { return KindLogChunk }
-func (*LogClaim) Kind() Kind           { return KindLogClaim }
-func (*LogClaimed) Kind() Kind         { return KindLogClaimed }
-func (*Ping) Kind() Kind               { return KindPing }
-func (*Pong) Kind() Kind               { return KindPong }
+
+// Kind is KindClusterInfo.
+func (*ClusterInfo) Kind() Kind { return KindClusterInfo }
+
+// Kind is KindLogRead.
+func (*LogRead) Kind() Kind { return KindLogRead }
+
+// Kind is KindLogChunk.
+func (*LogChunk) Kind() Kind { return KindLogChunk }
+
+// Kind is KindLogClaim.
+func (*LogClaim) Kind() Kind { return KindLogClaim }
+
+// Kind is KindLogClaimed.
+func (*LogClaimed) Kind() Kind { return KindLogClaimed }
+
+// Kind is KindPing.
+func (*Ping) Kind() Kind { return KindPing }
+
+// Kind is KindPong.
+func (*Pong) Kind() Kind { return KindPong }

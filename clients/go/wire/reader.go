@@ -1,5 +1,7 @@
 package wire
 
+// body: the bounds-checked cursor every payload decoder reads its fields with.
+
 import (
 	"encoding/binary"
 	"unicode/utf8"

@@ -1,5 +1,7 @@
 package wire
 
+// The topic and cache key rules, shared by senders and the decoder.
+
 import (
 	"unicode"
 	"unicode/utf8"

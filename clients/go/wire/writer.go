@@ -1,5 +1,7 @@
 package wire
 
+// Length-prefixed field writers; over-long fields are cut so a frame stays parseable.
+
 import "encoding/binary"
 
 const (
