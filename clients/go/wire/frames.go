@@ -1,5 +1,7 @@
 package wire
 
+// One struct per frame type, fields in wire order (docs/protocol.md, section 5).
+
 // Frame is one protocol frame. Each frame type is a struct in this file;
 // [Append] encodes any of them and [Decoder] decodes them.
 type Frame interface {

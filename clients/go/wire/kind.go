@@ -1,5 +1,7 @@
 package wire
 
+// Frame type numbers (the header's frame_type byte) and their names.
+
 // Kind is a frame type number, the header's frame_type byte.
 type Kind uint8
 

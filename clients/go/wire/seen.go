@@ -1,5 +1,7 @@
 package wire
 
+// Dropping the events a replay sends twice.
+
 // SeenStreams remembers, for the last few streams, one past the highest
 // sequence number received, so a subscriber can drop the events a replay
 // sends it twice.
