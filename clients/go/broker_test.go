@@ -518,3 +518,51 @@ func TestCallbackAndIteratorForms(t *testing.T) {
 
 // timeZero asks for everything the broker still holds.
 var timeZero = time.Unix(0, 0)
+
+// Every ack level the broker can be configured with: an acked publish is
+// acknowledged at that level, and what was acknowledged is delivered (and,
+// persisted on a durable topic, survives a restart).
+func TestEveryAckLevel(t *testing.T) {
+	testbroker.Bin(t)
+	for _, level := range []string{"received", "committed", "persisted"} {
+		t.Run(level, func(t *testing.T) {
+			setup := testbroker.NewSetup(t, usersDoc())
+			setup.Extra = fmt.Sprintf("ack_level: %s\ndurable_topics: [\"durable.>\"]\nstorage_dir: %q\nstorage_fsync: always\n",
+				level, filepath.Join(setup.Dir, "data"))
+			port := testbroker.FreePort(t)
+			s := &single{setup: setup, broker: setup.Start(t, testbroker.Options{Port: port})}
+			c := s.connect(t, starling.TokenCredentials(appToken))
+			ctx := ctxT(t)
+			for _, topic := range []string{"plain.t", "durable.t"} {
+				sub, err := c.Subscribe(ctx, topic, starling.Live())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.PublishBatch(ctx, topic, [][]byte{[]byte("a"), []byte("b")}, true); err != nil {
+					t.Fatalf("%s: %v", topic, err)
+				}
+				for _, want := range []string{"a", "b"} {
+					if e := next(t, sub); string(e.Payload) != want {
+						t.Fatalf("%s: %q", topic, e.Payload)
+					}
+				}
+				_ = sub.Close()
+			}
+			if level != "persisted" {
+				return
+			}
+			_ = c.Close()
+			s.broker.Stop()
+			s.broker = setup.Start(t, testbroker.Options{Port: port})
+			again := s.connect(t, starling.TokenCredentials(appToken))
+			sub, err := again.Subscribe(ctx, "durable.t", starling.FromTime(timeZero))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			if e := next(t, sub); string(e.Payload) != "a" {
+				t.Fatalf("after a restart the durable topic starts with %q", e.Payload)
+			}
+		})
+	}
+}
