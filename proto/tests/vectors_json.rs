@@ -23,10 +23,10 @@ use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
-    AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
-    ClusterInfoRequest, DecodeError, ErrorCode, ErrorFrame, EventBatch, Frame, FrameDecoder,
-    Hello, HelloOk, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Position,
-    Publish, PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe, features,
+    AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
+    DecodeError, ErrorCode, ErrorFrame, EventBatch, Frame, FrameDecoder, Hello, HelloOk, LogChunk,
+    LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Position, Publish, PublishAck,
+    PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe, features,
 };
 
 /// The decoder limit every vector is decoded with, unless a case names its own.
@@ -183,9 +183,11 @@ fn fields(frame: &Frame) -> String {
             ("epoch", c.epoch.to_string()),
             (
                 "members",
-                jlist(c.members.iter().map(|m| {
-                    format!("{{\"id\": {}, \"addr\": {}}}", js(&m.id), js(&m.addr))
-                })),
+                jlist(
+                    c.members
+                        .iter()
+                        .map(|m| format!("{{\"id\": {}, \"addr\": {}}}", js(&m.id), js(&m.addr))),
+                ),
             ),
         ],
         Frame::LogRead(l) => vec![
@@ -227,8 +229,12 @@ fn fields(frame: &Frame) -> String {
 /// of the kind, and the exact `Display` text.
 fn error_json(e: &DecodeError) -> String {
     let detail = match e {
-        DecodeError::UnsupportedVersion(v) => format!("\"kind\": \"unsupported_version\", \"version\": {v}"),
-        DecodeError::UnknownFrameType(t) => format!("\"kind\": \"unknown_frame_type\", \"frame_type\": {t}"),
+        DecodeError::UnsupportedVersion(v) => {
+            format!("\"kind\": \"unsupported_version\", \"version\": {v}")
+        }
+        DecodeError::UnknownFrameType(t) => {
+            format!("\"kind\": \"unknown_frame_type\", \"frame_type\": {t}")
+        }
         DecodeError::FrameTooLarge { len, max } => {
             format!("\"kind\": \"frame_too_large\", \"len\": {len}, \"max\": {max}")
         }
@@ -522,32 +528,70 @@ fn generated_invalid() -> Vec<(String, Vec<u8>, u32)> {
         frame_with_payload(0x10, &p)
     };
     let mut out: Vec<(&str, Vec<u8>, u32)> = vec![
-        ("header.version_zero", vec![0, 0x60, 0, 0, 0, 0, 0, 8], LIMIT),
-        ("header.version_ff", vec![0xff, 0x60, 0, 0, 0, 0, 0, 8], LIMIT),
+        (
+            "header.version_zero",
+            vec![0, 0x60, 0, 0, 0, 0, 0, 8],
+            LIMIT,
+        ),
+        (
+            "header.version_ff",
+            vec![0xff, 0x60, 0, 0, 0, 0, 0, 8],
+            LIMIT,
+        ),
         ("header.type_zero", vec![1, 0, 0, 0, 0, 0, 0, 0], LIMIT),
         ("header.type_0x03", vec![1, 3, 0, 0, 0, 0, 0, 0], LIMIT),
         ("header.type_0x57", vec![1, 0x57, 0, 0, 0, 0, 0, 0], LIMIT),
         ("header.type_0xff", vec![1, 0xff, 0, 0, 0, 0, 0, 0], LIMIT),
         // Checked from the header alone: no payload follows.
-        ("header.too_large_max_u32", vec![1, 0x10, 0, 0, 0xff, 0xff, 0xff, 0xff], LIMIT),
-        ("header.too_large_for_small_limit", frame_with_payload(0x60, &[0; 8]), 7),
+        (
+            "header.too_large_max_u32",
+            vec![1, 0x10, 0, 0, 0xff, 0xff, 0xff, 0xff],
+            LIMIT,
+        ),
+        (
+            "header.too_large_for_small_limit",
+            frame_with_payload(0x60, &[0; 8]),
+            7,
+        ),
         ("publish.topic_empty", publish(b""), LIMIT),
         ("publish.topic_256_bytes", publish(&[b'x'; 256]), LIMIT),
         ("publish.topic_nul", publish(b"a\x00b"), LIMIT),
         ("publish.topic_del", publish(b"a\x7fb"), LIMIT),
-        ("publish.topic_c1_control", publish("a\u{85}b".as_bytes()), LIMIT),
-        ("publish.topic_c1_csi", publish("a\u{9b}b".as_bytes()), LIMIT),
+        (
+            "publish.topic_c1_control",
+            publish("a\u{85}b".as_bytes()),
+            LIMIT,
+        ),
+        (
+            "publish.topic_c1_csi",
+            publish("a\u{9b}b".as_bytes()),
+            LIMIT,
+        ),
         ("publish.topic_nbsp", publish("a\u{a0}b".as_bytes()), LIMIT),
-        ("publish.topic_ideographic_space", publish("a\u{3000}b".as_bytes()), LIMIT),
-        ("publish.topic_line_separator", publish("a\u{2028}b".as_bytes()), LIMIT),
+        (
+            "publish.topic_ideographic_space",
+            publish("a\u{3000}b".as_bytes()),
+            LIMIT,
+        ),
+        (
+            "publish.topic_line_separator",
+            publish("a\u{2028}b".as_bytes()),
+            LIMIT,
+        ),
         ("publish.topic_tab", publish(b"a\tb"), LIMIT),
         ("publish.topic_bad_utf8", publish(b"a\xffb"), LIMIT),
-        ("publish.topic_surrogate_utf8", publish(b"\xed\xa0\x80"), LIMIT),
+        (
+            "publish.topic_surrogate_utf8",
+            publish(b"\xed\xa0\x80"),
+            LIMIT,
+        ),
         (
             "publish_batch.count_u32_max",
             frame_with_payload(
                 0x11,
-                &[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't', 0xff, 0xff, 0xff, 0xff],
+                &[
+                    0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't', 0xff, 0xff, 0xff, 0xff,
+                ],
             ),
             LIMIT,
         ),
@@ -555,7 +599,9 @@ fn generated_invalid() -> Vec<(String, Vec<u8>, u32)> {
             "cluster_info.count_past_remaining",
             frame_with_payload(
                 0x52,
-                &[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0],
+                &[
+                    0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0,
+                ],
             ),
             LIMIT,
         ),
@@ -584,8 +630,8 @@ fn generated_invalid() -> Vec<(String, Vec<u8>, u32)> {
             frame_with_payload(
                 0x53,
                 &[
-                    0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                    0, 0, 5, 0, 0, 0, 1,
+                    0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                    0, 5, 0, 0, 0, 1,
                 ],
             ),
             LIMIT,
@@ -595,8 +641,8 @@ fn generated_invalid() -> Vec<(String, Vec<u8>, u32)> {
             frame_with_payload(
                 0x54,
                 &[
-                    0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3,
-                    0, 0, 0, 0, 0,
+                    0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0,
+                    0, 0, 0, 0,
                 ],
             ),
             LIMIT,
@@ -608,7 +654,9 @@ fn generated_invalid() -> Vec<(String, Vec<u8>, u32)> {
         ),
     ];
     out.sort_by(|a, b| a.0.cmp(b.0));
-    out.into_iter().map(|(n, w, l)| (n.to_string(), w, l)).collect()
+    out.into_iter()
+        .map(|(n, w, l)| (n.to_string(), w, l))
+        .collect()
 }
 
 fn hex_files(dir: &Path) -> Vec<PathBuf> {
@@ -701,7 +749,11 @@ fn render() -> String {
     s.push_str(
         "  \"comment\": \"Generated by proto/tests/vectors_json.rs (UPDATE_VECTORS=1 cargo test -p starling-proto --test vectors_json); do not edit. Integers are unsigned (up to 64 bits), byte fields are hex, an absent optional field is null. Decode each valid case with max_frame_bytes, compare its fields, and encode the fields back to hex; decode each invalid case with its max_frame_bytes and expect the error.\",\n",
     );
-    let _ = writeln!(s, "  \"protocol_version\": {},", starling_proto::PROTOCOL_VERSION);
+    let _ = writeln!(
+        s,
+        "  \"protocol_version\": {},",
+        starling_proto::PROTOCOL_VERSION
+    );
     let _ = writeln!(s, "  \"max_frame_bytes\": {LIMIT},");
     s.push_str("  \"valid\": [\n");
     let rows: Vec<String> = valid
