@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -564,5 +565,34 @@ func TestEveryAckLevel(t *testing.T) {
 				t.Fatalf("after a restart the durable topic starts with %q", e.Payload)
 			}
 		})
+	}
+}
+
+// A user removed from the users document is cut off: its subscription ends
+// with Unauthorized (not retried) and its requests fail with it.
+func TestRevokedUserIsCutOff(t *testing.T) {
+	s := startSingle(t)
+	c := s.connect(t, starling.TokenCredentials(readerToken))
+	ctx := ctxT(t)
+	sub, err := c.Subscribe(ctx, "orders.eu", starling.Live())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	without := strings.Replace(usersDoc(), "  - name: reader\n", "  - name: gone\n", 1)
+	without = strings.Replace(without, testbroker.TokenHash(readerToken), testbroker.TokenHash("another-token-0123456789"), 1)
+	path := filepath.Join(s.setup.Dir, "users.yaml")
+	if err := os.WriteFile(path+".tmp", []byte(without), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+	_, err = sub.Next(ctx)
+	if !errors.Is(err, starling.ErrUnauthorized) {
+		t.Fatalf("the revoked user's subscription ended with %v", err)
+	}
+	if _, err := c.Subscribe(ctx, "orders.eu", starling.Live()); !errors.Is(err, starling.ErrUnauthorized) {
+		t.Fatalf("a new subscription of a revoked user: %v", err)
 	}
 }

@@ -32,7 +32,24 @@ type Client struct {
 	cancel    context.CancelFunc
 	closed    atomic.Bool
 	wg        sync.WaitGroup
+	spawnMu   sync.Mutex
 	closeOnce sync.Once
+}
+
+// spawn runs f on a goroutine Close waits for; false (and f not run) once
+// the client is closing.
+func (c *Client) spawn(f func()) bool {
+	c.spawnMu.Lock()
+	defer c.spawnMu.Unlock()
+	if c.closed.Load() {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // Connect connects and handshakes one connection right away, so a bad
@@ -66,11 +83,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		if err == nil {
 			c.router = newRouter(c, info)
 			c.router.warmUp(ctx)
-			c.wg.Add(1)
-			go func() {
-				defer c.wg.Done()
-				c.refreshLoop()
-			}()
+			c.spawn(c.refreshLoop)
 		}
 	}
 	return c, nil
@@ -153,7 +166,9 @@ func linkFailure(err error) bool {
 // connection. Later calls fail with ErrClosed.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
+		c.spawnMu.Lock()
 		c.closed.Store(true)
+		c.spawnMu.Unlock()
 		c.cancel()
 		c.wg.Wait()
 		if c.router != nil {

@@ -109,9 +109,7 @@ func (r *router) connectLocked(id string, l *link) {
 	ready := l.ready
 	cfg := r.c.cfg
 	cfg.Server = l.addr
-	r.c.wg.Add(1)
-	go func() {
-		defer r.c.wg.Done()
+	started := r.c.spawn(func() {
 		defer close(ready)
 		ctx, cancel := context.WithTimeout(r.c.ctx, cfg.ConnectTimeout)
 		defer cancel()
@@ -133,7 +131,11 @@ func (r *router) connectLocked(id string, l *link) {
 		if !keep {
 			n.close(time.Second)
 		}
-	}()
+	})
+	if !started {
+		l.connecting = false
+		close(ready)
+	}
 }
 
 func retryPause(failures int) time.Duration {
@@ -181,11 +183,9 @@ func (r *router) failed(id string) {
 	n := l.node
 	l.node = nil
 	l.retryAt = time.Now().Add(retryPause(0))
-	r.c.wg.Add(1)
-	go func() {
-		defer r.c.wg.Done()
+	if !r.c.spawn(func() { n.close(time.Second) }) {
 		n.close(time.Second)
-	}()
+	}
 }
 
 // refresh re-reads the membership from the bootstrap broker.
@@ -214,9 +214,7 @@ func (r *router) refresh(ctx context.Context) {
 	}
 	r.mu.Unlock()
 	for _, n := range gone {
-		r.c.wg.Add(1)
-		go func() {
-			defer r.c.wg.Done()
+		r.c.spawn(func() {
 			// Not at once: a member that left may still own topics until it
 			// learns of the change; its subscriptions end with Moved then.
 			select {
@@ -224,7 +222,7 @@ func (r *router) refresh(ctx context.Context) {
 			case <-r.c.ctx.Done():
 			}
 			n.close(time.Second)
-		}()
+		})
 	}
 	r.warmUp(ctx)
 }

@@ -148,6 +148,20 @@ func retryable(err error) bool {
 	return errors.Is(err, ErrMoved) || errors.Is(err, ErrUnavailable) || shuttingDown(err)
 }
 
+// closeRevoked is the application close code of a connection whose user was
+// removed from the broker's users document.
+const closeRevoked = 2
+
+// linkErr turns a connection the broker closed because the user was revoked
+// into an Unauthorized *ServerError; other errors are returned as they are.
+func linkErr(err error) error {
+	var app *quic.ApplicationError
+	if errors.As(err, &app) && app.Remote && app.ErrorCode == closeRevoked {
+		return &ServerError{Code: wire.CodeUnauthorized, Message: "user revoked: " + app.ErrorMessage}
+	}
+	return err
+}
+
 // shuttingDown reports whether the broker closed the connection with code 0.
 func shuttingDown(err error) bool {
 	var app *quic.ApplicationError

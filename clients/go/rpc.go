@@ -80,6 +80,7 @@ func (r *rpcStream) alive() bool {
 
 // fail ends the stream with err: every waiter gets it.
 func (r *rpcStream) fail(err error) {
+	err = linkErr(err)
 	r.mu.Lock()
 	if r.deadErr != nil {
 		r.mu.Unlock()

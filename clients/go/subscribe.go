@@ -171,12 +171,17 @@ func (c *Client) Subscribe(ctx context.Context, topic string, start StartAt) (*S
 	s := &Subscription{topic: topic, batches: make(chan *wire.EventBatch, c.cfg.SubscriptionBuffer),
 		stop: stop, done: make(chan struct{}), id: first.id, started: start,
 		num: newNumbering(start.Position), resume: start.Position}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	unhook := context.AfterFunc(c.ctx, stop)
+	if !c.spawn(func() {
+		defer unhook()
 		s.run(runCtx, c, first)
-	}()
-	context.AfterFunc(c.ctx, stop)
+	}) {
+		stop()
+		unhook()
+		first.s.CancelRead(0)
+		first.s.CancelWrite(0)
+		return nil, ErrClosed
+	}
 	return s, nil
 }
 
@@ -329,7 +334,7 @@ func (s *Subscription) pump(ctx context.Context, cur *subStream, rp *resumePoint
 	for {
 		f, err := cur.rd.ReadFrame()
 		if err != nil {
-			return err
+			return linkErr(err)
 		}
 		switch f := f.(type) {
 		case *wire.EventBatch:
