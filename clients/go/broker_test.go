@@ -596,3 +596,49 @@ func TestRevokedUserIsCutOff(t *testing.T) {
 		t.Fatalf("a new subscription of a revoked user: %v", err)
 	}
 }
+
+// A subscriber that does not read holds at most its buffer and its QUIC
+// windows: the broker is pushed back and, under drop_new, drops what does
+// not fit instead of the client buffering it all.
+func TestSlowSubscriberIsPushedBackNotBuffered(t *testing.T) {
+	testbroker.Bin(t)
+	setup := testbroker.NewSetup(t, usersDoc())
+	setup.Extra = "slow_subscriber_policy: drop_new\nsubscriber_queue_capacity: 4\n"
+	s := &single{setup: setup, broker: setup.Start(t, testbroker.Options{})}
+	cfg := s.config(t, starling.TokenCredentials(appToken))
+	cfg.SubscriptionBuffer = 1
+	cfg.StreamReceiveWindow, cfg.ConnectionReceiveWindow = 256<<10, 512<<10
+	ctx := ctxT(t)
+	slow, err := starling.Connect(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	sub, err := slow.Subscribe(ctx, "slow.t", starling.Live())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	pub := s.connect(t, starling.TokenCredentials(appToken))
+	payload := make([]byte, 8<<10)
+	const n = 600 // 4.8 MB, many times the subscriber's windows
+	for i := range n {
+		if err := pub.PublishAcked(ctx, "slow.t", payload); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	received := 0
+	for {
+		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := sub.Next(short)
+		cancel()
+		if err != nil {
+			break
+		}
+		received++
+	}
+	if received >= n || sub.DroppedEvents() == 0 {
+		t.Fatalf("received %d of %d, %d dropped: the client buffered everything", received, n, sub.DroppedEvents())
+	}
+	t.Logf("received %d of %d, the broker dropped %d", received, n, sub.DroppedEvents())
+}

@@ -27,6 +27,9 @@ const (
 	DefaultEventConns         = 2
 	DefaultSubscriptionBuffer = 64
 	DefaultClusterRefresh     = 5 * time.Second
+
+	DefaultStreamReceiveWindow     = 16 << 20
+	DefaultConnectionReceiveWindow = 64 << 20
 )
 
 // Config is everything Connect needs. Only Server and Trust are required.
@@ -74,6 +77,11 @@ type Config struct {
 	DisableClusterRouting bool
 	// ClusterRefresh is how often a routing client re-reads the membership.
 	ClusterRefresh time.Duration
+	// StreamReceiveWindow and ConnectionReceiveWindow are the most bytes the
+	// broker may send ahead on one stream and one connection (QUIC flow
+	// control; 0: 16 MiB and 64 MiB). With SubscriptionBuffer they bound what
+	// a subscriber that does not keep up holds before the broker is pushed back.
+	StreamReceiveWindow, ConnectionReceiveWindow int64
 }
 
 func (c Config) withDefaults() Config {
@@ -106,6 +114,12 @@ func (c Config) withDefaults() Config {
 	def(&c.SubscriptionBuffer, DefaultSubscriptionBuffer)
 	if c.ClusterRefresh <= 0 {
 		c.ClusterRefresh = DefaultClusterRefresh
+	}
+	if c.StreamReceiveWindow <= 0 {
+		c.StreamReceiveWindow = DefaultStreamReceiveWindow
+	}
+	if c.ConnectionReceiveWindow <= 0 {
+		c.ConnectionReceiveWindow = DefaultConnectionReceiveWindow
 	}
 	return c
 }

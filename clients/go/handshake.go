@@ -70,10 +70,10 @@ func (d *dialer) quicConfig() *quic.Config {
 		HandshakeIdleTimeout:           d.cfg.ConnectTimeout,
 		MaxIdleTimeout:                 30 * time.Second,
 		KeepAlivePeriod:                5 * time.Second,
-		InitialStreamReceiveWindow:     1 << 20,
-		MaxStreamReceiveWindow:         16 << 20,
-		InitialConnectionReceiveWindow: 4 << 20,
-		MaxConnectionReceiveWindow:     64 << 20,
+		InitialStreamReceiveWindow:     uint64(min(d.cfg.StreamReceiveWindow, 1<<20)),
+		MaxStreamReceiveWindow:         uint64(d.cfg.StreamReceiveWindow),
+		InitialConnectionReceiveWindow: uint64(min(d.cfg.ConnectionReceiveWindow, 4<<20)),
+		MaxConnectionReceiveWindow:     uint64(d.cfg.ConnectionReceiveWindow),
 	}
 }
 
