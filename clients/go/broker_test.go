@@ -642,3 +642,23 @@ func TestSlowSubscriberIsPushedBackNotBuffered(t *testing.T) {
 	}
 	t.Logf("received %d of %d, the broker dropped %d", received, n, sub.DroppedEvents())
 }
+
+// A request larger than the broker's max_frame_bytes is refused before
+// anything is sent, and the client goes on.
+func TestFrameTooLargeIsRefusedLocally(t *testing.T) {
+	s := startSingle(t)
+	c := s.connect(t, starling.TokenCredentials(appToken))
+	ctx := ctxT(t)
+	big := make([]byte, c.ServerInfo().MaxFrameBytes)
+	err := c.PublishAcked(ctx, "orders.eu", big)
+	var tooLarge *starling.FrameTooLargeError
+	if !errors.Is(err, starling.ErrFrameTooLarge) || !errors.As(err, &tooLarge) || tooLarge.Max != int(c.ServerInfo().MaxFrameBytes) {
+		t.Fatalf("an oversized publish: %v", err)
+	}
+	if err := c.PublishAcked(ctx, "orders.eu", []byte("small")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Publish(ctx, "a b", nil); !errors.Is(err, starling.ErrInvalidTopic) {
+		t.Fatalf("a topic with a space: %v", err)
+	}
+}
