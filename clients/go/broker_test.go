@@ -627,15 +627,28 @@ func TestSlowSubscriberIsPushedBackNotBuffered(t *testing.T) {
 			t.Fatalf("publish %d: %v", i, err)
 		}
 	}
+	// Read what reached the subscriber, publishing a marker now and then
+	// until one arrives: its position shows the gap the broker's drops left.
 	received := 0
-	for {
-		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		_, err := sub.Next(short)
+	deadline := time.Now().Add(testbroker.Soon)
+	for marker := 0; ; {
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		e, err := sub.Next(short)
 		cancel()
-		if err != nil {
+		if err == nil && strings.HasPrefix(string(e.Payload), "marker") {
 			break
 		}
-		received++
+		if err == nil {
+			received++
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no marker arrived; %d events received", received)
+		}
+		if err := pub.PublishAcked(ctx, "slow.t", fmt.Appendf(nil, "marker-%d", marker)); err != nil {
+			t.Fatal(err)
+		}
+		marker++
 	}
 	if received >= n || sub.DroppedEvents() == 0 {
 		t.Fatalf("received %d of %d, %d dropped: the client buffered everything", received, n, sub.DroppedEvents())
