@@ -34,6 +34,8 @@ type Client struct {
 	wg        sync.WaitGroup
 	spawnMu   sync.Mutex
 	closeOnce sync.Once
+	// lastTopic is the last topic published to, already validated.
+	lastTopic atomic.Pointer[string]
 }
 
 // spawn runs f on a goroutine Close waits for; false (and f not run) once
@@ -107,10 +109,7 @@ func (c *Client) open() error {
 // requestContext bounds ctx by the request timeout when it has no earlier
 // deadline.
 func (c *Client) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= c.cfg.RequestTimeout {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	return boundedContext(ctx, c.cfg.RequestTimeout)
 }
 
 // routed runs op on the node owning key, re-reading the membership and

@@ -97,6 +97,8 @@ func (n *node) dialer(alpn string) func(context.Context) (*conn, error) {
 func (n *node) publishStream(ctx context.Context, topic string) (*rpcStream, error) {
 	i := placement.FNV1a(placement.FNVOffset, []byte(topic)) % uint64(len(n.pubStreams))
 	return n.pubStreams[i].get(ctx, streamAlive, func(ctx context.Context) (*rpcStream, error) {
+		ctx, cancel := boundedContext(ctx, n.cfg.RequestTimeout)
+		defer cancel()
 		c, err := n.pubConn.get(ctx, connAlive, n.dialer(wire.ALPNEvents))
 		if err != nil {
 			return nil, err

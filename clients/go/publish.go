@@ -6,6 +6,7 @@ package starling
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"starling.invalid/starling/internal/placement"
 	"starling.invalid/starling/wire"
@@ -47,11 +48,19 @@ func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, b
 	if err := c.open(); err != nil {
 		return err
 	}
-	if err := checkTopic(topic); err != nil {
-		return err
+	if last := c.lastTopic.Load(); last == nil || *last != topic {
+		if err := checkTopic(topic); err != nil {
+			return err
+		}
+		c.lastTopic.Store(&topic)
 	}
-	ctx, cancel := c.requestContext(ctx)
-	defer cancel()
+	if acked {
+		var cancel context.CancelFunc
+		ctx, cancel = c.requestContext(ctx)
+		defer cancel()
+	}
+	// A fire-and-forget publish makes its timer only when it has to wait.
+	timeout := c.cfg.RequestTimeout
 	err := c.routed(ctx, placement.Topic, []byte(topic), func(n *node) error {
 		s, err := n.publishStream(ctx, topic)
 		if err != nil {
@@ -59,7 +68,7 @@ func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, b
 		}
 		if !batch || !s.info.Has(wire.FeatureBatchPublish) {
 			for _, p := range payloads {
-				if err := publishOne(ctx, s, topic, p, acked); err != nil {
+				if err := publishOne(ctx, timeout, s, topic, p, acked); err != nil {
 					return err
 				}
 			}
@@ -73,7 +82,7 @@ func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, b
 			for _, p := range payloads {
 				size += 4 + len(p)
 			}
-			return s.send(ctx, size, build)
+			return s.send(ctx, timeout, size, build)
 		}
 		f, err := s.call(ctx, func(id uint64) wire.Frame { return build(id, wire.Ack) })
 		return expectAck(f, err, len(payloads))
@@ -81,12 +90,12 @@ func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, b
 	return inOperation(err, "publish", []byte(topic))
 }
 
-func publishOne(ctx context.Context, s *rpcStream, topic string, payload []byte, acked bool) error {
+func publishOne(ctx context.Context, timeout time.Duration, s *rpcStream, topic string, payload []byte, acked bool) error {
 	build := func(id uint64, ack wire.AckMode) wire.Frame {
 		return &wire.Publish{RequestID: id, Ack: ack, Topic: topic, Payload: payload}
 	}
 	if !acked {
-		return s.send(ctx, 8+1+2+len(topic)+4+len(payload), build)
+		return s.send(ctx, timeout, 8+1+2+len(topic)+4+len(payload), build)
 	}
 	f, err := s.call(ctx, func(id uint64) wire.Frame { return build(id, wire.Ack) })
 	return expectAck(f, err, 1)

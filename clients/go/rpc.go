@@ -173,14 +173,32 @@ func (r *rpcStream) call(ctx context.Context, build func(id uint64) wire.Frame) 
 }
 
 // send queues a fire-and-forget request of about size bytes. On a windowed
-// stream it first waits for credit; when it is the window's mark it is built
-// with an ack, whose answer gives the credit back.
-func (r *rpcStream) send(ctx context.Context, size int, build func(id uint64, ack wire.AckMode) wire.Frame) error {
+// stream it first takes credit; when it is the window's mark it is built
+// with an ack, whose answer gives the credit back. It waits (for credit or
+// room in the queue) at most timeout, or until ctx's earlier deadline; the
+// timer is made only when it has to wait.
+func (r *rpcStream) send(ctx context.Context, timeout time.Duration, size int, build func(id uint64, ack wire.AckMode) wire.Frame) error {
+	var bounded context.Context
+	var cancel context.CancelFunc
+	wait := func() context.Context {
+		if bounded == nil {
+			bounded, cancel = boundedContext(ctx, timeout)
+		}
+		return bounded
+	}
+	defer func() {
+		if cancel != nil {
+			cancel()
+		}
+	}()
 	var mark int64
 	if r.window != nil {
-		var err error
-		if mark, err = r.window.reserve(ctx, int64(size)); err != nil {
-			return err
+		var ok bool
+		if mark, ok = r.window.tryReserve(int64(size)); !ok {
+			var err error
+			if mark, err = r.window.reserve(wait(), int64(size)); err != nil {
+				return err
+			}
 		}
 	}
 	id := r.nextID.Add(1)
@@ -198,14 +216,26 @@ func (r *rpcStream) send(ctx context.Context, size int, build func(id uint64, ac
 		})
 	}
 	if err == nil {
-		if err = r.enqueue(ctx, b); err != nil && mark > 0 {
-			r.forget(id)
+		select {
+		case r.queue <- b:
+		default:
+			if err = r.enqueue(wait(), b); err != nil && mark > 0 {
+				r.forget(id)
+			}
 		}
 	}
 	if err != nil && mark > 0 {
 		r.window.release(mark)
 	}
 	return err
+}
+
+// boundedContext bounds ctx by timeout unless it has an earlier deadline.
+func boundedContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= timeout {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, timeout)
 }
 
 func (r *rpcStream) writeLoop() {

@@ -55,6 +55,23 @@ func (w *window) reserve(ctx context.Context, n int64) (int64, error) {
 	}
 }
 
+// tryReserve is reserve without waiting: ok is false when the window has
+// no credit for n bytes now.
+func (w *window) tryReserve(n int64) (mark int64, ok bool) {
+	cost := min(n, w.maxCost)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.credit < cost {
+		return 0, false
+	}
+	w.credit -= cost
+	w.unmarked += cost
+	if w.unmarked >= w.chunk {
+		mark, w.unmarked = w.unmarked, 0
+	}
+	return mark, true
+}
+
 // release gives n bytes of credit back.
 func (w *window) release(n int64) {
 	w.mu.Lock()
