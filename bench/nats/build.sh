@@ -25,7 +25,8 @@ if [[ ! -x $bin/nats-server || ! -e $stamp ]]; then
 fi
 
 # Rebuild the load program when any of its sources is newer than the binary.
-if [[ ! -x $bin/nats-load ]] || [[ -n $(find "$here/load" -newer "$bin/nats-load" -type f) ]]; then
+# Its starling transport builds the Go client (clients/go) from this repository too.
+if [[ ! -x $bin/nats-load ]] || [[ -n $(find "$here/load" "$repo/clients/go" -newer "$bin/nats-load" -type f) ]]; then
     echo "building nats-load ..." >&2
     (cd "$here/load" && nice go build -o "$bin/nats-load" .)
 fi

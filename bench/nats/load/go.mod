@@ -9,10 +9,18 @@ require (
 )
 
 require (
+	github.com/quic-go/quic-go v0.65.0 // indirect
+	golang.org/x/net v0.58.0 // indirect
+)
+
+require (
 	github.com/golang/snappy v0.0.1 // indirect
 	github.com/klauspost/compress v1.20.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
+	starling.invalid/starling v0.0.0
 )
+
+replace starling.invalid/starling => ../../../clients/go

@@ -42,6 +42,8 @@ type options struct {
 	jetstream bool
 	ackWindow int
 	jsPullMax int
+	// Starling (--starling ADDR): the Go client of clients/go.
+	starling, starlingToken, starlingCredentials, starlingFingerprint string
 	// Set by run: the measurement window's start and the run's clock.
 	measureStartNs uint64
 	nowNs          func() uint64
@@ -74,6 +76,10 @@ func parse() (options, error) {
 	flag.BoolVar(&o.jetstream, "jetstream", false, "JetStream: durable, acked publishes to a file-store stream, pull consumers (the server's store and sync_interval are its configuration)")
 	flag.IntVar(&o.ackWindow, "ack-window", 256, "JetStream: unacked publishes per producer at most")
 	flag.IntVar(&o.jsPullMax, "js-pull-max", 1024, "JetStream: messages a consumer's pull requests buffer at most")
+	flag.StringVar(&o.starling, "starling", "", "drive a Starling broker at this host:port with the Go client (clients/go); trust with --ca, --starling-fingerprint or a credentials directory, else any certificate")
+	flag.StringVar(&o.starlingToken, "starling-token", "", "Starling: authenticate as this token user")
+	flag.StringVar(&o.starlingCredentials, "starling-credentials", "", "Starling: a BrokerUser credentials directory (token or tls.crt/tls.key, ca.crt)")
+	flag.StringVar(&o.starlingFingerprint, "starling-fingerprint", "", "Starling: trust only a server certificate with this SHA-256 (hex)")
 	flag.Parse()
 	switch {
 	case o.producers < 1 || o.subscribers < 1 || o.topics < 1 || o.batch < 1:
@@ -88,6 +94,15 @@ func parse() (options, error) {
 		return o, fmt.Errorf("--max-inflight-bytes must be at least 1")
 	}
 	kind, err := transportKind(o.system, o.nsqd, o.jetstream)
+	if o.starling != "" {
+		if o.system == "" {
+			o.system = "starling-go"
+		}
+		kind, err = kindStarling, nil
+		if o.nsqd != "" || o.jetstream {
+			err = fmt.Errorf("--starling excludes --nsqd and --jetstream")
+		}
+	}
 	if err != nil {
 		return o, err
 	}

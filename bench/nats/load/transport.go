@@ -135,6 +135,13 @@ func (n *natsTransport) close() {
 }
 
 func newTransport(o options) (transport, error) {
+	if o.kind == kindStarling {
+		s, err := newStarlingTransport(o)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	if o.kind == kindJetStream {
 		t, err := newJetStreamTransport(o)
 		if err != nil {

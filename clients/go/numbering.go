@@ -1,0 +1,84 @@
+package starling
+
+// Event numbering of a subscription: drops the events a replay sends twice
+// (wire.SeenStreams), gives the rest one continuous sequence, and counts the
+// events the broker dropped for a slow subscriber (gaps within a stream).
+
+import "starling.invalid/starling/wire"
+
+// Position is where an event sits in its topic's streams, as numbered by the
+// topic's owner; the same wherever the event is delivered.
+type Position = wire.Position
+
+// Event is one delivered message.
+type Event struct {
+	// Seq is this subscription's own sequence number of the event:
+	// consecutive, except for gaps where the broker dropped events for this
+	// subscriber. It starts at the broker's number of the first event.
+	Seq uint64
+	// Position is the event's position; one past it is the resume point.
+	Position Position
+	// Payload is the published message. It stays valid after later calls.
+	Payload []byte
+}
+
+type numbering struct {
+	seen    wire.SeenStreams
+	last    Position
+	hasLast bool
+	nextSeq uint64
+	started bool
+	dropped uint64
+}
+
+// newNumbering counts everything before a resume point as received.
+func newNumbering(resume Position) numbering {
+	var n numbering
+	if resume.Stream != 0 {
+		n.seen.Skip(Position{Stream: resume.Stream}, int(min(resume.Seq, 1<<62)))
+		n.last, n.hasLast = resume, true
+	}
+	return n
+}
+
+func (n *numbering) number(b *wire.EventBatch, out []Event) []Event {
+	skip := n.seen.Skip(Position{Stream: b.Stream, Seq: b.FirstSeq}, len(b.Events))
+	events := b.Events[min(skip, len(b.Events)):]
+	if len(events) == 0 {
+		return out
+	}
+	first := b.FirstSeq + uint64(skip)
+	var gap uint64
+	if n.hasLast && n.last.Stream == b.Stream && first > n.last.Seq {
+		gap = first - n.last.Seq
+	}
+	n.dropped += gap
+	seq0 := first
+	if n.started {
+		seq0 = n.nextSeq + gap
+	}
+	k := uint64(len(events))
+	n.last, n.hasLast = Position{Stream: b.Stream, Seq: first + k}, true
+	n.nextSeq, n.started = seq0+k, true
+	for i, p := range events {
+		out = append(out, Event{Seq: seq0 + uint64(i), Position: Position{Stream: b.Stream, Seq: first + uint64(i)}, Payload: p})
+	}
+	return out
+}
+
+// resumePoint follows one past the last event relayed, in the newest stream
+// seen (stream ids grow with their start time); a replay never moves it back.
+type resumePoint struct {
+	p Position
+}
+
+func (r *resumePoint) advance(stream, firstSeq uint64, n int) {
+	end := firstSeq + uint64(n)
+	switch {
+	case r.p.Stream == stream:
+		r.p.Seq = max(r.p.Seq, end)
+	case r.p.Stream > stream:
+	default:
+		r.p = Position{Stream: stream, Seq: end}
+	}
+}

@@ -1,0 +1,102 @@
+package starling
+
+import (
+	"testing"
+
+	"starling.invalid/starling/wire"
+)
+
+func batch(stream, first uint64, n int) *wire.EventBatch {
+	b := &wire.EventBatch{Stream: stream, FirstSeq: first}
+	for i := range n {
+		b.Events = append(b.Events, []byte{byte(i)})
+	}
+	return b
+}
+
+func seqs(es []Event) [][2]uint64 {
+	var out [][2]uint64
+	for _, e := range es {
+		out = append(out, [2]uint64{e.Seq, e.Position.Seq})
+	}
+	return out
+}
+
+func equal(a, b [][2]uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestNumberingFromTheFirstEventReceived(t *testing.T) {
+	var n numbering
+	if got := seqs(n.number(batch(7, 10, 2), nil)); !equal(got, [][2]uint64{{10, 10}, {11, 11}}) {
+		t.Fatal(got)
+	}
+	if got := seqs(n.number(batch(7, 12, 1), nil)); !equal(got, [][2]uint64{{12, 12}}) || n.dropped != 0 {
+		t.Fatal(got, n.dropped)
+	}
+}
+
+func TestNumberingCountsGapsAsDrops(t *testing.T) {
+	var n numbering
+	n.number(batch(7, 5, 3), nil)
+	if got := seqs(n.number(batch(7, 12, 1), nil)); !equal(got, [][2]uint64{{12, 12}}) || n.dropped != 4 {
+		t.Fatal(got, n.dropped)
+	}
+}
+
+func TestNumberingAcrossStreamsDropsReplayedRepeats(t *testing.T) {
+	var n numbering
+	n.number(batch(1, 0, 5), nil)
+	if got := seqs(n.number(batch(2, 0, 2), nil)); !equal(got, [][2]uint64{{5, 0}, {6, 1}}) {
+		t.Fatal(got)
+	}
+	if got := seqs(n.number(batch(2, 0, 4), nil)); !equal(got, [][2]uint64{{7, 2}, {8, 3}}) {
+		t.Fatal(got)
+	}
+	if got := n.number(batch(1, 2, 3), nil); len(got) != 0 || n.dropped != 0 {
+		t.Fatal(got, n.dropped)
+	}
+}
+
+func TestNumberingFromAResumePoint(t *testing.T) {
+	n := newNumbering(Position{Stream: 3, Seq: 10})
+	if got := seqs(n.number(batch(3, 8, 4), nil)); !equal(got, [][2]uint64{{10, 10}, {11, 11}}) {
+		t.Fatal(got)
+	}
+}
+
+func TestResumePointFollowsTheNewestStream(t *testing.T) {
+	var r resumePoint
+	r.advance(1, 10, 2)
+	r.advance(1, 5, 3) // a replay never moves it back
+	if r.p != (Position{Stream: 1, Seq: 12}) {
+		t.Fatal(r.p)
+	}
+	r.advance(2, 0, 4)
+	r.advance(1, 12, 1) // a late batch of the older stream
+	if r.p != (Position{Stream: 2, Seq: 4}) {
+		t.Fatal(r.p)
+	}
+}
+
+func TestHelloAsksForTheRoleAndTheToken(t *testing.T) {
+	h := hello(Config{ClientName: "me"}, rolePlain)
+	if h.MinVersion != 2 || h.MaxVersion != 2 || h.Features != wire.FeaturesBase || h.HasAuthToken {
+		t.Fatalf("%+v", h)
+	}
+	h = hello(Config{Credentials: TokenCredentials("s3cret")}, roleRouted)
+	if h.Features != wire.FeaturesBase|wire.FeatureCluster|wire.FeatureAuthToken || string(h.AuthToken) != "s3cret" {
+		t.Fatalf("%+v", h)
+	}
+	if s := TokenCredentials("s3cret").String(); s != "token(<redacted>)" {
+		t.Fatal(s)
+	}
+}

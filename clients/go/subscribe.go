@@ -1,0 +1,379 @@
+package starling
+
+// Subscriptions: one stream each. A goroutine per subscription reads its
+// EventBatch frames into a bounded channel (a slow reader stops it reading,
+// so QUIC flow control pushes back on the broker, which then applies its
+// slow-subscriber policy), answers Pings, and, when the stream ends without
+// the user asking (the owner moved or drained, the connection broke),
+// subscribes again at the topic's owner of the moment, resuming from one past
+// the last event it received.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"starling.invalid/starling/internal/placement"
+	"starling.invalid/starling/wire"
+)
+
+// StartAt is where a subscription starts: Live, FromPosition or FromTime.
+type StartAt = wire.StartAt
+
+// Live takes only the events published after the subscription is registered.
+func Live() StartAt { return StartAt{Kind: wire.StartLive} }
+
+// FromPosition resumes at p, the next event wanted (a ResumePoint of an
+// earlier subscription): the broker first replays what it still holds.
+func FromPosition(p Position) StartAt {
+	if p.Stream == 0 {
+		return Live()
+	}
+	return StartAt{Kind: wire.StartPosition, Position: p}
+}
+
+// FromTime starts at the first event the topic's owner stamped at or after
+// t (Unix milliseconds on the owner's clock), then continues live. Needs a
+// broker that grants SUBSCRIBE_FROM_TIME.
+func FromTime(t time.Time) StartAt {
+	ms := t.UnixMilli()
+	if ms < 0 {
+		ms = 0
+	}
+	return StartAt{Kind: wire.StartTime, TimeMs: uint64(ms)}
+}
+
+// resubscribePause is the pause between resubscription attempts.
+const resubscribePause = 200 * time.Millisecond
+
+// subStream is one open subscription stream.
+type subStream struct {
+	s  *quic.Stream
+	id uint64
+	rd *wire.Reader
+}
+
+// Subscription is a subscription to one topic. Read it with Next or All;
+// Close ends it. It is not safe for concurrent readers.
+type Subscription struct {
+	topic   string
+	batches chan *wire.EventBatch
+	stop    context.CancelFunc
+	done    chan struct{}
+
+	mu     sync.Mutex
+	err    error
+	id     uint64
+	closed atomic.Bool
+
+	ready   []Event
+	num     numbering
+	resume  Position
+	started StartAt
+}
+
+// Topic is the subscribed topic.
+func (s *Subscription) Topic() string { return s.topic }
+
+// ID is the broker's id of the current subscription stream.
+func (s *Subscription) ID() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id
+}
+
+// DroppedEvents is how many events the broker dropped for this subscriber so
+// far (gaps within a stream).
+func (s *Subscription) DroppedEvents() uint64 { return s.num.dropped }
+
+// ResumePoint is one past the last event Next returned (or the position the
+// subscription was opened with); the zero Position before any event of a
+// live or time subscription. Pass it to FromPosition to continue.
+func (s *Subscription) ResumePoint() Position { return s.resume }
+
+// Next returns the next event, waiting for it while ctx allows. After the
+// subscription ended it returns the error that ended it; after Close,
+// ErrClosed (events still buffered are dropped).
+func (s *Subscription) Next(ctx context.Context) (Event, error) {
+	if s.closed.Load() {
+		return Event{}, ErrClosed
+	}
+	for len(s.ready) == 0 {
+		select {
+		case b, ok := <-s.batches:
+			if !ok {
+				return Event{}, s.Err()
+			}
+			s.ready = s.num.number(b, s.ready[:0])
+		case <-ctx.Done():
+			return Event{}, ctx.Err()
+		}
+	}
+	e := s.ready[0]
+	s.ready = s.ready[1:]
+	s.resume = Position{Stream: e.Position.Stream, Seq: e.Position.Seq + 1}
+	return e, nil
+}
+
+// All iterates over the events until the subscription ends or ctx is done;
+// the last pair carries the error that stopped it.
+func (s *Subscription) All(ctx context.Context) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		for {
+			e, err := s.Next(ctx)
+			if !yield(e, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Err is the error that ended the subscription, nil while it runs.
+func (s *Subscription) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Close sends Unsubscribe, ends the stream and waits for the subscription's
+// goroutine to finish.
+func (s *Subscription) Close() error {
+	s.closed.Store(true)
+	s.stop()
+	<-s.done
+	return nil
+}
+
+// Subscribe subscribes to topic from start; it returns once a broker
+// accepted the subscription. The subscription outlives its stream: when it
+// ends without Close (the broker drained or restarted, the topic's owner
+// moved, the connection broke) it subscribes again at the owner of the
+// moment from one past the last event received, and ends with an error only
+// when no broker accepted it within three request timeouts.
+func (c *Client) Subscribe(ctx context.Context, topic string, start StartAt) (*Subscription, error) {
+	if err := c.open(); err != nil {
+		return nil, err
+	}
+	if reason := wire.ValidateTopic(topic); reason != "" {
+		return nil, fmt.Errorf("%w: %q: %s", ErrInvalidTopic, topic, reason)
+	}
+	first, err := c.subscribeRouted(ctx, topic, start)
+	if err != nil {
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	s := &Subscription{topic: topic, batches: make(chan *wire.EventBatch, c.cfg.SubscriptionBuffer),
+		stop: stop, done: make(chan struct{}), id: first.id, started: start,
+		num: newNumbering(start.Position), resume: start.Position}
+	unhook := context.AfterFunc(c.ctx, stop)
+	if !c.spawn(func() {
+		defer unhook()
+		s.run(runCtx, c, first)
+	}) {
+		stop()
+		unhook()
+		first.s.CancelRead(0)
+		first.s.CancelWrite(0)
+		return nil, ErrClosed
+	}
+	return s, nil
+}
+
+// SubscribeFunc subscribes to topic from start and calls fn with every event
+// until ctx is done (it returns nil then), fn returns an error (returned), or
+// the subscription fails (its error). fn runs on the caller's goroutine, one
+// event at a time: while it runs no more events are read, which pushes back
+// on the broker.
+func (c *Client) SubscribeFunc(ctx context.Context, topic string, start StartAt, fn func(Event) error) error {
+	sub, err := c.Subscribe(ctx, topic, start)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sub.Close() }()
+	for e, err := range sub.All(ctx) {
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// subscribeRouted opens a subscription stream at the topic's owner,
+// following Moved and Unavailable answers.
+func (c *Client) subscribeRouted(ctx context.Context, topic string, start StartAt) (*subStream, error) {
+	ctx, cancel := c.requestContext(ctx)
+	defer cancel()
+	var out *subStream
+	err := c.routed(ctx, placement.Topic, []byte(topic), func(n *node) error {
+		s, err := openSubscription(ctx, n, topic, start)
+		out = s
+		return err
+	})
+	return out, inOperation(err, "subscribe", []byte(topic))
+}
+
+func openSubscription(ctx context.Context, n *node, topic string, start StartAt) (*subStream, error) {
+	c, err := n.eventConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if start.Kind == wire.StartTime && !c.info.Has(wire.FeatureSubscribeFromTime) {
+		return nil, fmt.Errorf("%w: subscribing from a time (the broker did not grant SUBSCRIBE_FROM_TIME)", ErrUnsupported)
+	}
+	st, err := c.q.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("starling: opening a stream: %w", err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = st.SetDeadline(dl)
+	}
+	fail := func(err error) (*subStream, error) {
+		st.CancelRead(0)
+		st.CancelWrite(0)
+		return nil, err
+	}
+	if err := wire.WriteFrame(st, &wire.Subscribe{RequestID: 1, Topic: topic, Start: start}); err != nil {
+		return fail(fmt.Errorf("starling: sending Subscribe: %w", err))
+	}
+	rd := wire.NewReader(st, c.info.MaxFrameBytes+responseSlack)
+	f, err := rd.ReadFrame()
+	if err != nil {
+		return fail(fmt.Errorf("starling: reading subscribe_ok: %w", err))
+	}
+	_ = st.SetDeadline(time.Time{})
+	switch f := f.(type) {
+	case *wire.SubscribeOk:
+		return &subStream{s: st, id: f.SubscriptionID, rd: rd}, nil
+	case *wire.Error:
+		return fail(serverError(f))
+	case *wire.Moved:
+		return fail(movedError(f))
+	}
+	return fail(protocolErr("unexpected %s frame, expected subscribe_ok", f.Kind()))
+}
+
+// run relays the subscription's batches until ctx is cancelled, resubscribing
+// when a stream ends on its own.
+func (s *Subscription) run(ctx context.Context, c *Client, cur *subStream) {
+	defer close(s.done)
+	defer close(s.batches)
+	var rp resumePoint
+	if s.started.Kind == wire.StartPosition {
+		rp.p = s.started.Position
+	}
+	for {
+		err := s.pump(ctx, cur, &rp)
+		if ctx.Err() != nil {
+			s.finish(ErrClosed)
+			return
+		}
+		if !transient(err) {
+			s.finish(inOperation(err, "subscribe", []byte(s.topic)))
+			return
+		}
+		from := s.started
+		if rp.p.Stream != 0 {
+			from = FromPosition(rp.p)
+		}
+		deadline := time.Now().Add(3 * c.cfg.RequestTimeout)
+		for cur = nil; cur == nil; {
+			next, err := c.subscribeRouted(ctx, s.topic, from)
+			switch {
+			case err == nil:
+				cur = next
+				s.mu.Lock()
+				s.id = next.id
+				s.mu.Unlock()
+			case ctx.Err() != nil:
+				s.finish(ErrClosed)
+				return
+			case !transient(err) || time.Now().After(deadline):
+				s.finish(err)
+				return
+			default:
+				select {
+				case <-time.After(resubscribePause):
+				case <-ctx.Done():
+				}
+			}
+		}
+	}
+}
+
+func (s *Subscription) finish(err error) {
+	s.mu.Lock()
+	s.err = err
+	s.mu.Unlock()
+}
+
+// pump reads one stream until it ends (the error says why) or ctx is
+// cancelled (then it unsubscribes).
+func (s *Subscription) pump(ctx context.Context, cur *subStream, rp *resumePoint) error {
+	stopRead := context.AfterFunc(ctx, func() { _ = cur.s.SetReadDeadline(time.Now()) })
+	defer stopRead()
+	defer func() {
+		if ctx.Err() != nil {
+			_ = cur.s.SetWriteDeadline(time.Now().Add(time.Second))
+			_ = wire.WriteFrame(cur.s, &wire.Unsubscribe{RequestID: 2, SubscriptionID: cur.id})
+			_ = cur.s.Close()
+		}
+		cur.s.CancelRead(0)
+	}()
+	for {
+		f, err := cur.rd.ReadFrame()
+		if err != nil {
+			return linkErr(err)
+		}
+		switch f := f.(type) {
+		case *wire.EventBatch:
+			select {
+			case s.batches <- f:
+				rp.advance(f.Stream, f.FirstSeq, len(f.Events))
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		case *wire.Ping:
+			if err := wire.WriteFrame(cur.s, &wire.Pong{Nonce: f.Nonce}); err != nil {
+				return err
+			}
+		case *wire.Pong:
+		case *wire.Error:
+			return serverError(f)
+		case *wire.Moved:
+			return movedError(f)
+		default:
+			return protocolErr("unexpected %s frame on a subscription", f.Kind())
+		}
+	}
+}
+
+// transient reports whether a subscription that ended with err may be
+// resumed elsewhere: a broken link, or the broker moving or draining it.
+func transient(err error) bool {
+	var se *ServerError
+	if errors.As(err, &se) {
+		switch se.Code {
+		case wire.CodeMoved, wire.CodeUnavailable, wire.CodeOverloaded, wire.CodeInternal:
+			return true
+		}
+		return false
+	}
+	var de *wire.DecodeError
+	if errors.As(err, &de) || errors.Is(err, ErrProtocol) || errors.Is(err, ErrConfig) ||
+		errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInvalidTopic) {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,411 @@
+package wire
+
+// Payload layouts: the size, encoder and decoder of every frame body, in
+// wire order (docs/protocol.md, section 5).
+
+func (f *Hello) bodyLen() int {
+	n := 1 + 1 + 8 + strLen(f.ClientName) + 1
+	if f.HasAuthToken {
+		n += blobLen(f.AuthToken)
+	}
+	return n
+}
+
+func (f *Hello) appendBody(d []byte) []byte {
+	d = putU8(d, f.MinVersion)
+	d = putU8(d, f.MaxVersion)
+	d = putU64(d, f.Features)
+	d = putStr(d, f.ClientName)
+	d = putBool(d, f.HasAuthToken)
+	if f.HasAuthToken {
+		d = putBlob(d, f.AuthToken)
+	}
+	return d
+}
+
+func decodeHello(b *body) Frame {
+	f := &Hello{MinVersion: b.u8(), MaxVersion: b.u8(), Features: b.u64(), ClientName: b.str()}
+	if f.HasAuthToken = b.present(); f.HasAuthToken {
+		f.AuthToken = b.blob()
+	}
+	return f
+}
+
+func (f *HelloOk) bodyLen() int { return 1 + 8 + strLen(f.ServerID) + 4 + 8 }
+
+func (f *HelloOk) appendBody(d []byte) []byte {
+	d = putU8(d, f.Version)
+	d = putU64(d, f.Features)
+	d = putStr(d, f.ServerID)
+	d = putU32(d, f.MaxFrameBytes)
+	return putU64(d, f.Epoch)
+}
+
+func decodeHelloOk(b *body) Frame {
+	return &HelloOk{Version: b.u8(), Features: b.u64(), ServerID: b.str(), MaxFrameBytes: b.u32(), Epoch: b.u64()}
+}
+
+func (b *body) ack() AckMode {
+	v := b.u8()
+	if b.err == nil && v > 1 {
+		b.fail("ack mode is neither 0 nor 1")
+	}
+	return AckMode(v)
+}
+
+func (f *Publish) bodyLen() int { return 8 + 1 + strLen(f.Topic) + blobLen(f.Payload) }
+
+func (f *Publish) appendBody(d []byte) []byte {
+	d = putU64(d, f.RequestID)
+	d = putU8(d, uint8(f.Ack))
+	d = putStr(d, f.Topic)
+	return putBlob(d, f.Payload)
+}
+
+func decodePublish(b *body) Frame {
+	return &Publish{RequestID: b.u64(), Ack: b.ack(), Topic: b.topic(), Payload: b.blob()}
+}
+
+func (f *PublishBatch) bodyLen() int { return 8 + 1 + strLen(f.Topic) + blobsLen(f.Payloads) }
+
+func (f *PublishBatch) appendBody(d []byte) []byte {
+	d = putU64(d, f.RequestID)
+	d = putU8(d, uint8(f.Ack))
+	d = putStr(d, f.Topic)
+	return putBlobs(d, f.Payloads)
+}
+
+func decodePublishBatch(b *body) Frame {
+	return &PublishBatch{RequestID: b.u64(), Ack: b.ack(), Topic: b.topic(), Payloads: b.blobs()}
+}
+
+func (f *PublishAck) bodyLen() int { return 12 }
+
+func (f *PublishAck) appendBody(d []byte) []byte {
+	return putU32(putU64(d, f.RequestID), f.Count)
+}
+
+func decodePublishAck(b *body) Frame { return &PublishAck{RequestID: b.u64(), Count: b.u32()} }
+
+func (f *Subscribe) bodyLen() int {
+	n := 8 + strLen(f.Topic) + 16
+	if f.Start.Kind == StartTime {
+		n += 8
+	}
+	return n
+}
+
+func (f *Subscribe) appendBody(d []byte) []byte {
+	d = putU64(d, f.RequestID)
+	d = putStr(d, f.Topic)
+	var p Position
+	if f.Start.Kind == StartPosition {
+		p = f.Start.Position
+	}
+	d = putPosition(d, p)
+	if f.Start.Kind == StartTime {
+		d = putU64(d, f.Start.TimeMs)
+	}
+	return d
+}
+
+func decodeSubscribe(b *body) Frame {
+	f := &Subscribe{RequestID: b.u64(), Topic: b.topic()}
+	stream, seq := b.u64(), b.u64()
+	if b.err != nil {
+		return f
+	}
+	hasTime := !b.atEnd()
+	var ms uint64
+	if hasTime {
+		ms = b.u64()
+		if b.err != nil {
+			return f
+		}
+	}
+	switch {
+	case stream == 0 && seq == 0 && !hasTime:
+		f.Start = StartAt{Kind: StartLive}
+	case stream == 0 && seq == 0:
+		f.Start = StartAt{Kind: StartTime, TimeMs: ms}
+	case stream == 0:
+		b.fail("resume_seq set without a resume_stream")
+	case hasTime:
+		b.fail("start_time_ms set together with a resume position")
+	default:
+		f.Start = StartAt{Kind: StartPosition, Position: Position{Stream: stream, Seq: seq}}
+	}
+	return f
+}
+
+func (f *SubscribeOk) bodyLen() int { return 16 }
+
+func (f *SubscribeOk) appendBody(d []byte) []byte {
+	return putU64(putU64(d, f.RequestID), f.SubscriptionID)
+}
+
+func decodeSubscribeOk(b *body) Frame {
+	return &SubscribeOk{RequestID: b.u64(), SubscriptionID: b.u64()}
+}
+
+func (f *Unsubscribe) bodyLen() int { return 16 }
+
+func (f *Unsubscribe) appendBody(d []byte) []byte {
+	return putU64(putU64(d, f.RequestID), f.SubscriptionID)
+}
+
+func decodeUnsubscribe(b *body) Frame {
+	return &Unsubscribe{RequestID: b.u64(), SubscriptionID: b.u64()}
+}
+
+func (f *EventBatch) bodyLen() int { return 16 + blobsLen(f.Events) }
+
+func (f *EventBatch) appendBody(d []byte) []byte {
+	d = putU64(d, f.Stream)
+	d = putU64(d, f.FirstSeq)
+	return putBlobs(d, f.Events)
+}
+
+func decodeEventBatch(b *body) Frame {
+	return &EventBatch{Stream: b.u64(), FirstSeq: b.u64(), Events: b.blobs()}
+}
+
+func (f *CachePut) bodyLen() int { return 8 + keyLen(f.Key) + blobLen(f.Value) + 8 }
+
+func (f *CachePut) appendBody(d []byte) []byte {
+	d = putU64(d, f.RequestID)
+	d = putKey(d, f.Key)
+	d = putBlob(d, f.Value)
+	return putU64(d, f.TTLMs)
+}
+
+func decodeCachePut(b *body) Frame {
+	return &CachePut{RequestID: b.u64(), Key: b.key(), Value: b.blob(), TTLMs: b.u64()}
+}
+
+func (f *CacheGet) bodyLen() int { return 8 + keyLen(f.Key) }
+
+func (f *CacheGet) appendBody(d []byte) []byte { return putKey(putU64(d, f.RequestID), f.Key) }
+
+func decodeCacheGet(b *body) Frame { return &CacheGet{RequestID: b.u64(), Key: b.key()} }
+
+func (f *CacheDelete) bodyLen() int { return 8 + keyLen(f.Key) }
+
+func (f *CacheDelete) appendBody(d []byte) []byte { return putKey(putU64(d, f.RequestID), f.Key) }
+
+func decodeCacheDelete(b *body) Frame { return &CacheDelete{RequestID: b.u64(), Key: b.key()} }
+
+func (f *CacheValue) bodyLen() int {
+	if f.Found {
+		return 9 + blobLen(f.Value)
+	}
+	return 9
+}
+
+func (f *CacheValue) appendBody(d []byte) []byte {
+	d = putU64(d, f.RequestID)
+	d = putBool(d, f.Found)
+	if f.Found {
+		d = putBlob(d, f.Value)
+	}
+	return d
+}
+
+func decodeCacheValue(b *body) Frame {
+	f := &CacheValue{RequestID: b.u64()}
+	if f.Found = b.present(); f.Found {
+		f.Value = b.blob()
+	}
+	return f
+}
+
+func (f *CacheOk) bodyLen() int { return 9 }
+
+func (f *CacheOk) appendBody(d []byte) []byte { return putBool(putU64(d, f.RequestID), f.Existed) }
+
+func decodeCacheOk(b *body) Frame { return &CacheOk{RequestID: b.u64(), Existed: b.boolean()} }
+
+func (f *Error) bodyLen() int { return 10 + strLen(f.Message) }
+
+func (f *Error) appendBody(d []byte) []byte {
+	d = putU64(d, f.RequestID)
+	d = putU16(d, uint16(f.Code))
+	return putStr(d, f.Message)
+}
+
+func decodeError(b *body) Frame {
+	return &Error{RequestID: b.u64(), Code: ErrorCode(b.u16()), Message: b.str()}
+}
+
+func (f *Moved) bodyLen() int { return 16 + strLen(f.Owner) }
+
+func (f *Moved) appendBody(d []byte) []byte {
+	return putStr(putU64(putU64(d, f.RequestID), f.Epoch), f.Owner)
+}
+
+func decodeMoved(b *body) Frame { return &Moved{RequestID: b.u64(), Epoch: b.u64(), Owner: b.str()} }
+
+func (f *ClusterInfoRequest) bodyLen() int { return 8 }
+
+func (f *ClusterInfoRequest) appendBody(d []byte) []byte { return putU64(d, f.RequestID) }
+
+func decodeClusterInfoRequest(b *body) Frame { return &ClusterInfoRequest{RequestID: b.u64()} }
+
+func (f *ClusterInfo) bodyLen() int {
+	n := 20
+	for _, m := range f.Members {
+		n += strLen(m.ID) + strLen(m.Addr)
+	}
+	return n
+}
+
+func (f *ClusterInfo) appendBody(d []byte) []byte {
+	d = putU64(d, f.RequestID)
+	d = putU64(d, f.Epoch)
+	d = putU32(d, uint32(len(f.Members)))
+	for _, m := range f.Members {
+		d = putStr(putStr(d, m.ID), m.Addr)
+	}
+	return d
+}
+
+// minMemberLen is the smallest encoded member: two empty strings.
+const minMemberLen = 4
+
+func decodeClusterInfo(b *body) Frame {
+	f := &ClusterInfo{RequestID: b.u64(), Epoch: b.u64()}
+	n := b.count(minMemberLen)
+	if b.err != nil {
+		return f
+	}
+	f.Members = make([]Member, 0, n)
+	for i := 0; i < n && b.err == nil; i++ {
+		f.Members = append(f.Members, Member{ID: b.str(), Addr: b.str()})
+	}
+	return f
+}
+
+func (f *LogRead) bodyLen() int { return 8 + strLen(f.Topic) + 16 + 4 }
+
+func (f *LogRead) appendBody(d []byte) []byte {
+	d = putU64(d, f.RequestID)
+	d = putStr(d, f.Topic)
+	d = putPosition(d, f.From)
+	return putU32(d, f.MaxBytes)
+}
+
+func decodeLogRead(b *body) Frame {
+	return &LogRead{RequestID: b.u64(), Topic: b.topic(), From: b.position(), MaxBytes: b.u32()}
+}
+
+func (f *LogChunk) bodyLen() int { return 8 + 16 + 2 + blobLen(f.Records) }
+
+func (f *LogChunk) appendBody(d []byte) []byte {
+	d = putU64(d, f.RequestID)
+	d = putPosition(d, f.Next)
+	d = putBool(d, f.More)
+	d = putBool(d, f.Owner)
+	return putBlob(d, f.Records)
+}
+
+func decodeLogChunk(b *body) Frame {
+	return &LogChunk{RequestID: b.u64(), Next: b.position(), More: b.boolean(), Owner: b.boolean(), Records: b.blob()}
+}
+
+func (f *LogClaim) bodyLen() int {
+	return 8 + strLen(f.Topic) + strLen(f.FromID) + strLen(f.FromAddr)
+}
+
+func (f *LogClaim) appendBody(d []byte) []byte {
+	d = putU64(d, f.RequestID)
+	d = putStr(d, f.Topic)
+	d = putStr(d, f.FromID)
+	return putStr(d, f.FromAddr)
+}
+
+func decodeLogClaim(b *body) Frame {
+	return &LogClaim{RequestID: b.u64(), Topic: b.topic(), FromID: b.str(), FromAddr: b.str()}
+}
+
+func (f *LogClaimed) bodyLen() int { return 16 }
+
+func (f *LogClaimed) appendBody(d []byte) []byte {
+	return putU64(putU64(d, f.RequestID), f.Records)
+}
+
+func decodeLogClaimed(b *body) Frame { return &LogClaimed{RequestID: b.u64(), Records: b.u64()} }
+
+func (f *Ping) bodyLen() int               { return 8 }
+func (f *Ping) appendBody(d []byte) []byte { return putU64(d, f.Nonce) }
+func decodePing(b *body) Frame             { return &Ping{Nonce: b.u64()} }
+func (f *Pong) bodyLen() int               { return 8 }
+func (f *Pong) appendBody(d []byte) []byte { return putU64(d, f.Nonce) }
+func decodePong(b *body) Frame             { return &Pong{Nonce: b.u64()} }
+
+var decoders = map[Kind]func(*body) Frame{
+	KindHello:              decodeHello,
+	KindHelloOk:            decodeHelloOk,
+	KindPublish:            decodePublish,
+	KindPublishBatch:       decodePublishBatch,
+	KindPublishAck:         decodePublishAck,
+	KindSubscribe:          decodeSubscribe,
+	KindSubscribeOk:        decodeSubscribeOk,
+	KindUnsubscribe:        decodeUnsubscribe,
+	KindEventBatch:         decodeEventBatch,
+	KindCachePut:           decodeCachePut,
+	KindCacheGet:           decodeCacheGet,
+	KindCacheDelete:        decodeCacheDelete,
+	KindCacheValue:         decodeCacheValue,
+	KindCacheOk:            decodeCacheOk,
+	KindError:              decodeError,
+	KindMoved:              decodeMoved,
+	KindClusterInfoRequest: decodeClusterInfoRequest,
+	KindClusterInfo:        decodeClusterInfo,
+	KindLogRead:            decodeLogRead,
+	KindLogChunk:           decodeLogChunk,
+	KindLogClaim:           decodeLogClaim,
+	KindLogClaimed:         decodeLogClaimed,
+	KindPing:               decodePing,
+	KindPong:               decodePong,
+}
+
+// DecodePayload decodes a complete payload of a frame of type k. Blob fields
+// of the result are slices of payload. Trailing bytes are malformed.
+func DecodePayload(k Kind, payload []byte) (Frame, error) {
+	dec, ok := decoders[k]
+	if !ok {
+		return nil, &DecodeError{Kind: UnknownFrameType, Type: uint8(k)}
+	}
+	b := &body{buf: payload, frame: k.String()}
+	f := dec(b)
+	b.finish()
+	if b.err != nil {
+		return nil, b.err
+	}
+	return f, nil
+}
+
+// PayloadLen is the length of f's payload (the header's payload_len).
+func PayloadLen(f Frame) int { return f.bodyLen() }
+
+// EncodedLen is f's encoded size, header included.
+func EncodedLen(f Frame) int { return HeaderLen + f.bodyLen() }
+
+// Append appends f, header and payload, to dst. It never fails: a string or
+// key longer than its length prefix allows is cut short so the frame stays
+// parseable; validate topics and keys, and keep payloads within the peer's
+// max_frame_bytes, before sending.
+func Append(dst []byte, f Frame) []byte {
+	n := f.bodyLen()
+	if n > maxU32 {
+		n = maxU32
+	}
+	dst = putU8(dst, FramingVersion)
+	dst = putU8(dst, uint8(f.Kind()))
+	dst = putU16(dst, 0)
+	dst = putU32(dst, uint32(n))
+	return f.appendBody(dst)
+}
+
+// Encode returns f encoded in a fresh buffer.
+func Encode(f Frame) []byte { return Append(make([]byte, 0, EncodedLen(f)), f) }

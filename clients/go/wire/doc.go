@@ -1,0 +1,54 @@
+// Package wire is the Starling wire protocol (docs/protocol.md): the 8-byte
+// frame header, one struct per frame type with its encoder and decoder, and
+// an allocation-bounded streaming [Decoder].
+//
+// Every length and count read from the network is checked against the bytes
+// actually remaining before anything is allocated for it, so no input makes
+// the decoder allocate more than a small constant factor of the bytes it was
+// given, and no input makes it panic. Decode errors carry the same kind,
+// frame name and reason as the reference implementation (the Rust
+// starling-proto crate); proto/vectors/frames.json pins both.
+package wire
+
+// ProtocolVersion is the only protocol version this package speaks; it fixes
+// the payload layouts and is negotiated with Hello/HelloOk.
+const ProtocolVersion uint8 = 2
+
+// FramingVersion is the version byte of every frame header. It covers only
+// the header and has been 1 since protocol version 1.
+const FramingVersion uint8 = 1
+
+// HeaderLen is the size of the fixed frame header.
+const HeaderLen = 8
+
+// MaxTopicLen is the longest topic in bytes (topics are also non-empty).
+const MaxTopicLen = 255
+
+// MaxKeyLen is the longest cache key in bytes (keys are also non-empty).
+const MaxKeyLen = 1024
+
+// ALPN names a connection offers in its TLS handshake.
+const (
+	// ALPNEvents is offered by publish and subscribe connections.
+	ALPNEvents = "starling/1"
+	// ALPNCache is offered by cache connections.
+	ALPNCache = "starling-cache/1"
+)
+
+// Feature bits requested in Hello.Features and granted in HelloOk.Features.
+const (
+	// FeatureBatchPublish: PublishBatch is accepted.
+	FeatureBatchPublish uint64 = 1
+	// FeatureCache: the cache frames are served.
+	FeatureCache uint64 = 2
+	// FeatureCluster: the client routes by owner and is answered Moved.
+	FeatureCluster uint64 = 4
+	// FeatureAuthToken: the client authenticates with Hello.AuthToken.
+	FeatureAuthToken uint64 = 8
+	// FeaturePeer: the connection is another cluster member.
+	FeaturePeer uint64 = 16
+	// FeatureSubscribeFromTime: Subscribe may carry StartTimeMs.
+	FeatureSubscribeFromTime uint64 = 32
+	// FeaturesBase is what every client connection asks for.
+	FeaturesBase = FeatureBatchPublish | FeatureCache | FeatureSubscribeFromTime
+)

@@ -1,0 +1,298 @@
+package wire
+
+// One struct per frame type, fields in wire order (docs/protocol.md, section 5).
+
+// Frame is one protocol frame. Each frame type is a struct in this file;
+// [Append] encodes any of them and [Decoder] decodes them.
+type Frame interface {
+	// Kind is the frame's type number.
+	Kind() Kind
+	bodyLen() int
+	appendBody(dst []byte) []byte
+}
+
+// Position is a place in a topic's event streams: event Seq of stream
+// Stream. The zero Position means "none" where a position is optional.
+type Position struct {
+	// Stream is the stream id; never 0 for a real position.
+	Stream uint64
+	// Seq is the sequence number within the stream.
+	Seq uint64
+}
+
+// IsZero reports whether p is the "none" position.
+func (p Position) IsZero() bool { return p.Stream == 0 && p.Seq == 0 }
+
+// Hello is the client's handshake (0x01).
+type Hello struct {
+	MinVersion uint8
+	MaxVersion uint8
+	Features   uint64
+	ClientName string
+	// HasAuthToken says whether the optional AuthToken is present.
+	HasAuthToken bool
+	AuthToken    []byte
+}
+
+// HelloOk is the broker's handshake acceptance (0x02).
+type HelloOk struct {
+	Version       uint8
+	Features      uint64
+	ServerID      string
+	MaxFrameBytes uint32
+	Epoch         uint64
+}
+
+// AckMode says whether a publish wants a PublishAck.
+type AckMode uint8
+
+const (
+	// AckNone is fire and forget (errors are still reported).
+	AckNone AckMode = 0
+	// Ack asks for one PublishAck (or Error) per request.
+	Ack AckMode = 1
+)
+
+// Publish is one message for one topic (0x10).
+type Publish struct {
+	RequestID uint64
+	Ack       AckMode
+	Topic     string
+	Payload   []byte
+}
+
+// PublishBatch is several messages for one topic (0x11).
+type PublishBatch struct {
+	RequestID uint64
+	Ack       AckMode
+	Topic     string
+	Payloads  [][]byte
+}
+
+// PublishAck acknowledges a Publish (Count 1) or a PublishBatch (0x12).
+type PublishAck struct {
+	RequestID uint64
+	Count     uint32
+}
+
+// StartKind is where a subscription starts.
+type StartKind uint8
+
+const (
+	// StartLive takes live events only.
+	StartLive StartKind = iota
+	// StartPosition resumes at StartAt.Position (the next event wanted).
+	StartPosition
+	// StartTime starts at the first event stamped at or after StartAt.TimeMs.
+	StartTime
+)
+
+// StartAt is where a subscription starts: live, a resume position or a time.
+type StartAt struct {
+	Kind     StartKind
+	Position Position
+	TimeMs   uint64
+}
+
+// Subscribe opens a subscription (0x20).
+type Subscribe struct {
+	RequestID uint64
+	Topic     string
+	Start     StartAt
+}
+
+// SubscribeOk accepts a subscription (0x21).
+type SubscribeOk struct {
+	RequestID      uint64
+	SubscriptionID uint64
+}
+
+// Unsubscribe ends a subscription (0x22).
+type Unsubscribe struct {
+	RequestID      uint64
+	SubscriptionID uint64
+}
+
+// EventBatch carries consecutive events of one stream (0x23): event i has
+// position (Stream, FirstSeq+i).
+type EventBatch struct {
+	Stream   uint64
+	FirstSeq uint64
+	Events   [][]byte
+}
+
+// CachePut stores a value (0x30); TTLMs 0 means no expiry.
+type CachePut struct {
+	RequestID uint64
+	Key       []byte
+	Value     []byte
+	TTLMs     uint64
+}
+
+// CacheGet reads a value (0x31).
+type CacheGet struct {
+	RequestID uint64
+	Key       []byte
+}
+
+// CacheDelete removes a value (0x32).
+type CacheDelete struct {
+	RequestID uint64
+	Key       []byte
+}
+
+// CacheValue answers CacheGet (0x33); Found is false for a missing key.
+type CacheValue struct {
+	RequestID uint64
+	Found     bool
+	Value     []byte
+}
+
+// CacheOk answers CachePut and CacheDelete (0x34).
+type CacheOk struct {
+	RequestID uint64
+	Existed   bool
+}
+
+// Error reports a failure (0x40); RequestID 0 is not tied to a request.
+type Error struct {
+	RequestID uint64
+	Code      ErrorCode
+	Message   string
+}
+
+// Moved redirects a routing client to the owner (0x50).
+type Moved struct {
+	RequestID uint64
+	Epoch     uint64
+	Owner     string
+}
+
+// ClusterInfoRequest asks for the membership (0x51).
+type ClusterInfoRequest struct {
+	RequestID uint64
+}
+
+// Member is one cluster member: its server id and client-facing host:port.
+type Member struct {
+	ID   string
+	Addr string
+}
+
+// ClusterInfo is the membership (0x52).
+type ClusterInfo struct {
+	RequestID uint64
+	Epoch     uint64
+	Members   []Member
+}
+
+// LogRead asks a member for a durable topic's log records (0x53, peers only).
+type LogRead struct {
+	RequestID uint64
+	Topic     string
+	From      Position
+	MaxBytes  uint32
+}
+
+// LogChunk is one page of log records (0x54, peers only).
+type LogChunk struct {
+	RequestID uint64
+	Next      Position
+	More      bool
+	Owner     bool
+	Records   []byte
+}
+
+// LogClaim tells a topic's owner that the sender holds a log of it (0x55).
+type LogClaim struct {
+	RequestID uint64
+	Topic     string
+	FromID    string
+	FromAddr  string
+}
+
+// LogClaimed answers a LogClaim (0x56).
+type LogClaimed struct {
+	RequestID uint64
+	Records   uint64
+}
+
+// Ping is a liveness probe (0x60).
+type Ping struct{ Nonce uint64 }
+
+// Pong answers a Ping with its nonce (0x61).
+type Pong struct{ Nonce uint64 }
+
+// Each frame's Kind.
+
+// Kind is KindHello.
+func (*Hello) Kind() Kind { return KindHello }
+
+// Kind is KindHelloOk.
+func (*HelloOk) Kind() Kind { return KindHelloOk }
+
+// Kind is KindPublish.
+func (*Publish) Kind() Kind { return KindPublish }
+
+// Kind is KindPublishBatch.
+func (*PublishBatch) Kind() Kind { return KindPublishBatch }
+
+// Kind is KindPublishAck.
+func (*PublishAck) Kind() Kind { return KindPublishAck }
+
+// Kind is KindSubscribe.
+func (*Subscribe) Kind() Kind { return KindSubscribe }
+
+// Kind is KindSubscribeOk.
+func (*SubscribeOk) Kind() Kind { return KindSubscribeOk }
+
+// Kind is KindUnsubscribe.
+func (*Unsubscribe) Kind() Kind { return KindUnsubscribe }
+
+// Kind is KindEventBatch.
+func (*EventBatch) Kind() Kind { return KindEventBatch }
+
+// Kind is KindCachePut.
+func (*CachePut) Kind() Kind { return KindCachePut }
+
+// Kind is KindCacheGet.
+func (*CacheGet) Kind() Kind { return KindCacheGet }
+
+// Kind is KindCacheDelete.
+func (*CacheDelete) Kind() Kind { return KindCacheDelete }
+
+// Kind is KindCacheValue.
+func (*CacheValue) Kind() Kind { return KindCacheValue }
+
+// Kind is KindCacheOk.
+func (*CacheOk) Kind() Kind { return KindCacheOk }
+
+// Kind is KindError.
+func (*Error) Kind() Kind { return KindError }
+
+// Kind is KindMoved.
+func (*Moved) Kind() Kind { return KindMoved }
+
+// Kind is KindClusterInfoRequest.
+func (*ClusterInfoRequest) Kind() Kind { return KindClusterInfoRequest }
+
+// Kind is KindClusterInfo.
+func (*ClusterInfo) Kind() Kind { return KindClusterInfo }
+
+// Kind is KindLogRead.
+func (*LogRead) Kind() Kind { return KindLogRead }
+
+// Kind is KindLogChunk.
+func (*LogChunk) Kind() Kind { return KindLogChunk }
+
+// Kind is KindLogClaim.
+func (*LogClaim) Kind() Kind { return KindLogClaim }
+
+// Kind is KindLogClaimed.
+func (*LogClaimed) Kind() Kind { return KindLogClaimed }
+
+// Kind is KindPing.
+func (*Ping) Kind() Kind { return KindPing }
+
+// Kind is KindPong.
+func (*Pong) Kind() Kind { return KindPong }

@@ -1,0 +1,45 @@
+package wire
+
+// The topic and cache key rules, shared by senders and the decoder.
+
+import (
+	"unicode"
+	"unicode/utf8"
+)
+
+// ValidateTopic checks a topic: 1..=255 bytes of UTF-8 with no control
+// character (Unicode category Cc: U+0000–U+001F and U+007F–U+009F) and no
+// whitespace (the Unicode White_Space property). It returns "" when the topic
+// is valid, else the reason, worded as the reference implementation words it.
+func ValidateTopic(topic string) string {
+	if topic == "" {
+		return "topic is empty"
+	}
+	if len(topic) > MaxTopicLen {
+		return "topic longer than 255 bytes"
+	}
+	if !utf8.ValidString(topic) {
+		return "string is not valid UTF-8"
+	}
+	for _, r := range topic {
+		if unicode.Is(unicode.Cc, r) {
+			return "topic contains a control character"
+		}
+		if unicode.Is(unicode.White_Space, r) {
+			return "topic contains whitespace"
+		}
+	}
+	return ""
+}
+
+// ValidateKey checks a cache key: 1..=1024 bytes, any content. It returns ""
+// when the key is valid, else the reason.
+func ValidateKey(key []byte) string {
+	if len(key) == 0 {
+		return "key is empty"
+	}
+	if len(key) > MaxKeyLen {
+		return "key longer than 1024 bytes"
+	}
+	return ""
+}
