@@ -33,7 +33,7 @@ demo-local:
 ## scripts/test.sh runs them in this order, starts `deps` in the background at once, keeps the
 ## cargo build directory in ~/.cache/starling, and prints each phase's time at the end.
 ## scripts/fresh-check.sh runs it on a clean clone with an empty HOME.
-TEST_PHASES := fmt-check lint unit bench-smoke deps promtool-check manifests-check e2e
+TEST_PHASES := fmt-check lint unit go-client bench-smoke deps promtool-check manifests-check e2e
 test:
 	./scripts/test.sh
 
@@ -54,6 +54,12 @@ lint:
 
 unit:
 	$(CARGO) test $(PROFILE) --workspace --exclude starling-e2e
+
+## The Go client (clients/go): gofmt, go vet, staticcheck, go test -race with the integration,
+## cluster and cross-client tests against the broker and CLI of this build, the vectors drift check.
+.PHONY: go-client
+go-client:
+	./clients/go/test.sh
 
 ## End-to-end: local cluster, images, chart checks, helm install, the Rust e2e suite, teardown.
 e2e: deps

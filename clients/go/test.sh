@@ -2,7 +2,8 @@
 # Everything `make test` runs for the Go client (clients/go), in one script:
 #   1. tools: the module's dependencies and staticcheck from the Go module proxy, installed
 #      once into a cache by version (a second run finds them and goes on in seconds);
-#   2. the broker and the `starling` CLI, built with cargo (CARGO_TARGET_DIR, else target/),
+#   2. the broker and the `starling` CLI, built with cargo (CARGO_TARGET_DIR, else target/; the
+#      profile $STARLING_CARGO_PROFILE, else dev),
 #      for the integration and cross-client tests;
 #   3. gofmt (check only), go vet, staticcheck;
 #   4. go test -race: unit tests, the conformance vectors (proto/vectors/frames.json), the fuzz
@@ -34,10 +35,14 @@ if [[ ! -x $staticcheck ]]; then
     rmdir "$tools/bin/tmp"
 fi
 
-step "building starling-broker and the starling CLI (cargo, $target)"
-(cd "$repo" && CARGO_TARGET_DIR=$target "$cargo" build -q -p starling-broker -p starling-cli)
-broker=$target/debug/starling-broker
-cli=$target/debug/starling
+# The cargo profile: $STARLING_CARGO_PROFILE (`make test` sets `ci`, so the unit phase's build
+# is reused), else dev. cargo writes the dev profile to debug/, every other one to its name.
+profile=${STARLING_CARGO_PROFILE:-dev}
+profile_dir=$([[ $profile == dev ]] && echo debug || echo "$profile")
+step "building starling-broker and the starling CLI (cargo --profile $profile, $target)"
+(cd "$repo" && CARGO_TARGET_DIR=$target "$cargo" build -q --profile "$profile" -p starling-broker -p starling-cli)
+broker=$target/$profile_dir/starling-broker
+cli=$target/$profile_dir/starling
 
 cd "$here"
 step "gofmt"
@@ -58,5 +63,5 @@ step "go test -race (with the broker and CLI)"
 STARLING_BROKER_BIN=$broker STARLING_CLI_BIN=$cli go test -race -count=1 ./...
 
 step "vectors drift check"
-(cd "$repo" && CARGO_TARGET_DIR=$target "$cargo" test -q -p starling-proto --test vectors_json)
+(cd "$repo" && CARGO_TARGET_DIR=$target "$cargo" test -q --profile "$profile" -p starling-proto --test vectors_json)
 step "all passed"
