@@ -5,8 +5,7 @@ use std::fmt::Write;
 
 use crate::client::ClientTuning;
 use crate::knobs::{BrokerConfig, KNOBS};
-use crate::profile::Profile;
-use crate::tier::Tier;
+use crate::enums::{Profile, Tier};
 
 /// A tier table row: label and cell renderer.
 type TierRow = (&'static str, fn(&crate::TierSizing) -> String);

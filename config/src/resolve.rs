@@ -14,8 +14,7 @@ use std::path::Path;
 
 use crate::error::ConfigError;
 use crate::knobs::{BrokerConfig, ConfigFile, ConfigOverrides};
-use crate::profile::Profile;
-use crate::tier::Tier;
+use crate::enums::{Profile, Tier};
 
 /// Composes a config without validating it.
 pub fn compose(profile: Profile, tier: Option<Tier>, overrides: &ConfigOverrides) -> BrokerConfig {

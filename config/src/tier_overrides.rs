@@ -20,7 +20,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
-use crate::tier::{Tier, TierSizing};
+use crate::enums::Tier;
+use crate::tier::TierSizing;
 
 /// Overrides of one tier's row. Unset fields keep the built-in value.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
