@@ -4,6 +4,9 @@
 //! A [`Reader`] returns `None` when it has caught up with the writer; calling `next` again
 //! later returns what was appended since (it is not fused). If retention deletes the segment
 //! it is on, it returns one [`Error::Truncated`] and then ends; any other error ends it too.
+//!
+//! The reader constructors of [`Log`] and [`LogView`] (`read_from`, `read_from_time`,
+//! `copy_from`, `position_at_time`) live here too, so the log does not depend on its readers.
 
 use std::fs::File;
 use std::io;
@@ -13,9 +16,65 @@ use std::sync::atomic::Ordering;
 use starling_proto::Position;
 
 use crate::error::{Error, Result, io_err};
-use crate::log::{Segment, Shared};
+use crate::log::{Log, LogView, Segment, Shared};
 use crate::record::key;
 use crate::segment::{Record, read_record_at};
+
+impl Log {
+    /// See [`LogView::read_from`].
+    pub fn read_from(&self, position: Position) -> Reader {
+        self.view().read_from(position)
+    }
+
+    /// See [`LogView::read_from_time`].
+    pub fn read_from_time(&self, timestamp_ms: u64) -> Reader {
+        self.view().read_from_time(timestamp_ms)
+    }
+}
+
+impl LogView {
+    /// Reads the log from the record holding `position` (or the first one after it), in
+    /// order, across segments: the rest of `position`'s stream and every later stream, as
+    /// the retained tail's replay does. A position older than what is left starts at the
+    /// oldest record.
+    pub fn read_from(&self, position: Position) -> Reader {
+        Reader::new(Arc::clone(&self.shared), Start::Position(position))
+    }
+
+    /// Reads the log from the first record stamped at or after `timestamp_ms`.
+    pub fn read_from_time(&self, timestamp_ms: u64) -> Reader {
+        Reader::new(Arc::clone(&self.shared), Start::Time(timestamp_ms))
+    }
+
+    /// Like [`LogView::read_from`], but what it returns is not counted as replayed (a copy
+    /// for another member, not a resume).
+    pub fn copy_from(&self, position: Position) -> Reader {
+        Reader::new(Arc::clone(&self.shared), Start::Position(position)).uncounted()
+    }
+
+    /// Where [`LogView::read_from_time`] starts, as a position: the position of the first
+    /// record stamped at or after `timestamp_ms` (found through the time index), or `None`
+    /// when every record is older or the log is empty. [`LogView::read_from`] that position
+    /// returns what `read_from_time(timestamp_ms)` does, so a time can be served as a resume
+    /// position. A time before the oldest record gives the oldest record's position; several
+    /// records stamped with the same millisecond give the first of them. Reads the records
+    /// from the index checkpoint before that time up to the one found (about
+    /// `index_interval_bytes` and one record), and does not count as a replay. Retention
+    /// deleting the segment being looked at is retried on the segments left.
+    pub fn position_at_time(&self, timestamp_ms: u64) -> Result<Option<Position>> {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let reader = Reader::new(Arc::clone(&self.shared), Start::Time(timestamp_ms));
+            match reader.uncounted().next() {
+                None => return Ok(None),
+                Some(Ok(record)) => return Ok(Some(record.position)),
+                Some(Err(Error::Truncated { .. })) if attempts < 3 => continue,
+                Some(Err(e)) => return Err(e),
+            }
+        }
+    }
+}
 
 /// Where a reader starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
