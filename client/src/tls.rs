@@ -8,7 +8,7 @@ use rustls::RootCertStore;
 use rustls::pki_types::CertificateDer;
 
 use crate::ClientError;
-use crate::config::Trust;
+use crate::trust::Trust;
 use crate::credentials::{Credentials, certificate_chain, private_key};
 use crate::verify::PinnedVerifier;
 
