@@ -133,7 +133,6 @@ macro_rules! snake_enum_str {
         }
     };
 }
-pub(crate) use snake_enum_str;
 
 snake_enum_str!(LaneShard {
     Auto => "auto",

@@ -9,9 +9,6 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
 use crate::enums::{
     AckLevel, AuthMode, CongestionController, LaneShard, LogFormat, Profile, SlowSubscriberPolicy,
     StorageFsync,
