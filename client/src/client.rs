@@ -16,9 +16,9 @@ use crate::ClientError;
 use crate::cluster::{Router, Target, is_moved};
 use crate::config::ClientConfig;
 use crate::error::Operation;
+use crate::feed::BATCH_BUFFER;
 use crate::handshake::{Role, ServerInfo};
 use crate::node::Node;
-use crate::feed::BATCH_BUFFER;
 use crate::subscription::Subscription;
 
 /// Attempts of one request when members answer `Moved` (the membership is re-read between).

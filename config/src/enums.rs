@@ -182,7 +182,6 @@ snake_enum_str!(Profile {
     Throughput => "throughput",
 });
 
-
 /// A deployment tier.
 #[derive(
     Debug,
@@ -214,7 +213,6 @@ snake_enum_str!(Tier {
     Medium => "medium",
     Large => "large",
 });
-
 
 #[cfg(test)]
 mod tests {

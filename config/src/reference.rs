@@ -4,8 +4,8 @@
 use std::fmt::Write;
 
 use crate::client::ClientTuning;
-use crate::knobs::{BrokerConfig, KNOBS};
 use crate::enums::{Profile, Tier};
+use crate::knobs::{BrokerConfig, KNOBS};
 
 /// A tier table row: label and cell renderer.
 type TierRow = (&'static str, fn(&crate::TierSizing) -> String);

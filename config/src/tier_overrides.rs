@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::ConfigError;
 use crate::enums::Tier;
+use crate::error::ConfigError;
 use crate::tier::TierSizing;
 
 /// Overrides of one tier's row. Unset fields keep the built-in value.
