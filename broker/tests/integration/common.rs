@@ -16,7 +16,7 @@ use starling_config::{AuthMode, ConfigOverrides, Profile, compose};
 use starling_proto::{Frame, FrameDecoder, Hello, PROTOCOL_VERSION, read_frame, write_frame};
 
 pub use starling_testkit::http::http_get;
-pub use starling_testkit::payload::{index, padded, payload};
+pub use starling_testkit::payload::{index, payload};
 
 /// Generous upper bound for anything that should happen "soon" on a loaded 2-core machine.
 pub const SOON: Duration = Duration::from_secs(10);

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use starling_client::ClientError;
 use starling_config::{ConfigOverrides, Profile};
 use starling_proto::{ErrorCode, Frame, StartAt, Subscribe, write_frame};
+use starling_testkit::payload::padded;
 
 use crate::common::*;
 

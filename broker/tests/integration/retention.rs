@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use starling_config::{ConfigOverrides, Profile};
 use starling_proto::{Frame, Position, StartAt, Subscribe, write_frame};
+use starling_testkit::payload::padded;
 
 use crate::common::*;
 
