@@ -5,8 +5,9 @@
 
 Every `.rs` file is a module (`foo/mod.rs` is `foo`). A module depends on another when its
 text names a path into it: `crate::a::b::Item`, `super::x::Item`, `self::x` or a `use` group
-such as `crate::a::{b, c}`. Test-only code (`#[cfg(test)]` modules written inline and files
-under a `tests/` folder) is ignored, as are `mod` declarations and the parent's re-exports of
+such as `crate::a::{b, c}`. Test-only code (`#[cfg(test)]` modules, written inline or declared
+as `#[cfg(test)] mod x;` with their files and everything below them, and files under a `tests/`
+folder) is ignored, as are `mod` declarations and the parent's re-exports of
 its own children (`pub use child::X` in `mod.rs`), which every Rust module tree has.
 
 A cycle is reported among siblings: at each folder, the children are folded into one node each
@@ -18,6 +19,8 @@ import os
 import re
 import sys
 
+# `#[cfg(test)] mod x;` (possibly `pub(crate)`, possibly with other attributes between).
+TEST_MOD_RE = re.compile(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;")
 PATH_RE = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+)(::\{([^;]*?)\})?")
 
 
@@ -56,7 +59,16 @@ def modules(src):
             else:
                 path = tuple(parts + [name])
             mods[path] = os.path.join(root, f)
-    return mods
+    test_only = set()
+    for path, file in mods.items():
+        text = re.sub(r"//[^\n]*", "", open(file, encoding="utf-8").read())
+        for m in TEST_MOD_RE.finditer(text):
+            test_only.add(path + (m.group(1),))
+    return {
+        path: file
+        for path, file in mods.items()
+        if not any(path[:k] in test_only for k in range(1, len(path) + 1))
+    }
 
 
 def resolve(mods, base, segs):

@@ -9,11 +9,15 @@ use crate::result::RunResult;
 
 /// System name of the ceiling.
 pub(crate) const LIMIT: &str = "quic-limit";
+/// Starling with `quic_max_mtu_discovery: 6550`, and its raw ceiling's run name.
+pub(crate) const JUMBO: (&str, &str) = ("starling-mtu6550", "quic-limit-mtu6550");
+/// Starling with the latency profile (broker and client), and its open-loop run's name.
+pub(crate) const LATENCY_PROFILE: (&str, &str) = ("starling-latency", "latency-profile-1p1s-256B");
 /// System order in tables and plots.
 pub(crate) const SYSTEM_ORDER: [&str; 11] = [
     "starling",
-    crate::targets::JUMBO.0,
-    crate::targets::LATENCY_PROFILE.0,
+    JUMBO.0,
+    LATENCY_PROFILE.0,
     "nats-tls",
     "nats",
     "jetstream-tls",

@@ -29,7 +29,7 @@
 
 use super::progress::human;
 use super::table::us;
-use crate::report_cells::{Cell, LIMIT, find, is_durable, median};
+use crate::report_cells::{Cell, JUMBO, LATENCY_PROFILE, LIMIT, find, is_durable, median};
 
 /// Workloads whose delivered rate must be ≥ 1.0× plaintext NATS.
 const NATS_TARGETS: [&str; 3] = ["1p1s-256B", "1p10s-4KB", "4p4s-1KB"];
@@ -39,12 +39,8 @@ const LATENCY_WORKLOAD: &str = "1p1s-256B";
 const BULK_WORKLOAD: &str = "1p1s-16KB";
 /// The cache workload held against Redis.
 const CACHE_WORKLOAD: &str = "cache-256B";
-/// Starling with `quic_max_mtu_discovery: 6550`, and its raw ceiling's run name.
-pub(crate) const JUMBO: (&str, &str) = ("starling-mtu6550", "quic-limit-mtu6550");
 /// Starling as configured by default, and its raw ceiling's run name.
 const DEFAULT: (&str, &str) = ("starling", LIMIT);
-/// Starling with the latency profile (broker and client), and its open-loop run's name.
-pub(crate) const LATENCY_PROFILE: (&str, &str) = ("starling-latency", "latency-profile-1p1s-256B");
 /// The latency profile's goals: p99 and p99.9, µs.
 const LATENCY_PROFILE_GOALS_US: [f64; 2] = [1_000.0, 2_000.0];
 

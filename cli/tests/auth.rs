@@ -5,14 +5,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
-#[path = "../../client/tests/common/mod.rs"]
-mod common;
-
 use std::process::Stdio;
 
-use common::SOON;
-use common::secured::{Secured, TOKEN};
 use starling_client::certificate_fingerprint;
+use starling_testkit::broker::SOON;
+use starling_testkit::broker::secured::{Secured, TOKEN};
 use tokio::process::Command;
 
 /// `starling` pinned to the broker's certificate, with no server and no credentials from the

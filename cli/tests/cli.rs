@@ -3,15 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
-#[path = "../../client/tests/common/mod.rs"]
-mod common;
-
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{SOON, start_broker};
 use starling_broker::RunningBroker;
 use starling_client::{Client, certificate_fingerprint};
+use starling_testkit::broker::{SOON, pinned_config, start_broker};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
@@ -88,9 +85,7 @@ async fn cache_commands_and_exit_codes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pub_from_stdin_reaches_a_subscriber() {
     let b = start_broker().await;
-    let client = Client::connect(common::pinned_config(&b))
-        .await
-        .expect("connect");
+    let client = Client::connect(pinned_config(&b)).await.expect("connect");
     let mut sub = client.subscribe("cli.lines").await.expect("subscribe");
 
     let mut publish = starling(&b);
@@ -134,9 +129,7 @@ async fn sub_prints_lines_and_exits_after_count() {
     let waiting = tokio::spawn(child.wait_with_output());
 
     // Publish until the subscriber has seen two messages and exited.
-    let client = Client::connect(common::pinned_config(&b))
-        .await
-        .expect("connect");
+    let client = Client::connect(pinned_config(&b)).await.expect("connect");
     let deadline = tokio::time::Instant::now() + SOON;
     while !waiting.is_finished() {
         assert!(tokio::time::Instant::now() < deadline, "sub never exited");
@@ -156,9 +149,7 @@ async fn sub_prints_lines_and_exits_after_count() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sub_from_a_time_prints_what_came_after_it_then_live() {
     let b = start_broker().await;
-    let client = Client::connect(common::pinned_config(&b))
-        .await
-        .expect("connect");
+    let client = Client::connect(pinned_config(&b)).await.expect("connect");
     client
         .publish_acked("cli.time", "before")
         .await
@@ -245,9 +236,7 @@ async fn output_json_for_sub_and_cache_get() {
     sub.args(["--output", "json", "sub", "cli.json", "--count", "1"])
         .stdout(Stdio::piped());
     let waiting = tokio::spawn(sub.spawn().expect("spawn sub").wait_with_output());
-    let client = Client::connect(common::pinned_config(&b))
-        .await
-        .expect("connect");
+    let client = Client::connect(pinned_config(&b)).await.expect("connect");
     let deadline = tokio::time::Instant::now() + SOON;
     while !waiting.is_finished() {
         assert!(tokio::time::Instant::now() < deadline, "sub never exited");

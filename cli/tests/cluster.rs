@@ -3,14 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
-#[path = "../../broker/tests/cluster/harness.rs"]
-mod harness;
-
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use harness::{SOON, TestCluster, key_owned_by};
 use starling_placement::Kind;
+use starling_testkit::cluster::{SOON, TestCluster, key_owned_by};
 use tokio::process::Command;
 
 fn starling(c: &TestCluster, via: &str) -> Command {

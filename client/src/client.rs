@@ -16,9 +16,9 @@ use crate::ClientError;
 use crate::cluster::{Router, Target, is_moved};
 use crate::config::ClientConfig;
 use crate::error::Operation;
+use crate::feed::BATCH_BUFFER;
 use crate::handshake::{Role, ServerInfo};
 use crate::node::Node;
-use crate::pump::BATCH_BUFFER;
 use crate::subscription::Subscription;
 
 /// Attempts of one request when members answer `Moved` (the membership is re-read between).
@@ -431,6 +431,16 @@ impl Inner {
             }
             Err(e) => tracing::debug!(error = %e, "cluster membership refresh failed"),
         }
+    }
+}
+
+impl crate::relay::Resubscribe for Inner {
+    fn resubscribe(
+        &self,
+        topic: &str,
+        start: StartAt,
+    ) -> impl Future<Output = Result<Subscription, ClientError>> + Send {
+        self.subscribe_routed(topic, start)
     }
 }
 

@@ -2,13 +2,13 @@
 //! and QUIC windows are. Pool sizes and windows come from the same profile tables
 //! the broker uses (`starling-config`).
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use starling_config::{ClientTuning, Profile};
 
-use crate::credentials::Credentials;
+use crate::credentials::{ADDRESS_FILE, CA_FILE, Credentials, CredentialsDir};
 use crate::path::PathTuning;
+use crate::trust::Trust;
 use crate::window::{MAX_PUBLISH_WINDOW, MIN_PUBLISH_WINDOW};
 
 /// Default port of the broker's QUIC listener.
@@ -23,60 +23,6 @@ pub const DEFAULT_CACHE_STREAM_DEPTH: u32 = 64;
 /// Largest accepted [`ClientConfig::cache_stream_depth`]: a stream's queue holds 1024 requests,
 /// so a deeper stream would only make callers wait for room in it.
 pub const MAX_CACHE_STREAM_DEPTH: u32 = 1024;
-
-/// How the client decides whether to trust the server's certificate.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Trust {
-    /// Accept any certificate. For development only: a warning is logged on connect.
-    Insecure,
-    /// Trust the CA certificates in this PEM file.
-    CaFile(PathBuf),
-    /// Trust the CA certificates in this PEM text.
-    CaPem(Vec<u8>),
-    /// Accept only a server whose leaf certificate's DER encoding has this SHA-256.
-    Fingerprint([u8; 32]),
-}
-
-impl Trust {
-    /// Parses a SHA-256 fingerprint given as 64 hex digits, optionally separated
-    /// by `:` (as in `AB:CD:…`), into [`Trust::Fingerprint`].
-    pub fn fingerprint_hex(text: &str) -> Result<Trust, crate::ClientError> {
-        crate::fingerprint::parse_hex(text).map(Trust::Fingerprint)
-    }
-
-    /// The trust a command line chose with its three options (`--ca FILE`, `--insecure`,
-    /// `--fingerprint HEX`): exactly one must be given, else [`ClientError::Config`] says so.
-    ///
-    /// [`ClientError::Config`]: crate::ClientError::Config
-    pub fn select(
-        ca: Option<PathBuf>,
-        insecure: bool,
-        fingerprint: Option<&str>,
-    ) -> Result<Trust, crate::ClientError> {
-        Trust::select_or(ca, insecure, fingerprint, None)
-    }
-
-    /// [`Trust::select`], except that no option at all falls back to `fallback` when there is
-    /// one (the `ca.crt` of a credentials directory, see [`crate::CredentialsDir`]).
-    pub fn select_or(
-        ca: Option<PathBuf>,
-        insecure: bool,
-        fingerprint: Option<&str>,
-        fallback: Option<Trust>,
-    ) -> Result<Trust, crate::ClientError> {
-        match (ca, insecure, fingerprint, fallback) {
-            (Some(path), false, None, _) => Ok(Trust::CaFile(path)),
-            (None, true, None, _) => Ok(Trust::Insecure),
-            (None, false, Some(hex), _) => Trust::fingerprint_hex(hex),
-            (None, false, None, Some(trust)) => Ok(trust),
-            _ => Err(crate::ClientError::Config(
-                "choose exactly one of --ca FILE, --insecure or --fingerprint HEX \
-                 (or --credentials DIR holding a ca.crt)"
-                    .to_string(),
-            )),
-        }
-    }
-}
 
 /// QUIC transport settings of the client's connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -318,52 +264,28 @@ impl ClientConfig {
     }
 }
 
+impl CredentialsDir {
+    /// A client config for the directory alone: its `address`, its `ca.crt` and its
+    /// credentials. Fails when the directory has no `address` or no `ca.crt` (build the
+    /// [`ClientConfig`] yourself and add [`ClientConfig::with_credentials`] then).
+    pub fn into_config(self) -> Result<ClientConfig, crate::ClientError> {
+        let address = self.address.ok_or_else(|| {
+            crate::ClientError::Config(format!(
+                "the credentials directory has no `{ADDRESS_FILE}` file: give the server address"
+            ))
+        })?;
+        let trust = self.trust.ok_or_else(|| {
+            crate::ClientError::Config(format!(
+                "the credentials directory has no `{CA_FILE}` file: choose how to trust the server"
+            ))
+        })?;
+        Ok(ClientConfig::new(address, trust).with_credentials(self.credentials))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn select_takes_exactly_one_trust_option() {
-        assert!(matches!(
-            Trust::select(None, true, None),
-            Ok(Trust::Insecure)
-        ));
-        assert!(matches!(
-            Trust::select(Some("ca.pem".into()), false, None),
-            Ok(Trust::CaFile(p)) if p.as_os_str() == "ca.pem"
-        ));
-        let hex = "0f".repeat(32);
-        assert!(matches!(
-            Trust::select(None, false, Some(&hex)),
-            Ok(Trust::Fingerprint(fp)) if fp == [0x0f; 32]
-        ));
-        for (ca, insecure, fp) in [
-            (None, false, None),
-            (Some(PathBuf::from("x")), true, None),
-            (None, true, Some(hex.as_str())),
-        ] {
-            let err = Trust::select(ca, insecure, fp).map_err(|e| e.to_string());
-            assert_eq!(
-                err.err().as_deref(),
-                Some(
-                    "invalid configuration: choose exactly one of --ca FILE, --insecure or \
-                     --fingerprint HEX (or --credentials DIR holding a ca.crt)"
-                )
-            );
-        }
-        assert!(Trust::select(None, false, Some("zz")).is_err());
-        // A credentials directory's CA is the trust only when no option chose one.
-        let dir_ca = Some(Trust::CaPem(b"ca".to_vec()));
-        assert_eq!(
-            Trust::select_or(None, false, None, dir_ca.clone()).ok(),
-            dir_ca
-        );
-        assert!(matches!(
-            Trust::select_or(None, true, None, dir_ca.clone()),
-            Ok(Trust::Insecure)
-        ));
-        assert!(Trust::select_or(Some("x".into()), true, None, dir_ca).is_err());
-    }
 
     #[test]
     fn with_profile_reresolves_pools_and_windows() {

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::ClientError;
-use crate::config::{ClientConfig, Trust};
+use crate::trust::Trust;
 
 /// File holding a token user's token.
 pub const TOKEN_FILE: &str = "token";
@@ -38,8 +38,8 @@ pub enum Credentials {
     None,
     /// A token user: the token goes in `Hello.auth_token` with the `AUTH_TOKEN` feature bit.
     Token(String),
-    /// A certificate user (or, with [`ClientConfig::as_peer`], another broker): the client
-    /// certificate is presented in the TLS handshake.
+    /// A certificate user (or, with [`ClientConfig::as_peer`](crate::ClientConfig::as_peer),
+    /// another broker): the client certificate is presented in the TLS handshake.
     Certificate {
         /// The certificate chain, leaf first (PEM).
         cert_pem: Vec<u8>,
@@ -71,25 +71,6 @@ pub struct CredentialsDir {
     pub trust: Option<Trust>,
     /// The trimmed content of `address`, when present and not empty.
     pub address: Option<String>,
-}
-
-impl CredentialsDir {
-    /// A client config for the directory alone: its `address`, its `ca.crt` and its
-    /// credentials. Fails when the directory has no `address` or no `ca.crt` (build the
-    /// [`ClientConfig`] yourself and add [`ClientConfig::with_credentials`] then).
-    pub fn into_config(self) -> Result<ClientConfig, ClientError> {
-        let address = self.address.ok_or_else(|| {
-            ClientError::Config(format!(
-                "the credentials directory has no `{ADDRESS_FILE}` file: give the server address"
-            ))
-        })?;
-        let trust = self.trust.ok_or_else(|| {
-            ClientError::Config(format!(
-                "the credentials directory has no `{CA_FILE}` file: choose how to trust the server"
-            ))
-        })?;
-        Ok(ClientConfig::new(address, trust).with_credentials(self.credentials))
-    }
 }
 
 /// Why a credentials directory could not be used.
@@ -350,6 +331,7 @@ fn bad_pem(what: &str, reason: String) -> ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ClientConfig;
 
     struct Pair {
         cert: Vec<u8>,

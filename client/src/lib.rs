@@ -92,11 +92,13 @@
 //! | module | job |
 //! | --- | --- |
 //! | `client` | [`Client`], the public entry point |
-//! | `config` | [`ClientConfig`], [`Trust`], [`TransportTuning`] |
+//! | `config` | [`ClientConfig`], [`TransportTuning`] |
+//! | `trust` | [`Trust`] |
 //! | `path` | [`PathTuning`]: UDP socket buffers, MTU, congestion control, ACK frequency; the quinn endpoints (the broker's listener too) |
 //! | `credentials` | [`Credentials`], the credentials directory ([`CredentialsDir`]) |
 //! | `error` | [`ClientError`], [`ProtocolError`] |
 //! | `subscription` | [`Subscription`], [`Event`] |
+//! | `feed` | the channel between a [`Subscription`] and the task feeding it |
 //! | `handshake` | `Hello`/`HelloOk` and [`ServerInfo`] |
 //! | `addr` | `host:port` parsing, resolution, TLS server name |
 //! | `tls`, `verify`, `fingerprint` | rustls config per [`Trust`] |
@@ -124,6 +126,7 @@ mod config;
 mod connector;
 mod credentials;
 mod error;
+mod feed;
 mod fingerprint;
 mod handshake;
 mod node;
@@ -139,13 +142,14 @@ mod subscriber;
 mod subscription;
 mod tls;
 mod transport;
+mod trust;
 mod verify;
 mod window;
 
 pub use client::Client;
 pub use config::{
     ClientConfig, DEFAULT_CACHE_STREAM_DEPTH, DEFAULT_PORT, DEFAULT_PUBLISH_WINDOW,
-    MAX_CACHE_STREAM_DEPTH, TransportTuning, Trust,
+    MAX_CACHE_STREAM_DEPTH, TransportTuning,
 };
 pub use credentials::{Credentials, CredentialsDir, CredentialsError};
 pub use error::{ClientError, ProtocolError};
@@ -156,4 +160,5 @@ pub use starling_config::{ClientTuning, Profile};
 pub use starling_proto::{Position, StartAt};
 pub use subscription::{Event, Subscription};
 pub use tls::{ALPN_CACHE, ALPN_PUBSUB};
+pub use trust::Trust;
 pub use window::{MAX_PUBLISH_WINDOW, MIN_PUBLISH_WINDOW};

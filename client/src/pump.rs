@@ -13,15 +13,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
 use crate::error::ProtocolError;
-use crate::subscription::BatchItem;
+use crate::feed::{BatchItem, StopRequest};
 
-/// Batches buffered between the task and the application.
-pub(crate) const BATCH_BUFFER: usize = 16;
 /// Bytes asked for per read.
 const READ_CHUNK: usize = 64 * 1024;
-
-/// A request to unsubscribe; the task answers on the inner sender when done.
-pub(crate) type StopRequest = oneshot::Sender<()>;
 
 /// The stream of an accepted subscription, with bytes already read past `SubscribeOk`.
 pub(crate) struct SubscriptionIo {

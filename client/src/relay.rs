@@ -12,17 +12,27 @@ use std::time::{Duration, Instant};
 use starling_proto::{Position, StartAt};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::client::Inner;
-use crate::pump::StopRequest;
-use crate::subscription::{BatchItem, Subscription};
+use crate::ClientError;
+use crate::feed::{BatchItem, StopRequest};
+use crate::subscription::Subscription;
 
 /// Pause between resubscription attempts.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
+/// What the relay needs of its client: a new subscription at the topic's owner of the moment.
+pub(crate) trait Resubscribe: Send + Sync + 'static {
+    /// Subscribes to `topic` from `start` at the owner the client knows now.
+    fn resubscribe(
+        &self,
+        topic: &str,
+        start: StartAt,
+    ) -> impl Future<Output = Result<Subscription, ClientError>> + Send;
+}
+
 /// Relays `current`'s batches to `out` until the user stops, resubscribing as needed.
 /// `start` is where `current` was opened.
-pub(crate) async fn relay(
-    client: Weak<Inner>,
+pub(crate) async fn relay<C: Resubscribe>(
+    client: Weak<C>,
     topic: String,
     mut current: Subscription,
     out: mpsc::Sender<BatchItem>,
@@ -62,7 +72,7 @@ pub(crate) async fn relay(
                     let Some(inner) = client.upgrade() else {
                         return;
                     };
-                    match inner.subscribe_routed(&topic, from).await {
+                    match inner.resubscribe(&topic, from).await {
                         Ok(sub) => break sub,
                         Err(e) if Instant::now() >= deadline || !e.is_transient() => {
                             let _ = out.send(Err(e)).await;
@@ -110,7 +120,6 @@ impl ResumePoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ClientError;
 
     #[test]
     fn the_resume_point_follows_the_newest_stream() {

@@ -14,7 +14,7 @@ use starling_proto::{EventBatch, Position, SeenStreams};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
-use crate::pump::StopRequest;
+use crate::feed::{BatchItem, StopRequest};
 
 /// One delivered message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,9 +30,6 @@ pub struct Event {
     /// The published payload.
     pub payload: Bytes,
 }
-
-/// What the reader task hands over: a batch, or the error that ended the stream.
-pub(crate) type BatchItem = Result<EventBatch, ClientError>;
 
 /// A live subscription. Ends (`None`) when the server ends it or after
 /// [`Subscription::unsubscribe`]; dropping it also ends it on the server.

@@ -8,8 +8,8 @@ use rustls::RootCertStore;
 use rustls::pki_types::CertificateDer;
 
 use crate::ClientError;
-use crate::config::Trust;
 use crate::credentials::{Credentials, certificate_chain, private_key};
+use crate::trust::Trust;
 use crate::verify::PinnedVerifier;
 
 /// ALPN of publish and subscribe connections (defined by the wire protocol).

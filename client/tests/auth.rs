@@ -5,36 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
-mod common;
-
-use common::SOON;
-use common::secured::{CERT_USER, Secured, TOKEN, TOKEN_USER, revoke_token_user};
 use starling_client::{Client, ClientConfig, ClientError, Credentials};
+use starling_testkit::assert_forbidden;
+use starling_testkit::broker::secured::{CERT_USER, Secured, TOKEN, TOKEN_USER, revoke_token_user};
+use starling_testkit::broker::{SOON, pinned_config};
 
 fn config(s: &Secured) -> ClientConfig {
-    common::pinned_config(&s.broker)
-}
-
-fn assert_forbidden<T: std::fmt::Debug>(
-    r: Result<T, ClientError>,
-    op: &str,
-    name: &str,
-    user: &str,
-) {
-    match r {
-        Err(ClientError::Forbidden {
-            op: o,
-            name: n,
-            message,
-        }) => {
-            assert_eq!((o.as_str(), n.as_str()), (op, name), "{message}");
-            assert!(
-                message.contains(user) && message.contains(name),
-                "{message}"
-            );
-        }
-        other => panic!("{op} {name}: expected Forbidden, got {other:?}"),
-    }
+    pinned_config(&s.broker)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

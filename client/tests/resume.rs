@@ -5,16 +5,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
-mod common;
-
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::SOON;
 use starling_broker::{Broker, RunningBroker};
 use starling_client::{Client, ClientConfig, Subscription, Trust};
 use starling_config::{AuthMode, ConfigOverrides, Profile, compose};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use starling_testkit::broker::SOON;
+use starling_testkit::http_get;
 
 const TOPIC: &str = "resume.orders";
 
@@ -54,14 +52,8 @@ async fn start_on(quic: SocketAddr) -> RunningBroker {
 
 /// One Prometheus sample of the broker's /metrics, 0 when absent.
 async fn metric(b: &RunningBroker, name: &str) -> f64 {
-    let mut tcp = tokio::net::TcpStream::connect(b.http_addr)
-        .await
-        .expect("http");
-    tcp.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
-        .await
-        .expect("request");
-    let mut body = String::new();
-    tcp.read_to_string(&mut body).await.expect("response");
+    let (status, body) = http_get(b.http_addr, "/metrics").await;
+    assert_eq!(status, 200, "/metrics: {body}");
     body.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or(0.0)

@@ -4,13 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
-mod common;
-
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{SOON, pinned_config, start_broker};
 use starling_client::{Client, ClientConfig, ClientError, Subscription, Trust};
+use starling_testkit::broker::{SOON, pinned_config, start_broker};
 
 async fn next_payloads(sub: &mut Subscription, n: usize) -> Vec<(u64, Bytes)> {
     let mut out = Vec::new();

@@ -5,8 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::profile::Profile;
-use crate::tier::Tier;
+use crate::enums::{Profile, Tier};
 
 /// Connection and stream pool sizes for a client SDK.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

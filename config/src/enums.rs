@@ -1,4 +1,6 @@
-//! Small enumerated value types used by broker knobs.
+//! Small enumerated value types used by broker knobs, including the names of the performance
+//! profiles ([`Profile`]) and deployment tiers ([`Tier`]) a config records. What each profile
+//! and tier sets lives in `profile.rs` and `tier.rs`, which build on the knob list.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -131,7 +133,6 @@ macro_rules! snake_enum_str {
         }
     };
 }
-pub(crate) use snake_enum_str;
 
 snake_enum_str!(LaneShard {
     Auto => "auto",
@@ -160,6 +161,57 @@ snake_enum_str!(CongestionController {
     Cubic => "cubic",
     NewReno => "new_reno",
     Bbr => "bbr",
+});
+
+/// A performance profile: a named trade-off between latency, throughput and memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    /// General purpose; the default.
+    #[default]
+    Balanced,
+    /// Small batches, small windows, acks on commit: lowest tail latency.
+    Latency,
+    /// Large batches, large windows, deep queues: highest throughput.
+    Throughput,
+}
+
+snake_enum_str!(Profile {
+    Balanced => "balanced",
+    Latency => "latency",
+    Throughput => "throughput",
+});
+
+/// A deployment tier.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    /// Under 10k msg/s.
+    #[default]
+    Small,
+    /// 10k–100k msg/s.
+    Medium,
+    /// 100k–500k msg/s.
+    Large,
+}
+
+snake_enum_str!(Tier {
+    Small => "small",
+    Medium => "medium",
+    Large => "large",
 });
 
 #[cfg(test)]

@@ -14,11 +14,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::enums::{
-    AckLevel, AuthMode, CongestionController, LaneShard, LogFormat, SlowSubscriberPolicy,
-    StorageFsync,
+    AckLevel, AuthMode, CongestionController, LaneShard, LogFormat, Profile, SlowSubscriberPolicy,
+    StorageFsync, Tier,
 };
-use crate::profile::Profile;
-use crate::tier::Tier;
 
 /// The name and description of one knob, for generated documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

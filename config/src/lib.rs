@@ -2,7 +2,7 @@
 //!
 //! Module map:
 //! - [`enums`]: the small value types used by knobs (shard policy, slow-subscriber policy, log
-//!   format, ack level, fsync policy, congestion controller).
+//!   format, ack level, fsync policy, congestion controller) and the profile and tier names.
 //! - [`knobs`]: the knob list. One macro invocation generates [`BrokerConfig`] (every knob resolved),
 //!   [`ConfigOverrides`] (every knob optional) and [`ConfigFile`] (the YAML file schema).
 //! - [`profile`]: the three performance profiles and the values each one sets.
@@ -42,14 +42,13 @@ pub mod validate;
 
 pub use client::ClientTuning;
 pub use enums::{
-    AckLevel, AuthMode, CongestionController, LaneShard, LogFormat, SlowSubscriberPolicy,
-    StorageFsync,
+    AckLevel, AuthMode, CongestionController, LaneShard, LogFormat, Profile, SlowSubscriberPolicy,
+    StorageFsync, Tier,
 };
 pub use error::{ConfigError, FieldError};
 pub use knobs::{BrokerConfig, ConfigFile, ConfigOverrides, KNOBS, KnobDoc};
-pub use profile::Profile;
 pub use resolve::{ENV_PREFIX, Layer, Sources, compose, resolve};
-pub use tier::{MAX_REPLICAS, Resources, Tier, TierSizing};
+pub use tier::{MAX_REPLICAS, Resources, TierSizing};
 pub use tier_overrides::{TierOverride, TierTable};
 
 /// Default UDP port of the QUIC listener.

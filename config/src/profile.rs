@@ -9,11 +9,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
 use crate::enums::{
-    AckLevel, AuthMode, CongestionController, LaneShard, LogFormat, SlowSubscriberPolicy,
+    AckLevel, AuthMode, CongestionController, LaneShard, LogFormat, Profile, SlowSubscriberPolicy,
     StorageFsync,
 };
 use crate::knobs::BrokerConfig;
@@ -22,25 +19,6 @@ use crate::{DEFAULT_HTTP_PORT, DEFAULT_QUIC_PORT};
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 const GIB: u64 = 1024 * MIB;
-
-/// A performance profile: a named trade-off between latency, throughput and memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Profile {
-    /// General purpose; the default.
-    #[default]
-    Balanced,
-    /// Small batches, small windows, acks on commit: lowest tail latency.
-    Latency,
-    /// Large batches, large windows, deep queues: highest throughput.
-    Throughput,
-}
-
-crate::enums::snake_enum_str!(Profile {
-    Balanced => "balanced",
-    Latency => "latency",
-    Throughput => "throughput",
-});
 
 impl Profile {
     /// The profile's complete configuration, before any tier sizing or override.

@@ -4,9 +4,8 @@
 use std::fmt::Write;
 
 use crate::client::ClientTuning;
+use crate::enums::{Profile, Tier};
 use crate::knobs::{BrokerConfig, KNOBS};
-use crate::profile::Profile;
-use crate::tier::Tier;
 
 /// A tier table row: label and cell renderer.
 type TierRow = (&'static str, fn(&crate::TierSizing) -> String);

@@ -12,10 +12,9 @@
 
 use std::path::Path;
 
+use crate::enums::{Profile, Tier};
 use crate::error::ConfigError;
 use crate::knobs::{BrokerConfig, ConfigFile, ConfigOverrides};
-use crate::profile::Profile;
-use crate::tier::Tier;
 
 /// Composes a config without validating it.
 pub fn compose(profile: Profile, tier: Option<Tier>, overrides: &ConfigOverrides) -> BrokerConfig {

@@ -8,41 +8,10 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::enums::Tier;
 use crate::knobs::BrokerConfig;
 use crate::memory::MemoryBudgets;
 use crate::quantity::parse_units;
-
-/// A deployment tier.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Default,
-    Serialize,
-    Deserialize,
-    JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Tier {
-    /// Under 10k msg/s.
-    #[default]
-    Small,
-    /// 10k–100k msg/s.
-    Medium,
-    /// 100k–500k msg/s.
-    Large,
-}
-
-crate::enums::snake_enum_str!(Tier {
-    Small => "small",
-    Medium => "medium",
-    Large => "large",
-});
 
 /// CPU and memory of one broker pod, as Kubernetes quantities.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -19,8 +19,9 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::enums::Tier;
 use crate::error::ConfigError;
-use crate::tier::{Tier, TierSizing};
+use crate::tier::TierSizing;
 
 /// Overrides of one tier's row. Unset fields keep the built-in value.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

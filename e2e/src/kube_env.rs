@@ -12,7 +12,7 @@ use starling_client::{ClientConfig, Trust};
 use starling_config::{BrokerConfig, ConfigFile, Sources};
 use starling_operator::crd::{BrokerCluster, BrokerClusterSpec};
 
-use crate::users::UserCredentials;
+use crate::credentials::UserCredentials;
 use crate::{E2eError, READY_TIMEOUT, http, wait};
 
 /// The cluster and what the suite expects to find in it.

@@ -7,6 +7,7 @@
 //! machine). Without `KUBECONFIG` every test fails with a message saying so: an e2e test that
 //! silently passes without a cluster would prove nothing.
 
+pub mod credentials;
 pub mod http;
 pub mod kube_env;
 pub mod pod_logs;

@@ -1,23 +1,24 @@
 //! BrokerUsers in a test namespace: create one (as a user would, from YAML-shaped JSON, so the
 //! suite exercises the CRD's schema and not only the operator's Rust types), wait until the
 //! operator made it Ready, read its credentials Secret, and turn that Secret into an SDK
-//! [`ClientConfig`] or a directory for `starling --credentials DIR`.
+//! `ClientConfig` or a directory for `starling --credentials DIR`.
 //!
 //! The Secret's `address` (`<cluster>.<namespace>.svc:7400`) does not resolve on the host, so
 //! the suite connects to the client Service's ClusterIP and uses the address's host as the TLS
 //! server name: the brokers' certificate is still verified against the Secret's `ca.crt`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
-use starling_client::{ClientConfig, Credentials, Trust};
+use starling_client::Credentials;
 
 use crate::kube_env::TestNamespace;
 use crate::{E2eError, wait};
+
+pub use crate::credentials::{CredentialsDirGuard, UserCredentials};
 
 /// How long the operator may take to make a BrokerUser Ready.
 pub const USER_READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -56,75 +57,6 @@ pub fn full_access() -> serde_json::Value {
     serde_json::json!({
         "publish": all, "subscribe": all, "cacheRead": all, "cacheWrite": all,
     })
-}
-
-/// A BrokerUser's credentials Secret, read back.
-#[derive(Debug, Clone)]
-pub struct UserCredentials {
-    /// The BrokerUser's name.
-    pub user: String,
-    /// The Secret's name (`status.secretName`).
-    pub secret_name: String,
-    /// Every key of the Secret and its bytes.
-    pub files: BTreeMap<String, Vec<u8>>,
-    /// The token or certificate in the Secret, as the SDK reads them.
-    pub credentials: Credentials,
-    /// `ca.crt`: what the brokers' server certificate is verified against.
-    pub ca_pem: Vec<u8>,
-    /// `address`: `<cluster>.<namespace>.svc:7400`.
-    pub address: String,
-}
-
-impl UserCredentials {
-    /// The host part of `address`: the TLS server name the brokers' certificate carries.
-    pub fn server_name(&self) -> &str {
-        self.address
-            .rsplit_once(':')
-            .map_or(self.address.as_str(), |(host, _)| host)
-    }
-
-    /// An SDK config for this user towards `server` (an IP:port reachable from the host),
-    /// verifying the brokers against `ca.crt` by the name in `address`.
-    pub fn config(&self, server: impl Into<String>) -> ClientConfig {
-        ClientConfig::new(server, Trust::CaPem(self.ca_pem.clone()))
-            .with_server_name(self.server_name())
-            .with_credentials(self.credentials.clone())
-    }
-
-    /// Writes the Secret's keys as files into a fresh directory under the temporary
-    /// directory, as a Secret volume would mount them; removed when the guard drops.
-    pub fn write_dir(&self) -> std::io::Result<CredentialsDirGuard> {
-        let path = std::env::temp_dir().join(format!(
-            "starling-e2e-credentials-{}-{:08x}",
-            self.user,
-            rand::random::<u32>()
-        ));
-        std::fs::create_dir_all(&path)?;
-        let guard = CredentialsDirGuard { path };
-        for (key, bytes) in &self.files {
-            std::fs::write(guard.path.join(key), bytes)?;
-        }
-        Ok(guard)
-    }
-}
-
-/// A credentials directory written by [`UserCredentials::write_dir`], removed on drop.
-#[derive(Debug)]
-pub struct CredentialsDirGuard {
-    path: PathBuf,
-}
-
-impl CredentialsDirGuard {
-    /// The directory.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for CredentialsDirGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
 }
 
 impl TestNamespace {

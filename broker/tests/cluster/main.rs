@@ -9,9 +9,11 @@
 mod durable_handoff;
 mod durable_owner;
 mod failure;
-mod harness;
 mod late;
 mod meet;
 mod relay_resume;
 mod rotation;
 mod scale;
+
+// The cluster harness, shared with the CLI's cluster test.
+use starling_testkit::cluster as harness;

@@ -235,7 +235,7 @@ async fn a_stranger_without_the_peer_certificate_is_not_a_peer() {
     );
     // A `starling:peer` certificate from another CA: the TLS handshake fails.
     let rogue =
-        crate::harness::pki::Ca::new("rogue CA").client(starling_broker::auth::PEER_IDENTITY);
+        starling_testkit::pki::Ca::new("rogue CA").client(starling_broker::auth::PEER_IDENTITY);
     let forged =
         c.config("a")
             .as_peer()

@@ -339,7 +339,7 @@ async fn idle_publish_and_cache_streams_are_closed_and_subscriptions_are_not() {
         .cache_get(bytes::Bytes::from_static(b"k"))
         .await
         .expect("get after the idle close");
-    assert_eq!(got.as_ref().map(index), Some(2));
+    assert_eq!(got.as_deref().map(index), Some(2));
 
     // The subscription waited through all of it and still delivers; so does a new publish.
     assert_eq!(index(&recv_n(&mut sub, 1).await[0].1), 1);

@@ -10,9 +10,10 @@ use starling_broker::{Broker, BrokerError};
 use starling_client::{Client, ClientError, Credentials};
 use starling_config::{AuthMode, ConfigOverrides, Profile, compose};
 use starling_proto::{Frame, Hello, PROTOCOL_VERSION, StartAt, Subscribe, features, write_frame};
+use starling_testkit::assert_forbidden;
+use starling_testkit::pki::{Ca, write_atomic};
 
 use crate::common::{SOON, TestBroker, read_one, start, wait_metrics};
-use crate::pki::{Ca, write_atomic};
 
 const APP_TOKEN: &str = "app-token-0123456789";
 const NEW_TOKEN: &str = "late-token-0123456789";
@@ -104,23 +105,6 @@ impl Drop for Secured {
     }
 }
 
-fn assert_forbidden<T: std::fmt::Debug>(r: Result<T, ClientError>, op: &str, name: &str) {
-    match r {
-        Err(ClientError::Forbidden {
-            op: o,
-            name: n,
-            message,
-        }) => {
-            assert_eq!((o.as_str(), n.as_str()), (op, name), "{message}");
-            assert!(
-                message.contains("app") || message.contains("billing"),
-                "{message}"
-            );
-        }
-        other => panic!("{op} {name}: expected Forbidden, got {other:?}"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_credentials_are_refused_while_a_bystander_keeps_working() {
     let s = Secured::start("anon").await;
@@ -203,6 +187,7 @@ async fn a_certificate_from_another_ca_fails_the_tls_handshake() {
         billing.publish_acked("orders.eu", "x").await,
         "publish",
         "orders.eu",
+        "billing",
     );
     billing.close().await;
 }
@@ -227,7 +212,12 @@ async fn every_pattern_form_allows_and_forbids_each_operation() {
         "tenant-a.secret.k",
         "other",
     ] {
-        assert_forbidden(app.publish_acked(refused, "no").await, "publish", refused);
+        assert_forbidden(
+            app.publish_acked(refused, "no").await,
+            "publish",
+            refused,
+            "app",
+        );
     }
     // A batch is checked by its topic too.
     assert_forbidden(
@@ -235,6 +225,7 @@ async fn every_pattern_form_allows_and_forbids_each_operation() {
             .await,
         "publish",
         "orders.us",
+        "app",
     );
 
     // Subscribe: the same forms; a refusal leaves the connection's other streams working.
@@ -247,6 +238,7 @@ async fn every_pattern_form_allows_and_forbids_each_operation() {
             app.subscribe(refused).await.map(|_| ()),
             "subscribe",
             refused,
+            "app",
         );
     }
     app.publish_acked("metrics.cpu", "after refusals")
@@ -271,21 +263,25 @@ async fn every_pattern_form_allows_and_forbids_each_operation() {
         app.cache_put("cfg.other", "x", None).await,
         "cache_write",
         "cfg.other",
+        "app",
     );
     assert_forbidden(
         app.cache_delete("cfg.other").await,
         "cache_write",
         "cfg.other",
+        "app",
     );
     assert_forbidden(
         app.cache_get("cfg.hidden").await,
         "cache_read",
         "cfg.hidden",
+        "app",
     );
     assert_forbidden(
         app.cache_get("secrets.db").await,
         "cache_read",
         "secrets.db",
+        "app",
     );
     assert!(app.cache_delete("cfg.app").await.expect("delete cfg.app"));
 
@@ -405,6 +401,7 @@ async fn live_connections_follow_the_reloaded_permissions() {
         app.publish_acked("metrics.cpu", "2").await,
         "publish",
         "metrics.cpu",
+        "app",
     );
     app.publish_acked("orders.eu", "3")
         .await

@@ -14,7 +14,9 @@ use starling_broker::{Broker, RunningBroker};
 use starling_client::{Client, ClientConfig, Subscription, Trust};
 use starling_config::{AuthMode, ConfigOverrides, Profile, compose};
 use starling_proto::{Frame, FrameDecoder, Hello, PROTOCOL_VERSION, read_frame, write_frame};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub use starling_testkit::http::http_get;
+pub use starling_testkit::payload::{index, payload};
 
 /// Generous upper bound for anything that should happen "soon" on a loaded 2-core machine.
 pub const SOON: Duration = Duration::from_secs(10);
@@ -184,35 +186,6 @@ fn pem_of(der: &[u8]) -> String {
     )
 }
 
-/// One HTTP/1.1 GET. Status 0 means no answer: the connection was refused, or reset before a
-/// response (a listener closing with the connection still in its accept queue resets it).
-/// Callers that expect an answer assert on the status, so they still fail, with the reason.
-pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut s = match tokio::net::TcpStream::connect(addr).await {
-        Ok(s) => s,
-        Err(e) => return (0, format!("connect: {e}")),
-    };
-    let req = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
-    if let Err(e) = s.write_all(req.as_bytes()).await {
-        return (0, format!("write: {e}"));
-    }
-    let mut raw = Vec::new();
-    if let Err(e) = s.read_to_end(&mut raw).await {
-        return (0, format!("read: {e}"));
-    }
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
-
 /// Parsed `/metrics`: samples keyed by `name{sorted labels}`.
 pub struct Metrics(pub HashMap<String, f64>);
 
@@ -286,16 +259,6 @@ pub async fn wait_metrics(b: &TestBroker, what: &str, pred: impl Fn(&Metrics) ->
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-pub fn payload(i: u32) -> Bytes {
-    Bytes::from(i.to_be_bytes().to_vec())
-}
-
-pub fn index(p: &Bytes) -> u32 {
-    let mut b = [0u8; 4];
-    b.copy_from_slice(&p[..4]);
-    u32::from_be_bytes(b)
 }
 
 /// Resident set size of this test process (broker and clients together), in bytes.

@@ -6,10 +6,10 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use starling_client::ClientError;
 use starling_config::{ConfigOverrides, Profile};
 use starling_proto::{ErrorCode, Frame, StartAt, Subscribe, write_frame};
+use starling_testkit::payload::padded;
 
 use crate::common::*;
 
@@ -282,10 +282,8 @@ async fn publish_bytes_in_flight_stay_under_the_budget_and_nothing_is_lost() {
     let publisher = b.client().await;
     let flood = tokio::spawn(async move {
         for i in 0..MESSAGES {
-            let mut v = vec![0u8; 16 * 1024];
-            v[..4].copy_from_slice(&i.to_be_bytes());
             publisher
-                .publish("held", Bytes::from(v))
+                .publish("held", padded(i, 16 * 1024))
                 .await
                 .expect("publish");
         }

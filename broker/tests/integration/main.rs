@@ -19,6 +19,3 @@ mod quic_path;
 mod retention;
 mod slow_subscriber;
 mod tls_files;
-
-#[path = "../cluster/pki.rs"]
-mod pki;

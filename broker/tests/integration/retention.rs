@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use starling_config::{ConfigOverrides, Profile};
 use starling_proto::{Frame, Position, StartAt, Subscribe, write_frame};
+use starling_testkit::payload::padded;
 
 use crate::common::*;
 
@@ -66,11 +66,7 @@ async fn all_topics_together_stay_under_the_broker_wide_cap() {
     // 4 topics × 10 messages of 1 KiB: about 40 KiB fanned out, five times the cap.
     for i in 0..10u32 {
         for t in topics {
-            let mut body = vec![0u8; 1024];
-            body[..4].copy_from_slice(&i.to_be_bytes());
-            c.publish_acked(t, bytes::Bytes::from(body))
-                .await
-                .expect("publish");
+            c.publish_acked(t, padded(i, 1024)).await.expect("publish");
         }
     }
     for sub in &mut subs {
@@ -124,9 +120,7 @@ async fn many_resuming_subscribers_share_the_retained_tail() {
     let c = b.client().await;
     // About 14 MiB retained: 224 batches of one 64 KiB event.
     for i in 0..BATCHES {
-        let mut v = vec![0u8; 64 * 1024];
-        v[..4].copy_from_slice(&i.to_be_bytes());
-        c.publish_acked("tail", Bytes::from(v))
+        c.publish_acked("tail", padded(i, 64 * 1024))
             .await
             .expect("publish");
     }

@@ -44,9 +44,7 @@ async fn stalled_subscriber(b: &TestBroker, topic: &str) -> Stalled {
 }
 
 fn big(i: u32) -> Bytes {
-    let mut v = vec![0u8; 2048];
-    v[..4].copy_from_slice(&i.to_be_bytes());
-    Bytes::from(v)
+    starling_testkit::payload::padded(i, 2048)
 }
 
 async fn drop_policy_case(policy: SlowSubscriberPolicy, reason: &str) {

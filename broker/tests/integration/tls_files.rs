@@ -1,10 +1,10 @@
 //! TLS from PEM files (the Kubernetes Secret mount): a CA-signed certificate is served and
 //! verified by a client trusting only that CA; unreadable files are a clear start-up error.
 
-use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use starling_broker::{Broker, BrokerError, RunningBroker};
 use starling_client::{Client, ClientConfig, Trust};
 use starling_config::{ConfigOverrides, Profile, compose};
+use starling_testkit::pki::Ca;
 
 use crate::common::{base_overrides, index, payload, recv_n};
 
@@ -16,20 +16,11 @@ impl Pki {
     fn new(tag: &str) -> Pki {
         let dir = std::env::temp_dir().join(format!("starling-tls-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("tmp dir");
-        let ca_key = KeyPair::generate().expect("ca key");
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca = ca_params.self_signed(&ca_key).expect("ca cert");
-        let leaf_key = KeyPair::generate().expect("leaf key");
-        let leaf_params =
-            CertificateParams::new(vec!["broker.starling.test".to_string()]).expect("leaf params");
-        let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
-        let leaf = leaf_params
-            .signed_by(&leaf_key, &issuer)
-            .expect("leaf cert");
-        std::fs::write(dir.join("ca.crt"), ca.pem()).expect("write");
-        std::fs::write(dir.join("tls.crt"), leaf.pem()).expect("write");
-        std::fs::write(dir.join("tls.key"), leaf_key.serialize_pem()).expect("write");
+        let ca = Ca::new("starling test CA");
+        let leaf = ca.issue("broker.starling.test", &["broker.starling.test"]);
+        std::fs::write(dir.join("ca.crt"), &ca.pem).expect("write");
+        std::fs::write(dir.join("tls.crt"), &leaf.cert).expect("write");
+        std::fs::write(dir.join("tls.key"), &leaf.key).expect("write");
         Pki { dir }
     }
 

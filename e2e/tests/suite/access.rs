@@ -17,6 +17,7 @@ use starling_client::{ClientConfig, ClientError, Trust};
 use starling_e2e::users::{AuthType, UserCredentials};
 use starling_e2e::{Env, TestNamespace, wait};
 use starling_operator::crd::BrokerClusterSpec;
+use starling_testkit::assert_forbidden;
 
 use crate::cli::run_cli;
 
@@ -46,29 +47,6 @@ async fn ready_user(
     ns.user_credentials(name)
         .await
         .unwrap_or_else(|e| panic!("credentials of {name}: {e}"))
-}
-
-/// Asserts a typed refusal of `op` on `name`, whose message names the user.
-fn assert_forbidden<T: std::fmt::Debug>(
-    r: Result<T, ClientError>,
-    want_op: &str,
-    want_name: &str,
-    user: &str,
-) {
-    match r {
-        Err(ClientError::Forbidden { op, name, message }) => {
-            assert_eq!(
-                (op.as_str(), name.as_str()),
-                (want_op, want_name),
-                "{message}"
-            );
-            assert!(
-                message.contains(user) && message.contains(want_name),
-                "the refusal names the user and the object: {message}"
-            );
-        }
-        other => panic!("{want_op} {want_name} as {user}: expected Forbidden, got {other:?}"),
-    }
 }
 
 async fn next_payload(sub: &mut starling_client::Subscription) -> Vec<u8> {

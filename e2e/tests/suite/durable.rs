@@ -22,6 +22,7 @@ use kube::api::DeleteParams;
 use starling_client::Position;
 use starling_e2e::{Env, wait};
 use starling_operator::crd::BrokerClusterSpec;
+use starling_testkit::payload::{payload, try_index};
 
 const TOPIC: &str = "orders.e2e";
 /// A resume position older than any stream: everything the log holds.
@@ -31,14 +32,6 @@ fn lock(acked: &Mutex<Vec<u32>>) -> std::sync::MutexGuard<'_, Vec<u32>> {
     acked
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn payload(i: u32) -> Vec<u8> {
-    i.to_be_bytes().to_vec()
-}
-
-fn index(bytes: &[u8]) -> Option<u32> {
-    Some(u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?))
 }
 
 /// Publishes `from..` with acks until `stop` turns true, recording each acked index; a failed
@@ -159,7 +152,7 @@ async fn a_force_deleted_durable_broker_loses_no_acked_message() {
     let mut got: Vec<(u32, Position)> = Vec::new();
     while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_secs(3), sub.next_event()).await {
         let ev = ev.expect("event");
-        got.push((index(&ev.payload).expect("a 4-byte index"), ev.position));
+        got.push((try_index(&ev.payload).expect("a 4-byte index"), ev.position));
     }
     for w in got.windows(2) {
         assert!(w[0].0 < w[1].0, "out of order or duplicated: {w:?}");
@@ -238,7 +231,7 @@ async fn read_from_the_start(client: &starling_client::Client, topic: &str, at: 
     let mut got: Vec<u32> = Vec::new();
     let mut wait_for = Duration::from_secs(15);
     while let Ok(Some(ev)) = tokio::time::timeout(wait_for, sub.next_event()).await {
-        got.push(index(&ev.expect("event").payload).expect("a 4-byte index"));
+        got.push(try_index(&ev.expect("event").payload).expect("a 4-byte index"));
         wait_for = Duration::from_secs(3);
     }
     for w in got.windows(2) {

@@ -1,7 +1,5 @@
-//! Shared by the smoke tests: an in-process broker on loopback ephemeral
-//! ports and client configs that trust it.
-
-#![allow(dead_code)]
+//! One in-process broker on loopback ephemeral ports for the SDK and CLI tests, and client
+//! configs that trust it; [`secured`]: one that requires credentials.
 
 pub mod secured;
 

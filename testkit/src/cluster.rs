@@ -3,9 +3,7 @@
 //! members file, brokers started and stopped by id, clients (routing or plain) and metric
 //! scrapes. Peers authenticate each other by certificate; clients connect anonymously
 //! (`auth_mode: none` with a client CA, so `PEER` is granted only to the peer certificate).
-//! Also used by the CLI's cluster test (`cli/tests/cluster.rs` includes this file).
-
-#![allow(dead_code)]
+//! Used by the broker's cluster tests and the CLI's cluster test.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -17,8 +15,10 @@ use starling_client::{Client, ClientConfig, Trust};
 use starling_config::{AckLevel, AuthMode, ConfigOverrides, Profile, StorageFsync, compose};
 use starling_placement::Kind;
 
-#[path = "pki.rs"]
-pub mod pki;
+use crate::http::http_get;
+use crate::pki;
+
+pub use crate::payload::{index64 as index, payload64 as payload};
 
 /// Upper bound for anything that should happen "soon" on a loaded 2-core machine.
 pub const SOON: Duration = Duration::from_secs(15);
@@ -341,7 +341,7 @@ impl TestCluster {
     /// One metric of broker `id` (sum over label sets whose labels contain `labels`).
     pub async fn metric(&self, id: &str, name: &str, labels: &str) -> f64 {
         let addr = self.running[id].http_addr;
-        let body = http_get(addr, "/metrics").await;
+        let body = http_body(addr, "/metrics").await;
         body.lines()
             .filter(|l| !l.starts_with('#'))
             .filter_map(|l| {
@@ -386,26 +386,9 @@ fn free_udp_port() -> u16 {
     s.local_addr().expect("addr").port()
 }
 
-async fn http_get(addr: SocketAddr, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr)
-        .await
-        .expect("http connect");
-    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.expect("http write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.expect("http read");
-    out.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default()
-}
-
-/// A payload carrying `i`.
-pub fn payload(i: u64) -> bytes::Bytes {
-    bytes::Bytes::from(i.to_be_bytes().to_vec())
-}
-
-/// The number in a payload made by [`payload`].
-pub fn index(p: &[u8]) -> u64 {
-    p.try_into().map(u64::from_be_bytes).unwrap_or(u64::MAX)
+/// The body of `GET path` at `addr`, failing the test when nothing answers.
+async fn http_body(addr: SocketAddr, path: &str) -> String {
+    let (status, body) = http_get(addr, path).await;
+    assert_ne!(status, 0, "GET {path} at {addr}: {body}");
+    body
 }

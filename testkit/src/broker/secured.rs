@@ -4,11 +4,10 @@
 
 use std::path::Path;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-};
 use starling_broker::{Broker, RunningBroker};
 use starling_config::{AuthMode, ConfigOverrides, Profile, compose};
+
+use crate::pki::Ca;
 
 /// The token user's token.
 pub const TOKEN: &str = "cli-token-0123456789abcdef";
@@ -29,23 +28,12 @@ pub struct ClientCert {
 
 /// A new CA and a client certificate with common name `cn` signed by it.
 pub fn client_cert(cn: &str) -> ClientCert {
-    let ca_key = KeyPair::generate().expect("ca key");
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "test users CA");
-    let ca = ca_params.self_signed(&ca_key).expect("ca cert");
-    let key = KeyPair::generate().expect("leaf key");
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("leaf params");
-    params.distinguished_name.push(DnType::CommonName, cn);
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let issuer = Issuer::from_params(&ca_params, &ca_key);
-    let cert = params.signed_by(&key, &issuer).expect("leaf cert");
+    let ca = Ca::new("test users CA");
+    let leaf = ca.client(cn);
     ClientCert {
-        ca_pem: ca.pem(),
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
+        ca_pem: ca.pem,
+        cert_pem: leaf.cert,
+        key_pem: leaf.key,
     }
 }
 

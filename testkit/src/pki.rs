@@ -1,8 +1,6 @@
 //! Test certificates made with rcgen: a CA, and leaves it signs (server certificates, user
-//! client certificates, the `starling:peer` certificate). Shared by the cluster harness and the
-//! integration tests (`#[path]`), so both build the same kind of material the operator does.
-
-#![allow(dead_code)]
+//! client certificates, the `starling:peer` certificate), the same kind of material the
+//! operator builds. Every test that needs a CA takes it from here.
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
