@@ -49,8 +49,10 @@ deps:
 fmt-check:
 	$(CARGO) fmt --all --check
 
+## clippy, and no module cycles in any workspace crate (scripts/module-cycles-all.sh).
 lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	./scripts/module-cycles-all.sh
 
 unit:
 	$(CARGO) test $(PROFILE) --workspace --exclude starling-e2e
