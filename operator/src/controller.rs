@@ -51,6 +51,7 @@ use crate::autoscale::runner::AutoscaleContext;
 use crate::build::{Sizes, render_sized, unwanted};
 use crate::context::Context;
 use crate::crd::user::BrokerUser;
+use crate::crd::conditions::Reason;
 use crate::crd::{BrokerCluster, BrokerClusterStatus};
 use crate::error::{Error, Result};
 use crate::events::{self, Planned};
@@ -206,7 +207,7 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         desired: validated.as_ref(),
         sts: observed.as_ref(),
         previous: bc.status.as_ref(),
-        apply_error: apply_error.as_ref().map(ToString::to_string),
+        apply_error: apply_error.as_ref().map(|e| (degraded_reason(e), e.to_string())),
         members: members.as_ref(),
         now: Time(now),
     });
@@ -240,6 +241,14 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
             };
             Ok(Action::requeue(requeue_after(timers)))
         }
+    }
+}
+
+/// The `Degraded` reason a failed apply is reported under.
+fn degraded_reason(e: &Error) -> Reason {
+    match e {
+        Error::UntrustedCa(_) => Reason::UntrustedCa,
+        _ => Reason::ApplyFailed,
     }
 }
 

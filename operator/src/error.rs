@@ -54,6 +54,10 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
+    /// The cluster CA Secret was not created by the operator for this cluster and the spec does
+    /// not name it (see [`crate::ca_trust`]): refused, never used.
+    #[error("{0}")]
+    UntrustedCa(String),
 }
 
 impl Error {
@@ -83,6 +87,7 @@ impl Error {
             Error::Leadership(_) => "leadership",
             Error::Tls(_) | Error::Pki(_) => "certificate",
             Error::ForeignSecret { .. } => "foreign_secret",
+            Error::UntrustedCa(_) => "untrusted_ca",
             Error::UsersDocument(_) => "serialize",
         }
     }
@@ -100,6 +105,7 @@ impl Error {
         "leadership",
         "certificate",
         "foreign_secret",
+        "untrusted_ca",
     ];
 }
 

@@ -204,7 +204,10 @@ pub fn for_auth_mode(
 pub fn for_error(err: &crate::error::Error) -> Planned {
     Planned {
         warning: true,
-        reason: "ReconcileFailed",
+        reason: match err {
+            crate::error::Error::UntrustedCa(_) => "UntrustedCa",
+            _ => "ReconcileFailed",
+        },
         action: "Reconcile",
         note: err.to_string(),
     }

@@ -293,3 +293,32 @@ async fn a_user_before_its_cluster_ca_waits_and_a_foreign_secret_is_not_taken_ov
         .unwrap_or_default();
     assert!(!doc.contains("early"), "{doc}");
 }
+
+#[tokio::test]
+async fn a_planted_cluster_ca_signs_no_user_certificate() {
+    let h = Harness::new();
+    // A usable CA under the cluster's CA name, not created by the operator (no owner
+    // reference, no CA label): the user waits and gets nothing signed by it.
+    let planted = pki::generate_ca("events", "messaging", Timestamp::now().as_second())
+        .unwrap_or_else(|e| panic!("{e}"));
+    h.with(|f| {
+        f.objects.insert(
+            format!("/api/v1{NS}secrets/events-ca"),
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "events-ca", "namespace": "messaging"},
+                   "data": {"ca.crt": k8s_openapi::ByteString(planted.cert.clone().into_bytes()),
+                            "ca.key": k8s_openapi::ByteString(planted.key.clone().into_bytes())}}),
+        )
+    });
+    h.add_user("billing", UserAuthType::Tls, &["billing.*"]);
+    let u = h.reconcile_user("billing").await;
+    assert_eq!(ready(&u), ("False".into(), "WaitingForCluster".into()));
+    let message = u
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(message.contains("refused"), "{message}");
+    assert!(h.secret("billing-credentials").is_none());
+}
