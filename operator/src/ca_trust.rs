@@ -122,11 +122,21 @@ mod tests {
             Err(Untrusted::NotOwned)
         );
         assert_eq!(
-            check(&meta(Some(("uid-2", true)), Some("events")), "events", "uid-1", false),
+            check(
+                &meta(Some(("uid-2", true)), Some("events")),
+                "events",
+                "uid-1",
+                false
+            ),
             Err(Untrusted::NotOwned)
         );
         assert_eq!(
-            check(&meta(Some(("uid-1", false)), Some("events")), "events", "uid-1", false),
+            check(
+                &meta(Some(("uid-1", false)), Some("events")),
+                "events",
+                "uid-1",
+                false
+            ),
             Err(Untrusted::NotOwned),
             "a non-controller owner reference is not enough"
         );
@@ -135,7 +145,12 @@ mod tests {
             Err(Untrusted::NotLabelled)
         );
         assert_eq!(
-            check(&meta(Some(("uid-1", true)), Some("other")), "events", "uid-1", false),
+            check(
+                &meta(Some(("uid-1", true)), Some("other")),
+                "events",
+                "uid-1",
+                false
+            ),
             Err(Untrusted::NotLabelled)
         );
         // Named in the spec: trusted as it is.

@@ -50,8 +50,8 @@ use crate::apply::{apply_children, apply_status, ensure_tls_secret};
 use crate::autoscale::runner::AutoscaleContext;
 use crate::build::{Sizes, render_sized, unwanted};
 use crate::context::Context;
-use crate::crd::user::BrokerUser;
 use crate::crd::conditions::Reason;
+use crate::crd::user::BrokerUser;
 use crate::crd::{BrokerCluster, BrokerClusterStatus};
 use crate::error::{Error, Result};
 use crate::events::{self, Planned};
@@ -207,7 +207,9 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         desired: validated.as_ref(),
         sts: observed.as_ref(),
         previous: bc.status.as_ref(),
-        apply_error: apply_error.as_ref().map(|e| (degraded_reason(e), e.to_string())),
+        apply_error: apply_error
+            .as_ref()
+            .map(|e| (degraded_reason(e), e.to_string())),
         members: members.as_ref(),
         now: Time(now),
     });

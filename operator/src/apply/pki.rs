@@ -15,8 +15,8 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 
 use super::apply;
-use crate::ca_trust;
 use crate::build::pki_secrets::{self, CA_CERT, TLS_CERT, key_text, read_ca};
+use crate::ca_trust;
 use crate::error::{Error, Result};
 use crate::pki::{self, Renewal};
 use crate::tls::CertificatePem;
@@ -42,13 +42,8 @@ async fn get(api: &Api<Secret>, name: &str) -> Result<Option<Secret>> {
 /// The CA in a Secret the operator found, if [`ca_trust::check`] lets it use it and it is
 /// usable; `Err` when it is refused.
 fn trusted_ca(v: &ValidatedCluster, secret: &Secret, now: i64) -> Result<Option<CertificatePem>> {
-    ca_trust::check(
-        &secret.metadata,
-        &v.id.name,
-        &v.id.owner.uid,
-        v.ca_explicit,
-    )
-    .map_err(|why| Error::UntrustedCa(why.message(&v.ca_secret, &v.id.name)))?;
+    ca_trust::check(&secret.metadata, &v.id.name, &v.id.owner.uid, v.ca_explicit)
+        .map_err(|why| Error::UntrustedCa(why.message(&v.ca_secret, &v.id.name)))?;
     Ok(read_ca(secret).filter(|ca| pki::ca_is_usable(ca, now)))
 }
 

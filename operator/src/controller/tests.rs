@@ -1051,7 +1051,10 @@ async fn a_planted_ca_secret_is_refused_never_used_nor_overwritten() {
         });
         let r = h.reconcile(&bc).await;
         assert!(matches!(r, Err(Error::UntrustedCa(_))), "{meta}: {r:?}");
-        assert_eq!(r.as_ref().err().map(Error::metric_label), Some("untrusted_ca"));
+        assert_eq!(
+            r.as_ref().err().map(Error::metric_label),
+            Some("untrusted_ca")
+        );
         h.with(|f| {
             assert_eq!(f.objects.get(&path), Some(&planted), "left alone");
             assert!(
@@ -1065,7 +1068,10 @@ async fn a_planted_ca_secret_is_refused_never_used_nor_overwritten() {
                 .and_then(|cs| cs.iter().find(|c| c["type"] == "Degraded"))
                 .map(|c| c["message"].as_str().unwrap_or("").to_string())
                 .unwrap_or_default();
-            assert!(message.contains("events-ca") && message.contains("refused"), "{message}");
+            assert!(
+                message.contains("events-ca") && message.contains("refused"),
+                "{message}"
+            );
             if i == 0 {
                 // Later ones are the same event's series (a PATCH).
                 assert_eq!(f.event_reasons(), vec!["UntrustedCa"]);
@@ -1085,7 +1091,10 @@ async fn a_planted_ca_secret_is_refused_never_used_nor_overwritten() {
     assert!(h.reconcile(&bc).await.is_ok());
     h.with(|f| {
         let ours = f.objects.get(&path).cloned().unwrap_or_default();
-        assert_eq!(ours["metadata"]["labels"]["starling.dev/cluster-ca"], "events");
+        assert_eq!(
+            ours["metadata"]["labels"]["starling.dev/cluster-ca"],
+            "events"
+        );
         assert_ne!(ours["data"]["ca.crt"], planted_ca_b64(&planted_ca));
         let peer = f.objects.get(&peer_path).cloned().unwrap_or_default();
         assert_eq!(peer["data"]["ca.crt"], ours["data"]["ca.crt"]);
@@ -1120,7 +1129,10 @@ async fn a_ca_named_in_the_spec_is_used_as_it_is_and_never_written() {
     assert!(h.reconcile(&bc).await.is_ok());
     h.with(|f| {
         assert_eq!(f.objects.get(&path), Some(&theirs));
-        assert!(!f.objects.contains_key(&format!("/api/v1{NS}secrets/events-ca")));
+        assert!(
+            !f.objects
+                .contains_key(&format!("/api/v1{NS}secrets/events-ca"))
+        );
         let peer = f
             .objects
             .get(&format!("/api/v1{NS}secrets/events-peer"))
