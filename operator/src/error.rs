@@ -58,6 +58,10 @@ pub enum Error {
     /// not name it (see [`crate::ca_trust`]): refused, never used.
     #[error("{0}")]
     UntrustedCa(String),
+    /// The users document was written without some valid users, which would have passed its
+    /// size budget: the message names them.
+    #[error("{0}")]
+    UsersDocumentFull(String),
 }
 
 impl Error {
@@ -88,6 +92,7 @@ impl Error {
             Error::Tls(_) | Error::Pki(_) => "certificate",
             Error::ForeignSecret { .. } => "foreign_secret",
             Error::UntrustedCa(_) => "untrusted_ca",
+            Error::UsersDocumentFull(_) => "users_document_full",
             Error::UsersDocument(_) => "serialize",
         }
     }
@@ -106,6 +111,7 @@ impl Error {
         "certificate",
         "foreign_secret",
         "untrusted_ca",
+        "users_document_full",
     ];
 }
 

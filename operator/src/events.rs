@@ -206,6 +206,7 @@ pub fn for_error(err: &crate::error::Error) -> Planned {
         warning: true,
         reason: match err {
             crate::error::Error::UntrustedCa(_) => "UntrustedCa",
+            crate::error::Error::UsersDocumentFull(_) => "UsersDocumentFull",
             _ => "ReconcileFailed",
         },
         action: "Reconcile",

@@ -211,6 +211,16 @@ async fn reconcile_inner(user: &BrokerUser, ctx: &Context) -> Result<Outcome> {
         });
         return Ok(o);
     }
+    if let Err(message) = crate::access::check_size(&name, &user.spec) {
+        let mut o = outcome(user_reasons::TOO_LARGE, message.clone(), STEADY_REQUEUE);
+        o.event = Some(Planned {
+            warning: true,
+            reason: "TooLarge",
+            action: "Validate",
+            note: message,
+        });
+        return Ok(o);
+    }
     let names = Names::new(cluster);
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     let (ca_name, ca_explicit) = ca_trust::ca_secret_name(&bc.spec, &names);
