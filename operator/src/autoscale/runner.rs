@@ -217,6 +217,12 @@ async fn round(
                 .as_deref()
                 .is_some_and(|uid| crate::apply::is_controlled_by(s, uid))
         });
+    let set_replicas = set
+        .as_ref()
+        .and_then(|s| s.spec.as_ref())
+        .and_then(|s| s.replicas)
+        .and_then(|r| u32::try_from(r).ok())
+        .unwrap_or(0);
     let set_uid = set.and_then(|s| s.metadata.uid).unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let listed = if set_uid.is_empty() {
@@ -232,6 +238,7 @@ async fn round(
         &Owner {
             name: &names.statefulset,
             uid: &set_uid,
+            replicas: set_replicas,
         },
     );
     let status = bc.status.as_ref();

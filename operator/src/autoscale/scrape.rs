@@ -71,12 +71,14 @@ pub struct Owner<'a> {
     pub name: &'a str,
     /// The StatefulSet's UID, as in its pods' controller owner reference.
     pub uid: &'a str,
+    /// The StatefulSet's `spec.replicas`: its pods' ordinals are below it.
+    pub replicas: u32,
 }
 
 /// Whether a pod is one of the StatefulSet's: a controller owner reference of kind
-/// `StatefulSet` with its UID, and the name `<statefulset>-<ordinal>`. Labels alone prove
-/// nothing (any pod may carry the broker labels); a pod name is unique in its namespace, so a
-/// stranger's pod cannot take a running broker's name. Pure.
+/// `StatefulSet` with its UID, and the name `<statefulset>-<ordinal>` with an ordinal below
+/// its replicas. Labels alone prove nothing (any pod may carry the broker labels); a pod name
+/// is unique in its namespace, so a stranger's pod cannot take a running broker's name. Pure.
 pub fn owned_by(pod: &Pod, owner: &Owner<'_>) -> bool {
     let controlled = pod
         .metadata
@@ -90,7 +92,9 @@ pub fn owned_by(pod: &Pod, owner: &Owner<'_>) -> bool {
         .as_deref()
         .and_then(|n| n.strip_prefix(owner.name))
         .and_then(|rest| rest.strip_prefix('-'))
-        .is_some_and(|o| !o.is_empty() && o.bytes().all(|b| b.is_ascii_digit()));
+        .filter(|o| !o.is_empty() && o.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|o| o.parse::<u32>().ok())
+        .is_some_and(|o| o < owner.replicas);
     controlled && ordinal
 }
 
@@ -156,6 +160,7 @@ mod tests {
     const OWNER: Owner<'static> = Owner {
         name: "b",
         uid: "sts-uid",
+        replicas: 4,
     };
 
     fn owner_ref(kind: &str, uid: &str) -> OwnerReference {
@@ -245,6 +250,7 @@ mod tests {
         let forged = pod("impostor", Some("10.0.0.70"), None, false);
         let forged_prefix = pod("b-x1", Some("10.0.0.71"), None, false);
         let bare_prefix = pod("b-", Some("10.0.0.72"), None, false);
+        let past_replicas = pod("b-4", Some("10.0.0.73"), None, false);
         let t = targets(
             &[
                 unowned,
@@ -254,6 +260,7 @@ mod tests {
                 forged,
                 forged_prefix,
                 bare_prefix,
+                past_replicas,
                 ours,
             ],
             &OWNER,
