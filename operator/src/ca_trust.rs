@@ -43,14 +43,20 @@ pub enum Untrusted {
 impl Untrusted {
     /// The refusal, for the `Degraded` condition and the event.
     pub fn message(&self, secret: &str, cluster: &str) -> String {
-        let what = match self {
-            Untrusted::NotOwned => "has no controller owner reference to this BrokerCluster",
-            Untrusted::NotLabelled => "lacks the label",
+        let (what, hint) = match self {
+            Untrusted::NotOwned => (
+                "has no controller owner reference to this BrokerCluster",
+                "",
+            ),
+            Untrusted::NotLabelled => (
+                "has this BrokerCluster's owner reference but not its CA label",
+                " (a CA created by an operator older than the label: add the label after checking it is yours)",
+            ),
         };
         format!(
             "Secret {secret} {what} (the operator's CA carries both its owner reference and the label {CA_LABEL}={cluster}); \
-             it was not created by the operator and is refused, never used. Delete it to have a new CA created, \
-             or name it in spec.ca.secretName to use it deliberately"
+             it is refused as not created by the operator, never used. Delete it to have a new CA created, \
+             or name it in spec.ca.secretName to use it deliberately{hint}"
         )
     }
 }
