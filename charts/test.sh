@@ -6,7 +6,7 @@
 # Always (no cluster needed):
 #   1. helm lint --strict, with the default values and with ci/full-values.yaml;
 #   2. values.schema.json and the chart's own checks refuse bad values with a clear message;
-#   3. the rendered objects: least-privilege RBAC (no wildcard, namespaced when watchNamespaces
+#   3. the rendered objects: least-privilege RBAC (no wildcard, namespaced and Secrets only in the watched namespaces when watchNamespaces
 #      is set), the hardened operator pod, the tier overrides ConfigMap, the autoscaler's
 #      --prometheus-* flags and the NetworkPolicy's egress to Prometheus, the PrometheusRule
 #      (rules/starling.rules.yaml with the alert labels and runbook base URL) and the Grafana
@@ -182,6 +182,12 @@ watch_roles = [r for r in kinds(full, "Role") if not r["metadata"]["name"].endsw
 check(sorted(r["metadata"]["namespace"] for r in watch_roles) == ["team-a", "team-b"]
       and all(grants(r) == WANT_RULES for r in watch_roles),
       "watchNamespaces: a Role with exactly the operator's verbs in each watched namespace")
+secret_scopes = sorted(
+    r["metadata"].get("namespace", "<cluster-wide>")
+    for r in kinds(full, "Role") + kinds(full, "ClusterRole")
+    if ("", "secrets") in grants(r))
+check(secret_scopes == ["team-a", "team-b"],
+      f"watchNamespaces: Secrets access only in the watched namespaces (got {secret_scopes})")
 check(sorted(b["metadata"]["namespace"] for b in kinds(full, "RoleBinding")) == ["ops", "team-a", "team-b"],
       "watchNamespaces: a RoleBinding per watched namespace, plus the Lease one")
 for name, docs, lease in (("default", default, "t-starling-operator"), ("full", full, "starling-operator-test")):

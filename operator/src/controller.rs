@@ -50,6 +50,7 @@ use crate::apply::{apply_children, apply_status, ensure_tls_secret};
 use crate::autoscale::runner::AutoscaleContext;
 use crate::build::{Sizes, render_sized, unwanted};
 use crate::context::Context;
+use crate::crd::conditions::Reason;
 use crate::crd::user::BrokerUser;
 use crate::crd::{BrokerCluster, BrokerClusterStatus};
 use crate::error::{Error, Result};
@@ -175,11 +176,10 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         }
         // Paused: the brokers are left alone, but their credentials are still kept (the peer
         // certificate renewed, deleted users revoked).
-        Ok(v) if bc.spec.paused => {
-            if let Err(e) = maintain_credentials(ctx, v).await {
-                apply_error = Some(e);
-            }
-        }
+        Ok(v) if bc.spec.paused => match maintain_credentials(ctx, v).await {
+            Ok(problem) => apply_error = problem,
+            Err(e) => apply_error = Some(e),
+        },
         Ok(v) => {
             planned.extend(events::for_auth_mode(bc.status.as_ref(), v));
             let plan = plan_members(
@@ -188,10 +188,11 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
                 ctx.defaults.handoff_grace,
             );
             match apply_cluster(ctx, v, plan, before.as_ref()).await {
-                Ok(applied) => {
+                Ok((applied, problem)) => {
                     planned.extend(events::for_apply(before.as_ref(), v));
                     observed = Some(applied);
                     members = Some(plan);
+                    apply_error = problem;
                 }
                 Err(e) => apply_error = Some(e),
             }
@@ -206,7 +207,9 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         desired: validated.as_ref(),
         sts: observed.as_ref(),
         previous: bc.status.as_ref(),
-        apply_error: apply_error.as_ref().map(ToString::to_string),
+        apply_error: apply_error
+            .as_ref()
+            .map(|e| (degraded_reason(e), e.to_string())),
         members: members.as_ref(),
         now: Time(now),
     });
@@ -243,33 +246,53 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
     }
 }
 
+/// The `Degraded` reason a failed apply is reported under.
+fn degraded_reason(e: &Error) -> Reason {
+    match e {
+        Error::UntrustedCa(_) => Reason::UntrustedCa,
+        Error::UsersDocumentFull(_) => Reason::UsersDocumentFull,
+        _ => Reason::ApplyFailed,
+    }
+}
+
 /// Keeps the cluster CA and peer certificate ([`ensure_pki`]) and the users document
-/// ([`apply_users`]). Also done while the cluster is paused.
-async fn maintain_credentials(ctx: &Context, v: &ValidatedCluster) -> Result<()> {
+/// ([`apply_users`]). Also done while the cluster is paused. `Ok(Some(problem))`: everything
+/// was written, but the users document left users out ([`Error::UsersDocumentFull`]), to be
+/// reported once the rest of the reconcile is done.
+async fn maintain_credentials(ctx: &Context, v: &ValidatedCluster) -> Result<Option<Error>> {
     let pki = ensure_pki(&ctx.client, v, Timestamp::now().as_second()).await?;
     if pki.ca_created {
-        tracing::info!(secret = %v.names.ca_secret, "created the cluster CA");
+        tracing::info!(secret = %v.ca_secret, "created the cluster CA");
     }
     if let Some(why) = &pki.peer_issued {
         tracing::info!(secret = %v.names.peer_secret, reason = why.as_str(), "issued the peer certificate");
     }
     let users = apply_users(&ctx.client, v).await?;
-    tracing::debug!(secret = %v.names.users_secret, users, "applied the users document");
-    Ok(())
+    tracing::debug!(secret = %v.names.users_secret, users = users.users, "applied the users document");
+    if users.left_out.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Error::UsersDocumentFull(format!(
+        "the users document {} is full: {} valid BrokerUser(s) left out and unable to connect: {}",
+        v.names.users_secret,
+        users.left_out.len(),
+        users.left_out.join(", ")
+    ))))
 }
 
 /// Creates the generated TLS Secret if needed, keeps the credentials, then applies every child
-/// at the planned sizes that the API server does not already hold as rendered.
+/// at the planned sizes that the API server does not already hold as rendered. Also returns
+/// the users-document problem of [`maintain_credentials`], if any.
 async fn apply_cluster(
     ctx: &Context,
     v: &ValidatedCluster,
     plan: MembersPlan,
     before: Option<&StatefulSet>,
-) -> Result<StatefulSet> {
+) -> Result<(StatefulSet, Option<Error>)> {
     if ensure_tls_secret(&ctx.client, v).await? {
         tracing::info!(secret = %v.tls_secret, "created the cluster's TLS secret");
     }
-    maintain_credentials(ctx, v).await?;
+    let problem = maintain_credentials(ctx, v).await?;
     let children = render_sized(
         v,
         Sizes {
@@ -287,6 +310,7 @@ async fn apply_cluster(
         &v.id.owner.uid,
     )
     .await
+    .map(|sts| (sts, problem))
 }
 
 /// The server-side apply body of the reconciler's status write: every status field the

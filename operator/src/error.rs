@@ -54,6 +54,14 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
+    /// The cluster CA Secret was not created by the operator for this cluster and the spec does
+    /// not name it (see [`crate::ca_trust`]): refused, never used.
+    #[error("{0}")]
+    UntrustedCa(String),
+    /// The users document was written without some valid users, which would have passed its
+    /// size budget: the message names them.
+    #[error("{0}")]
+    UsersDocumentFull(String),
 }
 
 impl Error {
@@ -83,6 +91,8 @@ impl Error {
             Error::Leadership(_) => "leadership",
             Error::Tls(_) | Error::Pki(_) => "certificate",
             Error::ForeignSecret { .. } => "foreign_secret",
+            Error::UntrustedCa(_) => "untrusted_ca",
+            Error::UsersDocumentFull(_) => "users_document_full",
             Error::UsersDocument(_) => "serialize",
         }
     }
@@ -100,6 +110,8 @@ impl Error {
         "leadership",
         "certificate",
         "foreign_secret",
+        "untrusted_ca",
+        "users_document_full",
     ];
 }
 

@@ -204,7 +204,11 @@ pub fn for_auth_mode(
 pub fn for_error(err: &crate::error::Error) -> Planned {
     Planned {
         warning: true,
-        reason: "ReconcileFailed",
+        reason: match err {
+            crate::error::Error::UntrustedCa(_) => "UntrustedCa",
+            crate::error::Error::UsersDocumentFull(_) => "UsersDocumentFull",
+            _ => "ReconcileFailed",
+        },
         action: "Reconcile",
         note: err.to_string(),
     }

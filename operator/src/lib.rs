@@ -7,6 +7,7 @@
 //! Module map (each step imports only the steps before it; `scripts/module-cycles.py` checks):
 //! - [`crd`]: the `BrokerCluster` resource, its status, its condition types and reasons
 //!   ([`crd::conditions`]) and its CEL admission rules.
+//! - [`ca_trust`]: which CA Secret the operator may use (its own, or one the spec names). Pure.
 //! - [`validate`]: raw spec → [`validate::ValidatedCluster`] (or a `Degraded` reason), with the
 //!   config hash and the autoscaling policy. Pure.
 //! - [`members`]: the member list and the sequencing of scale changes. Pure.
@@ -45,6 +46,7 @@ pub mod api_requests;
 pub mod apply;
 pub mod autoscale;
 pub mod build;
+pub mod ca_trust;
 pub mod cli;
 pub mod context;
 pub mod controller;

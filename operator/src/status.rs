@@ -145,8 +145,9 @@ pub struct StatusInput<'a> {
     pub sts: Option<&'a StatefulSet>,
     /// The status currently stored, to keep transition times and values not re-derived here.
     pub previous: Option<&'a BrokerClusterStatus>,
-    /// The apply error of this reconcile, if any.
-    pub apply_error: Option<String>,
+    /// The apply error of this reconcile, if any: the `Degraded` reason it is reported under
+    /// (`ApplyFailed`, or a more precise one such as `UntrustedCa`) and its message.
+    pub apply_error: Option<(Reason, String)>,
     /// The membership step applied by this reconcile (`None` when nothing was applied: the
     /// previous `members` and `membersChangedAt` are kept).
     pub members: Option<&'a MembersPlan>,
@@ -250,7 +251,7 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
     };
     let (deg_reason, deg_msg) = match (input.desired, &input.apply_error) {
         (Err(e), _) => (e.reason(), e.message()),
-        (Ok(_), Some(err)) => (Reason::ApplyFailed, err.clone()),
+        (Ok(_), Some((reason, err))) => (*reason, err.clone()),
         (Ok(_), None) => (Reason::AsExpected, "spec accepted and applied".to_string()),
     };
 

@@ -33,6 +33,7 @@ use crate::access::validate_user;
 use crate::apply::{apply, is_controlled_by};
 use crate::build::credentials::{self, Credential, CredentialsInput, TOKEN_KEY};
 use crate::build::pki_secrets::{CA_CERT, TLS_CERT, TLS_KEY, key_text, read_ca};
+use crate::ca_trust;
 use crate::context::Context;
 use crate::crd::user::{BrokerUser, BrokerUserStatus, UserAuthType, user_reasons};
 use crate::crd::{BrokerCluster, GROUP};
@@ -210,16 +211,35 @@ async fn reconcile_inner(user: &BrokerUser, ctx: &Context) -> Result<Outcome> {
         });
         return Ok(o);
     }
+    if let Err(message) = crate::access::check_size(&name, &user.spec) {
+        let mut o = outcome(user_reasons::TOO_LARGE, message.clone(), STEADY_REQUEUE);
+        o.event = Some(Planned {
+            warning: true,
+            reason: "TooLarge",
+            action: "Validate",
+            note: message,
+        });
+        return Ok(o);
+    }
     let names = Names::new(cluster);
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(ca) = get_secret(&secrets, &names.ca_secret)
-        .await?
-        .as_ref()
-        .and_then(read_ca)
-    else {
+    let (ca_name, ca_explicit) = ca_trust::ca_secret_name(&bc.spec, &names);
+    let ca_secret = get_secret(&secrets, &ca_name).await?;
+    // The same check as the cluster's reconcile: a planted `<cluster>-ca` signs nothing.
+    let bc_uid = bc.metadata.uid.as_deref().unwrap_or_default();
+    if let Some(s) = &ca_secret
+        && let Err(why) = ca_trust::check(&s.metadata, cluster, bc_uid, ca_explicit)
+    {
         return Ok(outcome(
             user_reasons::WAITING_FOR_CLUSTER,
-            format!("waiting for the cluster CA Secret {}", names.ca_secret),
+            why.message(&ca_name, cluster),
+            WAIT_REQUEUE,
+        ));
+    }
+    let Some(ca) = ca_secret.as_ref().and_then(read_ca) else {
+        return Ok(outcome(
+            user_reasons::WAITING_FOR_CLUSTER,
+            format!("waiting for the cluster CA Secret {ca_name}"),
             WAIT_REQUEUE,
         ));
     };

@@ -122,6 +122,12 @@ pub struct ValidatedCluster {
     /// Whether [`ValidatedCluster::tls_secret`] is the operator-generated secret (created once
     /// when absent) rather than the user's.
     pub tls_generated: bool,
+    /// The cluster CA's Secret: `spec.ca.secretName`, else the operator's `<cluster>-ca`.
+    pub ca_secret: String,
+    /// Whether [`ValidatedCluster::ca_secret`] was named in the spec (used as it is, never
+    /// written) rather than the operator's own (created, and used only while it carries the
+    /// cluster's owner reference and CA label).
+    pub ca_explicit: bool,
     /// The cluster's DNS domain, for member addresses.
     pub cluster_domain: String,
     /// The StatefulSet's `minReadySeconds`: the hand-off grace, so a rolling restart stops
@@ -305,6 +311,7 @@ pub fn validate_at_tier(
     let user_tls = spec.tls.as_ref().map(|t| t.secret_name.clone());
     let tls_generated = user_tls.is_none();
     let tls_secret = user_tls.unwrap_or_else(|| names.generated_tls_secret.clone());
+    let (ca_secret, ca_explicit) = crate::ca_trust::ca_secret_name(spec, &names);
     let memory_limit = resources
         .as_ref()
         .and_then(|r| starling_config::quantity::parse_units(&r.limits.memory));
@@ -341,6 +348,8 @@ pub fn validate_at_tier(
                 image,
                 tls_secret,
                 tls_generated,
+                ca_secret,
+                ca_explicit,
                 cluster_domain: defaults.cluster_domain.clone(),
                 min_ready_seconds: i32::try_from(defaults.handoff_grace.as_secs())
                     .unwrap_or(i32::MAX),

@@ -1,9 +1,11 @@
 //! Keeps the cluster's CA and peer certificate Secrets (`<cluster>-ca`, `<cluster>-peer`).
 //!
-//! - The CA Secret is created when absent. An existing one whose CA is usable
-//!   ([`pki::ca_is_usable`]) is kept as it is, whoever created it (so an admin may supply the
-//!   cluster CA). One that is not usable is replaced only when this cluster owns it; otherwise
-//!   the reconcile fails, naming the Secret.
+//! - The CA Secret named in `spec.ca.secretName` is used as it is and never written; missing or
+//!   unusable, the reconcile fails naming it.
+//! - Otherwise `<cluster>-ca` is created when absent. An existing one is used only when it is
+//!   the operator's own ([`ca_trust::check`]: this cluster's controller owner reference and
+//!   label): then it is kept while usable ([`pki::ca_is_usable`]) and replaced when not. Any
+//!   other `<cluster>-ca` is refused ([`Error::UntrustedCa`]), never used nor overwritten.
 //! - The peer Secret is (re)written, by server-side apply, only when its certificate must be
 //!   renewed ([`pki::leaf_needs_renewal`]) or its `ca.crt` is not the current CA. The brokers
 //!   re-read the mounted files, so a renewal restarts nothing.
@@ -12,8 +14,9 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, PostParams};
 
-use super::{apply, is_controlled_by};
+use super::apply;
 use crate::build::pki_secrets::{self, CA_CERT, TLS_CERT, key_text, read_ca};
+use crate::ca_trust;
 use crate::error::{Error, Result};
 use crate::pki::{self, Renewal};
 use crate::tls::CertificatePem;
@@ -36,26 +39,46 @@ async fn get(api: &Api<Secret>, name: &str) -> Result<Option<Secret>> {
         .map_err(|e| Error::kube("get", "Secret", name, e))
 }
 
-/// The cluster CA: the stored one when usable, else a new one written to `<cluster>-ca`.
+/// The CA in a Secret the operator found, if [`ca_trust::check`] lets it use it and it is
+/// usable; `Err` when it is refused.
+fn trusted_ca(v: &ValidatedCluster, secret: &Secret, now: i64) -> Result<Option<CertificatePem>> {
+    ca_trust::check(&secret.metadata, &v.id.name, &v.id.owner.uid, v.ca_explicit)
+        .map_err(|why| Error::UntrustedCa(why.message(&v.ca_secret, &v.id.name)))?;
+    Ok(read_ca(secret).filter(|ca| pki::ca_is_usable(ca, now)))
+}
+
+/// The cluster CA: the named one (`spec.ca`), else the operator's own when usable, else a new
+/// one written to `<cluster>-ca`. A `<cluster>-ca` the operator did not create is refused
+/// ([`Error::UntrustedCa`]) and left alone.
 async fn ensure_ca(
     client: &Client,
     v: &ValidatedCluster,
     now: i64,
 ) -> Result<(CertificatePem, bool)> {
-    let name = &v.names.ca_secret;
+    let name = &v.ca_secret;
     let api: Api<Secret> = Api::namespaced(client.clone(), &v.id.namespace);
     let existing = get(&api, name).await?;
-    if let Some(secret) = &existing {
-        if let Some(ca) = read_ca(secret).filter(|ca| pki::ca_is_usable(ca, now)) {
-            return Ok((ca, false));
-        }
-        if !is_controlled_by(secret, &v.id.owner.uid) {
-            return Err(Error::ForeignSecret {
+    if v.ca_explicit {
+        // An admin's CA: used as it is, never written.
+        return match &existing {
+            Some(secret) => trusted_ca(v, secret, now)?.map(|ca| (ca, false)).ok_or_else(|| {
+                Error::ForeignSecret {
+                    name: name.clone(),
+                    problem: "is named in spec.ca.secretName but does not hold a usable CA (ca.crt and ca.key, valid now)".to_string(),
+                }
+            }),
+            None => Err(Error::ForeignSecret {
                 name: name.clone(),
-                problem: "exists, is not owned by the BrokerCluster, and does not hold a usable CA (ca.crt and ca.key)".to_string(),
-            });
-        }
+                problem: "is named in spec.ca.secretName but does not exist".to_string(),
+            }),
+        };
     }
+    if let Some(secret) = &existing
+        && let Some(ca) = trusted_ca(v, secret, now)?
+    {
+        return Ok((ca, false));
+    }
+    // Absent, or the operator's own but no longer usable: a new CA.
     let ca = pki::generate_ca(&v.id.name, &v.id.namespace, now)?;
     let secret = pki_secrets::ca_secret(v, &ca);
     if existing.is_some() {
@@ -64,16 +87,18 @@ async fn ensure_ca(
     }
     match api.create(&PostParams::default(), &secret).await {
         Ok(_) => Ok((ca, true)),
-        // Created in between (another reconcile or replica): use that one.
+        // Created in between (another reconcile or replica, or a stranger): used only if it
+        // passes the same check.
         Err(kube::Error::Api(s)) if s.code == 409 => {
             let stored = get(&api, name).await?;
-            stored
-                .as_ref()
-                .and_then(read_ca)
-                .map(|ca| (ca, false))
+            let ca = match &stored {
+                Some(secret) => trusted_ca(v, secret, now)?,
+                None => None,
+            };
+            ca.map(|ca| (ca, false))
                 .ok_or_else(|| Error::ForeignSecret {
                     name: name.clone(),
-                    problem: "was created concurrently without a CA".to_string(),
+                    problem: "was created concurrently without a usable CA".to_string(),
                 })
         }
         Err(e) => Err(Error::kube("create", "Secret", name, e)),

@@ -11,7 +11,7 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
 use super::{apply, is_controlled_by};
-use crate::access::{UserRecord, document_yaml, users_document};
+use crate::access::{MAX_DOCUMENT_BYTES, UserRecord, document_yaml, users_document_within};
 use crate::build::credentials::TOKEN_KEY;
 use crate::build::pki_secrets::key_text;
 use crate::build::users_secret;
@@ -38,8 +38,19 @@ async fn token_hash(secrets: &Api<Secret>, user: &BrokerUser) -> Result<Option<S
         .map(|t| starling_access::token_hash_hex(t.as_bytes())))
 }
 
-/// Applies the users Secret of `v`; returns how many users it holds.
-pub async fn apply_users(client: &Client, v: &ValidatedCluster) -> Result<usize> {
+/// What [`apply_users`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsersOutcome {
+    /// How many users the document holds.
+    pub users: usize,
+    /// Valid users left out because the document would pass its budget (newest first out).
+    pub left_out: Vec<String>,
+}
+
+/// Applies the users Secret of `v`: the valid users, oldest first, within
+/// [`crate::access::MAX_DOCUMENT_BYTES`], so the Secret is always writable and a deleted user
+/// always leaves it.
+pub async fn apply_users(client: &Client, v: &ValidatedCluster) -> Result<UsersOutcome> {
     let ns = &v.id.namespace;
     let users: Api<BrokerUser> = Api::namespaced(client.clone(), ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
@@ -47,8 +58,20 @@ pub async fn apply_users(client: &Client, v: &ValidatedCluster) -> Result<usize>
         .list(&ListParams::default())
         .await
         .map_err(|e| Error::kube("list", "BrokerUser", ns, e))?;
+    let mut mine: Vec<&BrokerUser> = list
+        .items
+        .iter()
+        .filter(|u| u.spec.cluster == v.id.name)
+        .collect();
+    // Oldest first: a new user never pushes an admitted one out of a full document.
+    mine.sort_by(|a, b| {
+        let at = |u: &BrokerUser| u.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        at(a)
+            .cmp(&at(b))
+            .then_with(|| a.name_any().cmp(&b.name_any()))
+    });
     let mut records = Vec::new();
-    for user in list.items.iter().filter(|u| u.spec.cluster == v.id.name) {
+    for user in mine {
         if user.metadata.deletion_timestamp.is_some() {
             continue;
         }
@@ -62,8 +85,11 @@ pub async fn apply_users(client: &Client, v: &ValidatedCluster) -> Result<usize>
             token_sha256,
         });
     }
-    let doc = users_document(&records);
+    let (doc, left_out) = users_document_within(&records, MAX_DOCUMENT_BYTES);
     let text = document_yaml(&doc).map_err(Error::UsersDocument)?;
     apply(client, &users_secret::build(v, &text)).await?;
-    Ok(doc.users.len())
+    Ok(UsersOutcome {
+        users: doc.users.len(),
+        left_out,
+    })
 }

@@ -2,7 +2,9 @@
 //! controller's caches; for each one with `spec.autoscaling.enabled` whose `scrapeInterval` has
 //! passed, it runs one round:
 //!
-//! 1. list the broker pods (the cluster's selector labels) and GET each one's `/metrics` at
+//! 1. list the broker pods: those of the cluster's own StatefulSet (controlled by the
+//!    BrokerCluster), by controller owner reference and ordinal name, never by labels alone
+//!    ([`super::scrape::owned_by`]); and GET each one's `/metrics` at
 //!    `podIP:<container port named http>` with a short timeout, all at once;
 //! 2. rate the counters ([`Tracker`]) and append the observation to the cluster's in-memory
 //!    window (lost on restart: the window refills);
@@ -25,6 +27,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
@@ -41,7 +44,7 @@ use super::fetch::Fetcher;
 use super::promql::PromQlSource;
 use super::rates::{Observation, Round, Tracker, secs_between};
 use super::report::{autoscaler_status_body, holds_autoscaler_fields, status_block};
-use super::scrape::{scrape, targets};
+use super::scrape::{Owner, scrape, targets};
 use super::{Input, Policy, decide};
 use crate::apply::{apply_status, merge_status, status_body};
 use crate::crd::BrokerCluster;
@@ -201,12 +204,43 @@ async fn round(
         .namespace()
         .ok_or(Error::MissingObjectField("metadata.namespace"))?;
     let names = Names::new(&name);
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let listed = pods
-        .list(&ListParams::default().labels(&names.selector_string()))
+    // Only the pods of the cluster's own StatefulSet are read: the selector narrows the list,
+    // ownership (not labels, which any pod may carry) decides.
+    let sets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
+    let set = sets
+        .get_opt(&names.statefulset)
         .await
-        .map_err(|e| Error::kube("list", "Pod", &names.selector_string(), e))?;
-    let targets = targets(&listed.items);
+        .map_err(|e| Error::kube("get", "StatefulSet", &names.statefulset, e))?
+        .filter(|s| {
+            bc.metadata
+                .uid
+                .as_deref()
+                .is_some_and(|uid| crate::apply::is_controlled_by(s, uid))
+        });
+    let set_replicas = set
+        .as_ref()
+        .and_then(|s| s.spec.as_ref())
+        .and_then(|s| s.replicas)
+        .and_then(|r| u32::try_from(r).ok())
+        .unwrap_or(0);
+    let set_uid = set.and_then(|s| s.metadata.uid).unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let listed = if set_uid.is_empty() {
+        Vec::new()
+    } else {
+        pods.list(&ListParams::default().labels(&names.selector_string()))
+            .await
+            .map_err(|e| Error::kube("list", "Pod", &names.selector_string(), e))?
+            .items
+    };
+    let targets = targets(
+        &listed,
+        &Owner {
+            name: &names.statefulset,
+            uid: &set_uid,
+            replicas: set_replicas,
+        },
+    );
     let status = bc.status.as_ref();
     let expected = targets
         .len()

@@ -64,12 +64,46 @@ pub struct Target {
     pub addr: Option<SocketAddr>,
 }
 
-/// The pods to scrape: every pod not being deleted, at its IP and the container port named
-/// `http` (the broker default when absent). Pure.
-pub fn targets(pods: &[Pod]) -> Vec<Target> {
+/// The cluster's StatefulSet, whose pods alone are scraped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner<'a> {
+    /// The StatefulSet's name: its pods are `<name>-<ordinal>`.
+    pub name: &'a str,
+    /// The StatefulSet's UID, as in its pods' controller owner reference.
+    pub uid: &'a str,
+    /// The StatefulSet's `spec.replicas`: its pods' ordinals are below it.
+    pub replicas: u32,
+}
+
+/// Whether a pod is one of the StatefulSet's: a controller owner reference of kind
+/// `StatefulSet` with its UID, and the name `<statefulset>-<ordinal>` with an ordinal below
+/// its replicas. Labels alone prove nothing (any pod may carry the broker labels); a pod name
+/// is unique in its namespace, so a stranger's pod cannot take a running broker's name. Pure.
+pub fn owned_by(pod: &Pod, owner: &Owner<'_>) -> bool {
+    let controlled = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.kind == "StatefulSet" && o.uid == owner.uid);
+    let ordinal = pod
+        .metadata
+        .name
+        .as_deref()
+        .and_then(|n| n.strip_prefix(owner.name))
+        .and_then(|rest| rest.strip_prefix('-'))
+        .filter(|o| !o.is_empty() && o.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|o| o.parse::<u32>().ok())
+        .is_some_and(|o| o < owner.replicas);
+    controlled && ordinal
+}
+
+/// The pods to scrape: every pod of the StatefulSet ([`owned_by`]) not being deleted, at its
+/// IP and the container port named `http` (the broker default when absent). Pure.
+pub fn targets(pods: &[Pod], owner: &Owner<'_>) -> Vec<Target> {
     let mut out: Vec<Target> = pods
         .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && owned_by(p, owner))
         .map(|p| {
             let port = p
                 .spec
@@ -120,13 +154,32 @@ pub async fn scrape(fetcher: &Fetcher, target: Target) -> Result<PodScrape, (Str
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::api::ObjectMeta;
+
+    const OWNER: Owner<'static> = Owner {
+        name: "b",
+        uid: "sts-uid",
+        replicas: 4,
+    };
+
+    fn owner_ref(kind: &str, uid: &str) -> OwnerReference {
+        OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: kind.into(),
+            name: "b".into(),
+            uid: uid.into(),
+            controller: Some(true),
+            ..OwnerReference::default()
+        }
+    }
 
     fn pod(name: &str, ip: Option<&str>, port: Option<i32>, deleting: bool) -> Pod {
         Pod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 uid: Some(format!("uid-{name}")),
+                owner_references: Some(vec![owner_ref("StatefulSet", "sts-uid")]),
                 deletion_timestamp: deleting.then_some(
                     k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH),
                 ),
@@ -155,12 +208,15 @@ mod tests {
 
     #[test]
     fn targets_use_the_pod_ip_and_the_http_port() {
-        let t = targets(&[
-            pod("b-1", Some("10.0.0.2"), Some(9500), false),
-            pod("b-0", Some("10.0.0.1"), None, false),
-            pod("b-2", None, Some(9400), false),
-            pod("b-3", Some("10.0.0.4"), Some(9400), true),
-        ]);
+        let t = targets(
+            &[
+                pod("b-1", Some("10.0.0.2"), Some(9500), false),
+                pod("b-0", Some("10.0.0.1"), None, false),
+                pod("b-2", None, Some(9400), false),
+                pod("b-3", Some("10.0.0.4"), Some(9400), true),
+            ],
+            &OWNER,
+        );
         let addrs: Vec<(String, Option<String>)> = t
             .iter()
             .map(|t| (t.pod.clone(), t.addr.map(|a| a.to_string())))
@@ -174,6 +230,43 @@ mod tests {
             ]
         );
         assert_eq!(t[0].uid, "uid-b-0");
+    }
+
+    #[test]
+    fn only_the_statefulsets_own_pods_are_scraped_whatever_their_labels() {
+        let ours = pod("b-0", Some("10.0.0.1"), None, false);
+        let mut unowned = pod("b-7", Some("10.0.0.66"), None, false);
+        unowned.metadata.owner_references = None;
+        let mut other_set = pod("b-8", Some("10.0.0.67"), None, false);
+        other_set.metadata.owner_references = Some(vec![owner_ref("StatefulSet", "other")]);
+        let mut not_a_set = pod("b-9", Some("10.0.0.68"), None, false);
+        not_a_set.metadata.owner_references = Some(vec![owner_ref("ReplicaSet", "sts-uid")]);
+        let mut not_controller = pod("b-10", Some("10.0.0.69"), None, false);
+        not_controller.metadata.owner_references = Some(vec![OwnerReference {
+            controller: None,
+            ..owner_ref("StatefulSet", "sts-uid")
+        }]);
+        // A forged owner reference on a pod not named like the set's pods.
+        let forged = pod("impostor", Some("10.0.0.70"), None, false);
+        let forged_prefix = pod("b-x1", Some("10.0.0.71"), None, false);
+        let bare_prefix = pod("b-", Some("10.0.0.72"), None, false);
+        let past_replicas = pod("b-4", Some("10.0.0.73"), None, false);
+        let t = targets(
+            &[
+                unowned,
+                other_set,
+                not_a_set,
+                not_controller,
+                forged,
+                forged_prefix,
+                bare_prefix,
+                past_replicas,
+                ours,
+            ],
+            &OWNER,
+        );
+        let names: Vec<&str> = t.iter().map(|t| t.pod.as_str()).collect();
+        assert_eq!(names, vec!["b-0"]);
     }
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -2,6 +2,9 @@
 //! `<cluster>-peer` (`tls.crt`, `tls.key`, `ca.crt`: the brokers' peer certificate, common name
 //! `starling:peer`, and the CA that verifies peers and users), both owned by the cluster.
 //!
+//! The CA Secret also carries the label `starling.dev/cluster-ca` ([`CA_LABEL`]), which
+//! [`crate::ca_trust`] checks with the owner reference before the CA is used.
+//!
 //! The CA Secret is created once and kept while its CA is usable; the peer Secret is
 //! rewritten only when its certificate must be renewed (see [`crate::pki`] and
 //! [`crate::apply::pki`]).
@@ -12,6 +15,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 
 use super::child_meta;
+use crate::ca_trust::CA_LABEL;
 use crate::tls::CertificatePem;
 use crate::validate::ValidatedCluster;
 
@@ -29,9 +33,16 @@ fn bytes(text: &str) -> ByteString {
 }
 
 /// The CA Secret (type `Opaque`).
+/// Named [`ValidatedCluster::ca_secret`], with the label [`CA_LABEL`] (value: the cluster's
+/// name) beside its owner reference: the two marks [`crate::ca_trust::check`] requires.
 pub fn ca_secret(v: &ValidatedCluster, ca: &CertificatePem) -> Secret {
+    let mut metadata = child_meta(v, &v.ca_secret);
+    metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert(CA_LABEL.to_string(), v.id.name.clone());
     Secret {
-        metadata: child_meta(v, &v.names.ca_secret),
+        metadata,
         type_: Some("Opaque".to_string()),
         data: Some(BTreeMap::from([
             (CA_CERT.to_string(), bytes(&ca.cert)),
@@ -86,7 +97,14 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let s = ca_secret(&v, &ca);
         assert_eq!(s.metadata.name.as_deref(), Some("events-ca"));
-        assert_eq!(s.metadata.labels, Some(v.names.labels()));
+        let mut labels = v.names.labels();
+        labels.insert(CA_LABEL.to_string(), "events".to_string());
+        assert_eq!(s.metadata.labels, Some(labels));
+        assert_eq!(
+            crate::ca_trust::check(&s.metadata, "events", "0000-uid", false),
+            Ok(()),
+            "the operator trusts the CA Secret it creates"
+        );
         assert_eq!(
             s.metadata
                 .owner_references

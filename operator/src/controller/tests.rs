@@ -1018,30 +1018,121 @@ async fn a_reconcile_in_flight_is_dropped_when_the_lease_is_lost() {
     });
 }
 
+fn ca_secret_json(name: &str, ca: &crate::tls::CertificatePem, metadata: Value) -> Value {
+    let mut m = metadata;
+    m["name"] = json!(name);
+    m["namespace"] = json!("messaging");
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": m,
+           "data": {"ca.crt": k8s_openapi::ByteString(ca.cert.clone().into_bytes()),
+                    "ca.key": k8s_openapi::ByteString(ca.key.clone().into_bytes())}})
+}
+
 #[tokio::test]
-async fn a_foreign_ca_secret_is_used_when_usable_and_never_overwritten() {
+async fn a_planted_ca_secret_is_refused_never_used_nor_overwritten() {
     let bc = cluster(BrokerClusterSpec::default());
     let h = Harness::new(&bc);
     let path = format!("/api/v1{NS}secrets/events-ca");
-    // Not a CA, not ours: the reconcile fails and leaves it alone.
+    let peer_path = format!("/api/v1{NS}secrets/events-peer");
+    let planted_ca = crate::pki::generate_ca("events", "messaging", Timestamp::now().as_second())
+        .unwrap_or_else(|e| panic!("{e}"));
+    // A usable CA planted under the operator's name, with the operator's ordinary labels, with
+    // the label alone, or with the owner reference alone: each is refused.
+    let plantings = [
+        json!({"labels": {"app.kubernetes.io/managed-by": "starling-operator"}}),
+        json!({"labels": {"starling.dev/cluster-ca": "events"}}),
+        json!({"ownerReferences": [{"apiVersion": "starling.dev/v1alpha1", "kind": "BrokerCluster",
+                                    "name": "events", "uid": "0000-uid", "controller": true}]}),
+    ];
+    for (i, meta) in plantings.into_iter().enumerate() {
+        let planted = ca_secret_json("events-ca", &planted_ca, meta.clone());
+        h.with(|f| {
+            f.calls.clear();
+            f.objects.insert(path.clone(), planted.clone());
+        });
+        let r = h.reconcile(&bc).await;
+        assert!(matches!(r, Err(Error::UntrustedCa(_))), "{meta}: {r:?}");
+        assert_eq!(
+            r.as_ref().err().map(Error::metric_label),
+            Some("untrusted_ca")
+        );
+        h.with(|f| {
+            assert_eq!(f.objects.get(&path), Some(&planted), "left alone");
+            assert!(
+                !f.objects.contains_key(&peer_path),
+                "no peer certificate from a planted CA"
+            );
+            let status = f.status_writes().pop().unwrap_or_default();
+            assert_eq!(condition(&status, "Degraded"), pair("True", "UntrustedCa"));
+            let message = status["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Degraded"))
+                .map(|c| c["message"].as_str().unwrap_or("").to_string())
+                .unwrap_or_default();
+            assert!(
+                message.contains("events-ca") && message.contains("refused"),
+                "{message}"
+            );
+            if i == 0 {
+                // Later ones are the same event's series (a PATCH).
+                assert_eq!(f.event_reasons(), vec!["UntrustedCa"]);
+            }
+        });
+    }
+    // Not a CA and not ours: refused the same way, not replaced.
     let junk = json!({"apiVersion": "v1", "kind": "Secret",
                       "metadata": {"name": "events-ca", "namespace": "messaging"},
                       "data": {"ca.crt": "Q0VSVA==", "ca.key": "S0VZ"}});
     h.with(|f| f.objects.insert(path.clone(), junk.clone()));
     let r = h.reconcile(&bc).await;
-    assert!(matches!(r, Err(Error::ForeignSecret { .. })), "{r:?}");
+    assert!(matches!(r, Err(Error::UntrustedCa(_))), "{r:?}");
     h.with(|f| assert_eq!(f.objects.get(&path), Some(&junk)));
-    // An admin's own usable CA is kept and signs the peer certificate.
+    // Deleted: the operator creates its own, marked, and uses it.
+    h.with(|f| f.objects.remove(&path));
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| {
+        let ours = f.objects.get(&path).cloned().unwrap_or_default();
+        assert_eq!(
+            ours["metadata"]["labels"]["starling.dev/cluster-ca"],
+            "events"
+        );
+        assert_ne!(ours["data"]["ca.crt"], planted_ca_b64(&planted_ca));
+        let peer = f.objects.get(&peer_path).cloned().unwrap_or_default();
+        assert_eq!(peer["data"]["ca.crt"], ours["data"]["ca.crt"]);
+    });
+}
+
+fn planted_ca_b64(ca: &crate::tls::CertificatePem) -> Value {
+    serde_json::to_value(k8s_openapi::ByteString(ca.cert.clone().into_bytes())).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_ca_named_in_the_spec_is_used_as_it_is_and_never_written() {
+    let bc = cluster(BrokerClusterSpec {
+        ca: Some(crate::crd::CaSpec {
+            secret_name: "corp-ca".into(),
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    let h = Harness::new(&bc);
+    // Named but missing: the reconcile fails naming it, and creates nothing in its place.
+    let r = h.reconcile(&bc).await;
+    assert!(
+        matches!(&r, Err(Error::ForeignSecret { name, .. }) if name == "corp-ca"),
+        "{r:?}"
+    );
+    h.with(|f| assert!(!posted_secrets(f).iter().any(|s| s.ends_with("-ca"))));
     let ca = crate::pki::generate_ca("events", "messaging", Timestamp::now().as_second())
         .unwrap_or_else(|e| panic!("{e}"));
-    let theirs = json!({"apiVersion": "v1", "kind": "Secret",
-                        "metadata": {"name": "events-ca", "namespace": "messaging"},
-                        "data": {"ca.crt": k8s_openapi::ByteString(ca.cert.clone().into_bytes()),
-                                 "ca.key": k8s_openapi::ByteString(ca.key.clone().into_bytes())}});
+    let theirs = ca_secret_json("corp-ca", &ca, json!({}));
+    let path = format!("/api/v1{NS}secrets/corp-ca");
     h.with(|f| f.objects.insert(path.clone(), theirs.clone()));
     assert!(h.reconcile(&bc).await.is_ok());
     h.with(|f| {
         assert_eq!(f.objects.get(&path), Some(&theirs));
+        assert!(
+            !f.objects
+                .contains_key(&format!("/api/v1{NS}secrets/events-ca"))
+        );
         let peer = f
             .objects
             .get(&format!("/api/v1{NS}secrets/events-peer"))

@@ -293,3 +293,119 @@ async fn a_user_before_its_cluster_ca_waits_and_a_foreign_secret_is_not_taken_ov
         .unwrap_or_default();
     assert!(!doc.contains("early"), "{doc}");
 }
+
+#[tokio::test]
+async fn a_planted_cluster_ca_signs_no_user_certificate() {
+    let h = Harness::new();
+    // A usable CA under the cluster's CA name, not created by the operator (no owner
+    // reference, no CA label): the user waits and gets nothing signed by it.
+    let planted = pki::generate_ca("events", "messaging", Timestamp::now().as_second())
+        .unwrap_or_else(|e| panic!("{e}"));
+    h.with(|f| {
+        f.objects.insert(
+            format!("/api/v1{NS}secrets/events-ca"),
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "events-ca", "namespace": "messaging"},
+                   "data": {"ca.crt": k8s_openapi::ByteString(planted.cert.clone().into_bytes()),
+                            "ca.key": k8s_openapi::ByteString(planted.key.clone().into_bytes())}}),
+        )
+    });
+    h.add_user("billing", UserAuthType::Tls, &["billing.*"]);
+    let u = h.reconcile_user("billing").await;
+    assert_eq!(ready(&u), ("False".into(), "WaitingForCluster".into()));
+    let message = u
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(message.contains("refused"), "{message}");
+    assert!(h.secret("billing-credentials").is_none());
+}
+
+/// A spec of `n` allow and `n` deny publish patterns of about 210 bytes each.
+fn large_permissions(h: &Harness, name: &str, n: usize) {
+    let long: Vec<String> = (0..n)
+        .map(|i| format!("tenant-{i:04}.{}", "x".repeat(200)))
+        .collect();
+    let refs: Vec<&str> = long.iter().map(String::as_str).collect();
+    let mut u = h.add_user(name, UserAuthType::Tls, &refs);
+    if let Some(p) = u.spec.permissions.publish.as_mut() {
+        p.deny = long.clone();
+    }
+    h.with(|f| {
+        f.objects.insert(
+            format!("{USERS}/{name}"),
+            serde_json::to_value(&u).unwrap_or_default(),
+        )
+    });
+}
+
+#[tokio::test]
+async fn a_user_too_large_for_the_users_document_is_refused_and_left_out() {
+    let h = Harness::new();
+    h.reconcile_cluster().await;
+    // Within the CRD's limits (128 patterns a list), but over 50 KiB in the document.
+    large_permissions(&h, "huge", 128);
+    h.add_user("small", UserAuthType::Tls, &["a"]);
+    let u = h.reconcile_user("huge").await;
+    assert_eq!(ready(&u), ("False".into(), "TooLarge".into()));
+    assert!(h.secret("huge-credentials").is_none(), "no credentials");
+    h.reconcile_cluster().await;
+    let doc = h
+        .secret_text("events-users", "users.yaml")
+        .unwrap_or_default();
+    let users = starling_access::Users::parse(&doc).unwrap_or_else(|e| panic!("{e}"));
+    assert!(users.get("huge").is_none() && users.get("small").is_some());
+}
+
+#[tokio::test]
+async fn a_full_users_document_is_still_written_and_the_cluster_says_who_is_left_out() {
+    let h = Harness::new();
+    // 36 users of about 28 KiB each: about 1 MiB, past the 960 KiB budget.
+    for i in 0..36 {
+        large_permissions(&h, &format!("u{i:02}"), 64);
+    }
+    let r = super::reconcile(Arc::new(h.bc.clone()), h.ctx.clone()).await;
+    assert!(
+        matches!(&r, Err(crate::error::Error::UsersDocumentFull(m)) if m.contains("u35")),
+        "{r:?}"
+    );
+    let doc = h
+        .secret_text("events-users", "users.yaml")
+        .unwrap_or_default();
+    assert!(
+        doc.len() <= crate::access::MAX_DOCUMENT_BYTES,
+        "{}",
+        doc.len()
+    );
+    let users = starling_access::Users::parse(&doc).unwrap_or_else(|e| panic!("{e}"));
+    assert!(users.get("u00").is_some(), "the oldest users stay");
+    assert!(users.get("u35").is_none(), "the newest is left out");
+    h.with(|f| {
+        let status = f.status_writes().pop().unwrap_or_default();
+        let degraded = status["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Degraded"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(degraded["reason"], "UsersDocumentFull");
+        assert!(
+            degraded["message"].as_str().unwrap_or("").contains("u35"),
+            "{degraded}"
+        );
+        // The rest of the cluster was applied all the same.
+        assert!(
+            f.objects
+                .contains_key(&format!("/apis/apps/v1{NS}statefulsets/events"))
+        );
+    });
+    // A deleted user still leaves the full document: revocation never freezes.
+    h.with(|f| f.objects.remove(&format!("{USERS}/u00")));
+    let _ = super::reconcile(Arc::new(h.bc.clone()), h.ctx.clone()).await;
+    let doc = h
+        .secret_text("events-users", "users.yaml")
+        .unwrap_or_default();
+    let users = starling_access::Users::parse(&doc).unwrap_or_else(|e| panic!("{e}"));
+    assert!(users.get("u00").is_none());
+}

@@ -98,6 +98,8 @@ reasons! {
     InvalidSpec => Degraded, "True", "Another spec field is out of range (replicas, autoscaling bounds, image).";
     StorageImmutable => Degraded, "True", "spec.storage differs from the existing StatefulSet's volume claim template (added, removed, resized or another StorageClass), which Kubernetes cannot change; the CRD's rules refuse this, so it shows only where they were bypassed.";
     ApplyFailed => Degraded, "True", "The API server refused or failed to apply a child object; the operator retries with backoff.";
+    UntrustedCa => Degraded, "True", "The Secret <name>-ca exists but was not created by the operator for this cluster (no controller owner reference to it, or no label starling.dev/cluster-ca=<name>), and spec.ca does not name it: it is refused, never used; the brokers keep their current certificates.";
+    UsersDocumentFull => Degraded, "True", "The users document would pass its size budget (960 KiB, under the API server's 1 MiB per Secret): the newest valid BrokerUsers that did not fit are left out (named in the message) and cannot connect; every other user, and every revocation, is still applied.";
     AuthRequired => AuthenticationDisabled, "False", "spec.auth.mode is required: every client authenticates as a BrokerUser and every operation is checked.";
     AuthModeNone => AuthenticationDisabled, "True", "spec.auth.mode is none: clients are not authenticated and nothing is checked.";
 }

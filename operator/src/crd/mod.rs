@@ -154,6 +154,14 @@ pub struct BrokerClusterSpec {
     /// `<name>-tls`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
+    /// The cluster CA, which signs the peer and user certificates and verifies peers and
+    /// users. Unset: the operator creates the Secret `<name>-ca` and uses it only while it
+    /// carries this BrokerCluster's controller owner reference and the label
+    /// `starling.dev/cluster-ca: <name>`; any other Secret of that name is refused (condition
+    /// `Degraded`, reason `UntrustedCa`), never used. Set: the named Secret (`ca.crt`, `ca.key`)
+    /// is used as it is and never written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<CaSpec>,
     /// Broker container image. Unset: the operator's default image (`--broker-image`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 512))]
@@ -358,6 +366,17 @@ pub struct ClaimRetentionPolicy {
 pub struct TlsSpec {
     /// Name of a Secret in the cluster's namespace holding `tls.crt` and `tls.key` (the layout
     /// cert-manager writes). Changing it rolls the brokers.
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = rules::secret_name_rule())]
+    pub secret_name: String,
+}
+
+/// A cluster CA supplied by an admin.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CaSpec {
+    /// Name of a Secret in the cluster's namespace holding `ca.crt` and `ca.key` (PEM). The
+    /// operator reads it and never writes it; a missing or unusable CA fails the reconcile.
     #[schemars(length(max = 253))]
     #[x_kube(validation = rules::secret_name_rule())]
     pub secret_name: String,

@@ -201,6 +201,11 @@ pub const USER_REASONS: &[(&str, &str, &str)] = &[
         "A pattern or the user's name was refused by the access-control rules; the message names it. No credentials are issued.",
     ),
     (
+        "TooLarge",
+        "False",
+        "The user's permissions would take more than 32 KiB of the cluster's users document (the message gives the size); it is left out of the document and no credentials are issued.",
+    ),
+    (
         "ReconcileFailed",
         "False",
         "An API call failed; retried with backoff.",
@@ -217,6 +222,8 @@ pub mod user_reasons {
     pub const WAITING_FOR_CLUSTER: &str = "WaitingForCluster";
     /// A refused pattern or name.
     pub const INVALID_PERMISSIONS: &str = "InvalidPermissions";
+    /// The user's entry would not fit in the users document.
+    pub const TOO_LARGE: &str = "TooLarge";
     /// An API call failed.
     pub const RECONCILE_FAILED: &str = "ReconcileFailed";
 }

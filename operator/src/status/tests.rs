@@ -74,7 +74,7 @@ fn compute_with(
         desired: Ok(v),
         sts: s,
         previous,
-        apply_error: apply_error.map(str::to_string),
+        apply_error: apply_error.map(|e| (Reason::ApplyFailed, e.to_string())),
         members: None,
         now,
     })
