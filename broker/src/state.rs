@@ -153,6 +153,8 @@ pub struct PublishGate {
     pub budget: Arc<Semaphore>,
     /// `max_inflight_publish_bytes`, the most one request takes of the budget.
     pub budget_bytes: usize,
+    /// Notified when the last request in flight leaves.
+    none_in_flight: Notify,
 }
 
 impl PublishGate {
@@ -163,6 +165,27 @@ impl PublishGate {
             in_flight: AtomicU64::new(0),
             budget: Arc::new(Semaphore::new(budget_bytes.min(Semaphore::MAX_PERMITS))),
             budget_bytes,
+            none_in_flight: Notify::new(),
+        }
+    }
+
+    /// A request in flight reached its topic or owner (or was dropped on the way).
+    pub fn leave(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.none_in_flight.notify_waiters();
+        }
+    }
+
+    /// Returns once no publish request is in flight (at once if none is).
+    pub async fn wait_none_in_flight(&self) {
+        loop {
+            let none = self.none_in_flight.notified();
+            tokio::pin!(none);
+            none.as_mut().enable();
+            if self.in_flight() == 0 {
+                return;
+            }
+            none.await;
         }
     }
 

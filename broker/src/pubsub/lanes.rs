@@ -16,9 +16,7 @@ use starling_config::LaneShard;
 use starling_placement::hash::mix;
 use tokio::sync::mpsc;
 
-use prometheus::{IntCounter, IntGauge};
-
-use crate::metrics::Metrics;
+use crate::pubsub::counters::{Counters, Observe};
 use crate::pubsub::queue_budget::QueueBudget;
 use crate::pubsub::subscriber::{Queued, Subscriber};
 
@@ -51,45 +49,28 @@ impl LanePicker {
     }
 }
 
-/// One lane's metric handles, resolved once so the hot path does no label lookups.
-struct LaneMetrics {
-    depth: IntGauge,
-    high_water: IntGauge,
-    enqueued: IntCounter,
-}
-
 /// The lane pool.
 pub struct Lanes {
     senders: Vec<mpsc::Sender<Arc<Subscriber>>>,
-    lane_metrics: Vec<LaneMetrics>,
     /// Lane assignment.
     pub picker: LanePicker,
     /// The bytes every subscriber queue draws from (`subscriber_queue_budget_bytes`).
     pub queue_budget: Arc<QueueBudget>,
-    metrics: Arc<Metrics>,
+    counters: Arc<Counters>,
+    observe: Arc<dyn Observe>,
 }
 
 impl Lanes {
-    /// Starts `count` lane tasks.
+    /// Starts one lane task per lane of `counters` (`subscriber_writer_lanes`).
     pub fn spawn(
-        count: usize,
         queue_depth: usize,
         fanout_batch_size: usize,
         shard: LaneShard,
         queue_budget_bytes: u64,
-        metrics: Arc<Metrics>,
+        counters: Arc<Counters>,
+        observe: Arc<dyn Observe>,
     ) -> Arc<Lanes> {
-        let count = count.max(1);
-        let lane_metrics = (0..count)
-            .map(|lane| {
-                let l = lane.to_string();
-                LaneMetrics {
-                    depth: metrics.lane_queue_depth.with_label_values(&[&l]),
-                    high_water: metrics.lane_queue_high_water.with_label_values(&[&l]),
-                    enqueued: metrics.lane_enqueued.with_label_values(&[&l]),
-                }
-            })
-            .collect();
+        let count = counters.lanes.len().max(1);
         let mut senders = Vec::with_capacity(count);
         let mut receivers = Vec::with_capacity(count);
         for _ in 0..count {
@@ -99,13 +80,10 @@ impl Lanes {
         }
         let lanes = Arc::new(Lanes {
             senders,
-            lane_metrics,
             picker: LanePicker::new(count, shard),
-            queue_budget: Arc::new(QueueBudget::new(
-                queue_budget_bytes,
-                metrics.subscriber_queued_bytes.clone(),
-            )),
-            metrics,
+            queue_budget: Arc::new(QueueBudget::new(queue_budget_bytes)),
+            counters,
+            observe,
         });
         for (i, rx) in receivers.into_iter().enumerate() {
             let worker = LaneWorker {
@@ -116,6 +94,16 @@ impl Lanes {
             tokio::spawn(worker.run(rx));
         }
         lanes
+    }
+
+    /// The engine's counts (shared with the topics and subscribers of these lanes).
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.counters
+    }
+
+    /// Where distributions are reported.
+    pub fn observe(&self) -> &Arc<dyn Observe> {
+        &self.observe
     }
 
     /// Number of lanes.
@@ -131,16 +119,14 @@ impl Lanes {
     /// Hands a subscriber with queued batches to its lane, waiting if the lane queue is full.
     pub async fn schedule(&self, sub: Arc<Subscriber>) {
         let lane = sub.lane % self.senders.len();
-        let (Some(tx), Some(m)) = (self.senders.get(lane), self.lane_metrics.get(lane)) else {
+        let (Some(tx), Some(m)) = (self.senders.get(lane), self.counters.lanes.get(lane)) else {
             return;
         };
-        m.depth.inc();
-        if m.depth.get() > m.high_water.get() {
-            m.high_water.set(m.depth.get());
-        }
-        m.enqueued.inc();
+        let depth = m.depth.fetch_add(1, Ordering::Relaxed) + 1;
+        m.high_water.fetch_max(depth, Ordering::Relaxed);
+        m.enqueued.fetch_add(1, Ordering::Relaxed);
         if tx.send(sub).await.is_err() {
-            m.depth.dec();
+            m.depth.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -148,9 +134,9 @@ impl Lanes {
     fn try_requeue(&self, lane: usize, sub: Arc<Subscriber>) -> Result<(), LaneFull> {
         let tx = self.senders.get(lane).ok_or(LaneFull)?;
         tx.try_send(sub).map_err(|_| LaneFull)?;
-        if let Some(m) = self.lane_metrics.get(lane) {
-            m.depth.inc();
-            m.enqueued.inc();
+        if let Some(m) = self.counters.lanes.get(lane) {
+            m.depth.fetch_add(1, Ordering::Relaxed);
+            m.enqueued.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -175,13 +161,10 @@ struct LaneWorker {
 
 impl LaneWorker {
     async fn run(self, mut rx: mpsc::Receiver<Arc<Subscriber>>) {
-        let depth = self
-            .lanes
-            .metrics
-            .lane_queue_depth
-            .with_label_values(&[&self.lane.to_string()]);
         while let Some(sub) = rx.recv().await {
-            depth.dec();
+            if let Some(m) = self.lanes.counters.lanes.get(self.lane) {
+                m.depth.fetch_sub(1, Ordering::Relaxed);
+            }
             self.serve(sub).await;
         }
     }
@@ -215,13 +198,16 @@ impl LaneWorker {
                 "lane wrote"
             );
             match outcome {
-                WriteOutcome::Done => record(&self.lanes.metrics, &items),
+                WriteOutcome::Done => self.lanes.record(&items),
                 WriteOutcome::Failed => {
                     sub.close();
                     return;
                 }
                 WriteOutcome::Blocked => {
-                    self.lanes.metrics.lane_stalls.inc();
+                    self.lanes
+                        .counters
+                        .lane_stalls
+                        .fetch_add(1, Ordering::Relaxed);
                     tokio::spawn(finish_stalled(Arc::clone(&self.lanes), sub, bufs, items));
                     return;
                 }
@@ -267,21 +253,25 @@ async fn finish_stalled(
     };
     match result {
         Ok(()) => {
-            record(&lanes.metrics, &items);
+            lanes.record(&items);
             lanes.schedule(sub).await;
         }
         Err(_) => sub.close(),
     }
 }
 
-fn record(metrics: &Metrics, items: &[Queued]) {
-    let now = Instant::now();
-    for q in items {
-        metrics.delivered_events.inc_by(q.events.into());
-        metrics.delivered_bytes.inc_by(q.frame.len() as u64);
-        metrics
-            .delivery_latency
-            .observe(now.duration_since(q.enqueued).as_secs_f64());
+impl Lanes {
+    /// Counts written batches and reports their latency.
+    fn record(&self, items: &[Queued]) {
+        let now = Instant::now();
+        let c = &self.counters;
+        for q in items {
+            c.delivered_events
+                .fetch_add(q.events.into(), Ordering::Relaxed);
+            c.delivered_bytes
+                .fetch_add(q.frame.len() as u64, Ordering::Relaxed);
+            self.observe.delivered(now.duration_since(q.enqueued));
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod ack;
 pub mod batcher;
+pub mod counters;
 pub mod lanes;
 pub mod queue_budget;
 pub mod retained;

@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 use starling_config::SlowSubscriberPolicy;
 use tokio::sync::Notify;
 
-use crate::metrics::{DropReason, Metrics};
+use crate::pubsub::counters::{Counters, DropReason};
 use crate::pubsub::queue_budget::QueueBudget;
 
 /// The bytes of one queued item, always shared, never copied: one EventBatch frame (live
@@ -119,12 +119,14 @@ pub struct Subscriber {
     capacity: usize,
     state: Mutex<State>,
     space: Notify,
+    /// Notified when the lane takes the last queued batch, and on close.
+    emptied: Notify,
     budget: Arc<QueueBudget>,
     closed: AtomicBool,
     /// The stream EventBatches are written to. Locked only by the subscriber's lane (or the
     /// task that finishes a stalled write).
     pub stream: tokio::sync::Mutex<quinn::SendStream>,
-    metrics: Arc<Metrics>,
+    counters: Arc<Counters>,
 }
 
 impl Subscriber {
@@ -138,7 +140,7 @@ impl Subscriber {
         policy: SlowSubscriberPolicy,
         capacity: usize,
         stream: quinn::SendStream,
-        metrics: Arc<Metrics>,
+        counters: Arc<Counters>,
         budget: Arc<QueueBudget>,
     ) -> Self {
         Subscriber {
@@ -150,10 +152,11 @@ impl Subscriber {
             capacity: capacity.max(1),
             state: Mutex::new(State::default()),
             space: Notify::new(),
+            emptied: Notify::new(),
             budget,
             closed: AtomicBool::new(false),
             stream: tokio::sync::Mutex::new(stream),
-            metrics,
+            counters,
         }
     }
 
@@ -169,6 +172,9 @@ impl Subscriber {
         };
         let mut st = self.state.lock();
         let mut outcome = Outcome::Queued;
+        // Batches evicted for this one, uncounted until it is counted in (the count of queued
+        // batches never passes through zero on the way, which would wake the drain).
+        let mut evicted_batches = 0u64;
         let full = st.queue.len() >= self.capacity;
         let fits = !full && (charge == 0 || self.budget.try_take(charge));
         if !fits {
@@ -180,7 +186,7 @@ impl Subscriber {
             match self.policy {
                 SlowSubscriberPolicy::Block => return Err(item),
                 SlowSubscriberPolicy::DropNew => {
-                    self.metrics.dropped(new, item.events.into());
+                    self.counters.drop_events(new, item.events.into());
                     return Ok(Offer::just(Outcome::DroppedNew));
                 }
                 SlowSubscriberPolicy::DropOld => {
@@ -197,19 +203,21 @@ impl Subscriber {
                             break;
                         };
                         self.budget.release(freed);
-                        self.metrics.dropped(old, evicted.events.into());
-                        self.metrics.subscriber_queued_batches.dec();
+                        self.counters.drop_events(old, evicted.events.into());
+                        evicted_batches += 1;
                         outcome = Outcome::QueuedDroppedOld;
                     }
                     if !placed {
-                        self.metrics.dropped(new, item.events.into());
+                        self.counters.unqueued(evicted_batches);
+                        self.counters.drop_events(new, item.events.into());
                         return Ok(Offer::just(Outcome::DroppedNew));
                     }
                 }
             }
         }
         st.queue.push_back((item, charge));
-        self.metrics.subscriber_queued_batches.inc();
+        self.counters.queued(1);
+        self.counters.unqueued(evicted_batches);
         let schedule = !st.scheduled;
         st.scheduled = true;
         Ok(Offer { outcome, schedule })
@@ -251,10 +259,14 @@ impl Subscriber {
             return Vec::new();
         }
         let taken: Vec<(Queued, u64)> = st.queue.drain(..n).collect();
+        let emptied = st.queue.is_empty();
         drop(st);
+        if emptied {
+            self.emptied.notify_waiters();
+        }
         self.budget.release(taken.iter().map(|(_, c)| c).sum());
         let out: Vec<Queued> = taken.into_iter().map(|(q, _)| q).collect();
-        self.metrics.subscriber_queued_batches.sub(out.len() as i64);
+        self.counters.unqueued(out.len() as u64);
         self.space.notify_one();
         out
     }
@@ -262,6 +274,20 @@ impl Subscriber {
     /// Batches waiting.
     pub fn queued(&self) -> usize {
         self.state.lock().queue.len()
+    }
+
+    /// Returns once no batch waits in the queue (taken by the lane, or the subscriber closed);
+    /// at once if none does.
+    pub async fn wait_empty(&self) {
+        loop {
+            let emptied = self.emptied.notified();
+            tokio::pin!(emptied);
+            emptied.as_mut().enable();
+            if self.queued() == 0 || self.is_closed() {
+                return;
+            }
+            emptied.await;
+        }
     }
 
     /// Marks the subscriber closed, discards its queue (counting the dropped events) and wakes
@@ -274,13 +300,13 @@ impl Subscriber {
         self.budget.release(dropped.iter().map(|(_, c)| c).sum());
         if !dropped.is_empty() {
             let events: u64 = dropped.iter().map(|(q, _)| u64::from(q.events)).sum();
-            self.metrics.dropped(DropReason::SubscriberClosed, events);
-            self.metrics
-                .subscriber_queued_batches
-                .sub(dropped.len() as i64);
+            self.counters
+                .drop_events(DropReason::SubscriberClosed, events);
+            self.counters.unqueued(dropped.len() as u64);
         }
         self.space.notify_waiters();
         self.space.notify_one();
+        self.emptied.notify_waiters();
     }
 
     /// Whether the subscriber is closed.

@@ -154,7 +154,7 @@ pub async fn serve_subscription(
         h.cfg.slow_subscriber_policy,
         h.cfg.subscriber_queue_capacity as usize,
         send,
-        Arc::clone(&h.metrics),
+        Arc::clone(h.lanes.counters()),
         Arc::clone(&h.lanes.queue_budget),
     ));
     let kick = Arc::new(tokio::sync::Notify::new());
@@ -290,10 +290,7 @@ async fn serve_requests(
                 // (acked on receipt): give them a moment, then flush and drain.
                 tokio::time::sleep(KICK_GRACE).await;
                 h.topics.flush(&req.topic).await;
-                let deadline = tokio::time::Instant::now() + KICK_DRAIN;
-                while sub.queued() > 0 && tokio::time::Instant::now() < deadline {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
+                let _ = tokio::time::timeout(KICK_DRAIN, sub.wait_empty()).await;
                 let mut stream = sub.stream.lock().await;
                 let msg = "the topic moved to another member; subscribe again";
                 reply::error(&mut stream, &h.metrics, req.request_id, ErrorCode::Moved, msg).await;
