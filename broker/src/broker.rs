@@ -567,7 +567,7 @@ impl RunningBroker {
             .subscriptions
             .all()
             .into_iter()
-            .map(|(sub, quic)| server::subscribe::finish_for_drain(sub, quic));
+            .map(server::subscribe::finish_for_drain);
         let _ =
             tokio::time::timeout_at(deadline.into(), futures::future::join_all(finishing)).await;
         let _ = self.stop_tx.send(true);

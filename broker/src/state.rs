@@ -78,8 +78,6 @@ pub struct Registered {
     pub role: Role,
     /// Ends the subscription with `Moved` (its topic moved to another member).
     pub kick: Arc<Notify>,
-    /// The subscriber's connection (the drain tells a silent peer by its statistics).
-    pub quic: quinn::Connection,
 }
 
 /// Live subscriptions by id, so the drain can finish their streams cleanly and a membership
@@ -135,12 +133,12 @@ impl Subscriptions {
             .collect()
     }
 
-    /// Every live subscriber with its connection (for the drain).
-    pub fn all(&self) -> Vec<(Arc<Subscriber>, quinn::Connection)> {
+    /// Every live subscriber (for the drain).
+    pub fn all(&self) -> Vec<Arc<Subscriber>> {
         self.live
             .lock()
             .values()
-            .map(|r| (Arc::clone(&r.sub), r.quic.clone()))
+            .map(|r| Arc::clone(&r.sub))
             .collect()
     }
 }

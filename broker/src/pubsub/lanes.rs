@@ -1,24 +1,26 @@
-//! Writer lanes: a fixed pool of tasks that write queued EventBatches to subscriber streams.
+//! Writer lanes: a fixed pool of tasks that write queued EventBatches to subscriber sinks.
 //!
 //! Each subscriber is pinned to one lane by the configured shard policy, and a lane serves one
 //! subscriber at a time, so per-subscriber order always holds. A lane writes up to
 //! `fanout_batch_size` queued batches per turn in one vectored write. When a subscriber's
-//! stream is blocked by QUIC flow control the lane does not wait: it parks the unfinished write
-//! on a separate task and moves on, so one slow subscriber cannot stall the others on its lane.
+//! sink is blocked (QUIC flow control) the lane does not wait: it parks the unfinished write,
+//! with the sink, on a separate task and moves on, so one slow subscriber cannot stall the
+//! others on its lane. A lane also finishes a sink whose end was asked for once its queue is
+//! written ([`Subscriber::end`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
-use futures::FutureExt;
 use starling_config::LaneShard;
 use starling_placement::hash::mix;
 use tokio::sync::mpsc;
 
 use crate::pubsub::counters::{Counters, Observe};
 use crate::pubsub::queue_budget::QueueBudget;
-use crate::pubsub::subscriber::{Queued, Subscriber};
+use crate::pubsub::sink::{SubscriberSink, WriteNow};
+use crate::pubsub::subscriber::{Queued, Subscriber, Turn};
 
 /// Picks a lane for a new subscriber.
 #[derive(Debug)]
@@ -146,13 +148,6 @@ impl Lanes {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct LaneFull;
 
-/// Outcome of one attempt to write without waiting.
-enum WriteOutcome {
-    Done,
-    Blocked,
-    Failed,
-}
-
 struct LaneWorker {
     lane: usize,
     lanes: Arc<Lanes>,
@@ -173,47 +168,48 @@ impl LaneWorker {
     /// subscribers if it has more.
     async fn serve(&self, sub: Arc<Subscriber>) {
         loop {
-            let items = sub.take(self.max_batches);
-            if items.is_empty() {
-                return;
-            }
-            let mut bufs: Vec<Bytes> = Vec::with_capacity(items.len());
-            for q in &items {
-                q.frame.push_into(&mut bufs);
-            }
-            tracing::trace!(
-                lane = self.lane,
-                sub = sub.id,
-                batches = items.len(),
-                "lane write"
-            );
-            let outcome = {
-                let mut stream = sub.stream.lock().await;
-                write_without_waiting(&mut stream, &mut bufs)
+            let (mut sink, mut bufs, batches) = match sub.take(self.max_batches) {
+                Turn::Idle => return,
+                Turn::End { sink, ended } => {
+                    let _ = ended.send(sink.finish());
+                    return;
+                }
+                Turn::Write {
+                    sink,
+                    bufs,
+                    batches,
+                } => (sink, bufs, batches),
             };
             tracing::trace!(
                 lane = self.lane,
                 sub = sub.id,
-                blocked = matches!(outcome, WriteOutcome::Blocked),
-                "lane wrote"
+                batches = batches.len(),
+                "lane write"
             );
+            let outcome = sink.write_now(&mut bufs);
+            tracing::trace!(lane = self.lane, sub = sub.id, ?outcome, "lane wrote");
             match outcome {
-                WriteOutcome::Done => self.lanes.record(&items),
-                WriteOutcome::Failed => {
-                    sub.close();
+                WriteNow::Done => {
+                    sub.give_back(sink);
+                    self.lanes.record(&batches);
+                }
+                WriteNow::Failed => {
+                    drop(sink);
+                    sub.lost();
                     return;
                 }
-                WriteOutcome::Blocked => {
+                WriteNow::Blocked => {
                     self.lanes
                         .counters
                         .lane_stalls
                         .fetch_add(1, Ordering::Relaxed);
-                    tokio::spawn(finish_stalled(Arc::clone(&self.lanes), sub, bufs, items));
+                    let lanes = Arc::clone(&self.lanes);
+                    tokio::spawn(finish_stalled(lanes, sub, sink, bufs, batches));
                     return;
                 }
             }
             if sub.queued() == 0 {
-                continue; // clears the scheduled flag, or picks up a batch that raced in
+                continue; // clears the scheduled flag, ends, or picks up a batch that raced in
             }
             // Requeue behind the other ready subscribers; if the lane queue is full, keep
             // serving this one inline.
@@ -224,39 +220,24 @@ impl LaneWorker {
     }
 }
 
-fn write_without_waiting(stream: &mut quinn::SendStream, bufs: &mut [Bytes]) -> WriteOutcome {
-    let mut start = 0;
-    while start < bufs.len() {
-        if bufs[start].is_empty() {
-            start += 1;
-            continue;
-        }
-        match stream.write_chunks(&mut bufs[start..]).now_or_never() {
-            None => return WriteOutcome::Blocked,
-            Some(Ok(written)) => start += written.chunks,
-            Some(Err(_)) => return WriteOutcome::Failed,
-        }
-    }
-    WriteOutcome::Done
-}
-
 /// Finishes a write the lane had to park, then gives the subscriber back to its lane.
 async fn finish_stalled(
     lanes: Arc<Lanes>,
     sub: Arc<Subscriber>,
+    mut sink: Box<dyn SubscriberSink>,
     mut bufs: Vec<Bytes>,
-    items: Vec<Queued>,
+    batches: Vec<Queued>,
 ) {
-    let result = {
-        let mut stream = sub.stream.lock().await;
-        stream.write_all_chunks(&mut bufs).await
-    };
-    match result {
+    match sink.write_all(&mut bufs).await {
         Ok(()) => {
-            lanes.record(&items);
+            sub.give_back(sink);
+            lanes.record(&batches);
             lanes.schedule(sub).await;
         }
-        Err(_) => sub.close(),
+        Err(_) => {
+            drop(sink);
+            sub.lost();
+        }
     }
 }
 

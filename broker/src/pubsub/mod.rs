@@ -6,5 +6,6 @@ pub mod counters;
 pub mod lanes;
 pub mod queue_budget;
 pub mod retained;
+pub mod sink;
 pub mod subscriber;
 pub mod topic;
