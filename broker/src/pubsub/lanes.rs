@@ -10,12 +10,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
 use bytes::Bytes;
 use starling_config::LaneShard;
 use starling_placement::hash::mix;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use crate::pubsub::counters::{Counters, Observe};
 use crate::pubsub::queue_budget::QueueBudget;

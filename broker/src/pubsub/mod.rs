@@ -9,3 +9,6 @@ pub mod retained;
 pub mod sink;
 pub mod subscriber;
 pub mod topic;
+
+#[cfg(test)]
+mod tests;

@@ -17,12 +17,12 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 use starling_config::SlowSubscriberPolicy;
 use tokio::sync::{Notify, oneshot};
+use tokio::time::Instant;
 
 use crate::pubsub::counters::{Counters, DropReason};
 use crate::pubsub::queue_budget::QueueBudget;
@@ -398,10 +398,10 @@ impl Subscriber {
     pub fn take(&self, max: usize) -> Turn {
         let mut st = self.state.lock();
         if st.queue.is_empty() {
-            if let Some(ended) = st.ending.take() {
-                if let Some(sink) = st.sink.take() {
-                    return Turn::End { sink, ended };
-                }
+            if let Some(ended) = st.ending.take()
+                && let Some(sink) = st.sink.take()
+            {
+                return Turn::End { sink, ended };
             }
             st.scheduled = false;
             return Turn::Idle;

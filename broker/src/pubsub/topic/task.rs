@@ -16,7 +16,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
@@ -24,6 +24,7 @@ use starling_proto::{
 };
 use starling_storage::{LogView, now_ms};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 
 use super::{Attach, TopicMsg, TopicSettings};
 use crate::durable::DurableLog;
@@ -258,7 +259,7 @@ impl TopicTask {
         let mut expiry_armed = false;
         loop {
             if !expiry_armed && let Some(at) = self.retained.next_expiry() {
-                expiry.as_mut().reset(at.into());
+                expiry.as_mut().reset(at);
                 expiry_armed = true;
             }
             let deadline = self.batcher.deadline();
