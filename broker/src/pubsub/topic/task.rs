@@ -36,7 +36,7 @@ use crate::pubsub::lanes::Lanes;
 use crate::pubsub::retained::{Retained, coalesce};
 use crate::pubsub::subscriber::Frames;
 use crate::pubsub::subscriber::{Outcome, Queued, Subscriber};
-use crate::timer;
+use crate::pubsub::timer;
 
 /// Requests to a topic task besides messages.
 pub enum Control {

@@ -17,10 +17,10 @@ use starling_placement::hash::mix;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::pubsub::counters::{Counters, Observe};
-use crate::pubsub::queue_budget::QueueBudget;
-use crate::pubsub::sink::{SubscriberSink, WriteNow};
-use crate::pubsub::subscriber::{Queued, Subscriber, Turn};
+use crate::counters::{Counters, Observe};
+use crate::queue_budget::QueueBudget;
+use crate::sink::{SubscriberSink, WriteNow};
+use crate::subscriber::{Queued, Subscriber, Turn};
 
 /// Picks a lane for a new subscriber.
 #[derive(Debug)]

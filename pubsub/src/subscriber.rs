@@ -5,7 +5,7 @@
 //! per subscriber, not a copy. A subscriber is pinned to one writer lane for its whole life and
 //! is handed to that lane at most once at a time (the `scheduled` flag), which is what keeps its
 //! batches in order. Live batches are also charged to the broker-wide
-//! [`QueueBudget`](crate::pubsub::queue_budget::QueueBudget): a batch that does not fit it is
+//! [`QueueBudget`](crate::queue_budget::QueueBudget): a batch that does not fit it is
 //! handled like one that does not fit the queue.
 //!
 //! The queue is the sink's only way in: the subscription handler's replies (`SubscribeOk`,
@@ -24,9 +24,9 @@ use starling_config::SlowSubscriberPolicy;
 use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
-use crate::pubsub::counters::{Counters, DropReason};
-use crate::pubsub::queue_budget::QueueBudget;
-use crate::pubsub::sink::{SinkFuture, SubscriberSink};
+use crate::counters::{Counters, DropReason};
+use crate::queue_budget::QueueBudget;
+use crate::sink::{SinkFuture, SubscriberSink};
 
 /// Most handler replies waiting in one subscriber's queue; [`Subscriber::reply`] waits beyond
 /// (a client that sends pings and never reads is pushed back, as a blocked write would).

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::pubsub::batcher::Trigger;
+use crate::batcher::Trigger;
 
 /// Why events were dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
