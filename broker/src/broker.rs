@@ -33,6 +33,7 @@ use crate::health::{Health, Phase};
 use crate::http::{self, HttpState};
 use crate::metrics::Metrics;
 use crate::pubsub::batcher::Limits;
+use crate::pubsub::counters::{Counters, Observe};
 use crate::pubsub::lanes::Lanes;
 use crate::pubsub::topic::{TopicSettings, Topics};
 use crate::server::buffers::Buffers;
@@ -158,12 +159,16 @@ impl Broker {
         })?;
 
         let lanes = Lanes::spawn(
-            cfg.subscriber_writer_lanes as usize,
             cfg.subscriber_lane_queue_depth as usize,
             cfg.fanout_batch_size as usize,
             cfg.subscriber_lane_shard,
             cfg.subscriber_queue_budget_bytes,
-            Arc::clone(&metrics),
+            Arc::new(Counters::new(cfg.subscriber_writer_lanes as usize)),
+            Arc::clone(&metrics) as Arc<dyn Observe>,
+        );
+        metrics.export_pubsub(
+            Arc::clone(lanes.counters()),
+            Arc::clone(&lanes.queue_budget),
         );
         let cache = Arc::new(Cache::new(CacheConfig {
             max_bytes: cfg.cache_max_bytes,
@@ -213,7 +218,6 @@ impl Broker {
                 durability: Arc::clone(&durability),
                 log_peers: Arc::new(PeerLogs::new(Arc::clone(&cluster), Arc::clone(&peers))),
             },
-            Arc::clone(&metrics),
             Arc::clone(&lanes),
         );
 
@@ -519,9 +523,8 @@ impl RunningBroker {
         // Publishes accepted before the phase changed (acked on receipt, perhaps) reach their
         // topics first; new ones are refused from now on.
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        while state.publishes.in_flight() > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        let _ =
+            tokio::time::timeout_at(deadline.into(), state.publishes.wait_none_in_flight()).await;
         let _ = tokio::time::timeout_at(deadline.into(), state.topics.flush_all()).await;
         if state.cluster.is_clustered() {
             // Hand this broker's cache entries to the members that own them in its absence.
@@ -548,10 +551,9 @@ impl RunningBroker {
                 );
             }
         }
-        while state.metrics.subscriber_queued_batches.get() > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let left = state.metrics.subscriber_queued_batches.get();
+        let counters = state.lanes.counters();
+        let _ = tokio::time::timeout_at(deadline.into(), counters.wait_queues_empty()).await;
+        let left = counters.queued_batches();
         if left > 0 {
             tracing::warn!(
                 batches = left,
@@ -565,7 +567,7 @@ impl RunningBroker {
             .subscriptions
             .all()
             .into_iter()
-            .map(|(sub, quic)| server::subscribe::finish_for_drain(sub, quic));
+            .map(server::subscribe::finish_for_drain);
         let _ =
             tokio::time::timeout_at(deadline.into(), futures::future::join_all(finishing)).await;
         let _ = self.stop_tx.send(true);

@@ -14,13 +14,13 @@
 //!   (decode, check, hand over).
 //! - [`cluster`]: membership, placement, peer links, upstreams, the cache hand-off, and
 //!   [`cluster::forward`] (everything handed to another member).
-//! - [`pubsub`]: topics (registry and task), batching, subscriber queues, writer lanes, acks.
+//! - [`pubsub`]: topics (registry and task) and acks; batching, subscriber queues, writer lanes,
+//!   the retained tail, the engine's counters and batch deadlines come from `starling-pubsub`.
 //! - [`cache`]: the sharded TTL cache.
 //! - [`transport`], [`tls`] and [`tls_reload`]: quinn configuration, certificates and the
 //!   client CA, and their reload.
 //! - [`http`], [`metrics`], [`health`]: the observability surface.
 //! - [`memory_limit`]: the cgroup memory limit the config's worst case is checked against at start.
-//! - [`timer`]: sub-millisecond batch deadlines.
 //! - [`cli`] and [`telemetry`]: the binary's config loading and logging.
 //! - [`error`]: the typed errors.
 
@@ -40,7 +40,6 @@ pub mod pubsub;
 pub mod server;
 pub mod state;
 pub mod telemetry;
-pub mod timer;
 pub mod tls;
 pub mod tls_reload;
 pub mod transport;

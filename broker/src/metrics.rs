@@ -11,29 +11,16 @@ use prometheus::{
 use starling_config::metric_names as names;
 
 use crate::cache::CacheStats;
+use crate::pubsub::counters::{Counters, DropReason, Observe, TRIGGERS};
+use crate::pubsub::queue_budget::QueueBudget;
 
-/// Why events were dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DropReason {
-    /// A full subscriber queue under `drop_new`.
-    QueueFullNew,
-    /// A full subscriber queue under `drop_old`.
-    QueueFullOld,
-    /// The subscriber went away with events still queued.
-    SubscriberClosed,
-    /// The broker-wide `subscriber_queue_budget_bytes` was full (under `drop_new` or
-    /// `drop_old`).
-    QueueBudget,
-}
-
-impl DropReason {
-    fn label(self) -> &'static str {
-        match self {
-            DropReason::QueueFullNew => "queue_full_drop_new",
-            DropReason::QueueFullOld => "queue_full_drop_old",
-            DropReason::SubscriberClosed => "subscriber_closed",
-            DropReason::QueueBudget => "queue_budget",
-        }
+/// The `reason` label of `starling_dropped_events_total`.
+fn drop_label(reason: DropReason) -> &'static str {
+    match reason {
+        DropReason::QueueFullNew => "queue_full_drop_new",
+        DropReason::QueueFullOld => "queue_full_drop_old",
+        DropReason::SubscriberClosed => "subscriber_closed",
+        DropReason::QueueBudget => "queue_budget",
     }
 }
 
@@ -170,6 +157,18 @@ pub struct Metrics {
     pub auth_revoked: IntCounter,
     /// Server certificate and client CA reloads, by outcome (`applied`, `failed`).
     pub tls_reloads: IntCounterVec,
+    /// The pub/sub engine's counters, exported at every scrape ([`Metrics::export_pubsub`]).
+    pubsub: std::sync::Arc<std::sync::OnceLock<PubsubExport>>,
+}
+
+/// The pub/sub engine's counters and what of its shared counters was exported last.
+struct PubsubExport {
+    counters: std::sync::Arc<Counters>,
+    queue_budget: std::sync::Arc<QueueBudget>,
+    /// The storage series are shared with the durable logs: the engine's part goes in by
+    /// difference.
+    storage_errors: std::sync::atomic::AtomicU64,
+    storage_replayed_records: std::sync::atomic::AtomicU64,
 }
 
 /// The `reason` values of `starling_auth_failures_total`.
@@ -659,16 +658,12 @@ impl Metrics {
             )?,
             storage: crate::durable::StorageMetrics::register(&r)?,
             registry: r,
+            pubsub: std::sync::Arc::default(),
         };
         // Create every fixed label combination up front so each series exists (at 0) from the
         // first scrape instead of appearing only after the first event.
-        for reason in [
-            DropReason::QueueFullNew,
-            DropReason::QueueFullOld,
-            DropReason::SubscriberClosed,
-            DropReason::QueueBudget,
-        ] {
-            m.dropped_events.with_label_values(&[reason.label()]);
+        for reason in DropReason::ALL {
+            m.dropped_events.with_label_values(&[drop_label(reason)]);
         }
         for reason in http_refusal::ALL {
             m.http_refused.with_label_values(&[reason]);
@@ -699,8 +694,8 @@ impl Metrics {
         for direction in ["pushed", "pulled"] {
             m.cluster_handoff_keys.with_label_values(&[direction]);
         }
-        for trigger in ["events", "bytes", "delay", "drain"] {
-            m.batch_flushes.with_label_values(&[trigger]);
+        for trigger in TRIGGERS {
+            m.batch_flushes.with_label_values(&[trigger.label()]);
         }
         for (op, results) in [
             ("put", &["ok", "refused"][..]),
@@ -728,11 +723,76 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts dropped events.
-    pub fn dropped(&self, reason: DropReason, events: u64) {
-        self.dropped_events
-            .with_label_values(&[reason.label()])
-            .inc_by(events);
+    /// Exports `counters`, the pub/sub engine's, and the bytes held of `queue_budget` at every
+    /// scrape from now on (set once; a second call is ignored).
+    pub fn export_pubsub(
+        &self,
+        counters: std::sync::Arc<Counters>,
+        queue_budget: std::sync::Arc<QueueBudget>,
+    ) {
+        let _ = self.pubsub.set(PubsubExport {
+            counters,
+            queue_budget,
+            storage_errors: std::sync::atomic::AtomicU64::new(0),
+            storage_replayed_records: std::sync::atomic::AtomicU64::new(0),
+        });
+    }
+
+    /// Copies the pub/sub engine's counters into the exported series.
+    fn observe_pubsub(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(x) = self.pubsub.get() else {
+            return;
+        };
+        let c = &x.counters;
+        let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        catch_up(&self.delivered_events, c.delivered_events.load(Relaxed));
+        catch_up(&self.delivered_bytes, c.delivered_bytes.load(Relaxed));
+        for reason in DropReason::ALL {
+            let series = self.dropped_events.with_label_values(&[drop_label(reason)]);
+            catch_up(&series, c.dropped(reason));
+        }
+        for trigger in TRIGGERS {
+            let series = self.batch_flushes.with_label_values(&[trigger.label()]);
+            catch_up(&series, c.batch_flushes(trigger));
+        }
+        catch_up(&self.lane_stalls, c.lane_stalls.load(Relaxed));
+        catch_up(&self.replayed_events, c.replayed_events.load(Relaxed));
+        self.subscriber_queued_batches
+            .set(gauge(c.queued_batches()));
+        self.subscriber_queued_bytes
+            .set(gauge(x.queue_budget.used()));
+        self.retained_bytes
+            .set(gauge(c.retained_bytes.load(Relaxed)));
+        self.topics.set(gauge(c.topics.load(Relaxed)));
+        for (lane, l) in c.lanes.iter().enumerate() {
+            let label = lane.to_string();
+            let label = [label.as_str()];
+            self.lane_queue_depth
+                .with_label_values(&label)
+                .set(gauge(l.depth.load(Relaxed)));
+            self.lane_queue_high_water
+                .with_label_values(&label)
+                .set(gauge(l.high_water.load(Relaxed)));
+            catch_up(
+                &self.lane_enqueued.with_label_values(&label),
+                l.enqueued.load(Relaxed),
+            );
+        }
+        let by_difference = |total: u64, last: &std::sync::atomic::AtomicU64, into: &IntCounter| {
+            let before = last.swap(total, Relaxed);
+            into.inc_by(total.saturating_sub(before));
+        };
+        by_difference(
+            c.storage_errors.load(Relaxed),
+            &x.storage_errors,
+            &self.storage.errors,
+        );
+        by_difference(
+            c.storage_replayed_records.load(Relaxed),
+            &x.storage_replayed_records,
+            &self.storage.replayed_records,
+        );
     }
 
     /// Copies the cache's own counters into the exported series.
@@ -780,8 +840,10 @@ impl Metrics {
         }
     }
 
-    /// Renders every metric in the Prometheus text exposition format.
+    /// Renders every metric in the Prometheus text exposition format (the pub/sub engine's
+    /// counters as of now).
     pub fn render(&self) -> String {
+        self.observe_pubsub();
         let mut buf = Vec::new();
         if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut buf) {
             tracing::warn!(error = %e, "metrics encoding failed");
@@ -795,6 +857,18 @@ fn catch_up(c: &IntCounter, total: u64) {
     let cur = c.get();
     if total > cur {
         c.inc_by(total - cur);
+    }
+}
+
+/// The engine's distributions go to the histograms.
+impl Observe for Metrics {
+    fn batch_sealed(&self, events: usize, bytes: usize) {
+        self.batch_events.observe(events as f64);
+        self.batch_bytes.observe(bytes as f64);
+    }
+
+    fn delivered(&self, latency: std::time::Duration) {
+        self.delivery_latency.observe(latency.as_secs_f64());
     }
 }
 

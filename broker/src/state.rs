@@ -78,8 +78,6 @@ pub struct Registered {
     pub role: Role,
     /// Ends the subscription with `Moved` (its topic moved to another member).
     pub kick: Arc<Notify>,
-    /// The subscriber's connection (the drain tells a silent peer by its statistics).
-    pub quic: quinn::Connection,
 }
 
 /// Live subscriptions by id, so the drain can finish their streams cleanly and a membership
@@ -135,12 +133,12 @@ impl Subscriptions {
             .collect()
     }
 
-    /// Every live subscriber with its connection (for the drain).
-    pub fn all(&self) -> Vec<(Arc<Subscriber>, quinn::Connection)> {
+    /// Every live subscriber (for the drain).
+    pub fn all(&self) -> Vec<Arc<Subscriber>> {
         self.live
             .lock()
             .values()
-            .map(|r| (Arc::clone(&r.sub), r.quic.clone()))
+            .map(|r| Arc::clone(&r.sub))
             .collect()
     }
 }
@@ -153,6 +151,8 @@ pub struct PublishGate {
     pub budget: Arc<Semaphore>,
     /// `max_inflight_publish_bytes`, the most one request takes of the budget.
     pub budget_bytes: usize,
+    /// Notified when the last request in flight leaves.
+    none_in_flight: Notify,
 }
 
 impl PublishGate {
@@ -163,6 +163,27 @@ impl PublishGate {
             in_flight: AtomicU64::new(0),
             budget: Arc::new(Semaphore::new(budget_bytes.min(Semaphore::MAX_PERMITS))),
             budget_bytes,
+            none_in_flight: Notify::new(),
+        }
+    }
+
+    /// A request in flight reached its topic or owner (or was dropped on the way).
+    pub fn leave(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.none_in_flight.notify_waiters();
+        }
+    }
+
+    /// Returns once no publish request is in flight (at once if none is).
+    pub async fn wait_none_in_flight(&self) {
+        loop {
+            let none = self.none_in_flight.notified();
+            tokio::pin!(none);
+            none.as_mut().enable();
+            if self.in_flight() == 0 {
+                return;
+            }
+            none.await;
         }
     }
 

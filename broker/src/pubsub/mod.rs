@@ -1,9 +1,15 @@
-//! Publish/subscribe core: topics and their batching, subscriber queues, writer lanes, acks.
+//! Publish/subscribe core: topics (their registry and task) and acks, with the engine's
+//! network-free parts from `starling-pubsub` (batching, subscriber queues and sinks, writer
+//! lanes, the queue budget, the retained tail, counters, batch deadlines).
 
 pub mod ack;
-pub mod batcher;
-pub mod lanes;
-pub mod queue_budget;
-pub mod retained;
-pub mod subscriber;
 pub mod topic;
+
+// The engine's network-free parts live in `starling-pubsub`; the broker's modules name them
+// here as before.
+pub use starling_pubsub::{
+    batcher, counters, lanes, queue_budget, retained, sink, subscriber, timer,
+};
+
+#[cfg(test)]
+mod tests;

@@ -11,7 +11,7 @@
 //! - [`handshake`]: `Hello` in, `HelloOk` or a typed error out.
 //! - [`link`]: what a stream handler knows about its connection.
 //! - [`publish`]: publish streams and the per-connection publish workers.
-//! - [`subscribe`]: subscription streams.
+//! - [`subscribe`]: subscription streams; [`quic_sink`]: a subscriber's sink on its stream.
 //! - [`cache`]: cache request/response streams.
 //! - [`log_transfer`]: durable log reads and claims between members.
 //! - [`reply`]: writing frames and typed errors back to a stream.
@@ -25,6 +25,7 @@ pub mod handshake;
 pub mod link;
 pub mod log_transfer;
 pub mod publish;
+pub mod quic_sink;
 pub mod reply;
 pub mod subscribe;
 

@@ -22,8 +22,8 @@ use starling_access::Operation;
 use starling_config::BrokerConfig;
 use starling_placement::Kind;
 use starling_proto::{
-    ErrorCode, Frame, FrameDecoder, Moved, Position, StartAt, Subscribe, SubscribeOk, features,
-    write_frame,
+    ErrorCode, ErrorFrame, Frame, FrameDecoder, Moved, Position, StartAt, Subscribe, SubscribeOk,
+    features, write_frame,
 };
 use tokio::sync::oneshot;
 
@@ -32,11 +32,12 @@ use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
 use crate::metrics::{Limit, Metrics};
 use crate::pubsub::lanes::Lanes;
-use crate::pubsub::subscriber::Subscriber;
+use crate::pubsub::subscriber::{Identity, QueuePolicy, Subscriber};
 use crate::pubsub::topic::Topics;
 use crate::server::admit::Slot;
 use crate::server::frames::{Allowance, FrameBuf, read_frame_within};
 use crate::server::link::Link;
+use crate::server::quic_sink::QuicSink;
 use crate::server::reply;
 use crate::state::{Registered, Subscriptions};
 
@@ -147,14 +148,18 @@ pub async fn serve_subscription(
     let id = h.subscriptions.next_id();
     let lane = h.lanes.picker.pick(id, conn_id);
     let sub = Arc::new(Subscriber::new(
-        id,
-        conn_id,
-        lane,
-        Arc::from(req.topic.as_str()),
-        h.cfg.slow_subscriber_policy,
-        h.cfg.subscriber_queue_capacity as usize,
-        send,
-        Arc::clone(&h.metrics),
+        Identity {
+            id,
+            conn_id,
+            lane,
+            topic: Arc::from(req.topic.as_str()),
+        },
+        QueuePolicy {
+            policy: h.cfg.slow_subscriber_policy,
+            capacity: h.cfg.subscriber_queue_capacity as usize,
+        },
+        Box::new(QuicSink::new(send, link.quic.clone())),
+        Arc::clone(h.lanes.counters()),
         Arc::clone(&h.lanes.queue_budget),
     ));
     let kick = Arc::new(tokio::sync::Notify::new());
@@ -173,40 +178,57 @@ pub async fn serve_subscription(
 
     serve_requests(&h, &req, &sub, &kick, &link.allowance, recv, buf).await;
     forget(&h, &sub);
-    let _ = sub.stream.lock().await.finish();
+    // Finished after the replies still queued (a `Moved`); nobody waits for the far end.
+    drop(sub.end());
     if role == Role::Plain {
         reconcile_upstreams(&h.upstreams, &h.subscriptions);
     }
     tracing::debug!(id, topic = %req.topic, ?role, "subscription ended");
 }
 
+/// Queues `frame` to the subscriber, after whatever is queued (its one writer, the lane,
+/// writes it).
+async fn send(h: &Handles, sub: &Arc<Subscriber>, frame: &Frame) {
+    if sub.reply(frame.to_bytes()).await {
+        h.lanes.schedule(Arc::clone(sub)).await;
+    }
+}
+
+/// A typed error frame, counted.
+fn error_frame(h: &Handles, request_id: u64, code: ErrorCode, message: impl Into<String>) -> Frame {
+    h.metrics
+        .protocol_errors
+        .with_label_values(&[code.name()])
+        .inc();
+    Frame::Error(ErrorFrame {
+        request_id,
+        code,
+        message: message.into(),
+    })
+}
+
 /// Refuses a `Subscribe` past `limit`: counts it, answers `LimitExceeded` with `why` and
 /// finishes the stream.
 async fn refuse_past_limit(
     h: &Handles,
-    stream: &mut quinn::SendStream,
+    sub: &Arc<Subscriber>,
     request_id: u64,
     limit: Limit,
     why: &str,
 ) {
     h.metrics.limit_refused(limit);
-    reply::error(
-        stream,
-        &h.metrics,
-        request_id,
-        ErrorCode::LimitExceeded,
-        why,
-    )
-    .await;
-    let _ = stream.finish();
+    let error = error_frame(h, request_id, ErrorCode::LimitExceeded, why);
+    send(h, sub, &error).await;
+    drop(sub.end());
 }
 
 /// Registers the subscription (within `max_subscriptions_per_connection` for a client's, and
 /// `max_subscriptions`) and its topic's subscriber, then answers `SubscribeOk`; returns what
 /// counts it on its connection (a peer's is not counted) and where its catch-up from the owner
-/// starts if the topic holds it back (see `Topics::subscribe`), or `None` when refused or the
-/// answer could not be written (the stream is then done with). Registered before answering, so every publish the client makes after
-/// `SubscribeOk` reaches it; the stream is held so no EventBatch can overtake `SubscribeOk`.
+/// starts if the topic holds it back (see `Topics::subscribe`), or `None` when refused (the
+/// stream is then done with). Registered before answering, so every publish the client makes
+/// after `SubscribeOk` reaches it; `SubscribeOk` is queued before the topic knows the
+/// subscriber, so no EventBatch can overtake it.
 async fn register(
     h: &Handles,
     link: &Link,
@@ -215,7 +237,6 @@ async fn register(
     kick: &Arc<tokio::sync::Notify>,
 ) -> Option<(Option<Slot>, Option<oneshot::Receiver<Position>>)> {
     let (id, role) = (sub.id, link.role);
-    let mut stream = sub.stream.lock().await;
     let per_conn = h.cfg.max_subscriptions_per_connection as usize;
     let counted = if role == Role::Peer {
         None
@@ -227,7 +248,7 @@ async fn register(
              (max_subscriptions_per_connection)"
         );
         let limit = Limit::SubscriptionsPerConnection;
-        refuse_past_limit(h, &mut stream, req.request_id, limit, &why).await;
+        refuse_past_limit(h, sub, req.request_id, limit, &why).await;
         return None;
     };
     let max = h.cfg.max_subscriptions as usize;
@@ -235,14 +256,13 @@ async fn register(
         sub: Arc::clone(sub),
         role,
         kick: Arc::clone(kick),
-        quic: link.quic.clone(),
     };
     let admitted = h.subscriptions.admit(id, entry, max);
     if !admitted {
         let why = format!(
             "{max} subscriptions are open, the most this broker allows (max_subscriptions)"
         );
-        refuse_past_limit(h, &mut stream, req.request_id, Limit::Subscriptions, &why).await;
+        refuse_past_limit(h, sub, req.request_id, Limit::Subscriptions, &why).await;
         return None;
     }
     if role == Role::Plain
@@ -251,20 +271,16 @@ async fn register(
     {
         h.upstreams.seed(&req.topic, req.start);
     }
+    let ok = Frame::SubscribeOk(SubscribeOk {
+        request_id: req.request_id,
+        subscription_id: id,
+    });
+    send(h, sub, &ok).await;
     // Only a plain client's subscription is served at a broker that does not own its topic.
     let behind = h
         .topics
         .subscribe(Arc::clone(sub), req.start, role == Role::Plain);
     h.metrics.subscriptions.inc();
-    let ok = Frame::SubscribeOk(SubscribeOk {
-        request_id: req.request_id,
-        subscription_id: id,
-    });
-    if write_frame(&mut *stream, &ok).await.is_err() {
-        drop(stream);
-        forget(h, sub);
-        return None;
-    }
     Some((counted, behind))
 }
 
@@ -274,7 +290,7 @@ async fn register(
 async fn serve_requests(
     h: &Handles,
     req: &Subscribe,
-    sub: &Subscriber,
+    sub: &Arc<Subscriber>,
     kick: &tokio::sync::Notify,
     allowance: &Allowance,
     mut recv: quinn::RecvStream,
@@ -290,83 +306,31 @@ async fn serve_requests(
                 // (acked on receipt): give them a moment, then flush and drain.
                 tokio::time::sleep(KICK_GRACE).await;
                 h.topics.flush(&req.topic).await;
-                let deadline = tokio::time::Instant::now() + KICK_DRAIN;
-                while sub.queued() > 0 && tokio::time::Instant::now() < deadline {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                let mut stream = sub.stream.lock().await;
+                let _ = tokio::time::timeout(KICK_DRAIN, sub.wait_empty()).await;
                 let msg = "the topic moved to another member; subscribe again";
-                reply::error(&mut stream, &h.metrics, req.request_id, ErrorCode::Moved, msg).await;
+                send(h, sub, &error_frame(h, req.request_id, ErrorCode::Moved, msg)).await;
                 h.metrics.cluster_moved.with_label_values(&["subscribe"]).inc();
                 return;
             }
         };
         match frame {
             Ok(Some(Frame::Unsubscribe(u))) if u.subscription_id == sub.id => return,
-            Ok(Some(Frame::Ping(p))) => {
-                let mut stream = sub.stream.lock().await;
-                if write_frame(&mut *stream, &Frame::Pong(p)).await.is_err() {
-                    return;
-                }
-            }
+            Ok(Some(Frame::Ping(p))) => send(h, sub, &Frame::Pong(p)).await,
             Ok(Some(other)) => {
                 let (code, msg) = reply::unexpected(&other, "subscription");
-                let mut stream = sub.stream.lock().await;
-                reply::error(
-                    &mut stream,
-                    &h.metrics,
-                    reply::request_id(&other),
-                    code,
-                    msg,
-                )
-                .await;
+                let error = error_frame(h, reply::request_id(&other), code, msg);
+                send(h, sub, &error).await;
             }
             Ok(None) | Err(_) => return,
         }
     }
 }
 
-/// How long a peer may leave what the drain sent it unanswered before the drain stops waiting
-/// for it.
-const SILENT: Duration = Duration::from_secs(2);
-
-/// Finishes a subscription stream for the drain and waits until the subscriber acknowledged
-/// everything on it, so closing the connection cannot discard delivered batches. A subscriber
-/// that vanished without closing (a crash, a killed process) is noticed only after the QUIC
-/// idle timeout and would hold the drain, and the broker's topics with it, to the whole
-/// `drain_timeout_ms`: the wait also ends once this broker has been sending on the connection
-/// (data, the stream's end, retransmissions, keep-alives) for [`SILENT`] without receiving
-/// anything. A live peer acknowledges within round trips, and one that only stopped reading
-/// still answers keep-alives, so neither is given up on.
-pub async fn finish_for_drain(sub: Arc<Subscriber>, quic: quinn::Connection) {
-    let mut stream = sub.stream.lock().await;
-    if stream.finish().is_err() {
-        return;
-    }
-    let stopped = stream.stopped();
-    tokio::pin!(stopped);
-    let mut seen = quic.stats();
-    let mut unanswered_since: Option<tokio::time::Instant> = None;
-    loop {
-        tokio::select! {
-            _ = &mut stopped => return,
-            () = tokio::time::sleep(Duration::from_millis(100)) => {}
-        }
-        let now = quic.stats();
-        if now.udp_rx.datagrams != seen.udp_rx.datagrams {
-            unanswered_since = None;
-            seen = now;
-        } else if now.udp_tx.datagrams != seen.udp_tx.datagrams {
-            let since = *unanswered_since.get_or_insert_with(tokio::time::Instant::now);
-            if since.elapsed() >= SILENT {
-                tracing::debug!(
-                    id = sub.id,
-                    "drain: the subscriber does not answer; not waiting for it"
-                );
-                return;
-            }
-        }
-    }
+/// Ends a subscription for the drain: its stream is finished after what is queued, and this
+/// returns once the subscriber acknowledged everything on it (or its sink gave up on it, see
+/// `QuicSink`), so closing the connection cannot discard delivered batches.
+pub async fn finish_for_drain(sub: Arc<Subscriber>) {
+    sub.end().wait().await;
 }
 
 fn forget(h: &Handles, sub: &Subscriber) {

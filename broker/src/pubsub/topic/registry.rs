@@ -4,7 +4,7 @@
 //! when its task retires it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
@@ -15,7 +15,6 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::task::{self, CaughtUp, Control, Retire, Shared, TopicHandle};
 use super::{TopicLimit, TopicMsg, TopicSettings};
-use crate::metrics::Metrics;
 use crate::pubsub::lanes::Lanes;
 use crate::pubsub::subscriber::Subscriber;
 
@@ -26,23 +25,26 @@ pub struct Topics {
     shards: Vec<RwLock<HashMap<Arc<str>, TopicHandle>>>,
     hasher: ahash::RandomState,
     shared: Arc<Shared>,
-    /// Topics in the registry (the cap's own count: the gauge is the metric).
-    live: AtomicUsize,
 }
 
 impl Topics {
-    /// An empty registry.
-    pub fn new(settings: TopicSettings, metrics: Arc<Metrics>, lanes: Arc<Lanes>) -> Arc<Topics> {
+    /// An empty registry whose topics hand their subscribers to `lanes` (and count in the
+    /// lanes' counters).
+    pub fn new(settings: TopicSettings, lanes: Arc<Lanes>) -> Arc<Topics> {
         Arc::new(Topics {
             shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
             hasher: ahash::RandomState::with_seeds(1, 2, 3, 4),
             shared: Arc::new(Shared {
                 settings,
-                metrics,
+                counters: Arc::clone(lanes.counters()),
                 lanes,
             }),
-            live: AtomicUsize::new(0),
         })
+    }
+
+    /// Topics in the registry (the `max_topics` cap's count).
+    fn live(&self) -> &std::sync::atomic::AtomicU64 {
+        &self.shared.counters.topics
     }
 
     /// Makes sure `topic` exists, creating it unless `max_topics` topics are alive. Ingress
@@ -59,8 +61,8 @@ impl Topics {
             return Ok(());
         }
         let max = self.shared.settings.max_topics;
-        if self.live.fetch_add(1, Ordering::AcqRel) >= max {
-            self.live.fetch_sub(1, Ordering::AcqRel);
+        if self.live().fetch_add(1, Ordering::AcqRel) >= max as u64 {
+            self.live().fetch_sub(1, Ordering::AcqRel);
             return Err(TopicLimit { max });
         }
         self.spawn_topic(&mut shard, topic);
@@ -82,7 +84,7 @@ impl Topics {
         if let Some(h) = shard.get(topic) {
             return h.clone();
         }
-        self.live.fetch_add(1, Ordering::AcqRel);
+        self.live().fetch_add(1, Ordering::AcqRel);
         self.spawn_topic(&mut shard, topic)
     }
 
@@ -97,7 +99,6 @@ impl Topics {
         let registry: Weak<dyn Retire> = Arc::downgrade(self) as Weak<Topics>;
         let handle = task::start(Arc::clone(&name), &self.shared, registry);
         shard.insert(name, handle.clone());
-        self.shared.metrics.topics.inc();
         handle
     }
 
@@ -300,8 +301,7 @@ impl Retire for Topics {
             return false;
         }
         shard.remove(name);
-        self.live.fetch_sub(1, Ordering::AcqRel);
-        self.shared.metrics.topics.dec();
+        self.live().fetch_sub(1, Ordering::AcqRel);
         true
     }
 }

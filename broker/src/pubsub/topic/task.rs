@@ -14,8 +14,9 @@
 //! ([`Retire`]), the one way back to the registry, so the two stay one-way.
 
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
@@ -23,18 +24,19 @@ use starling_proto::{
 };
 use starling_storage::{LogView, now_ms};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 
 use super::{Attach, TopicMsg, TopicSettings};
 use crate::durable::DurableLog;
 use crate::durable::transfer;
-use crate::metrics::Metrics;
 use crate::pubsub::ack::AckToken;
 use crate::pubsub::batcher::{Batch, Batcher};
+use crate::pubsub::counters::Counters;
 use crate::pubsub::lanes::Lanes;
 use crate::pubsub::retained::{Retained, coalesce};
 use crate::pubsub::subscriber::Frames;
 use crate::pubsub::subscriber::{Outcome, Queued, Subscriber};
-use crate::timer;
+use crate::pubsub::timer;
 
 /// Requests to a topic task besides messages.
 pub enum Control {
@@ -118,21 +120,21 @@ pub trait Retire: Send + Sync {
     ) -> bool;
 }
 
-/// What every topic task shares: the settings, the metrics and the writer lanes.
+/// What every topic task shares: the settings, the counters and the writer lanes.
 pub struct Shared {
     /// Settings every topic task shares.
     pub settings: TopicSettings,
-    /// Metrics.
-    pub metrics: Arc<Metrics>,
+    /// The engine's counts (the lanes' own).
+    pub counters: Arc<Counters>,
     /// Writer lanes.
     pub lanes: Arc<Lanes>,
 }
 
 impl Shared {
-    /// Records a change of a topic's retained bytes in `starling_retained_bytes`, the one
+    /// Records a change of a topic's retained bytes in [`Counters::retained_bytes`], the one
     /// count of what all topics retain together (the broker-wide cap is checked against it).
     fn retained_changed(&self, change: isize) {
-        self.metrics.retained_bytes.add(change as i64);
+        self.counters.retained_changed(change);
     }
 
     /// Records bytes a topic's retained tail let go.
@@ -142,7 +144,7 @@ impl Shared {
 
     /// Whether the topics together retain more than the broker-wide cap.
     fn retained_over_cap(&self) -> bool {
-        u64::try_from(self.metrics.retained_bytes.get()).unwrap_or(0)
+        self.counters.retained_bytes.load(Ordering::Acquire)
             > self.settings.replay_max_total_bytes as u64
     }
 }
@@ -257,7 +259,7 @@ impl TopicTask {
         let mut expiry_armed = false;
         loop {
             if !expiry_armed && let Some(at) = self.retained.next_expiry() {
-                expiry.as_mut().reset(at.into());
+                expiry.as_mut().reset(at);
                 expiry_armed = true;
             }
             let deadline = self.batcher.deadline();
@@ -374,7 +376,10 @@ impl TopicTask {
     }
 
     fn durable_failed(&self, e: &dyn std::fmt::Display) -> Durable {
-        self.shared.metrics.storage.errors.inc();
+        self.shared
+            .counters
+            .storage_errors
+            .fetch_add(1, Ordering::Relaxed);
         tracing::error!(topic = %self.name, error = %e, "durable topic: its log is unusable; publishes are refused");
         Durable::Failed(e.to_string())
     }
@@ -524,7 +529,10 @@ impl TopicTask {
                     return at;
                 }
                 Ok(Err(e)) => {
-                    self.shared.metrics.storage.errors.inc();
+                    self.shared
+                        .counters
+                        .storage_errors
+                        .fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(topic = %self.name, time_ms, error = %e, "subscribe from a time: the durable log's time index failed; using the retained tail");
                 }
                 Err(e) => {
@@ -561,9 +569,9 @@ impl TopicTask {
                 enqueued: Instant::now(),
             };
             self.shared
-                .metrics
+                .counters
                 .replayed_events
-                .inc_by(u64::from(events));
+                .fetch_add(u64::from(events), Ordering::Relaxed);
             let offer = sub.offer(item).await;
             if offer.schedule {
                 self.shared.lanes.schedule(Arc::clone(&sub)).await;
@@ -612,7 +620,7 @@ impl TopicTask {
         let now = Instant::now();
         let freed = self.retained.evict(now);
         self.shared.retained_freed(freed);
-        let m = &self.shared.metrics;
+        let m = &self.shared.counters;
         let chunks = coalesce(self.retained.replay(from), REPLAY_CHUNK_BYTES);
         tracing::debug!(
             topic = %self.name,
@@ -623,7 +631,8 @@ impl TopicTask {
             "resume: replaying retained events"
         );
         for chunk in chunks {
-            m.replayed_events.inc_by(u64::from(chunk.events));
+            m.replayed_events
+                .fetch_add(u64::from(chunk.events), Ordering::Relaxed);
             let item = Queued {
                 frame: Frames::Run(chunk.frames),
                 events: chunk.events,
@@ -645,7 +654,7 @@ impl TopicTask {
         from: Position,
         view: starling_storage::LogView,
     ) {
-        let m = Arc::clone(&self.shared.metrics);
+        let m = Arc::clone(&self.shared.counters);
         let mut reader = view.read_from(from);
         loop {
             let read = tokio::task::spawn_blocking(move || {
@@ -678,13 +687,15 @@ impl TopicTask {
             };
             reader = rest;
             if let Some(e) = failed {
-                m.storage.errors.inc();
+                m.storage_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(topic = %self.name, ?from, error = %e, "resume: reading the durable log failed");
             }
             if !frames.is_empty() {
                 tracing::debug!(topic = %self.name, ?from, events, records = frames.len(), "resume: replaying from disk");
-                m.storage.replayed_records.inc_by(frames.len() as u64);
-                m.replayed_events.inc_by(u64::from(events));
+                m.storage_replayed_records
+                    .fetch_add(frames.len() as u64, Ordering::Relaxed);
+                m.replayed_events
+                    .fetch_add(u64::from(events), Ordering::Relaxed);
                 let item = Queued {
                     frame: Frames::Run(frames.into()),
                     events,
@@ -747,18 +758,17 @@ impl TopicTask {
             }
             return;
         }
-        let m = &self.shared.metrics;
         let events = batch.payloads.len();
         let origin = Position {
             stream: self.stream,
             seq: self.next_seq,
         };
         self.next_seq = self.next_seq.wrapping_add(events as u64);
-        m.batch_events.observe(events as f64);
-        m.batch_bytes.observe(batch.bytes as f64);
-        m.batch_flushes
-            .with_label_values(&[batch.trigger.label()])
-            .inc();
+        self.shared
+            .lanes
+            .observe()
+            .batch_sealed(events, batch.bytes);
+        self.shared.counters.batch_flushed(batch.trigger);
         let frame = encode(origin, &batch.payloads);
         let events = u32::try_from(events).unwrap_or(u32::MAX);
         // A durable topic's batch goes to its log before anyone sees it.

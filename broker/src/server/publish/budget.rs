@@ -44,7 +44,7 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.gate.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.gate.leave();
     }
 }
 

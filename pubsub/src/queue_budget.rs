@@ -9,11 +9,10 @@
 //! A batch that does not fit is treated like a full subscriber queue (the slow-subscriber
 //! policy applies; `block` waits on [`QueueBudget::freed`]). A batch larger than the whole
 //! budget is charged the whole budget, so it still passes once everything else has drained.
-//! The bytes held are `starling_subscriber_queued_bytes`.
+//! The bytes held ([`QueueBudget::used`]) are exported as `starling_subscriber_queued_bytes`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use prometheus::IntGauge;
 use tokio::sync::Notify;
 
 /// The budget.
@@ -21,17 +20,15 @@ pub struct QueueBudget {
     cap: u64,
     used: AtomicU64,
     freed: Notify,
-    gauge: IntGauge,
 }
 
 impl QueueBudget {
-    /// A budget of `cap` bytes (at least 1), exported through `gauge`.
-    pub fn new(cap: u64, gauge: IntGauge) -> QueueBudget {
+    /// A budget of `cap` bytes (at least 1).
+    pub fn new(cap: u64) -> QueueBudget {
         QueueBudget {
             cap: cap.max(1),
             used: AtomicU64::new(0),
             freed: Notify::new(),
-            gauge,
         }
     }
 
@@ -42,16 +39,11 @@ impl QueueBudget {
 
     /// Takes `charge` bytes if they fit.
     pub fn try_take(&self, charge: u64) -> bool {
-        let taken = self
-            .used
+        self.used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
                 (used + charge <= self.cap).then_some(used + charge)
             })
-            .is_ok();
-        if taken {
-            self.gauge.add(i64::try_from(charge).unwrap_or(i64::MAX));
-        }
-        taken
+            .is_ok()
     }
 
     /// Gives `charge` bytes back and wakes whoever waits for room.
@@ -60,7 +52,6 @@ impl QueueBudget {
             return;
         }
         self.used.fetch_sub(charge, Ordering::AcqRel);
-        self.gauge.sub(i64::try_from(charge).unwrap_or(i64::MAX));
         self.freed.notify_waiters();
     }
 
@@ -80,8 +71,7 @@ mod tests {
     use super::*;
 
     fn budget(cap: u64) -> QueueBudget {
-        let gauge = IntGauge::new("queued", "test").unwrap_or_else(|e| panic!("{e}"));
-        QueueBudget::new(cap, gauge)
+        QueueBudget::new(cap)
     }
 
     #[test]
@@ -93,7 +83,7 @@ mod tests {
         assert_eq!(b.used(), 100);
         b.release(60);
         assert!(b.try_take(50));
-        assert_eq!(b.gauge.get(), 90);
+        assert_eq!(b.used(), 90);
     }
 
     #[test]

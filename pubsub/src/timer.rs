@@ -110,16 +110,22 @@ impl Drop for HiResSleep {
     }
 }
 
-/// Sleeps until `deadline` with sub-millisecond precision for near deadlines.
-pub async fn sleep_until(deadline: Instant) {
-    let now = Instant::now();
+/// Sleeps until `deadline` (on tokio's clock, which a test may pause) with sub-millisecond
+/// precision for near deadlines: those wait on this thread for the same time from now.
+pub async fn sleep_until(deadline: tokio::time::Instant) {
+    let now = tokio::time::Instant::now();
     if deadline <= now {
         return;
     }
-    if deadline - now < HIRES_BELOW {
-        HiResSleep { deadline, id: None }.await;
+    let left = deadline - now;
+    if left < HIRES_BELOW {
+        HiResSleep {
+            deadline: Instant::now() + left,
+            id: None,
+        }
+        .await;
     } else {
-        tokio::time::sleep_until(deadline.into()).await;
+        tokio::time::sleep_until(deadline).await;
     }
 }
 
@@ -132,7 +138,7 @@ mod tests {
         let mut overshoots = Vec::new();
         for _ in 0..21 {
             let deadline = Instant::now() + Duration::from_micros(150);
-            sleep_until(deadline).await;
+            sleep_until(tokio::time::Instant::from_std(deadline)).await;
             let now = Instant::now();
             assert!(now >= deadline, "woke early");
             overshoots.push(now - deadline);

@@ -1,26 +1,26 @@
-//! Writer lanes: a fixed pool of tasks that write queued EventBatches to subscriber streams.
+//! Writer lanes: a fixed pool of tasks that write queued EventBatches to subscriber sinks.
 //!
 //! Each subscriber is pinned to one lane by the configured shard policy, and a lane serves one
 //! subscriber at a time, so per-subscriber order always holds. A lane writes up to
 //! `fanout_batch_size` queued batches per turn in one vectored write. When a subscriber's
-//! stream is blocked by QUIC flow control the lane does not wait: it parks the unfinished write
-//! on a separate task and moves on, so one slow subscriber cannot stall the others on its lane.
+//! sink is blocked (QUIC flow control) the lane does not wait: it parks the unfinished write,
+//! with the sink, on a separate task and moves on, so one slow subscriber cannot stall the
+//! others on its lane. A lane also finishes a sink whose end was asked for once its queue is
+//! written ([`Subscriber::end`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
 use bytes::Bytes;
-use futures::FutureExt;
 use starling_config::LaneShard;
 use starling_placement::hash::mix;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
-use prometheus::{IntCounter, IntGauge};
-
-use crate::metrics::Metrics;
-use crate::pubsub::queue_budget::QueueBudget;
-use crate::pubsub::subscriber::{Queued, Subscriber};
+use crate::counters::{Counters, Observe};
+use crate::queue_budget::QueueBudget;
+use crate::sink::{SubscriberSink, WriteNow};
+use crate::subscriber::{Queued, Subscriber, Turn};
 
 /// Picks a lane for a new subscriber.
 #[derive(Debug)]
@@ -51,45 +51,28 @@ impl LanePicker {
     }
 }
 
-/// One lane's metric handles, resolved once so the hot path does no label lookups.
-struct LaneMetrics {
-    depth: IntGauge,
-    high_water: IntGauge,
-    enqueued: IntCounter,
-}
-
 /// The lane pool.
 pub struct Lanes {
     senders: Vec<mpsc::Sender<Arc<Subscriber>>>,
-    lane_metrics: Vec<LaneMetrics>,
     /// Lane assignment.
     pub picker: LanePicker,
     /// The bytes every subscriber queue draws from (`subscriber_queue_budget_bytes`).
     pub queue_budget: Arc<QueueBudget>,
-    metrics: Arc<Metrics>,
+    counters: Arc<Counters>,
+    observe: Arc<dyn Observe>,
 }
 
 impl Lanes {
-    /// Starts `count` lane tasks.
+    /// Starts one lane task per lane of `counters` (`subscriber_writer_lanes`).
     pub fn spawn(
-        count: usize,
         queue_depth: usize,
         fanout_batch_size: usize,
         shard: LaneShard,
         queue_budget_bytes: u64,
-        metrics: Arc<Metrics>,
+        counters: Arc<Counters>,
+        observe: Arc<dyn Observe>,
     ) -> Arc<Lanes> {
-        let count = count.max(1);
-        let lane_metrics = (0..count)
-            .map(|lane| {
-                let l = lane.to_string();
-                LaneMetrics {
-                    depth: metrics.lane_queue_depth.with_label_values(&[&l]),
-                    high_water: metrics.lane_queue_high_water.with_label_values(&[&l]),
-                    enqueued: metrics.lane_enqueued.with_label_values(&[&l]),
-                }
-            })
-            .collect();
+        let count = counters.lanes.len().max(1);
         let mut senders = Vec::with_capacity(count);
         let mut receivers = Vec::with_capacity(count);
         for _ in 0..count {
@@ -99,13 +82,10 @@ impl Lanes {
         }
         let lanes = Arc::new(Lanes {
             senders,
-            lane_metrics,
             picker: LanePicker::new(count, shard),
-            queue_budget: Arc::new(QueueBudget::new(
-                queue_budget_bytes,
-                metrics.subscriber_queued_bytes.clone(),
-            )),
-            metrics,
+            queue_budget: Arc::new(QueueBudget::new(queue_budget_bytes)),
+            counters,
+            observe,
         });
         for (i, rx) in receivers.into_iter().enumerate() {
             let worker = LaneWorker {
@@ -116,6 +96,16 @@ impl Lanes {
             tokio::spawn(worker.run(rx));
         }
         lanes
+    }
+
+    /// The engine's counts (shared with the topics and subscribers of these lanes).
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.counters
+    }
+
+    /// Where distributions are reported.
+    pub fn observe(&self) -> &Arc<dyn Observe> {
+        &self.observe
     }
 
     /// Number of lanes.
@@ -131,16 +121,14 @@ impl Lanes {
     /// Hands a subscriber with queued batches to its lane, waiting if the lane queue is full.
     pub async fn schedule(&self, sub: Arc<Subscriber>) {
         let lane = sub.lane % self.senders.len();
-        let (Some(tx), Some(m)) = (self.senders.get(lane), self.lane_metrics.get(lane)) else {
+        let (Some(tx), Some(m)) = (self.senders.get(lane), self.counters.lanes.get(lane)) else {
             return;
         };
-        m.depth.inc();
-        if m.depth.get() > m.high_water.get() {
-            m.high_water.set(m.depth.get());
-        }
-        m.enqueued.inc();
+        let depth = m.depth.fetch_add(1, Ordering::Relaxed) + 1;
+        m.high_water.fetch_max(depth, Ordering::Relaxed);
+        m.enqueued.fetch_add(1, Ordering::Relaxed);
         if tx.send(sub).await.is_err() {
-            m.depth.dec();
+            m.depth.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -148,9 +136,9 @@ impl Lanes {
     fn try_requeue(&self, lane: usize, sub: Arc<Subscriber>) -> Result<(), LaneFull> {
         let tx = self.senders.get(lane).ok_or(LaneFull)?;
         tx.try_send(sub).map_err(|_| LaneFull)?;
-        if let Some(m) = self.lane_metrics.get(lane) {
-            m.depth.inc();
-            m.enqueued.inc();
+        if let Some(m) = self.counters.lanes.get(lane) {
+            m.depth.fetch_add(1, Ordering::Relaxed);
+            m.enqueued.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -160,13 +148,6 @@ impl Lanes {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct LaneFull;
 
-/// Outcome of one attempt to write without waiting.
-enum WriteOutcome {
-    Done,
-    Blocked,
-    Failed,
-}
-
 struct LaneWorker {
     lane: usize,
     lanes: Arc<Lanes>,
@@ -175,13 +156,10 @@ struct LaneWorker {
 
 impl LaneWorker {
     async fn run(self, mut rx: mpsc::Receiver<Arc<Subscriber>>) {
-        let depth = self
-            .lanes
-            .metrics
-            .lane_queue_depth
-            .with_label_values(&[&self.lane.to_string()]);
         while let Some(sub) = rx.recv().await {
-            depth.dec();
+            if let Some(m) = self.lanes.counters.lanes.get(self.lane) {
+                m.depth.fetch_sub(1, Ordering::Relaxed);
+            }
             self.serve(sub).await;
         }
     }
@@ -190,44 +168,48 @@ impl LaneWorker {
     /// subscribers if it has more.
     async fn serve(&self, sub: Arc<Subscriber>) {
         loop {
-            let items = sub.take(self.max_batches);
-            if items.is_empty() {
-                return;
-            }
-            let mut bufs: Vec<Bytes> = Vec::with_capacity(items.len());
-            for q in &items {
-                q.frame.push_into(&mut bufs);
-            }
-            tracing::trace!(
-                lane = self.lane,
-                sub = sub.id,
-                batches = items.len(),
-                "lane write"
-            );
-            let outcome = {
-                let mut stream = sub.stream.lock().await;
-                write_without_waiting(&mut stream, &mut bufs)
+            let (mut sink, mut bufs, batches) = match sub.take(self.max_batches) {
+                Turn::Idle => return,
+                Turn::End { sink, ended } => {
+                    let _ = ended.send(sink.finish());
+                    return;
+                }
+                Turn::Write {
+                    sink,
+                    bufs,
+                    batches,
+                } => (sink, bufs, batches),
             };
             tracing::trace!(
                 lane = self.lane,
                 sub = sub.id,
-                blocked = matches!(outcome, WriteOutcome::Blocked),
-                "lane wrote"
+                batches = batches.len(),
+                "lane write"
             );
+            let outcome = sink.write_now(&mut bufs);
+            tracing::trace!(lane = self.lane, sub = sub.id, ?outcome, "lane wrote");
             match outcome {
-                WriteOutcome::Done => record(&self.lanes.metrics, &items),
-                WriteOutcome::Failed => {
-                    sub.close();
+                WriteNow::Done => {
+                    sub.give_back(sink);
+                    self.lanes.record(&batches);
+                }
+                WriteNow::Failed => {
+                    drop(sink);
+                    sub.lost();
                     return;
                 }
-                WriteOutcome::Blocked => {
-                    self.lanes.metrics.lane_stalls.inc();
-                    tokio::spawn(finish_stalled(Arc::clone(&self.lanes), sub, bufs, items));
+                WriteNow::Blocked => {
+                    self.lanes
+                        .counters
+                        .lane_stalls
+                        .fetch_add(1, Ordering::Relaxed);
+                    let lanes = Arc::clone(&self.lanes);
+                    tokio::spawn(finish_stalled(lanes, sub, sink, bufs, batches));
                     return;
                 }
             }
             if sub.queued() == 0 {
-                continue; // clears the scheduled flag, or picks up a batch that raced in
+                continue; // clears the scheduled flag, ends, or picks up a batch that raced in
             }
             // Requeue behind the other ready subscribers; if the lane queue is full, keep
             // serving this one inline.
@@ -238,50 +220,39 @@ impl LaneWorker {
     }
 }
 
-fn write_without_waiting(stream: &mut quinn::SendStream, bufs: &mut [Bytes]) -> WriteOutcome {
-    let mut start = 0;
-    while start < bufs.len() {
-        if bufs[start].is_empty() {
-            start += 1;
-            continue;
-        }
-        match stream.write_chunks(&mut bufs[start..]).now_or_never() {
-            None => return WriteOutcome::Blocked,
-            Some(Ok(written)) => start += written.chunks,
-            Some(Err(_)) => return WriteOutcome::Failed,
-        }
-    }
-    WriteOutcome::Done
-}
-
 /// Finishes a write the lane had to park, then gives the subscriber back to its lane.
 async fn finish_stalled(
     lanes: Arc<Lanes>,
     sub: Arc<Subscriber>,
+    mut sink: Box<dyn SubscriberSink>,
     mut bufs: Vec<Bytes>,
-    items: Vec<Queued>,
+    batches: Vec<Queued>,
 ) {
-    let result = {
-        let mut stream = sub.stream.lock().await;
-        stream.write_all_chunks(&mut bufs).await
-    };
-    match result {
+    match sink.write_all(&mut bufs).await {
         Ok(()) => {
-            record(&lanes.metrics, &items);
+            sub.give_back(sink);
+            lanes.record(&batches);
             lanes.schedule(sub).await;
         }
-        Err(_) => sub.close(),
+        Err(_) => {
+            drop(sink);
+            sub.lost();
+        }
     }
 }
 
-fn record(metrics: &Metrics, items: &[Queued]) {
-    let now = Instant::now();
-    for q in items {
-        metrics.delivered_events.inc_by(q.events.into());
-        metrics.delivered_bytes.inc_by(q.frame.len() as u64);
-        metrics
-            .delivery_latency
-            .observe(now.duration_since(q.enqueued).as_secs_f64());
+impl Lanes {
+    /// Counts written batches and reports their latency.
+    fn record(&self, items: &[Queued]) {
+        let now = Instant::now();
+        let c = &self.counters;
+        for q in items {
+            c.delivered_events
+                .fetch_add(q.events.into(), Ordering::Relaxed);
+            c.delivered_bytes
+                .fetch_add(q.frame.len() as u64, Ordering::Relaxed);
+            self.observe.delivered(now.duration_since(q.enqueued));
+        }
     }
 }
 

@@ -18,7 +18,9 @@
 //! the first batch stamped at or after it, which is then replayed like a resume position.
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use starling_proto::Position;
