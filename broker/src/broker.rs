@@ -242,7 +242,8 @@ impl Broker {
         }
         let state = Arc::new(State {
             auth,
-            decoder: FrameDecoder::new(cfg.max_frame_bytes),
+            decoder: FrameDecoder::new(cfg.max_frame_bytes)
+                .with_max_batch_items(cfg.max_publish_batch_items),
             cfg: Arc::clone(&cfg),
             forward: Forwarder::new(
                 Arc::clone(&cluster),

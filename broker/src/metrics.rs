@@ -235,14 +235,18 @@ pub enum Limit {
     Subscriptions,
     /// `max_subscriptions_per_connection`: one subscription too many on one connection.
     SubscriptionsPerConnection,
+    /// `max_publish_batch_items`: a `PublishBatch` announcing more payloads (refused by the
+    /// decoder before it allocates for them; the stream is closed).
+    PublishBatchItems,
 }
 
 impl Limit {
     /// Every limit, for pre-creating the labelled series.
-    pub const ALL: [Limit; 3] = [
+    pub const ALL: [Limit; 4] = [
         Limit::Topics,
         Limit::Subscriptions,
         Limit::SubscriptionsPerConnection,
+        Limit::PublishBatchItems,
     ];
 
     /// The label value: the knob's name.
@@ -251,6 +255,7 @@ impl Limit {
             Limit::Topics => "max_topics",
             Limit::Subscriptions => "max_subscriptions",
             Limit::SubscriptionsPerConnection => "max_subscriptions_per_connection",
+            Limit::PublishBatchItems => "max_publish_batch_items",
         }
     }
 }

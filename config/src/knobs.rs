@@ -286,15 +286,28 @@ knobs! {
     /// exempt: one peer link carries the relayed subscriptions of every topic its member's
     /// clients follow here, and `max_subscriptions` still bounds them.
     max_subscriptions_per_connection: u32,
-    /// Most bytes of publish payloads read from clients and not yet in a batch their topic has
+    /// Most bytes of publish requests read from clients and not yet in a batch their topic has
     /// sealed and offered to its subscribers (or forwarded to the topic's owner), over all
-    /// connections: the publish workers' queues, the topic channels and the open batches. A publish stream that would pass it waits
+    /// connections: the publish workers' queues, the topic channels and the open batches. A
+    /// request is charged what it holds in memory, not what it carried on the wire: its payload
+    /// bytes plus 68 bytes per payload (each payload's handle in the decoded request and again
+    /// in its topic's open batch, and its length prefix), so a batch of empty payloads is
+    /// charged like the memory it takes. A request larger than the whole budget is charged the
+    /// whole budget. A publish stream that would pass it waits
     /// before it reads its next frame, so QUIC flow control slows that client down; nothing is
     /// refused or lost. Waits are counted in `starling_publish_budget_waits_total`, the bytes
     /// held in `starling_publish_inflight_bytes`. Streams from other members are not counted
     /// (their origin counted them), so two brokers forwarding to each other cannot wait on
     /// each other.
     max_inflight_publish_bytes: u64,
+    /// Most payloads one `PublishBatch` may carry. The broker's decoder reads the batch's
+    /// count first and refuses a larger one before it allocates anything for the payloads:
+    /// the stream is answered with an `Error` (code `LimitExceeded`) and closed. Each payload
+    /// costs about 68 bytes of memory besides its bytes (see `max_inflight_publish_bytes`), so
+    /// the cap bounds what one decoded frame of tiny payloads holds before it is charged to
+    /// the publish budget. Forwarded batches keep their client's count, so every member of a
+    /// cluster needs the same value.
+    max_publish_batch_items: u32,
     /// Most bytes of connection buffers granted to all open connections together. Each
     /// connection counts its connection receive window, its send window and its frame
     /// allowance (the bytes of partial frames its streams may hold once read: as much as the

@@ -84,6 +84,7 @@ impl Profile {
             max_subscriptions: 65_536,
             max_subscriptions_per_connection: 512,
             max_inflight_publish_bytes: 256 * MIB,
+            max_publish_batch_items: 16_384,
             connection_buffer_budget_bytes: 2 * GIB,
             event_batch_max_events: 64,
             event_batch_max_bytes: (64 * KIB) as u32,

@@ -15,6 +15,7 @@ mod delivery;
 mod http_budget;
 mod limits;
 mod observability;
+mod publish_flood;
 mod quic_path;
 mod retention;
 mod slow_subscriber;
