@@ -211,8 +211,21 @@ pub mod quic_refusal {
     pub const MAX_CONNECTIONS: &str = "max_connections";
     /// `connection_buffer_budget_bytes` has no room for even the smallest windows.
     pub const CONNECTION_BUFFER_BUDGET: &str = "connection_buffer_budget";
+    /// `max_pending_handshakes` handshakes are in progress.
+    pub const PENDING_HANDSHAKES: &str = "pending_handshakes";
+    /// `max_pending_handshakes_per_source` handshakes from the attempt's address are in progress.
+    pub const PENDING_PER_SOURCE: &str = "pending_handshakes_per_source";
+    /// TLS and `Hello` were not done within `handshake_timeout_ms` (the connection is closed).
+    pub const HANDSHAKE_TIMEOUT: &str = "handshake_timeout";
     /// Every reason, for pre-creating the labelled series.
-    pub const ALL: [&str; 3] = [NOT_SERVING, MAX_CONNECTIONS, CONNECTION_BUFFER_BUDGET];
+    pub const ALL: [&str; 6] = [
+        NOT_SERVING,
+        MAX_CONNECTIONS,
+        CONNECTION_BUFFER_BUDGET,
+        PENDING_HANDSHAKES,
+        PENDING_PER_SOURCE,
+        HANDSHAKE_TIMEOUT,
+    ];
 }
 
 /// The `stream` values of `starling_streams_idle_closed_total`.

@@ -256,6 +256,25 @@ knobs! {
     /// address with a QUIC Retry (one extra round trip; spoofed source addresses never get
     /// further). 0 makes every client prove its address.
     handshake_retry_threshold: u32,
+    /// How long (ms) a new connection has for its QUIC/TLS handshake and its `Hello` together.
+    /// A connection that has not been answered `HelloOk` by then is closed and counted in
+    /// `starling_quic_refused_total{reason="handshake_timeout"}`, which frees its pending slot.
+    handshake_timeout_ms: u64,
+    /// Most connections whose handshake (TLS and `Hello`) is in progress. Each holds a small
+    /// fixed grant (16 KiB windows and one `Hello` of at most 16 KiB, about 48 KiB) until its
+    /// `Hello` succeeds; only then does it reserve its windows from
+    /// `connection_buffer_budget_bytes`. An eighth of these slots (at least one) is kept for
+    /// the addresses of peers (members' addresses that are IP literals, and addresses a
+    /// connection with the peer certificate came from before), so strangers that never finish
+    /// their handshake cannot keep a member's peer link out. An attempt past it is refused
+    /// (QUIC `CONNECTION_REFUSED`) and counted in
+    /// `starling_quic_refused_total{reason="pending_handshakes"}`.
+    max_pending_handshakes: u32,
+    /// Most pending handshakes from one source address (a peer's address is exempt). An
+    /// attempt past it is refused and counted in
+    /// `starling_quic_refused_total{reason="pending_handshakes_per_source"}`. At most
+    /// `max_pending_handshakes`.
+    max_pending_handshakes_per_source: u32,
     /// How long (ms) a new stream may take to deliver its complete first frame. A stream that
     /// has not is answered with an `Error` and closed, and counted in
     /// `starling_streams_timed_out_total`.
@@ -312,21 +331,24 @@ knobs! {
     /// connection counts its connection receive window, its send window and its frame
     /// allowance (the bytes of partial frames its streams may hold once read: as much as the
     /// receive window, at least one `max_frame_bytes` frame; a stream past it stops being read,
-    /// so QUIC flow control stops the client). At admission a connection is granted the
+    /// so QUIC flow control stops the client). A connection reserves its grant once its `Hello`
+    /// succeeded (before that it holds the small pending grant of `max_pending_handshakes`, not
+    /// counted here), and is granted the
     /// configured windows (`event_conn_recv_window`, `event_send_window`) while they fit in
     /// what is left of the budget's upper half; otherwise each window is at most an eighth of
     /// that rest (rounded down to a power of two) and at least 1 MiB (or the configured window,
     /// if smaller). The lower half only goes to such floor grants, which cost 2 MiB plus
     /// `max_frame_bytes` each (6 MiB by default): a budget of B admits at least
     /// B / 2 / (2 MiB + `max_frame_bytes`) connections, so many-client deployments raise it
-    /// or lower `max_frame_bytes`. An attempt for which even the floor does not fit is refused (QUIC `CONNECTION_REFUSED`) and counted
-    /// in `starling_quic_refused_total{reason="connection_buffer_budget"}`; the grant is
-    /// released when the connection ends. Granted bytes are exported as
+    /// or lower `max_frame_bytes`. An attempt for which even the floor does not fit is refused
+    /// (QUIC `CONNECTION_REFUSED`), and one that finds no room any more after its `Hello` is
+    /// answered `Error` `Unavailable` and closed with code 3; both are counted in
+    /// `starling_quic_refused_total{reason="connection_buffer_budget"}`. The grant is released
+    /// when the connection ends. Granted bytes are exported as
     /// `starling_connection_buffer_bytes`. Cache connections never widen their receive window
-    /// past their grant. Connections from other members are granted like clients (admission
-    /// cannot tell them apart before the handshake): the shares keep part of the budget free
-    /// while it fills, an open peer link keeps its grant, and a refused peer link is retried by
-    /// its member.
+    /// past their grant. Connections from other members are granted like clients: the shares
+    /// keep part of the budget free while it fills, an open peer link keeps its grant, and a
+    /// refused peer link is retried by its member.
     connection_buffer_budget_bytes: u64,
 
     ["Batching"]

@@ -12,6 +12,7 @@ mod buffer_budget;
 mod cache;
 mod common;
 mod delivery;
+mod handshake_flood;
 mod http_budget;
 mod limits;
 mod observability;
