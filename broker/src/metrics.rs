@@ -195,12 +195,14 @@ pub mod auth_failure {
 pub mod http_refusal {
     /// Accepted and closed at once: the connection cap was reached.
     pub const CONNECTION_CAP: &str = "connection_cap";
+    /// Accepted and closed at once: the source address's share of the slots was taken.
+    pub const PER_SOURCE_CAP: &str = "per_source_cap";
     /// No complete request head in time.
     pub const HEADER_TIMEOUT: &str = "header_timeout";
     /// Open longer than the connection lifetime.
     pub const LIFETIME: &str = "lifetime";
     /// Every reason, for pre-creating the labelled series.
-    pub const ALL: [&str; 3] = [CONNECTION_CAP, HEADER_TIMEOUT, LIFETIME];
+    pub const ALL: [&str; 4] = [CONNECTION_CAP, PER_SOURCE_CAP, HEADER_TIMEOUT, LIFETIME];
 }
 
 /// The `reason` values of `starling_quic_refused_total`: QUIC admission's refusals.

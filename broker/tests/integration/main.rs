@@ -14,6 +14,7 @@ mod common;
 mod delivery;
 mod handshake_flood;
 mod http_budget;
+mod http_probes;
 mod limits;
 mod observability;
 mod publish_flood;
