@@ -19,6 +19,7 @@ mod limits;
 mod observability;
 mod publish_flood;
 mod quic_path;
+mod redaction;
 mod retention;
 mod slow_subscriber;
 mod tls_files;
