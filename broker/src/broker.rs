@@ -407,9 +407,12 @@ async fn accept_loop(
     mut stop: watch::Receiver<bool>,
 ) {
     let cfg = Arc::clone(&ingress.cfg);
+    // Retry before the pending handshakes can fill up with attempts from addresses nobody
+    // proved: at half of `max_pending_handshakes` at the latest.
     let limits = admit::Limits {
         max_connections: cfg.max_connections as usize,
-        retry_threshold: cfg.handshake_retry_threshold as usize,
+        retry_threshold: (cfg.handshake_retry_threshold as usize)
+            .min(cfg.max_pending_handshakes as usize / 2),
     };
     let connections = admit::InProgress::default();
     let pending = admit::Pending::new(admit::PendingLimits {

@@ -268,7 +268,10 @@ knobs! {
     /// connection with the peer certificate came from before), so strangers that never finish
     /// their handshake cannot keep a member's peer link out. An attempt past it is refused
     /// (QUIC `CONNECTION_REFUSED`) and counted in
-    /// `starling_quic_refused_total{reason="pending_handshakes"}`.
+    /// `starling_quic_refused_total{reason="pending_handshakes"}`. Once half of it is pending,
+    /// new addresses must prove themselves with a QUIC Retry (as past
+    /// `handshake_retry_threshold`, whichever is lower), so attempts from spoofed addresses
+    /// cannot fill it.
     max_pending_handshakes: u32,
     /// Most pending handshakes from one source address (a peer's address is exempt). An
     /// attempt past it is refused and counted in

@@ -26,8 +26,8 @@ use crate::metrics::Metrics;
 use crate::server::admit::{PeerSources, PendingSlot, Refusal, Slot};
 use crate::server::buffers::{Buffers, Grant};
 use crate::server::frames::{Allowance, FrameBuf, read_frame_within};
-use crate::server::link::Link;
 use crate::server::handshake::HandshakeError;
+use crate::server::link::Link;
 use crate::server::{cache, handshake, log_transfer, publish, reply, subscribe};
 
 /// What a connection uses: its own few handles, and those of the stream handlers it routes
