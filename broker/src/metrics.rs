@@ -669,7 +669,7 @@ impl Metrics {
             auth_revoked: counter(
                 &r,
                 names::AUTH_REVOKED_CONNECTIONS,
-                "Live connections closed because their user left the users table.",
+                "Live connections closed because their user left the users table or their token was replaced.",
             )?,
             tls_reloads: counter_vec(
                 &r,

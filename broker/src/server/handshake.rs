@@ -168,7 +168,7 @@ pub async fn handshake<G>(
         .map_err(HandshakeError::Write)?;
     let _ = send.finish();
     let user = match &principal {
-        Principal::User(u) => u.name().to_string(),
+        Principal::User(u, _) => u.name().to_string(),
         Principal::Peer => "<peer>".to_string(),
         Principal::Anonymous => "<anonymous>".to_string(),
     };

@@ -23,6 +23,7 @@ mod redaction;
 mod retention;
 mod slow_subscriber;
 mod tls_files;
+mod token_rotation;
 
 #[path = "../cluster/pki.rs"]
 mod pki;
