@@ -59,7 +59,10 @@ async fn probes_answer_while_every_general_slot_is_held() {
     // The kubelet's probes, from its own address, are answered.
     for path in ["/livez", "/healthz", "/readyz"] {
         let (status, body) = get_from(100, addr, path).await;
-        assert_eq!(status, 200, "{path} while the general slots are held: {body:?}");
+        assert_eq!(
+            status, 200,
+            "{path} while the general slots are held: {body:?}"
+        );
     }
     // Nothing else is served on a probe slot.
     let (status, body) = get_from(100, addr, "/metrics").await;
@@ -69,7 +72,10 @@ async fn probes_answer_while_every_general_slot_is_held() {
     drop(held);
     let deadline = tokio::time::Instant::now() + SOON;
     while get_from(100, addr, "/metrics").await.0 != 200 {
-        assert!(tokio::time::Instant::now() < deadline, "/metrics never answered again");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "/metrics never answered again"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     b.running.shutdown().await;
@@ -99,7 +105,10 @@ async fn one_address_holds_no_more_than_its_share() {
         m.get("starling_http_refused_total{reason=per_source_cap}") >= 1.0
     })
     .await;
-    assert_eq!(m.get("starling_http_refused_total{reason=connection_cap}"), 0.0);
+    assert_eq!(
+        m.get("starling_http_refused_total{reason=connection_cap}"),
+        0.0
+    );
     drop(held);
     b.running.shutdown().await;
 }

@@ -15,8 +15,14 @@ const TOKEN: &str = "s3cret-token-7f6e5d4c3b2a";
 const KEY: &str = "-----BEGIN PRIVATE KEY-----MIIEvQIBADANBgkqhkiG9w0B";
 
 fn assert_redacted(what: &str, formatted: &str) {
-    assert!(!formatted.contains(TOKEN), "{what} shows the token: {formatted}");
-    assert!(!formatted.contains(KEY), "{what} shows the key: {formatted}");
+    assert!(
+        !formatted.contains(TOKEN),
+        "{what} shows the token: {formatted}"
+    );
+    assert!(
+        !formatted.contains(KEY),
+        "{what} shows the key: {formatted}"
+    );
 }
 
 #[test]
