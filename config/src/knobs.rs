@@ -261,7 +261,7 @@ knobs! {
     /// `starling_quic_refused_total{reason="handshake_timeout"}`, which frees its pending slot.
     handshake_timeout_ms: u64,
     /// Most connections whose handshake (TLS and `Hello`) is in progress. Each holds a small
-    /// fixed grant (16 KiB windows and one `Hello` of at most 16 KiB, about 48 KiB) until its
+    /// fixed grant (8 KiB windows and one `Hello` of at most 4 KiB, about 20 KiB) until its
     /// `Hello` succeeds; only then does it reserve its windows from
     /// `connection_buffer_budget_bytes`. An eighth of these slots (at least one) is kept for
     /// the addresses of peers (members' addresses that are IP literals, and addresses a

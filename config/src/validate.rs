@@ -20,9 +20,9 @@ pub const MAX_LANES: u32 = 64;
 pub const CONNECTION_WINDOW_FLOOR: u64 = 1024 * 1024;
 /// The receive and send windows of a connection whose handshake (TLS and `Hello`) is still in
 /// progress: enough for a `Hello` and the answer to it. The full grant comes after `Hello`.
-pub const PENDING_CONNECTION_WINDOW: u64 = 16 * 1024;
+pub const PENDING_CONNECTION_WINDOW: u64 = 8 * 1024;
 /// The largest `Hello` frame payload the broker reads before the client is authenticated.
-pub const HANDSHAKE_FRAME_BYTES: u32 = 16 * 1024;
+pub const HANDSHAKE_FRAME_BYTES: u32 = 4 * 1024;
 /// What one pending handshake holds of buffers: both windows and one `Hello` with its header.
 pub const PENDING_CONNECTION_BYTES: u64 =
     2 * PENDING_CONNECTION_WINDOW + HANDSHAKE_FRAME_BYTES as u64 + 8;

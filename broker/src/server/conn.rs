@@ -3,7 +3,7 @@
 //! to its handler.
 //!
 //! Until its `Hello` succeeds a connection is pending (`server::admit`): it holds a pending
-//! slot, a small fixed grant (16 KiB windows, one stream, a `Hello` of at most 16 KiB) and has
+//! slot, a small fixed grant (8 KiB windows, one stream, a `Hello` of at most 4 KiB) and has
 //! `handshake_timeout_ms` for TLS and `Hello` together. Only then does it reserve its windows
 //! from the connection buffer budget (`server::buffers`), which are applied to the live
 //! connection together with its stream limit.
