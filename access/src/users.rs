@@ -261,10 +261,16 @@ impl Users {
     /// The token user whose hash matches SHA-256 of `token`. Every stored hash is compared, in
     /// constant time.
     pub fn by_token(&self, token: &[u8]) -> Option<Arc<User>> {
-        let presented = hash_token(token);
+        self.by_token_hash(&hash_token(token))
+    }
+
+    /// The token user whose stored hash is `hash`, compared in constant time with every stored
+    /// hash: after a reload, whether a connection opened with a token of that hash is still
+    /// someone's (a replaced token is not).
+    pub fn by_token_hash(&self, hash: &[u8; 32]) -> Option<Arc<User>> {
         let mut found = None;
-        for (hash, user) in &self.tokens {
-            if bool::from(hash.ct_eq(&presented)) {
+        for (stored, user) in &self.tokens {
+            if bool::from(stored.ct_eq(hash)) {
                 found = Some(user.clone());
             }
         }

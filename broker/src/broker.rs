@@ -246,7 +246,8 @@ impl Broker {
         }
         let state = Arc::new(State {
             auth,
-            decoder: FrameDecoder::new(cfg.max_frame_bytes),
+            decoder: FrameDecoder::new(cfg.max_frame_bytes)
+                .with_max_batch_items(cfg.max_publish_batch_items),
             cfg: Arc::clone(&cfg),
             forward: Forwarder::new(
                 Arc::clone(&cluster),
@@ -409,37 +410,60 @@ async fn accept_loop(
     buffers: Arc<Buffers>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let cfg = Arc::clone(&ingress.cfg);
+    // Retry before the pending handshakes can fill up with attempts from addresses nobody
+    // proved: at half of `max_pending_handshakes` at the latest.
     let limits = admit::Limits {
-        max_connections: ingress.cfg.max_connections as usize,
-        retry_threshold: ingress.cfg.handshake_retry_threshold as usize,
+        max_connections: cfg.max_connections as usize,
+        retry_threshold: (cfg.handshake_retry_threshold as usize)
+            .min(cfg.max_pending_handshakes as usize / 2),
     };
-    let (connections, handshakes) = (admit::InProgress::default(), admit::InProgress::default());
+    let connections = admit::InProgress::default();
+    let pending = admit::Pending::new(admit::PendingLimits {
+        max: cfg.max_pending_handshakes as usize,
+        per_source: cfg.max_pending_handshakes_per_source as usize,
+    });
+    let peer_sources = Arc::new(admit::PeerSources::default());
     let conn_stop = stop.clone();
     let refuse = |incoming: quinn::Incoming, why: admit::Refusal| {
         metrics.quic_refused.with_label_values(&[why.label()]).inc();
         incoming.refuse();
     };
-    // Reserves the attempt's windows from the connection buffer budget, then serves it with
-    // them; refused when the budget has no room.
+    // Enters the attempt among the pending handshakes (within the caps, the peers' share kept)
+    // and serves it with the pending grant; its full grant is reserved after its `Hello`.
     let serve = |incoming: quinn::Incoming| {
-        let Some(grant) = buffers.reserve() else {
+        let Some(tentative) = buffers.tentative() else {
             return refuse(incoming, admit::Refusal::BufferBudget);
         };
-        let server_config = match buffers.server_config(&grant) {
+        let source = admit::canonical(incoming.remote_address().ip());
+        let view = ingress.cluster.view();
+        let peer = peer_sources.contains(
+            source,
+            view.current.members().iter().map(|m| m.addr.as_str()),
+        );
+        let slot = match pending.try_enter(source, peer) {
+            Ok(slot) => slot,
+            Err(why) => return refuse(incoming, why),
+        };
+        let server_config = match buffers.pending_server_config(tentative) {
             Ok(c) => c,
             Err(e) => {
-                tracing::error!(error = %e, "no transport config for a connection's windows");
+                tracing::error!(error = %e, "no transport config for pending connections");
                 return refuse(incoming, admit::Refusal::BufferBudget);
             }
         };
         match incoming.accept_with(server_config) {
             Ok(connecting) => {
-                let slots = (connections.enter(), handshakes.enter());
+                let admitted = conn::Admitted {
+                    connection: connections.enter(),
+                    pending: slot,
+                    buffers: Arc::clone(&buffers),
+                    peer_sources: Arc::clone(&peer_sources),
+                };
                 tokio::spawn(conn::serve_connection(
                     Arc::clone(&ingress),
                     connecting,
-                    grant,
-                    slots,
+                    admitted,
                     conn_stop.clone(),
                 ));
             }
@@ -453,7 +477,7 @@ async fn accept_loop(
                     let load = admit::Load {
                         serving: health.phase() == Phase::Serving,
                         open: connections.count(),
-                        handshaking: handshakes.count(),
+                        handshaking: pending.count(),
                         validated: incoming.remote_address_validated(),
                     };
                     match admit::decide(load, limits) {

@@ -1,10 +1,16 @@
-//! The HTTP listener: `/metrics` (Prometheus text), `/healthz`, `/readyz` and `/config`.
+//! The HTTP listener: `/metrics` (Prometheus text), `/healthz`, `/livez`, `/readyz` and `/config`.
 //!
 //! The listener has fixed budgets, so a client that opens connections and never finishes a
 //! request (slowloris) cannot hold the port or the broker's memory: at most
-//! [`MAX_CONNECTIONS`] connections are served at once (more are closed as soon as they are
-//! accepted), a request head must arrive within [`HEADER_READ_TIMEOUT`], and a connection lives
-//! at most [`CONNECTION_LIFETIME`]. Each closure is counted in `starling_http_refused_total`.
+//! [`MAX_CONNECTIONS`] connections are served at once for any endpoint, at most
+//! [`MAX_CONNECTIONS_PER_SOURCE`] of them from one source address, a request head must arrive
+//! within [`HEADER_READ_TIMEOUT`], and a connection lives at most [`CONNECTION_LIFETIME`].
+//! Once those slots are taken (or the source's share of them), [`PROBE_SLOTS`] more are kept
+//! for the probes, at most [`PROBE_SLOTS_PER_SOURCE`] per source: such a connection is answered
+//! on `/livez`, `/healthz` and `/readyz` only, must send its request within
+//! [`PROBE_HEADER_TIMEOUT`] and is closed after one answer, so the kubelet's probes are answered
+//! while others hold every general slot (see `http_slots`). Past both, a connection is closed as
+//! soon as it is accepted. Each closure is counted in `starling_http_refused_total{reason}`.
 //! An accept error (for example EMFILE) backs off from [`ACCEPT_BACKOFF_MIN`] up to
 //! [`ACCEPT_BACKOFF_MAX`] instead of retrying in a hot loop. The endpoints are for the kubelet's
 //! probes and Prometheus, a handful of clients, so the budgets are constants, not config knobs.
@@ -20,10 +26,11 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 use crate::cache::Cache;
 use crate::health::{Health, Phase};
+use crate::http_slots::{HttpSlots, Pool, SlotLimits, SlotRefusal};
 use crate::metrics::{Metrics, http_refusal};
 
 /// What the HTTP endpoints read.
@@ -38,18 +45,37 @@ pub struct HttpState {
     pub config_yaml: String,
 }
 
-/// HTTP connections served at once. Probes and scrapes need a few; more are closed on accept.
-/// It bounds the listener's memory and file descriptors; keeping strangers off the port is the
-/// NetworkPolicy's job.
+/// HTTP connections served at once for any endpoint. Probes and scrapes need a few; more go to
+/// the probe slots or are closed on accept. It bounds the listener's memory and file
+/// descriptors; keeping strangers off the port is the NetworkPolicy's job.
 pub const MAX_CONNECTIONS: usize = 256;
+/// Of [`MAX_CONNECTIONS`], the most from one source address.
+pub const MAX_CONNECTIONS_PER_SOURCE: usize = 32;
+/// Connections kept for the probes once the general slots (or the source's share) are taken.
+pub const PROBE_SLOTS: usize = 32;
+/// Of [`PROBE_SLOTS`], the most from one source address.
+pub const PROBE_SLOTS_PER_SOURCE: usize = 4;
 /// Time a connection has to deliver a complete request head (first byte included).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Time a connection on a probe slot has to deliver its request head; it is closed after one
+/// answer.
+pub const PROBE_HEADER_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest life of one connection, keep-alive included.
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+/// Longest life of a connection on a probe slot.
+pub const PROBE_LIFETIME: Duration = Duration::from_secs(5);
 /// First pause after a failed accept; it doubles on each further failure.
 pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 /// Longest pause after failed accepts.
 pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// The listener's slot pools.
+pub const SLOT_LIMITS: SlotLimits = SlotLimits {
+    general: MAX_CONNECTIONS,
+    general_per_source: MAX_CONNECTIONS_PER_SOURCE,
+    probe: PROBE_SLOTS,
+    probe_per_source: PROBE_SLOTS_PER_SOURCE,
+};
 
 /// The Prometheus text exposition content type.
 pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -63,9 +89,32 @@ fn text(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Respo
     resp
 }
 
+const PLAIN: &str = "text/plain; charset=utf-8";
+
+/// Whether `path` is one of the probes a probe slot answers.
+pub fn is_probe(path: &str) -> bool {
+    matches!(path, "/healthz" | "/livez" | "/readyz")
+}
+
+/// Answers one request on a connection of `pool`: a probe slot answers the probes only.
+pub fn route_in(
+    pool: Pool,
+    state: &HttpState,
+    method: &Method,
+    path: &str,
+) -> Response<Full<Bytes>> {
+    match pool {
+        Pool::Probe if !is_probe(path) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            PLAIN,
+            "busy: only /livez, /healthz and /readyz are answered now\n",
+        ),
+        _ => route(state, method, path),
+    }
+}
+
 /// Answers one request. Pure apart from reading the shared state.
 pub fn route(state: &HttpState, method: &Method, path: &str) -> Response<Full<Bytes>> {
-    const PLAIN: &str = "text/plain; charset=utf-8";
     if method != Method::GET && method != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, PLAIN, "only GET and HEAD\n");
     }
@@ -105,10 +154,10 @@ pub async fn serve_http(
     state: Arc<HttpState>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let slots = HttpSlots::new(SLOT_LIMITS);
     let mut backoff = ACCEPT_BACKOFF_MIN;
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => {
                     backoff = ACCEPT_BACKOFF_MIN;
@@ -126,28 +175,41 @@ pub async fn serve_http(
             },
             _ = stop.changed() => return,
         };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            state
-                .metrics
-                .http_refused
-                .with_label_values(&[http_refusal::CONNECTION_CAP])
-                .inc();
-            drop(stream);
-            continue;
+        let slot = match slots.take(crate::server::admit::canonical(peer.ip())) {
+            Ok(slot) => slot,
+            Err(why) => {
+                let reason = match why {
+                    SlotRefusal::ConnectionCap => http_refusal::CONNECTION_CAP,
+                    SlotRefusal::PerSourceCap => http_refusal::PER_SOURCE_CAP,
+                };
+                state
+                    .metrics
+                    .http_refused
+                    .with_label_values(&[reason])
+                    .inc();
+                drop(stream);
+                continue;
+            }
         };
         let state = Arc::clone(&state);
         tokio::spawn(async move {
+            let pool = slot.pool();
             let _slot = slot;
             let metrics = Arc::clone(&state.metrics);
             let svc = service_fn(move |req: Request<Incoming>| {
-                let resp = route(&state, req.method(), req.uri().path());
+                let resp = route_in(pool, &state, req.method(), req.uri().path());
                 async move { Ok::<_, Infallible>(resp) }
             });
+            let (header_timeout, lifetime) = match pool {
+                Pool::General => (HEADER_READ_TIMEOUT, CONNECTION_LIFETIME),
+                Pool::Probe => (PROBE_HEADER_TIMEOUT, PROBE_LIFETIME),
+            };
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .header_read_timeout(header_timeout)
+                .keep_alive(pool == Pool::General)
                 .serve_connection(TokioIo::new(stream), svc);
-            match tokio::time::timeout(CONNECTION_LIFETIME, conn).await {
+            match tokio::time::timeout(lifetime, conn).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) if e.is_timeout() => {
                     metrics

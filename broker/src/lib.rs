@@ -19,7 +19,8 @@
 //! - [`cache`]: the sharded TTL cache.
 //! - [`transport`], [`tls`] and [`tls_reload`]: quinn configuration, certificates and the
 //!   client CA, and their reload.
-//! - [`http`], [`metrics`], [`health`]: the observability surface.
+//! - [`http`], [`http_slots`], [`metrics`], [`health`]: the observability surface, and the HTTP
+//!   listener's slots (probes keep their own).
 //! - [`memory_limit`]: the cgroup memory limit the config's worst case is checked against at start.
 //! - [`cli`] and [`telemetry`]: the binary's config loading and logging.
 //! - [`error`]: the typed errors.
@@ -33,6 +34,7 @@ pub mod durable;
 pub mod error;
 pub mod health;
 pub mod http;
+pub mod http_slots;
 pub mod memory_limit;
 pub mod metrics;
 pub mod process;

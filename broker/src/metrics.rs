@@ -194,12 +194,14 @@ pub mod auth_failure {
 pub mod http_refusal {
     /// Accepted and closed at once: the connection cap was reached.
     pub const CONNECTION_CAP: &str = "connection_cap";
+    /// Accepted and closed at once: the source address's share of the slots was taken.
+    pub const PER_SOURCE_CAP: &str = "per_source_cap";
     /// No complete request head in time.
     pub const HEADER_TIMEOUT: &str = "header_timeout";
     /// Open longer than the connection lifetime.
     pub const LIFETIME: &str = "lifetime";
     /// Every reason, for pre-creating the labelled series.
-    pub const ALL: [&str; 3] = [CONNECTION_CAP, HEADER_TIMEOUT, LIFETIME];
+    pub const ALL: [&str; 4] = [CONNECTION_CAP, PER_SOURCE_CAP, HEADER_TIMEOUT, LIFETIME];
 }
 
 /// The `reason` values of `starling_quic_refused_total`: QUIC admission's refusals.
@@ -210,8 +212,21 @@ pub mod quic_refusal {
     pub const MAX_CONNECTIONS: &str = "max_connections";
     /// `connection_buffer_budget_bytes` has no room for even the smallest windows.
     pub const CONNECTION_BUFFER_BUDGET: &str = "connection_buffer_budget";
+    /// `max_pending_handshakes` handshakes are in progress.
+    pub const PENDING_HANDSHAKES: &str = "pending_handshakes";
+    /// `max_pending_handshakes_per_source` handshakes from the attempt's address are in progress.
+    pub const PENDING_PER_SOURCE: &str = "pending_handshakes_per_source";
+    /// TLS and `Hello` were not done within `handshake_timeout_ms` (the connection is closed).
+    pub const HANDSHAKE_TIMEOUT: &str = "handshake_timeout";
     /// Every reason, for pre-creating the labelled series.
-    pub const ALL: [&str; 3] = [NOT_SERVING, MAX_CONNECTIONS, CONNECTION_BUFFER_BUDGET];
+    pub const ALL: [&str; 6] = [
+        NOT_SERVING,
+        MAX_CONNECTIONS,
+        CONNECTION_BUFFER_BUDGET,
+        PENDING_HANDSHAKES,
+        PENDING_PER_SOURCE,
+        HANDSHAKE_TIMEOUT,
+    ];
 }
 
 /// The `stream` values of `starling_streams_idle_closed_total`.
@@ -234,14 +249,18 @@ pub enum Limit {
     Subscriptions,
     /// `max_subscriptions_per_connection`: one subscription too many on one connection.
     SubscriptionsPerConnection,
+    /// `max_publish_batch_items`: a `PublishBatch` announcing more payloads (refused by the
+    /// decoder before it allocates for them; the stream is closed).
+    PublishBatchItems,
 }
 
 impl Limit {
     /// Every limit, for pre-creating the labelled series.
-    pub const ALL: [Limit; 3] = [
+    pub const ALL: [Limit; 4] = [
         Limit::Topics,
         Limit::Subscriptions,
         Limit::SubscriptionsPerConnection,
+        Limit::PublishBatchItems,
     ];
 
     /// The label value: the knob's name.
@@ -250,6 +269,7 @@ impl Limit {
             Limit::Topics => "max_topics",
             Limit::Subscriptions => "max_subscriptions",
             Limit::SubscriptionsPerConnection => "max_subscriptions_per_connection",
+            Limit::PublishBatchItems => "max_publish_batch_items",
         }
     }
 }
@@ -648,7 +668,7 @@ impl Metrics {
             auth_revoked: counter(
                 &r,
                 names::AUTH_REVOKED_CONNECTIONS,
-                "Live connections closed because their user left the users table.",
+                "Live connections closed because their user left the users table or their token was replaced.",
             )?,
             tls_reloads: counter_vec(
                 &r,

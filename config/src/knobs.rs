@@ -254,6 +254,28 @@ knobs! {
     /// address with a QUIC Retry (one extra round trip; spoofed source addresses never get
     /// further). 0 makes every client prove its address.
     handshake_retry_threshold: u32,
+    /// How long (ms) a new connection has for its QUIC/TLS handshake and its `Hello` together.
+    /// A connection that has not been answered `HelloOk` by then is closed and counted in
+    /// `starling_quic_refused_total{reason="handshake_timeout"}`, which frees its pending slot.
+    handshake_timeout_ms: u64,
+    /// Most connections whose handshake (TLS and `Hello`) is in progress. Each holds a small
+    /// fixed grant (8 KiB windows and one `Hello` of at most 4 KiB, about 20 KiB) until its
+    /// `Hello` succeeds; only then does it reserve its windows from
+    /// `connection_buffer_budget_bytes`. An eighth of these slots (at least one) is kept for
+    /// the addresses of peers (members' addresses that are IP literals, and addresses a
+    /// connection with the peer certificate came from before), so strangers that never finish
+    /// their handshake cannot keep a member's peer link out. An attempt past it is refused
+    /// (QUIC `CONNECTION_REFUSED`) and counted in
+    /// `starling_quic_refused_total{reason="pending_handshakes"}`. Once half of it is pending,
+    /// new addresses must prove themselves with a QUIC Retry (as past
+    /// `handshake_retry_threshold`, whichever is lower), so attempts from spoofed addresses
+    /// cannot fill it.
+    max_pending_handshakes: u32,
+    /// Most pending handshakes from one source address (a peer's address is exempt). An
+    /// attempt past it is refused and counted in
+    /// `starling_quic_refused_total{reason="pending_handshakes_per_source"}`. At most
+    /// `max_pending_handshakes`.
+    max_pending_handshakes_per_source: u32,
     /// How long (ms) a new stream may take to deliver its complete first frame. A stream that
     /// has not is answered with an `Error` and closed, and counted in
     /// `starling_streams_timed_out_total`.
@@ -284,34 +306,50 @@ knobs! {
     /// exempt: one peer link carries the relayed subscriptions of every topic its member's
     /// clients follow here, and `max_subscriptions` still bounds them.
     max_subscriptions_per_connection: u32,
-    /// Most bytes of publish payloads read from clients and not yet in a batch their topic has
+    /// Most bytes of publish requests read from clients and not yet in a batch their topic has
     /// sealed and offered to its subscribers (or forwarded to the topic's owner), over all
-    /// connections: the publish workers' queues, the topic channels and the open batches. A publish stream that would pass it waits
+    /// connections: the publish workers' queues, the topic channels and the open batches. A
+    /// request is charged what it holds in memory, not what it carried on the wire: its payload
+    /// bytes plus 68 bytes per payload (each payload's handle in the decoded request and again
+    /// in its topic's open batch, and its length prefix), so a batch of empty payloads is
+    /// charged like the memory it takes. A request larger than the whole budget is charged the
+    /// whole budget. A publish stream that would pass it waits
     /// before it reads its next frame, so QUIC flow control slows that client down; nothing is
     /// refused or lost. Waits are counted in `starling_publish_budget_waits_total`, the bytes
     /// held in `starling_publish_inflight_bytes`. Streams from other members are not counted
     /// (their origin counted them), so two brokers forwarding to each other cannot wait on
     /// each other.
     max_inflight_publish_bytes: u64,
+    /// Most payloads one `PublishBatch` may carry. The broker's decoder reads the batch's
+    /// count first and refuses a larger one before it allocates anything for the payloads:
+    /// the stream is answered with an `Error` (code `LimitExceeded`) and closed. Each payload
+    /// costs about 68 bytes of memory besides its bytes (see `max_inflight_publish_bytes`), so
+    /// the cap bounds what one decoded frame of tiny payloads holds before it is charged to
+    /// the publish budget. Forwarded batches keep their client's count, so every member of a
+    /// cluster needs the same value.
+    max_publish_batch_items: u32,
     /// Most bytes of connection buffers granted to all open connections together. Each
     /// connection counts its connection receive window, its send window and its frame
     /// allowance (the bytes of partial frames its streams may hold once read: as much as the
     /// receive window, at least one `max_frame_bytes` frame; a stream past it stops being read,
-    /// so QUIC flow control stops the client). At admission a connection is granted the
+    /// so QUIC flow control stops the client). A connection reserves its grant once its `Hello`
+    /// succeeded (before that it holds the small pending grant of `max_pending_handshakes`, not
+    /// counted here), and is granted the
     /// configured windows (`event_conn_recv_window`, `event_send_window`) while they fit in
     /// what is left of the budget's upper half; otherwise each window is at most an eighth of
     /// that rest (rounded down to a power of two) and at least 1 MiB (or the configured window,
     /// if smaller). The lower half only goes to such floor grants, which cost 2 MiB plus
     /// `max_frame_bytes` each (6 MiB by default): a budget of B admits at least
     /// B / 2 / (2 MiB + `max_frame_bytes`) connections, so many-client deployments raise it
-    /// or lower `max_frame_bytes`. An attempt for which even the floor does not fit is refused (QUIC `CONNECTION_REFUSED`) and counted
-    /// in `starling_quic_refused_total{reason="connection_buffer_budget"}`; the grant is
-    /// released when the connection ends. Granted bytes are exported as
+    /// or lower `max_frame_bytes`. An attempt for which even the floor does not fit is refused
+    /// (QUIC `CONNECTION_REFUSED`), and one that finds no room any more after its `Hello` is
+    /// answered `Error` `Unavailable` and closed with code 3; both are counted in
+    /// `starling_quic_refused_total{reason="connection_buffer_budget"}`. The grant is released
+    /// when the connection ends. Granted bytes are exported as
     /// `starling_connection_buffer_bytes`. Cache connections never widen their receive window
-    /// past their grant. Connections from other members are granted like clients (admission
-    /// cannot tell them apart before the handshake): the shares keep part of the budget free
-    /// while it fills, an open peer link keeps its grant, and a refused peer link is retried by
-    /// its member.
+    /// past their grant. Connections from other members are granted like clients: the shares
+    /// keep part of the budget free while it fills, an open peer link keeps its grant, and a
+    /// refused peer link is retried by its member.
     connection_buffer_budget_bytes: u64,
 
     ["Batching"]

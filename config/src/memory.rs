@@ -20,6 +20,7 @@
 //! | topics | `max_topics` × [`TOPIC_BYTES`] |
 //! | subscriptions | `max_subscriptions` × [`SUBSCRIPTION_BYTES`] |
 //! | connections | `max_connections` × [`CONNECTION_BYTES`] (state besides the buffers) |
+//! | pending handshakes | `max_pending_handshakes` × [`PENDING_CONNECTION_BYTES`] (the fixed grant before `Hello`) |
 //! | peer links | peers × connections per link × 2 × `cluster_peer_window_bytes` |
 //! | UDP buffers | (1 + peers) × (2 × (`udp_recv_buffer_bytes` + `udp_send_buffer_bytes`) + [`QUINN_RECEIVE_DATAGRAMS`] × what `quic_max_mtu_discovery` exceeds 1472 by) |
 //!
@@ -44,6 +45,7 @@
 use std::fmt;
 
 use crate::knobs::BrokerConfig;
+use crate::validate::PENDING_CONNECTION_BYTES;
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
@@ -168,6 +170,11 @@ pub fn worst_case(cfg: &BrokerConfig, peers: u32) -> Estimate {
                 what: "connections",
                 knobs: "max_connections",
                 bytes: times(cfg.max_connections, CONNECTION_BYTES),
+            },
+            Term {
+                what: "pending handshakes",
+                knobs: "max_pending_handshakes",
+                bytes: times(cfg.max_pending_handshakes, PENDING_CONNECTION_BYTES),
             },
             Term {
                 what: "peer links",

@@ -18,6 +18,14 @@ pub const MAX_LANES: u32 = 64;
 /// The smallest receive or send window a connection is granted from
 /// `connection_buffer_budget_bytes` (or the configured window, if smaller).
 pub const CONNECTION_WINDOW_FLOOR: u64 = 1024 * 1024;
+/// The receive and send windows of a connection whose handshake (TLS and `Hello`) is still in
+/// progress: enough for a `Hello` and the answer to it. The full grant comes after `Hello`.
+pub const PENDING_CONNECTION_WINDOW: u64 = 8 * 1024;
+/// The largest `Hello` frame payload the broker reads before the client is authenticated.
+pub const HANDSHAKE_FRAME_BYTES: u32 = 4 * 1024;
+/// What one pending handshake holds of buffers: both windows and one `Hello` with its header.
+pub const PENDING_CONNECTION_BYTES: u64 =
+    2 * PENDING_CONNECTION_WINDOW + HANDSHAKE_FRAME_BYTES as u64 + 8;
 /// Bytes reserved in a frame for the EventBatch header and per-event prefixes of a full batch.
 pub const EVENT_BATCH_OVERHEAD: u64 = 64;
 /// Smallest and largest accepted UDP payload sizes of `quic_initial_mtu` and
@@ -125,12 +133,16 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     ),
     range("max_connections", Some(1), Some(1 << 20)),
     range("handshake_retry_threshold", None, Some(1 << 20)),
+    range("handshake_timeout_ms", Some(500), Some(60_000)),
+    range("max_pending_handshakes", Some(1), Some(1 << 16)),
+    range("max_pending_handshakes_per_source", Some(1), Some(1 << 16)),
     range("stream_first_frame_timeout_ms", Some(100), Some(600_000)),
     range("stream_idle_timeout_ms", Some(100), Some(3_600_000)),
     range("max_topics", Some(1), Some(1 << 24)),
     range("max_subscriptions", Some(1), Some(1 << 24)),
     range("max_subscriptions_per_connection", Some(1), Some(1 << 20)),
     range("max_inflight_publish_bytes", Some(1 << 16), Some(1 << 40)),
+    range("max_publish_batch_items", Some(1), Some(1 << 20)),
     // Room for at least one connection at the floor with the default frame size (a larger
     // `max_frame_bytes` needs more: see `least_connection_grant`); at most 4 TiB.
     range(
@@ -178,6 +190,10 @@ pub const KNOB_PAIRS: &[KnobPair] = &[
         strict: true,
     },
     le("publish_chunk_bytes", "max_frame_bytes"),
+    le(
+        "max_pending_handshakes_per_source",
+        "max_pending_handshakes",
+    ),
     le("quic_initial_mtu", "quic_max_mtu_discovery"),
     le("subscriber_writer_lanes", "max_subscriber_writer_lanes"),
 ];

@@ -6,6 +6,12 @@
 //! [`GROW_FLOOR`]), so a peer that announces a maximal frame and then sends
 //! nothing costs the receiver a few KiB, not `max_frame_bytes`. Blob fields of
 //! decoded frames are zero-copy slices of the received frame.
+//!
+//! A payload's length bounds what it holds, not what decoding it allocates: each
+//! item of a `PublishBatch` costs a handle ([`DECODED_ITEM_BYTES`](crate::messages::DECODED_ITEM_BYTES))
+//! besides its bytes, so a frame of empty items would cost eight times its length.
+//! A decoder with an item cap ([`FrameDecoder::with_max_batch_items`]) refuses a
+//! batch announcing more items than the cap before it allocates for them.
 
 use bytes::{Buf, BytesMut};
 
@@ -23,18 +29,38 @@ pub const GROW_FLOOR: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameDecoder {
     max_frame_bytes: u32,
+    max_batch_items: u32,
 }
 
 impl FrameDecoder {
     /// A decoder accepting payloads of at most `max_frame_bytes` bytes
-    /// (the 8-byte header is not counted).
+    /// (the 8-byte header is not counted), with no item cap beyond what the
+    /// payload's length allows (see [`FrameDecoder::with_max_batch_items`]).
     pub const fn new(max_frame_bytes: u32) -> Self {
-        FrameDecoder { max_frame_bytes }
+        FrameDecoder {
+            max_frame_bytes,
+            max_batch_items: u32::MAX,
+        }
+    }
+
+    /// The same decoder refusing a `PublishBatch` of more than `max_items`
+    /// payloads ([`DecodeError::TooManyItems`]), before anything is allocated
+    /// for them.
+    pub const fn with_max_batch_items(self, max_items: u32) -> Self {
+        FrameDecoder {
+            max_batch_items: max_items,
+            ..self
+        }
     }
 
     /// The payload size limit.
     pub const fn max_frame_bytes(&self) -> u32 {
         self.max_frame_bytes
+    }
+
+    /// The most payloads a `PublishBatch` may carry.
+    pub const fn max_batch_items(&self) -> u32 {
+        self.max_batch_items
     }
 
     /// Tries to split one frame off the front of `src`.
@@ -66,7 +92,7 @@ impl FrameDecoder {
         }
         let mut payload = src.split_to(total).freeze();
         payload.advance(HEADER_LEN);
-        decode_payload(header.kind, payload).map(Some)
+        decode_payload(header.kind, payload, self.max_batch_items).map(Some)
     }
 }
 

@@ -24,6 +24,17 @@ pub enum DecodeError {
         /// The decoder's `max_frame_bytes`.
         max: u32,
     },
+    /// A batch announces more items than the decoder's cap (see
+    /// [`FrameDecoder::with_max_batch_items`](crate::FrameDecoder::with_max_batch_items)).
+    #[error("{frame} frame of {count} items exceeds the limit of {max} items")]
+    TooManyItems {
+        /// Name of the frame kind being decoded.
+        frame: &'static str,
+        /// The announced item count.
+        count: u32,
+        /// The decoder's cap.
+        max: u32,
+    },
     /// The payload does not match the frame's layout.
     #[error("malformed {frame} frame: {reason}")]
     Malformed {
@@ -41,6 +52,7 @@ impl DecodeError {
             DecodeError::UnsupportedVersion(_) => ErrorCode::UnsupportedVersion,
             DecodeError::UnknownFrameType(_) => ErrorCode::UnknownFrameType,
             DecodeError::FrameTooLarge { .. } => ErrorCode::FrameTooLarge,
+            DecodeError::TooManyItems { .. } => ErrorCode::LimitExceeded,
             DecodeError::Malformed { .. } => ErrorCode::BadFrame,
         }
     }
@@ -69,6 +81,16 @@ mod tests {
         assert_eq!(
             DecodeError::UnknownFrameType(0).code(),
             ErrorCode::UnknownFrameType
+        );
+        let items = DecodeError::TooManyItems {
+            frame: "publish_batch",
+            count: 9,
+            max: 8,
+        };
+        assert_eq!(items.code(), ErrorCode::LimitExceeded);
+        assert_eq!(
+            items.to_string(),
+            "publish_batch frame of 9 items exceeds the limit of 8 items"
         );
         let m = DecodeError::Malformed {
             frame: "publish",

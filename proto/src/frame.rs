@@ -168,9 +168,14 @@ fn body<T: DecodeBody>(r: &mut Reader) -> Result<T, DecodeError> {
     T::decode_body(r)
 }
 
-/// Decodes a complete payload of a frame of `kind`, rejecting trailing bytes.
-pub(crate) fn decode_payload(kind: FrameKind, payload: Bytes) -> Result<Frame, DecodeError> {
-    let r = &mut Reader::new(kind.name(), payload);
+/// Decodes a complete payload of a frame of `kind`, rejecting trailing bytes and batches of
+/// more than `max_batch_items` items.
+pub(crate) fn decode_payload(
+    kind: FrameKind,
+    payload: Bytes,
+    max_batch_items: u32,
+) -> Result<Frame, DecodeError> {
+    let r = &mut Reader::new(kind.name(), payload).with_max_items(max_batch_items);
     let frame = match kind {
         FrameKind::Hello => Frame::Hello(body(r)?),
         FrameKind::HelloOk => Frame::HelloOk(body(r)?),

@@ -67,5 +67,6 @@ pub use messages::{
     ErrorFrame, EventBatch, Hello, HelloOk, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved,
     Ping, Publish, PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe,
 };
+pub use messages::{DECODED_ITEM_BYTES, decoded_bytes};
 pub use position::{Position, SeenStreams};
 pub use validate::{validate_key, validate_topic};

@@ -156,7 +156,31 @@ fn hostile_sizes_do_not_allocate() {
         );
     }
 
-    // 4. A blob length of ~4 GiB inside a small frame: rejected, no allocation for it.
+    // 4. A batch of a million empty payloads (4 MiB on the wire, 32 MiB of handles once
+    //    decoded) against an item cap of 1024: refused before the handles are allocated.
+    const ITEMS: u32 = 1 << 20;
+    let mut body = BytesMut::new();
+    body.put_slice(&[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't']);
+    body.put_u32(ITEMS);
+    body.put_bytes(0, 4 * ITEMS as usize);
+    let mut buf = header(FrameKind::PublishBatch, u32::try_from(body.len()).unwrap());
+    buf.put_slice(&body);
+    let dec = FrameDecoder::new(8 << 20).with_max_batch_items(1024);
+    let (result, largest, total) = measure(|| dec.decode(&mut buf));
+    assert_eq!(
+        result,
+        Err(DecodeError::TooManyItems {
+            frame: "publish_batch",
+            count: ITEMS,
+            max: 1024
+        })
+    );
+    assert!(
+        largest < 256 && total < 1024,
+        "largest {largest}, total {total}"
+    );
+
+    // 5. A blob length of ~4 GiB inside a small frame: rejected, no allocation for it.
     let mut buf = header(FrameKind::Publish, 16);
     buf.put_slice(&[
         0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't', 0xff, 0xff, 0xff, 0xff,

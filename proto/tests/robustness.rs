@@ -8,7 +8,10 @@ mod common;
 use bytes::{BufMut, BytesMut};
 use proptest::collection::vec;
 use proptest::prelude::*;
-use starling_proto::{DecodeError, Frame, FrameDecoder, FrameKind, HEADER_LEN, StartAt, Subscribe};
+use starling_proto::{
+    AckMode, DecodeError, Frame, FrameDecoder, FrameKind, HEADER_LEN, PublishBatch, StartAt,
+    Subscribe,
+};
 
 const LIMIT: u32 = 64 * 1024;
 
@@ -177,6 +180,55 @@ proptest! {
         prop_assert_eq!(result, Err(DecodeError::FrameTooLarge { len: claimed, max: limit }));
         prop_assert_eq!(buf.capacity(), before);
         prop_assert_eq!(buf.len(), HEADER_LEN);
+    }
+
+    /// A batch decodes exactly when its item count is within the decoder's cap, and one over
+    /// it is refused as too many items, however its payloads are sized.
+    #[test]
+    fn batches_decode_exactly_within_the_item_cap(
+        sizes in vec(0usize..8, 0..64),
+        cap in 0u32..80,
+    ) {
+        let frame = Frame::PublishBatch(PublishBatch {
+            request_id: 7,
+            ack: AckMode::None,
+            topic: "t".into(),
+            payloads: sizes.iter().map(|&n| bytes::Bytes::from(vec![1u8; n])).collect(),
+        });
+        let mut buf = BytesMut::from(&frame.to_bytes()[..]);
+        let result = FrameDecoder::new(LIMIT).with_max_batch_items(cap).decode(&mut buf);
+        let count = u32::try_from(sizes.len()).unwrap();
+        if count <= cap {
+            prop_assert_eq!(result, Ok(Some(frame)));
+        } else {
+            prop_assert_eq!(
+                result,
+                Err(DecodeError::TooManyItems { frame: "publish_batch", count, max: cap })
+            );
+        }
+    }
+
+    /// Whatever count a batch announces and whatever follows it, a capped decoder either
+    /// refuses it or returns at most `cap` payloads: never more items than the cap.
+    #[test]
+    fn a_capped_decoder_never_returns_more_items_than_the_cap(
+        count in any::<u32>(),
+        rest in vec(any::<u8>(), 0..256),
+        cap in 0u32..64,
+    ) {
+        let mut payload = vec![0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't'];
+        payload.extend_from_slice(&count.to_be_bytes());
+        payload.extend_from_slice(&rest);
+        let mut buf = framed(FrameKind::PublishBatch, 0, &payload);
+        match FrameDecoder::new(LIMIT).with_max_batch_items(cap).decode(&mut buf) {
+            Ok(Some(Frame::PublishBatch(b))) => prop_assert!(b.payloads.len() <= cap as usize),
+            Ok(other) => prop_assert!(false, "unexpected {:?}", other),
+            Err(DecodeError::TooManyItems { count: c, max, .. }) => {
+                prop_assert_eq!((c, max), (count, cap));
+                prop_assert!(count > cap);
+            }
+            Err(_) => {}
+        }
     }
 
     #[test]

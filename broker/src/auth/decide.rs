@@ -15,7 +15,7 @@ use starling_access::{PEER_IDENTITY, Users};
 use starling_config::AuthMode;
 use starling_proto::features;
 
-use super::Principal;
+use super::{Credential, Principal};
 use crate::metrics::auth_failure;
 
 /// What the handshake knows of a connection.
@@ -82,15 +82,19 @@ pub fn decide(
     }
     if let Some(cn) = presented.common_name {
         return match users.by_certificate(cn) {
-            Some(user) => Ok((Principal::User(user), 0)),
+            Some(user) => Ok((Principal::User(user, Credential::Certificate), 0)),
             None => Err(Unauthorized::UnknownCertificate(cn.to_string())),
         };
     }
     if presented.requested & features::AUTH_TOKEN != 0
         && let Some(token) = presented.token
     {
-        return match users.by_token(token) {
-            Some(user) => Ok((Principal::User(user), features::AUTH_TOKEN)),
+        let hash = starling_access::hash_token(token);
+        return match users.by_token_hash(&hash) {
+            Some(user) => Ok((
+                Principal::User(user, Credential::Token(hash)),
+                features::AUTH_TOKEN,
+            )),
             None => Err(Unauthorized::UnknownToken),
         };
     }
@@ -120,7 +124,7 @@ mod tests {
 
     fn name(r: Result<(Principal, u64), Unauthorized>) -> Result<String, Unauthorized> {
         r.map(|(p, _)| match p {
-            Principal::User(u) => u.name().to_string(),
+            Principal::User(u, _) => u.name().to_string(),
             Principal::Peer => "<peer>".into(),
             Principal::Anonymous => "<anonymous>".into(),
         })

@@ -4,7 +4,8 @@
 //! - [`source`]: where the users document comes from (`auth_users_file`, or the
 //!   `auth_users_secret` Secret's `users.yaml` read through the Kubernetes API);
 //! - [`reload`]: re-reading it every `auth_reload_interval_ms`, keeping the last good table
-//!   when a read or a parse fails, and closing the live connections of removed users;
+//!   when a read or a parse fails, and closing the live connections of removed users and of
+//!   replaced tokens;
 //! - [`identity`]: the verified client certificate's subject common name;
 //! - [`decide`]: who a connection is ([`Principal`]) from its certificate, its `Hello` token and
 //!   the feature bits it asked for, or why it is refused;
@@ -37,12 +38,47 @@ pub const CLOSE_REVOKED: u32 = 2;
 /// Who a connection is.
 #[derive(Debug, Clone)]
 pub enum Principal {
-    /// A user of the table (by certificate or token).
-    User(Arc<User>),
+    /// A user of the table, and the credential it presented.
+    User(Arc<User>, Credential),
     /// Another member of the cluster.
     Peer,
     /// Anyone, under `auth_mode: none`.
     Anonymous,
+}
+
+/// The credential a user's connection was opened with, kept for the revocation pass: a reload
+/// that replaces it closes the connection.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// A token, by its SHA-256 (what the users document holds; the token itself is not kept).
+    Token([u8; 32]),
+    /// A client certificate verified against the client CA, by its common name (the users
+    /// document names a certificate user by that alone, so a reissued certificate with the
+    /// same name is the same credential to the broker).
+    Certificate,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Credential::Token(_) => f.write_str("Token(<sha256>)"),
+            Credential::Certificate => f.write_str("Certificate"),
+        }
+    }
+}
+
+impl Credential {
+    /// Whether the credential still names `user` in `users`: the user is there with the same
+    /// method and, for a token, the token's hash is still the user's.
+    fn still_names(&self, users: &Users, user: &User) -> bool {
+        users.still_has(user)
+            && match self {
+                Credential::Token(hash) => users
+                    .by_token_hash(hash)
+                    .is_some_and(|u| u.name() == user.name()),
+                Credential::Certificate => true,
+            }
+    }
 }
 
 /// One connection's user: replaced by every reload that keeps the user.
@@ -80,6 +116,7 @@ impl Access {
 /// A live user connection, as the revocation pass sees it.
 struct Live {
     access: Arc<UserAccess>,
+    credential: Credential,
     quic: quinn::Connection,
 }
 
@@ -171,9 +208,9 @@ impl Auth {
         principal: &Principal,
         quic: &quinn::Connection,
     ) -> Result<(Access, Option<Registration>), Revoked> {
-        let user = match principal {
+        let (user, credential) = match principal {
             Principal::Peer | Principal::Anonymous => return Ok((Access::Unrestricted, None)),
-            Principal::User(user) => user,
+            Principal::User(user, credential) => (user, credential),
         };
         let access = Arc::new(UserAccess {
             user: parking_lot::RwLock::new(Arc::clone(user)),
@@ -183,7 +220,8 @@ impl Auth {
             // Checked under the registry's lock, which a reload's pass takes after swapping
             // the table: either this sees the new table or the pass sees this connection.
             let table = self.users();
-            match table.get(user.name()).filter(|_| table.still_has(user)) {
+            let still = credential.still_names(&table, user);
+            match table.get(user.name()).filter(|_| still) {
                 Some(u) => *access.user.write() = u,
                 None => return Err(Revoked),
             }
@@ -191,6 +229,7 @@ impl Auth {
                 id,
                 Live {
                     access: Arc::clone(&access),
+                    credential: credential.clone(),
                     quic: quic.clone(),
                 },
             );
@@ -202,36 +241,42 @@ impl Auth {
         Ok((Access::User(access), Some(registration)))
     }
 
-    /// Installs a new table: every live connection whose user is still in it gets the new
-    /// permissions, every other one is closed with [`CLOSE_REVOKED`]. Returns how many were
-    /// closed.
+    /// Installs a new table: every live connection whose user is still in it, with the
+    /// credential the connection was opened with (the same token), gets the new permissions;
+    /// every other one is closed with [`CLOSE_REVOKED`] (a removed user, or a replaced token).
+    /// Returns how many were closed.
     pub fn install(&self, users: Users) -> usize {
         self.metrics
             .auth_users
             .set(i64::try_from(users.len()).unwrap_or(i64::MAX));
         let users = Arc::new(users);
         *self.table.write() = Arc::clone(&users);
-        let revoked: Vec<(u64, quinn::Connection, String)> = {
+        let revoked: Vec<(u64, quinn::Connection, String, &'static str)> = {
             let mut live = self.live.lock();
             let mut gone = Vec::new();
             live.retain(|id, l| {
                 let old = l.access.user();
-                match users.get(old.name()).filter(|_| users.still_has(&old)) {
+                let still = l.credential.still_names(&users, &old);
+                match users.get(old.name()).filter(|_| still) {
                     Some(new) => {
                         *l.access.user.write() = new;
                         true
                     }
                     None => {
-                        gone.push((*id, l.quic.clone(), old.name().to_string()));
+                        let why = match users.still_has(&old) {
+                            true => "credential replaced",
+                            false => "user revoked",
+                        };
+                        gone.push((*id, l.quic.clone(), old.name().to_string(), why));
                         false
                     }
                 }
             });
             gone
         };
-        for (id, quic, user) in &revoked {
-            tracing::info!(conn = id, %user, "user revoked: closing its connection");
-            quic.close(CLOSE_REVOKED.into(), b"user revoked");
+        for (id, quic, user, why) in &revoked {
+            tracing::info!(conn = id, %user, reason = why, "closing a revoked connection");
+            quic.close(CLOSE_REVOKED.into(), why.as_bytes());
             self.metrics.auth_revoked.inc();
         }
         revoked.len()

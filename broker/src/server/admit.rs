@@ -6,11 +6,19 @@
 //! validated. The counts are the broker's own, taken at admission: quinn's
 //! `Endpoint::open_connections` only counts a connection once its task has polled it, so in a
 //! burst it lags behind the attempts already admitted (measured: 91 admitted under a cap of
-//! 64). The budgets come from the config: `max_connections` and `handshake_retry_threshold`; an
-//! attempt that is served then reserves its windows from `connection_buffer_budget_bytes`
-//! (`server::buffers`). Each refusal and each Retry moves a counter
-//! (`starling_quic_refused_total{reason}`, `starling_quic_retries_total`).
+//! 64). The budgets come from the config: `max_connections` and `handshake_retry_threshold`.
+//!
+//! Admission has two steps. An attempt that is served first enters the pending handshakes
+//! ([`Pending`]): at most `max_pending_handshakes` in all and `max_pending_handshakes_per_source`
+//! from one source address, of which an eighth is kept for the addresses of peers
+//! ([`PeerSources`]), so strangers that never finish their handshake cannot keep a member's
+//! peer link out. A pending connection holds a small fixed grant (`server::buffers`) and has
+//! `handshake_timeout_ms` for TLS and `Hello` together; only a connection whose `Hello`
+//! succeeded reserves its windows from `connection_buffer_budget_bytes`. Each refusal and each
+//! Retry moves a counter (`starling_quic_refused_total{reason}`, `starling_quic_retries_total`).
 
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -26,6 +34,14 @@ pub enum Refusal {
     /// `connection_buffer_budget_bytes` has no room for even the smallest windows (see
     /// `server::buffers`).
     BufferBudget,
+    /// `max_pending_handshakes` handshakes are in progress (strangers: all but the peers'
+    /// share of them).
+    PendingHandshakes,
+    /// `max_pending_handshakes_per_source` handshakes from the attempt's address are in
+    /// progress.
+    PendingPerSource,
+    /// The connection did not complete TLS and `Hello` within `handshake_timeout_ms`.
+    HandshakeTimeout,
 }
 
 impl Refusal {
@@ -35,6 +51,9 @@ impl Refusal {
             Refusal::NotServing => quic_refusal::NOT_SERVING,
             Refusal::MaxConnections => quic_refusal::MAX_CONNECTIONS,
             Refusal::BufferBudget => quic_refusal::CONNECTION_BUFFER_BUDGET,
+            Refusal::PendingHandshakes => quic_refusal::PENDING_HANDSHAKES,
+            Refusal::PendingPerSource => quic_refusal::PENDING_PER_SOURCE,
+            Refusal::HandshakeTimeout => quic_refusal::HANDSHAKE_TIMEOUT,
         }
     }
 }
@@ -83,6 +102,163 @@ pub fn decide(load: Load, limits: Limits) -> Admission {
         Admission::Retry
     } else {
         Admission::Accept
+    }
+}
+
+/// The pending handshakes' budgets, from the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingLimits {
+    /// `max_pending_handshakes`: all pending handshakes, peers' included.
+    pub max: usize,
+    /// `max_pending_handshakes_per_source`: pending handshakes from one stranger's address.
+    pub per_source: usize,
+}
+
+impl PendingLimits {
+    /// The share of [`PendingLimits::max`] only peers' addresses may use: an eighth, at least 1.
+    pub fn reserved_for_peers(self) -> usize {
+        (self.max / 8).max(1).min(self.max)
+    }
+}
+
+/// Whether one more handshake may start, with `total` in progress and `from_source` of them from
+/// the attempt's address. A peer's address may use every slot and is not held to the per-source
+/// cap (a member opens its pools of connections at once); a stranger's may use all but the
+/// peers' share, and at most `per_source` at a time.
+pub fn pending_decision(
+    total: usize,
+    from_source: usize,
+    peer: bool,
+    limits: PendingLimits,
+) -> Result<(), Refusal> {
+    if peer {
+        return if total < limits.max {
+            Ok(())
+        } else {
+            Err(Refusal::PendingHandshakes)
+        };
+    }
+    if from_source >= limits.per_source {
+        Err(Refusal::PendingPerSource)
+    } else if total >= limits.max.saturating_sub(limits.reserved_for_peers()) {
+        Err(Refusal::PendingHandshakes)
+    } else {
+        Ok(())
+    }
+}
+
+#[derive(Debug, Default)]
+struct PendingCounts {
+    total: usize,
+    by_source: HashMap<IpAddr, usize>,
+}
+
+/// The handshakes in progress (QUIC and TLS, then `Hello`), overall and per source address.
+#[derive(Debug)]
+pub struct Pending {
+    counts: Arc<parking_lot::Mutex<PendingCounts>>,
+    limits: PendingLimits,
+}
+
+impl Pending {
+    /// No handshake in progress yet.
+    pub fn new(limits: PendingLimits) -> Pending {
+        Pending {
+            counts: Arc::default(),
+            limits,
+        }
+    }
+
+    /// Handshakes in progress now.
+    pub fn count(&self) -> usize {
+        self.counts.lock().total
+    }
+
+    /// Counts a handshake from `source` until the returned slot drops, or says why not.
+    pub fn try_enter(&self, source: IpAddr, peer: bool) -> Result<PendingSlot, Refusal> {
+        let mut counts = self.counts.lock();
+        let from_source = counts.by_source.get(&source).copied().unwrap_or(0);
+        pending_decision(counts.total, from_source, peer, self.limits)?;
+        counts.total += 1;
+        *counts.by_source.entry(source).or_insert(0) += 1;
+        Ok(PendingSlot {
+            counts: Arc::clone(&self.counts),
+            source,
+        })
+    }
+}
+
+/// One handshake in progress; dropping it (once `Hello` succeeded, or the attempt failed)
+/// ends the count.
+#[derive(Debug)]
+pub struct PendingSlot {
+    counts: Arc<parking_lot::Mutex<PendingCounts>>,
+    source: IpAddr,
+}
+
+impl Drop for PendingSlot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock();
+        counts.total = counts.total.saturating_sub(1);
+        if let Some(n) = counts.by_source.get_mut(&self.source) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.by_source.remove(&self.source);
+            }
+        }
+    }
+}
+
+/// How many peer addresses [`PeerSources`] remembers; the oldest is forgotten first.
+pub const LEARNED_PEER_SOURCES: usize = 256;
+
+/// The addresses peer links come from, for the peers' share of the pending handshakes: the
+/// members' addresses that are IP literals, and the source addresses of connections that
+/// authenticated with the peer certificate (learned, at most [`LEARNED_PEER_SOURCES`]). A
+/// member is only known by its DNS name until its first peer link succeeds.
+#[derive(Debug, Default)]
+pub struct PeerSources {
+    learned: parking_lot::Mutex<(HashSet<IpAddr>, VecDeque<IpAddr>)>,
+}
+
+impl PeerSources {
+    /// Remembers `ip` as a peer's address (a connection from it presented the peer certificate).
+    pub fn learn(&self, ip: IpAddr) {
+        let ip = canonical(ip);
+        let mut learned = self.learned.lock();
+        let (set, order) = &mut *learned;
+        if !set.insert(ip) {
+            return;
+        }
+        order.push_back(ip);
+        if order.len() > LEARNED_PEER_SOURCES
+            && let Some(oldest) = order.pop_front()
+        {
+            set.remove(&oldest);
+        }
+    }
+
+    /// Whether `ip` is a peer's address: learned, or one of `member_addrs` (`host:port`).
+    pub fn contains<'a>(
+        &self,
+        ip: IpAddr,
+        member_addrs: impl IntoIterator<Item = &'a str>,
+    ) -> bool {
+        let ip = canonical(ip);
+        self.learned.lock().0.contains(&ip)
+            || member_addrs.into_iter().any(|a| {
+                a.parse::<std::net::SocketAddr>()
+                    .is_ok_and(|s| canonical(s.ip()) == ip)
+            })
+    }
+}
+
+/// `ip` with an IPv4-mapped IPv6 address turned into the IPv4 address it maps (a dual-stack
+/// socket reports IPv4 peers that way).
+pub fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
     }
 }
 
@@ -182,6 +358,86 @@ mod tests {
         assert_eq!(h.count(), 1);
         drop(b);
         assert_eq!(h.count(), 0);
+    }
+
+    const PENDING: PendingLimits = PendingLimits {
+        max: 16,
+        per_source: 4,
+    };
+
+    #[test]
+    fn strangers_get_all_but_the_peers_share_and_each_source_a_few() {
+        assert_eq!(PENDING.reserved_for_peers(), 2);
+        assert_eq!(pending_decision(0, 0, false, PENDING), Ok(()));
+        assert_eq!(pending_decision(13, 3, false, PENDING), Ok(()));
+        assert_eq!(
+            pending_decision(5, 4, false, PENDING),
+            Err(Refusal::PendingPerSource)
+        );
+        assert_eq!(
+            pending_decision(14, 0, false, PENDING),
+            Err(Refusal::PendingHandshakes)
+        );
+        // The peers' share: a peer's address gets in where strangers no longer do, and is not
+        // held to the per-source cap.
+        assert_eq!(pending_decision(14, 9, true, PENDING), Ok(()));
+        assert_eq!(pending_decision(15, 0, true, PENDING), Ok(()));
+        assert_eq!(
+            pending_decision(16, 0, true, PENDING),
+            Err(Refusal::PendingHandshakes)
+        );
+        let one = PendingLimits {
+            max: 1,
+            per_source: 1,
+        };
+        assert_eq!(one.reserved_for_peers(), 1);
+        assert_eq!(
+            pending_decision(0, 0, false, one),
+            Err(Refusal::PendingHandshakes)
+        );
+    }
+
+    #[test]
+    fn pending_slots_count_per_source_until_they_drop() {
+        let pending = Pending::new(PENDING);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let held: Vec<_> = (0..4)
+            .map(|_| pending.try_enter(a, false).unwrap())
+            .collect();
+        assert_eq!(
+            pending.try_enter(a, false).err(),
+            Some(Refusal::PendingPerSource)
+        );
+        let other = pending.try_enter(b, false).unwrap();
+        assert_eq!(pending.count(), 5);
+        drop(held);
+        assert_eq!(pending.count(), 1);
+        assert!(pending.try_enter(a, false).is_ok());
+        drop(other);
+        assert_eq!(pending.count(), 0);
+        assert!(pending.counts.lock().by_source.is_empty());
+    }
+
+    #[test]
+    fn peer_sources_are_members_addresses_and_learned_peers() {
+        let peers = PeerSources::default();
+        let member: IpAddr = "10.1.2.3".parse().unwrap();
+        let members = ["10.1.2.3:7400", "broker-1.starling:7400"];
+        assert!(peers.contains(member, members));
+        let mapped: IpAddr = "::ffff:10.1.2.3".parse().unwrap();
+        assert!(peers.contains(mapped, members));
+        let stranger: IpAddr = "10.9.9.9".parse().unwrap();
+        assert!(!peers.contains(stranger, members));
+        peers.learn(stranger);
+        assert!(peers.contains(stranger, members));
+        for i in 0..LEARNED_PEER_SOURCES as u32 {
+            peers.learn(IpAddr::from((0x0a00_0000u32 + i).to_be_bytes()));
+        }
+        assert!(
+            !peers.contains(stranger, members),
+            "the oldest is forgotten"
+        );
     }
 
     #[test]

@@ -15,15 +15,23 @@
 //!   smaller); the lower half of the budget only ever goes to floor grants;
 //! - nothing when even the floor does not fit: the attempt is refused.
 //!
-//! The grant is released when the connection's task ends. The granted total is the
-//! `starling_connection_buffer_bytes` gauge.
+//! The grant is reserved once the connection's `Hello` succeeded and released when the
+//! connection's task ends. The granted total is the `starling_connection_buffer_bytes` gauge.
+//! Before its `Hello` a connection has the pending grant instead: it is accepted with a server
+//! config ([`Buffers::pending_server_config`]) whose windows are [`PENDING_CONNECTION_WINDOW`]
+//! and which allows one stream (the `Hello` stream). Its stream window is already the one the
+//! grant the budget would make at accept ([`Buffers::tentative`]) implies, so the streams
+//! opened after the full grant is applied (`Connection::set_receive_window`, `set_send_window`,
+//! `set_max_concurrent_bi_streams`) get it. The pending grants are bounded by
+//! `max_pending_handshakes` (`server::admit`), not by this budget, so strangers that never
+//! authenticate take none of it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use prometheus::IntGauge;
 use starling_config::BrokerConfig;
-use starling_config::validate::CONNECTION_WINDOW_FLOOR;
+use starling_config::validate::{CONNECTION_WINDOW_FLOOR, PENDING_CONNECTION_WINDOW};
 
 use crate::error::BrokerError;
 use crate::server::frames::Allowance;
@@ -115,14 +123,15 @@ pub struct Buffers {
     frame: u64,
     account: Arc<Account>,
     cfg: Arc<BrokerConfig>,
-    /// The endpoint's server config and the configs built from it per grant, replaced together
+    /// The endpoint's server config and the pending config built from it, replaced together
     /// when the TLS material is reloaded.
     configs: parking_lot::Mutex<Configs>,
 }
 
 struct Configs {
     base: quinn::ServerConfig,
-    by_grant: HashMap<Windows, Arc<quinn::ServerConfig>>,
+    /// By stream window.
+    pending: HashMap<u64, Arc<quinn::ServerConfig>>,
 }
 
 impl Buffers {
@@ -145,13 +154,27 @@ impl Buffers {
             cfg,
             configs: parking_lot::Mutex::new(Configs {
                 base,
-                by_grant: HashMap::new(),
+                pending: HashMap::new(),
             }),
         }
     }
 
-    /// Reserves the next connection's windows, or `None` when the budget has no room for even
-    /// the floor.
+    /// The windows the next connection would be granted now, or `None` when the budget has no
+    /// room for even the floor (nothing is reserved: an attempt that would find no room after
+    /// its handshake is refused before it).
+    pub fn tentative(&self) -> Option<Windows> {
+        let granted = *self.account.granted.lock();
+        share(
+            self.budget.saturating_sub(granted),
+            self.budget,
+            self.configured,
+            self.floor,
+            self.frame,
+        )
+    }
+
+    /// Reserves an authenticated connection's windows, or `None` when the budget has no room
+    /// for even the floor.
     pub fn reserve(&self) -> Option<Grant> {
         let mut granted = self.account.granted.lock();
         let windows = share(
@@ -174,16 +197,35 @@ impl Buffers {
         })
     }
 
-    /// The server config that applies `grant`'s windows (built once per distinct grant).
-    pub fn server_config(&self, grant: &Grant) -> Result<Arc<quinn::ServerConfig>, BrokerError> {
+    /// The server config an attempt is accepted with: the pending grant's windows, one stream,
+    /// and the stream window of the grant it would get now (`tentative`), built once per
+    /// stream window (a power of two or a configured value, so few) and TLS material.
+    pub fn pending_server_config(
+        &self,
+        tentative: Windows,
+    ) -> Result<Arc<quinn::ServerConfig>, BrokerError> {
+        let stream_window = self.cfg.event_stream_recv_window.min(tentative.recv);
         let mut configs = self.configs.lock();
-        if let Some(c) = configs.by_grant.get(&grant.windows) {
+        if let Some(c) = configs.pending.get(&stream_window) {
             return Ok(Arc::clone(c));
         }
+        let windows = Windows {
+            recv: PENDING_CONNECTION_WINDOW,
+            send: PENDING_CONNECTION_WINDOW,
+        };
+        let mut transport = transport_config_with(&self.cfg, windows)?;
+        transport.max_concurrent_bidi_streams(quinn::VarInt::from_u32(1));
+        transport.stream_receive_window(quinn::VarInt::from_u64(stream_window).map_err(|_| {
+            BrokerError::TooLarge {
+                field: "event_stream_recv_window",
+                value: stream_window,
+                quic: true,
+            }
+        })?);
         let mut server = configs.base.clone();
-        server.transport_config(Arc::new(transport_config_with(&self.cfg, grant.windows)?));
+        server.transport_config(Arc::new(transport));
         let server = Arc::new(server);
-        configs.by_grant.insert(grant.windows, Arc::clone(&server));
+        configs.pending.insert(stream_window, Arc::clone(&server));
         Ok(server)
     }
 
@@ -193,7 +235,7 @@ impl Buffers {
     pub fn set_crypto(&self, crypto: Arc<dyn quinn::crypto::ServerConfig>) -> quinn::ServerConfig {
         let mut configs = self.configs.lock();
         configs.base.crypto = crypto;
-        configs.by_grant.clear();
+        configs.pending.clear();
         configs.base.clone()
     }
 }

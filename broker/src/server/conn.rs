@@ -1,22 +1,32 @@
 //! One client connection: the version/feature handshake on the first stream (see
 //! `server::handshake`), then a task per stream, routed by the stream's first frame
 //! to its handler.
+//!
+//! Until its `Hello` succeeds a connection is pending (`server::admit`): it holds a pending
+//! slot, a small fixed grant (8 KiB windows, one stream, a `Hello` of at most 4 KiB) and has
+//! `handshake_timeout_ms` for TLS and `Hello` together. Only then does it reserve its windows
+//! from the connection buffer budget (`server::buffers`), which are applied to the live
+//! connection together with its stream limit.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use starling_config::BrokerConfig;
+use starling_config::validate::{HANDSHAKE_FRAME_BYTES, PENDING_CONNECTION_WINDOW};
 use starling_proto::{ErrorCode, Frame, FrameDecoder, ReadError, features, write_frame};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::auth::{Auth, CLOSE_REVOKED};
+use crate::auth::{Auth, CLOSE_REVOKED, Principal};
 use crate::cluster::{Cluster, Role};
 use crate::metrics::Metrics;
-use crate::server::admit::Slot;
-use crate::server::buffers::Grant;
-use crate::server::frames::{FrameBuf, read_frame_within};
+use crate::server::admit::{PeerSources, PendingSlot, Refusal, Slot};
+use crate::server::buffers::{Buffers, Grant};
+use crate::server::frames::{Allowance, FrameBuf, read_frame_within};
+use crate::server::handshake::HandshakeError;
 use crate::server::link::Link;
 use crate::server::{cache, handshake, log_transfer, publish, reply, subscribe};
 
@@ -51,31 +61,49 @@ pub struct Handles {
 pub mod close_code {
     /// Normal close by the broker (shutdown).
     pub const SHUTDOWN: u32 = 0;
-    /// The handshake failed.
+    /// The handshake failed (or did not complete within `handshake_timeout_ms`).
     pub const HANDSHAKE_FAILED: u32 = 1;
     /// The connection's user was removed from the users table.
     pub const REVOKED: u32 = crate::auth::CLOSE_REVOKED;
+    /// The handshake succeeded but `connection_buffer_budget_bytes` had no room for the
+    /// connection's windows; the client may try again.
+    pub const BUSY: u32 = 3;
 }
 
-/// How long a new connection has to complete the Starling handshake.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// What admission gave a connection attempt, held by its task.
+pub struct Admitted {
+    /// Counts the connection among the admitted ones until it ends.
+    pub connection: Slot,
+    /// Counts it among the pending handshakes until its `Hello` succeeded (or it failed).
+    pub pending: PendingSlot,
+    /// The connection buffer budget its full grant is reserved from after `Hello`.
+    pub buffers: Arc<Buffers>,
+    /// Where a connection that authenticated as a peer is remembered to have come from.
+    pub peer_sources: Arc<PeerSources>,
+}
 
-/// Serves one accepted connection until it closes or the broker stops.
-/// `slots` count the connection among the admitted ones until this returns, and among the
-/// handshakes in progress until the Starling handshake is over; `grant` holds its windows
-/// against the connection buffer budget until this returns.
+/// Serves one accepted connection until it closes or the broker stops. TLS and `Hello` must
+/// both complete within `handshake_timeout_ms` of the attempt's admission.
 pub async fn serve_connection(
     h: Arc<Handles>,
     connecting: quinn::Connecting,
-    grant: Grant,
-    slots: (Slot, Slot),
+    admitted: Admitted,
     stop: watch::Receiver<bool>,
 ) {
-    let (_admitted, handshaking) = slots;
-    let conn = match connecting.await {
-        Ok(c) => c,
-        Err(e) => {
+    let deadline = Instant::now() + Duration::from_millis(h.cfg.handshake_timeout_ms);
+    let conn = match tokio::time::timeout_at(deadline, connecting).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
             tracing::debug!(error = %e, "QUIC handshake failed");
+            return;
+        }
+        Err(_) => {
+            // Dropping `connecting` abandons the handshake and its state.
+            h.metrics
+                .quic_refused
+                .with_label_values(&[Refusal::HandshakeTimeout.label()])
+                .inc();
+            tracing::debug!("QUIC handshake timed out");
             return;
         }
     };
@@ -84,21 +112,42 @@ pub async fn serve_connection(
     // Every log line of this connection and of its streams carries the id and the address once,
     // through this span.
     let span = tracing::info_span!("conn", id = conn_id, %remote);
-    established(h, conn, conn_id, &grant, handshaking, stop)
+    established(h, conn, conn_id, admitted, deadline, stop)
         .instrument(span)
         .await;
 }
 
-/// Serves an established QUIC connection: the Starling handshake, then one task per stream,
-/// each in a `stream` span under the connection's.
+/// Applies a full grant to a connection that was accepted with the pending one: its windows
+/// (a cache connection's receive window is its own, never past the grant) and its stream limit.
+fn apply_grant(cfg: &BrokerConfig, conn: &quinn::Connection, grant: &Grant, is_cache: bool) {
+    let windows = grant.windows();
+    let recv = match is_cache {
+        true => cfg.cache_conn_recv_window.min(windows.recv),
+        false => windows.recv,
+    };
+    if let Ok(w) = quinn::VarInt::from_u64(recv) {
+        conn.set_receive_window(w);
+    }
+    conn.set_send_window(windows.send);
+    conn.set_max_concurrent_bi_streams(quinn::VarInt::from_u32(cfg.max_concurrent_streams));
+}
+
+/// Serves an established QUIC connection: the Starling handshake (by `deadline`), its full
+/// grant, then one task per stream, each in a `stream` span under the connection's.
 async fn established(
     h: Arc<Handles>,
     conn: quinn::Connection,
     conn_id: u64,
-    grant: &Grant,
-    handshaking: Slot,
+    admitted: Admitted,
+    deadline: Instant,
     mut stop: watch::Receiver<bool>,
 ) {
+    let Admitted {
+        connection: _admitted,
+        pending,
+        buffers,
+        peer_sources,
+    } = admitted;
     h.metrics.connections.inc();
     h.metrics.connections_total.inc();
     let is_cache = conn
@@ -106,67 +155,49 @@ async fn established(
         .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
         .and_then(|d| d.protocol)
         .is_some_and(|p| p == starling_proto::alpn::CACHE);
-    // A cache connection's receive window is widened (or narrowed) to its own, never past what
-    // the connection was granted.
-    let cache_window = h.cfg.cache_conn_recv_window.min(grant.windows().recv);
-    if is_cache && let Ok(w) = quinn::VarInt::from_u64(cache_window) {
-        conn.set_receive_window(w);
-    }
     tracing::debug!(is_cache, "connection open");
 
+    // Before authentication: a `Hello` of at most `HANDSHAKE_FRAME_BYTES`, read within the
+    // pending grant's allowance.
+    let hello_decoder = FrameDecoder::new(h.cfg.max_frame_bytes.min(HANDSHAKE_FRAME_BYTES));
+    let hello_allowance = Allowance::new(Allowance::bytes(
+        PENDING_CONNECTION_WINDOW,
+        hello_decoder.max_frame_bytes(),
+    ));
     let context = handshake::Context {
-        decoder: &h.decoder,
+        decoder: &hello_decoder,
         metrics: &h.metrics,
         cluster: &h.cluster,
         auth: &h.auth,
         server_id: &h.server_id,
         max_frame_bytes: h.cfg.max_frame_bytes,
     };
-    let greeting = handshake::handshake(&conn, &context, grant.allowance());
-    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, greeting).await;
-    drop(handshaking);
+    // Once authenticated, the connection's windows come out of the budget and are applied
+    // before `HelloOk` is sent.
+    let admit = || {
+        let grant = buffers.reserve()?;
+        apply_grant(&h.cfg, &conn, &grant, is_cache);
+        Some(grant)
+    };
+    let greeting = handshake::handshake(&conn, &context, &hello_allowance, admit);
+    let handshake = tokio::time::timeout_at(deadline, greeting).await;
+    drop(pending);
     match handshake {
-        Ok(Ok((granted, principal))) => {
-            let (access, _registered) = match h.auth.admit(conn_id, &principal, &conn) {
-                Ok(admitted) => admitted,
-                Err(revoked) => {
-                    conn.close(CLOSE_REVOKED.into(), revoked.to_string().as_bytes());
-                    h.metrics.connections.dec();
-                    return;
-                }
-            };
-            let role = Role::from_granted(granted);
-            let publisher =
-                publish::Publisher::new(Arc::clone(&h.publish), granted, role, access.clone());
-            let link = Link {
-                id: conn_id,
-                quic: conn.clone(),
-                granted,
-                role,
-                allowance: grant.allowance().clone(),
-                subscriptions: Arc::default(),
-                access,
-            };
-            loop {
-                tokio::select! {
-                    stream = conn.accept_bi() => match stream {
-                        Ok((send, recv)) => {
-                            let h = Arc::clone(&h);
-                            let publisher = publisher.clone();
-                            let span = tracing::debug_span!("stream", id = send.id().index());
-                            tokio::spawn(
-                                route_stream(h, link.clone(), publisher, send, recv)
-                                    .instrument(span),
-                            );
-                        }
-                        Err(e) => {
-                            tracing::debug!(error = %e, "connection closed");
-                            break;
-                        }
-                    },
-                    _ = stop.changed() => break,
-                }
+        Ok(Ok((granted, principal, grant))) => {
+            if matches!(principal, Principal::Peer) {
+                let ip: IpAddr = conn.remote_address().ip();
+                peer_sources.learn(ip);
             }
+            serve_streams(&h, &conn, conn_id, granted, principal, &grant, &mut stop).await;
+        }
+        Ok(Err(HandshakeError::Busy)) => {
+            h.metrics
+                .quic_refused
+                .with_label_values(&[Refusal::BufferBudget.label()])
+                .inc();
+            tracing::info!("connection buffer budget full after the handshake");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            conn.close(close_code::BUSY.into(), b"connection buffer budget full");
         }
         Ok(Err(reason)) => {
             tracing::info!(%reason, "handshake refused");
@@ -178,11 +209,66 @@ async fn established(
             );
         }
         Err(_) => {
+            h.metrics
+                .quic_refused
+                .with_label_values(&[Refusal::HandshakeTimeout.label()])
+                .inc();
             tracing::info!("handshake timed out");
             conn.close(close_code::HANDSHAKE_FAILED.into(), b"handshake timeout");
         }
     }
     h.metrics.connections.dec();
+}
+
+/// An authenticated connection's streams, each to its own task, until the connection ends or
+/// the broker stops.
+async fn serve_streams(
+    h: &Arc<Handles>,
+    conn: &quinn::Connection,
+    conn_id: u64,
+    granted: u64,
+    principal: Principal,
+    grant: &Grant,
+    stop: &mut watch::Receiver<bool>,
+) {
+    let (access, _registered) = match h.auth.admit(conn_id, &principal, conn) {
+        Ok(admitted) => admitted,
+        Err(revoked) => {
+            conn.close(CLOSE_REVOKED.into(), revoked.to_string().as_bytes());
+            return;
+        }
+    };
+    let role = Role::from_granted(granted);
+    let publisher = publish::Publisher::new(Arc::clone(&h.publish), granted, role, access.clone());
+    let link = Link {
+        id: conn_id,
+        quic: conn.clone(),
+        granted,
+        role,
+        allowance: grant.allowance().clone(),
+        subscriptions: Arc::default(),
+        access,
+    };
+    loop {
+        tokio::select! {
+            stream = conn.accept_bi() => match stream {
+                Ok((send, recv)) => {
+                    let h = Arc::clone(h);
+                    let publisher = publisher.clone();
+                    let span = tracing::debug_span!("stream", id = send.id().index());
+                    tokio::spawn(
+                        route_stream(h, link.clone(), publisher, send, recv)
+                            .instrument(span),
+                    );
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "connection closed");
+                    break;
+                }
+            },
+            _ = stop.changed() => break,
+        }
+    }
 }
 
 /// Closes a stream whose first frame did not arrive in time: an `Error` frame saying so, then

@@ -50,6 +50,10 @@ pub enum HandshakeError {
     /// No valid identity.
     #[error("unauthorized: {0}")]
     Unauthorized(#[from] Unauthorized),
+    /// The client is authenticated but its connection's windows did not fit the connection
+    /// buffer budget.
+    #[error("connection buffer budget full: try again later")]
+    Busy,
     /// `HelloOk` could not be written.
     #[error("{0}")]
     Write(std::io::Error),
@@ -71,13 +75,17 @@ pub struct Context<'a> {
     pub max_frame_bytes: u32,
 }
 
-/// Reads `Hello` on the first stream and answers `HelloOk` (returning the granted features and
-/// who the connection is), or an `Error` and the reason.
-pub async fn handshake(
+/// Reads `Hello` on the first stream and answers `HelloOk` (returning the granted features,
+/// who the connection is and what `admit` gave it), or an `Error` and the reason. `admit` runs
+/// once the client is authenticated and before `HelloOk` is sent, so whatever it applies to
+/// the connection (its full windows and stream limit) is in place when the client starts
+/// using it; `None` refuses the connection as [`HandshakeError::Busy`].
+pub async fn handshake<G>(
     conn: &quinn::Connection,
     cx: &Context<'_>,
     allowance: &Allowance,
-) -> Result<(u64, Principal), HandshakeError> {
+    admit: impl FnOnce() -> Option<G>,
+) -> Result<(u64, Principal, G), HandshakeError> {
     let Context {
         decoder,
         metrics,
@@ -141,6 +149,13 @@ pub async fn handshake(
         // A peer is served as itself, never routed.
         granted &= !features::CLUSTER;
     }
+    let Some(admitted) = admit() else {
+        let err = HandshakeError::Busy;
+        let code = ErrorCode::Unavailable;
+        reply::error(&mut send, metrics, 0, code, err.to_string()).await;
+        let _ = send.finish();
+        return Err(err);
+    };
     let ok = Frame::HelloOk(HelloOk {
         version,
         features: granted,
@@ -153,12 +168,12 @@ pub async fn handshake(
         .map_err(HandshakeError::Write)?;
     let _ = send.finish();
     let user = match &principal {
-        Principal::User(u) => u.name().to_string(),
+        Principal::User(u, _) => u.name().to_string(),
         Principal::Peer => "<peer>".to_string(),
         Principal::Anonymous => "<anonymous>".to_string(),
     };
     tracing::debug!(client = %loggable_name(&hello.client_name), %user, version, granted, "handshake complete");
-    Ok((granted, principal))
+    Ok((granted, principal, admitted))
 }
 
 /// Longest prefix of a client's self-chosen name (in characters) that reaches the logs.

@@ -1,8 +1,8 @@
 //! Writing frames, and typed errors, back to a client stream.
 
-use starling_proto::{ErrorCode, ErrorFrame, Frame, ReadError, write_frame};
+use starling_proto::{DecodeError, ErrorCode, ErrorFrame, Frame, ReadError, write_frame};
 
-use crate::metrics::Metrics;
+use crate::metrics::{Limit, Metrics};
 
 /// Writes an `Error` frame and counts it. Write failures are ignored: the peer is gone.
 pub async fn error(
@@ -36,8 +36,17 @@ pub fn read_error_reply(e: &ReadError) -> Option<(ErrorCode, String)> {
     }
 }
 
+/// Counts a read the decoder refused at a budget (a batch of more than
+/// `max_publish_batch_items` payloads) in `starling_limit_refusals_total`.
+pub fn count_limit(metrics: &Metrics, e: &ReadError) {
+    if matches!(e, ReadError::Decode(DecodeError::TooManyItems { .. })) {
+        metrics.limit_refused(Limit::PublishBatchItems);
+    }
+}
+
 /// Reports a failed read on `send` (when it is a protocol error) and finishes the stream.
 pub async fn read_failed(send: &mut quinn::SendStream, metrics: &Metrics, e: &ReadError) {
+    count_limit(metrics, e);
     if let Some((code, message)) = read_error_reply(e) {
         tracing::debug!(%message, "protocol error on stream");
         error(send, metrics, 0, code, message).await;

@@ -157,6 +157,12 @@ async fn a_connection_flood_is_refused_while_a_bystander_keeps_its_latency() {
         Profile::Balanced,
         ConfigOverrides {
             max_connections: Some(CAP),
+            // The flood's connections never send `Hello`: out of the way of the pending
+            // handshakes' caps and deadline (`handshake_flood.rs` tests those), so this tests
+            // the connection cap alone.
+            max_pending_handshakes: Some(4096),
+            max_pending_handshakes_per_source: Some(4096),
+            handshake_timeout_ms: Some(60_000),
             ..ConfigOverrides::default()
         },
     )

@@ -1,6 +1,8 @@
 //! Handshake frames: `Hello` (client → server, first frame of the first
 //! stream) and `HelloOk` (server → client).
 
+use std::fmt;
+
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::error::DecodeError;
@@ -11,7 +13,10 @@ use crate::wire::{DecodeBody, EncodeBody, Reader, blob_len, put_blob, put_str, s
 ///
 /// Layout: `min_version u8 | max_version u8 | features u64 | client_name str
 /// | auth_token_present u8 (0/1) | [auth_token blob]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Its `Debug` output never shows the token (only its length), so a logged or
+/// panicking frame cannot leak a credential.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Hello {
     /// Lowest protocol version the client speaks.
     pub min_version: u8,
@@ -23,6 +28,30 @@ pub struct Hello {
     pub client_name: String,
     /// Opaque credential, checked when the server has `AUTH_TOKEN` enabled.
     pub auth_token: Option<Bytes>,
+}
+
+impl fmt::Debug for Hello {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hello")
+            .field("min_version", &self.min_version)
+            .field("max_version", &self.max_version)
+            .field("features", &self.features)
+            .field("client_name", &self.client_name)
+            .field(
+                "auth_token",
+                &self.auth_token.as_ref().map(|t| Redacted(t.len())),
+            )
+            .finish()
+    }
+}
+
+/// A secret of this many bytes, shown as its length only.
+struct Redacted(usize);
+
+impl fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<redacted, {} bytes>", self.0)
+    }
 }
 
 impl Hello {

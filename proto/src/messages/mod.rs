@@ -33,5 +33,5 @@ pub use events::EventBatch;
 pub use handshake::{Hello, HelloOk};
 pub use log::{LogChunk, LogClaim, LogClaimed, LogRead};
 pub use ping::Ping;
-pub use publish::{AckMode, Publish, PublishAck, PublishBatch};
+pub use publish::{AckMode, DECODED_ITEM_BYTES, Publish, PublishAck, PublishBatch, decoded_bytes};
 pub use subscribe::{StartAt, Subscribe, SubscribeOk, Unsubscribe};

@@ -1,5 +1,6 @@
 //! Publish frames: `Publish` and `PublishBatch` (client → server) and
-//! `PublishAck` (server → client), plus the [`AckMode`] they carry.
+//! `PublishAck` (server → client), plus the [`AckMode`] they carry, and what a
+//! decoded publish costs in memory ([`decoded_bytes`]).
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -7,6 +8,19 @@ use crate::error::DecodeError;
 use crate::wire::{
     DecodeBody, EncodeBody, Reader, blob_len, blobs_len, put_blob, put_blobs, put_str, str_len,
 };
+
+/// What each payload of a decoded publish costs in memory besides its own bytes:
+/// its handle in the decoded request (a `Bytes`, 32 bytes on 64-bit targets)
+/// and its 4-byte length prefix, which stays in the received frame the payload
+/// is a slice of. An empty payload is 4 bytes on the wire and this many in memory.
+pub const DECODED_ITEM_BYTES: usize = std::mem::size_of::<Bytes>() + 4;
+
+/// What a decoded publish of `items` payloads of `payload_bytes` bytes in all
+/// holds in memory: the payloads and [`DECODED_ITEM_BYTES`] per payload.
+/// Saturating, so a hostile sum cannot wrap around to a small charge.
+pub const fn decoded_bytes(payload_bytes: usize, items: usize) -> usize {
+    payload_bytes.saturating_add(items.saturating_mul(DECODED_ITEM_BYTES))
+}
 
 /// Whether the publisher wants a [`PublishAck`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -114,7 +128,9 @@ impl DecodeBody for PublishBatch {
         let request_id = r.u64()?;
         let ack = read_ack(r)?;
         let topic = r.topic()?;
-        let count = r.count(4)?;
+        // Checked against the bytes left and the decoder's item cap before the
+        // vector of handles (`DECODED_ITEM_BYTES` each) is allocated.
+        let count = r.capped_count(4)?;
         let mut payloads = Vec::with_capacity(count);
         for _ in 0..count {
             payloads.push(r.blob()?);
@@ -243,6 +259,39 @@ mod tests {
                 "element count exceeds remaining bytes"
             )
         );
+    }
+
+    #[test]
+    fn publish_batch_over_the_item_cap_is_refused_before_allocating() {
+        let frame = Frame::PublishBatch(PublishBatch {
+            request_id: 1,
+            ack: AckMode::None,
+            topic: "t".into(),
+            payloads: vec![Bytes::new(); 3],
+        });
+        let mut capped = BytesMut::from(&frame.to_bytes()[..]);
+        let dec = crate::FrameDecoder::new(1 << 10);
+        assert_eq!(
+            dec.with_max_batch_items(2).decode(&mut capped.clone()),
+            Err(DecodeError::TooManyItems {
+                frame: "publish_batch",
+                count: 3,
+                max: 2
+            })
+        );
+        assert_eq!(
+            dec.with_max_batch_items(3).decode(&mut capped),
+            Ok(Some(frame))
+        );
+    }
+
+    #[test]
+    fn decoded_bytes_count_each_item_and_saturate() {
+        assert_eq!(DECODED_ITEM_BYTES, 36);
+        assert_eq!(decoded_bytes(10, 0), 10);
+        assert_eq!(decoded_bytes(0, 1_000_000), 36_000_000);
+        assert_eq!(decoded_bytes(usize::MAX, 1), usize::MAX);
+        assert_eq!(decoded_bytes(1, usize::MAX), usize::MAX);
     }
 
     #[test]

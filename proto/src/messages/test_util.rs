@@ -24,7 +24,7 @@ pub(crate) fn round_trip(frame: &Frame) -> Vec<u8> {
 
 /// Decodes a hand-written payload as a frame of `kind`.
 pub(crate) fn decode(kind: FrameKind, payload: &[u8]) -> Result<Frame, DecodeError> {
-    crate::frame::decode_payload(kind, Bytes::copy_from_slice(payload))
+    crate::frame::decode_payload(kind, Bytes::copy_from_slice(payload), u32::MAX)
 }
 
 /// The `Malformed` error expected for `kind` with `reason`.

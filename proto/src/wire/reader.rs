@@ -11,6 +11,8 @@ use crate::validate::{validate_key, validate_topic};
 pub(crate) struct Reader {
     buf: Bytes,
     frame: &'static str,
+    /// The most items a capped count ([`Reader::capped_count`]) may announce.
+    max_items: usize,
 }
 
 impl Reader {
@@ -19,6 +21,16 @@ impl Reader {
         Reader {
             buf: payload,
             frame,
+            max_items: usize::MAX,
+        }
+    }
+
+    /// The same reader, whose capped counts ([`Reader::capped_count`]) allow at most
+    /// `max_items` items.
+    pub(crate) fn with_max_items(self, max_items: u32) -> Reader {
+        Reader {
+            max_items: usize::try_from(max_items).unwrap_or(usize::MAX),
+            ..self
         }
     }
 
@@ -128,6 +140,20 @@ impl Reader {
         Ok(count)
     }
 
+    /// A [`Reader::count`] that must also be at most the reader's item cap
+    /// ([`Reader::with_max_items`]); checked before the caller allocates anything for it.
+    pub(crate) fn capped_count(&mut self, min_elem_len: usize) -> Result<usize, DecodeError> {
+        let count = self.count(min_elem_len)?;
+        if count > self.max_items {
+            return Err(DecodeError::TooManyItems {
+                frame: self.frame,
+                count: u32::try_from(count).unwrap_or(u32::MAX),
+                max: u32::try_from(self.max_items).unwrap_or(u32::MAX),
+            });
+        }
+        Ok(count)
+    }
+
     fn count_too_large(&self) -> DecodeError {
         self.malformed("element count exceeds remaining bytes")
     }
@@ -210,6 +236,27 @@ mod tests {
         );
         assert!(reader(&[0xff, 0xff, 0xff, 0xff]).count(4).is_err());
         assert!(reader(&[0xff, 0xff, 0xff, 0xff]).count(usize::MAX).is_err());
+    }
+
+    #[test]
+    fn capped_count_checks_the_cap_after_the_bytes() {
+        let two = &[0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(reader(two).with_max_items(2).capped_count(4).unwrap(), 2);
+        assert_eq!(
+            reader(two).with_max_items(1).capped_count(4),
+            Err(DecodeError::TooManyItems {
+                frame: "test",
+                count: 2,
+                max: 1
+            })
+        );
+        // A count the bytes cannot hold is malformed whatever the cap.
+        assert!(matches!(
+            reader(&[0xff, 0xff, 0xff, 0xff])
+                .with_max_items(1)
+                .capped_count(4),
+            Err(DecodeError::Malformed { .. })
+        ));
     }
 
     #[test]

@@ -193,6 +193,7 @@ pub async fn serve_publish_stream(
                     Ok(Some(f)) => f,
                     Ok(None) | Err(ReadError::Io(_)) => break,
                     Err(e) => {
+                        reply::count_limit(&h.metrics, &e);
                         if let Some((code, message)) = reply::read_error_reply(&e) {
                             replies.error(0, code, message).await;
                         }
@@ -227,13 +228,15 @@ pub async fn serve_publish_stream(
                 .await;
             continue;
         }
-        // Bytes read from a client count against the broker-wide budget; a member's were
-        // counted where they entered the cluster.
+        // What a client's request holds in memory counts against the broker-wide budget (its
+        // bytes and each payload's handles, `budget::charge`); a member's was counted where it
+        // entered the cluster.
         let bytes: usize = req.payloads.iter().map(Bytes::len).sum();
         let budget = if publisher.role() == Role::Peer {
             None
         } else {
-            match Budget::take(&h.gate, &h.metrics, bytes).await {
+            let charged = budget::charge(bytes, req.payloads.len());
+            match Budget::take(&h.gate, &h.metrics, charged).await {
                 Some(b) => Some(b),
                 None => break,
             }
