@@ -38,7 +38,9 @@ refuses() {
 }
 refuses "not semver" 1.2
 refuses "leading v" "v$NEW"
-refuses "not greater" "$OLD"
+"$R/scripts/release.sh" "$OLD" | grep -q "already released" || fail "the current version is not reported as released"
+[[ "$(git_ rev-parse HEAD)" == "$BASE" && -z "$(git_ status --porcelain)" ]] || fail "a run for the current version changed something"
+pass "the current version $OLD: already released, nothing to do"
 refuses "older" 0.0.1
 refuses "a prerelease of the current version is lower" "$OLD-rc.1"
 echo dirt >>"$R/README.md"

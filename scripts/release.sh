@@ -148,7 +148,7 @@ changelog_entry() {
     }
     inside && /^## / { inside = 0 }
     inside && $0 == "Nothing yet." { next }
-    { print }' "$CHANGELOG"
+    { print }' "$CHANGELOG" | cat -s
 }
 
 order="$(semver_cmp "$VERSION" "$CURRENT")"
@@ -182,10 +182,17 @@ else
     echo "release: dry run: would commit \"Release $VERSION\" (tag v$VERSION) and \"CHANGELOG: $VERSION\""
     exit 0
   fi
-  # The lock file must still be what cargo resolves (nothing but our versions changed).
+  # Cross-check the lock file edit with cargo's own (cargo update -w changes only the
+  # workspace entries); without cargo or its index cache, the edit above stands.
   if command -v cargo >/dev/null && [[ -z "${RELEASE_SKIP_CARGO:-}" ]]; then
-    cargo metadata --locked --offline --format-version 1 --no-deps >/dev/null ||
-      die "Cargo.lock is inconsistent after the bump"
+    cp Cargo.lock "$TMP/lock"
+    if cargo update -w --offline -q 2>"$TMP/cargo.err"; then
+      cmp -s Cargo.lock "$TMP/lock" ||
+        die "cargo update -w rewrote Cargo.lock differently from the version edit (the bump is uncommitted: git checkout -- . undoes it)"
+    else
+      cp "$TMP/lock" Cargo.lock
+      echo "release: note: cargo update -w --offline failed ($(head -1 "$TMP/cargo.err")); Cargo.lock edited without it" >&2
+    fi
   fi
   for e in "${EDITS[@]}"; do git add "${e%%:*}"; done
   git commit -q -m "Release $VERSION" -m "Version $CURRENT -> $VERSION (scripts/release.sh)."
