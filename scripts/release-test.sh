@@ -62,7 +62,7 @@ REL="$(git_ rev-parse HEAD~1)"
 [[ "$(git_ log -1 --format=%s "$REL")" == "Release $NEW" ]] || fail "release commit subject"
 [[ "$(git_ rev-parse "v$NEW^{commit}")" == "$REL" ]] || fail "tag v$NEW is not on the release commit"
 CHANGED="$(git_ diff --name-only "$BASE" "$REL" | sort | tr '\n' ' ')"
-WANT="Cargo.lock Cargo.toml charts/starling-operator/Chart.yaml charts/test.sh clients/go/config.go docs/operator.md manifests/install.yaml "
+WANT="Cargo.lock Cargo.toml charts/starling-operator/Chart.yaml charts/test.sh clients/go/config.go crds/released/$NEW/brokercluster.yaml crds/released/$NEW/brokeruser.yaml docs/operator.md manifests/install.yaml "
 [[ "$CHANGED" == "$WANT" ]] || fail "the release commit changed [$CHANGED], expected [$WANT]"
 [[ "$(git_ diff --name-only "$REL" HEAD)" == CHANGELOG.md ]] || fail "the second commit must change only CHANGELOG.md"
 
@@ -81,11 +81,12 @@ grep -q "starling/operator:$NEW\"" "$R/charts/test.sh" || fail "charts/test.sh o
 grep -q "starling/broker:$NEW\"" "$R/charts/test.sh" || fail "charts/test.sh broker image"
 grep -q "\`starling/broker:$NEW\`" "$R/docs/operator.md" || fail "docs/operator.md broker image"
 grep -qx "const Version = \"$NEW\"" "$R/clients/go/config.go" || fail "clients/go Version"
+for crd in "$R"/crds/*.yaml; do cmp -s "$crd" "$R/crds/released/$NEW/$(basename "$crd")" || fail "crds/released/$NEW: $(basename "$crd")"; done
 # No other tracked file names the old version, except these, which are not this project's
 # version: dependencies' versions (go.mod/go.sum), recorded bench runs and image tags of past
-# measurements, example URLs, and the changelog itself.
+# measurements, example URLs, the released CRD copies and the changelog itself.
 left="$(git_ grep -n -F "$OLD" -- . \
-  ':!*go.sum' ':!*go.mod' ':!bench/results/**' ':!CHANGELOG.md' \
+  ':!*go.sum' ':!*go.mod' ':!bench/results/**' ':!CHANGELOG.md' ':!crds/released/**' \
   ':!docs/autoscaling.md' ':!docs/local-cluster.md' \
   | grep -v "git.example/starling/blob/v$OLD/" || true)"
 [[ -z "$left" ]] || fail "the old version is still named in:

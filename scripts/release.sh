@@ -10,7 +10,8 @@
 #      workspace version in Cargo.toml, the workspace crates in Cargo.lock, the chart's
 #      version and appVersion, the image tags the chart and the operator default to (as
 #      rendered in manifests/install.yaml, asserted by charts/test.sh, listed in
-#      docs/operator.md) and the Go client's Version constant;
+#      docs/operator.md) and the Go client's Version constant; and a copy of crds/*.yaml in
+#      crds/released/VERSION/, the schema later CRDs must stay compatible with;
 #   2. "CHANGELOG: VERSION"  the "Unreleased" section of CHANGELOG.md becomes the VERSION
 #      entry, naming the release commit, and a new empty "Unreleased" section opens.
 #
@@ -179,6 +180,7 @@ else
   if [[ "$DRY_RUN" == 1 ]]; then
     changelog_entry "<release commit>" >"$TMP/changelog"
     diff -u --label "a/$CHANGELOG" --label "b/$CHANGELOG" "$CHANGELOG" "$TMP/changelog" || true
+    for crd in crds/*.yaml; do echo "release: dry run: would copy $crd to crds/released/$VERSION/"; done
     echo "release: dry run: would commit \"Release $VERSION\" (tag v$VERSION) and \"CHANGELOG: $VERSION\""
     exit 0
   fi
@@ -194,7 +196,11 @@ else
       echo "release: note: cargo update -w --offline failed ($(head -1 "$TMP/cargo.err")); Cargo.lock edited without it" >&2
     fi
   fi
+  # The released CRD schemas: what operator/tests/crd_compat.rs compares later CRDs with.
+  mkdir -p "crds/released/$VERSION"
+  cp crds/*.yaml "crds/released/$VERSION/"
   for e in "${EDITS[@]}"; do git add "${e%%:*}"; done
+  git add "crds/released/$VERSION"
   git commit -q -m "Release $VERSION" -m "Version $CURRENT -> $VERSION (scripts/release.sh)."
   RELEASE_COMMIT="$(git rev-parse HEAD)"
 fi
