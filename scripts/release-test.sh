@@ -96,6 +96,9 @@ grep -q "^Release commit: \`$REL\` (tag \`v$NEW\`); previous release: $OLD.$" "$
 [[ "$(grep -c '^## Unreleased$' "$R/CHANGELOG.md")" == 1 ]] || fail "CHANGELOG.md: one Unreleased section"
 awk '/^## Unreleased$/{u=1; next} u && /^## \[/{exit} u && NF && $0 != "Nothing yet." {bad=1} END{exit bad}' "$R/CHANGELOG.md" ||
   fail "CHANGELOG.md: the Unreleased section kept content"
+section() { awk -v h="$1" '$0 == h {u=1; next} u && /^## /{exit} u && NF && $0 != "Nothing yet." && !/^Release commit: /' ; }
+[[ "$(git_ show "$BASE:CHANGELOG.md" | section "## Unreleased")" == "$(section "## [$NEW] - $RELEASE_DATE" <"$R/CHANGELOG.md")" ]] ||
+  fail "CHANGELOG.md: the $NEW entry is not what Unreleased held"
 pass "$OLD -> $NEW: every place bumped, CHANGELOG names $REL"
 
 HEAD="$(git_ rev-parse HEAD)"
