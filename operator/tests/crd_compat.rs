@@ -53,15 +53,33 @@ fn num(v: &Value) -> f64 {
 
 /// Why `new` (this build's schema node) refuses something `old` (the released one) accepts.
 fn schema_breaks(path: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
-    for key in ["type", "format", "x-kubernetes-int-or-string", "anyOf", "oneOf", "allOf", "default"] {
+    for key in [
+        "type",
+        "format",
+        "x-kubernetes-int-or-string",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "default",
+    ] {
         if old.get(key) != new.get(key) && (old.get(key).is_some() || key != "default") {
-            out.push(format!("{path}: {key} changed from {:?} to {:?}", old.get(key), new.get(key)));
+            out.push(format!(
+                "{path}: {key} changed from {:?} to {:?}",
+                old.get(key),
+                new.get(key)
+            ));
         }
     }
     if new.get("pattern").is_some() && old.get("pattern") != new.get("pattern") {
-        out.push(format!("{path}: pattern {:?} -> {:?}", old.get("pattern"), new.get("pattern")));
+        out.push(format!(
+            "{path}: pattern {:?} -> {:?}",
+            old.get("pattern"),
+            new.get("pattern")
+        ));
     }
-    if old.get("nullable") == Some(&Value::Bool(true)) && new.get("nullable") != Some(&Value::Bool(true)) {
+    if old.get("nullable") == Some(&Value::Bool(true))
+        && new.get("nullable") != Some(&Value::Bool(true))
+    {
         out.push(format!("{path}: no longer nullable"));
     }
     for key in ["minimum", "minLength", "minItems", "minProperties"] {
@@ -104,7 +122,11 @@ fn schema_breaks(path: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
     }
     let strings = |v: Option<&Value>| -> Vec<String> {
         v.and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let old_required = strings(old.get("required"));
@@ -137,12 +159,26 @@ fn schema_breaks(path: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
 /// Every way `new` (a whole CRD) breaks objects stored under `old`.
 fn crd_breaks(old: &Value, new: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    for ptr in ["/spec/group", "/spec/names/kind", "/spec/names/plural", "/spec/scope"] {
+    for ptr in [
+        "/spec/group",
+        "/spec/names/kind",
+        "/spec/names/plural",
+        "/spec/scope",
+    ] {
         if old.pointer(ptr) != new.pointer(ptr) {
-            out.push(format!("{ptr} changed: {:?} -> {:?}", old.pointer(ptr), new.pointer(ptr)));
+            out.push(format!(
+                "{ptr} changed: {:?} -> {:?}",
+                old.pointer(ptr),
+                new.pointer(ptr)
+            ));
         }
     }
-    let versions = |v: &Value| v.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let versions = |v: &Value| {
+        v.pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
     let new_versions = versions(new);
     for o in versions(old) {
         let name = o["name"].as_str().unwrap_or_default().to_owned();
@@ -153,9 +189,16 @@ fn crd_breaks(old: &Value, new: &Value) -> Vec<String> {
         if o["served"] == Value::Bool(true) && n["served"] != Value::Bool(true) {
             out.push(format!("version {name} no longer served"));
         }
-        match (o.pointer("/schema/openAPIV3Schema"), n.pointer("/schema/openAPIV3Schema")) {
+        match (
+            o.pointer("/schema/openAPIV3Schema"),
+            n.pointer("/schema/openAPIV3Schema"),
+        ) {
             (Some(os), Some(ns)) => schema_breaks(&name, os, ns, &mut out),
-            (os, ns) => out.push(format!("version {name}: schema {:?} -> {:?}", os.is_some(), ns.is_some())),
+            (os, ns) => out.push(format!(
+                "version {name}: schema {:?} -> {:?}",
+                os.is_some(),
+                ns.is_some()
+            )),
         }
     }
     out
@@ -163,7 +206,8 @@ fn crd_breaks(old: &Value, new: &Value) -> Vec<String> {
 
 fn check(file: &str, generated: &str) {
     let path = latest_release().join(file);
-    let old = parse(&fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
+    let old =
+        parse(&fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
     let breaks = crd_breaks(&old, &parse(generated));
     assert!(
         breaks.is_empty(),
@@ -201,36 +245,77 @@ fn breaks_after(mutate: impl FnOnce(&mut Value)) -> Vec<String> {
 /// kind of breaking change is caught.
 #[test]
 fn the_comparison_catches_each_kind_of_break() {
-    assert_eq!(crd_breaks(&released_cluster(), &released_cluster()), Vec::<String>::new());
+    assert_eq!(
+        crd_breaks(&released_cluster(), &released_cluster()),
+        Vec::<String>::new()
+    );
     assert_eq!(
         breaks_after(|spec| {
-            spec["properties"]["newOptional"] = serde_json::json!({"type": "string", "maxLength": 3});
+            spec["properties"]["newOptional"] =
+                serde_json::json!({"type": "string", "maxLength": 3});
         }),
         Vec::<String>::new()
     );
     let removed = breaks_after(|spec| {
-        spec["properties"].as_object_mut().unwrap().remove("replicas");
+        spec["properties"]
+            .as_object_mut()
+            .unwrap()
+            .remove("replicas");
     });
-    assert!(removed.iter().any(|b| b.ends_with(".spec.replicas: removed")), "{removed:?}");
+    assert!(
+        removed
+            .iter()
+            .any(|b| b.ends_with(".spec.replicas: removed")),
+        "{removed:?}"
+    );
     let required = breaks_after(|spec| {
         spec["properties"]["newRequired"] = serde_json::json!({"type": "string"});
-        let req = spec.as_object_mut().unwrap().entry("required").or_insert(serde_json::json!([]));
+        let req = spec
+            .as_object_mut()
+            .unwrap()
+            .entry("required")
+            .or_insert(serde_json::json!([]));
         req.as_array_mut().unwrap().push(Value::from("newRequired"));
     });
-    assert!(required.iter().any(|b| b.contains("newRequired is newly required")), "{required:?}");
-    let retyped = breaks_after(|spec| spec["properties"]["replicas"]["type"] = Value::from("string"));
-    assert!(retyped.iter().any(|b| b.contains(".spec.replicas: type changed")), "{retyped:?}");
+    assert!(
+        required
+            .iter()
+            .any(|b| b.contains("newRequired is newly required")),
+        "{required:?}"
+    );
+    let retyped =
+        breaks_after(|spec| spec["properties"]["replicas"]["type"] = Value::from("string"));
+    assert!(
+        retyped
+            .iter()
+            .any(|b| b.contains(".spec.replicas: type changed")),
+        "{retyped:?}"
+    );
     let tightened = breaks_after(|spec| spec["properties"]["replicas"]["maximum"] = Value::from(2));
-    assert!(tightened.iter().any(|b| b.contains("maximum lowered")), "{tightened:?}");
+    assert!(
+        tightened.iter().any(|b| b.contains("maximum lowered")),
+        "{tightened:?}"
+    );
     let rule = breaks_after(|spec| {
-        spec["x-kubernetes-validations"] = serde_json::json!([{"rule": "self.replicas < 3", "message": "m"}]);
+        spec["x-kubernetes-validations"] =
+            serde_json::json!([{"rule": "self.replicas < 3", "message": "m"}]);
     });
-    assert!(rule.iter().any(|b| b.contains("new validation rule")), "{rule:?}");
+    assert!(
+        rule.iter().any(|b| b.contains("new validation rule")),
+        "{rule:?}"
+    );
     let mut old = released_cluster();
     let new = old.clone();
-    old.pointer_mut("/spec/versions").unwrap().as_array_mut().unwrap().push(serde_json::json!({
-        "name": "v1alpha0", "served": true, "storage": false,
-        "schema": {"openAPIV3Schema": {"type": "object"}}
-    }));
-    assert_eq!(crd_breaks(&old, &new), vec!["version v1alpha0 removed".to_owned()]);
+    old.pointer_mut("/spec/versions")
+        .unwrap()
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({
+            "name": "v1alpha0", "served": true, "storage": false,
+            "schema": {"openAPIV3Schema": {"type": "object"}}
+        }));
+    assert_eq!(
+        crd_breaks(&old, &new),
+        vec!["version v1alpha0 removed".to_owned()]
+    );
 }

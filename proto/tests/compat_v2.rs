@@ -24,7 +24,9 @@ use bytes::BytesMut;
 use starling_proto::{DecodeError, FrameDecoder, PROTOCOL_VERSION};
 
 fn vectors(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("vectors").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("vectors")
+        .join(rel)
 }
 
 /// One case line of a generated vectors file.
@@ -43,15 +45,24 @@ struct Case {
 /// names and hex strings this reads).
 fn str_value<'a>(line: &'a str, key: &str) -> &'a str {
     let pat = format!("\"{key}\": \"");
-    let start = line.find(&pat).unwrap_or_else(|| panic!("no {key} in {line}")) + pat.len();
+    let start = line
+        .find(&pat)
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+        + pat.len();
     let len = line[start..].find('"').unwrap();
     &line[start..start + len]
 }
 
 fn num_value(line: &str, key: &str) -> u64 {
     let pat = format!("\"{key}\": ");
-    let start = line.find(&pat).unwrap_or_else(|| panic!("no {key} in {line}")) + pat.len();
-    let digits: String = line[start..].chars().take_while(char::is_ascii_digit).collect();
+    let start = line
+        .find(&pat)
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+        + pat.len();
+    let digits: String = line[start..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
     digits.parse().unwrap()
 }
 
@@ -77,13 +88,25 @@ fn load(path: &Path) -> (u32, Vec<Case>, Vec<Case>) {
         if let Some(at) = line.find("\"type\": ") {
             assert!(line.contains("\"fields\": "), "{line}");
             let rest = line[at..].to_owned();
-            valid.push(Case { name, hex, rest, limit: None, code: None });
+            valid.push(Case {
+                name,
+                hex,
+                rest,
+                limit: None,
+                code: None,
+            });
         } else {
             let at = line.find("\"error\": ").unwrap_or_else(|| panic!("{line}"));
             let rest = line[at..].to_owned();
             let limit = Some(u32::try_from(num_value(line, "max_frame_bytes")).unwrap());
             let code = Some(u16::try_from(num_value(&rest, "code")).unwrap());
-            invalid.push(Case { name, hex, rest, limit, code });
+            invalid.push(Case {
+                name,
+                hex,
+                rest,
+                limit,
+                code,
+            });
         }
     }
     (limit.expect("max_frame_bytes"), valid, invalid)
@@ -105,9 +128,16 @@ fn hex(bytes: &[u8]) -> String {
 fn frozen_v2_valid_frames_decode_and_encode_identically() {
     let (limit, frozen, _) = load(&vectors("v2/frames.json"));
     let (_, current, _) = load(&vectors("frames.json"));
-    assert!(frozen.len() >= 60, "the frozen file lost its cases: {}", frozen.len());
+    assert!(
+        frozen.len() >= 60,
+        "the frozen file lost its cases: {}",
+        frozen.len()
+    );
     assert!(PROTOCOL_VERSION >= 2);
-    let now: HashMap<&str, &str> = current.iter().map(|c| (c.hex.as_str(), c.rest.as_str())).collect();
+    let now: HashMap<&str, &str> = current
+        .iter()
+        .map(|c| (c.hex.as_str(), c.rest.as_str()))
+        .collect();
     let mut failures = Vec::new();
     for case in &frozen {
         let wire = unhex(&case.hex);
@@ -120,7 +150,11 @@ fn frozen_v2_valid_frames_decode_and_encode_identically() {
             }
         };
         if !buf.is_empty() {
-            failures.push(format!("{}: {} bytes left after the frame", case.name, buf.len()));
+            failures.push(format!(
+                "{}: {} bytes left after the frame",
+                case.name,
+                buf.len()
+            ));
         }
         let mut out = BytesMut::new();
         frame.encode(&mut out);
@@ -139,13 +173,22 @@ fn frozen_v2_valid_frames_decode_and_encode_identically() {
             Some(_) => {}
         }
     }
-    assert!(failures.is_empty(), "{} incompatible frames:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} incompatible frames:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
 fn frozen_v2_invalid_frames_are_still_refused_with_the_same_code() {
     let (_, _, frozen) = load(&vectors("v2/frames.json"));
-    assert!(frozen.len() >= 1600, "the frozen file lost its cases: {}", frozen.len());
+    assert!(
+        frozen.len() >= 1600,
+        "the frozen file lost its cases: {}",
+        frozen.len()
+    );
     let mut failures = Vec::new();
     for case in &frozen {
         let (limit, code) = (case.limit.unwrap(), case.code.unwrap());
@@ -154,10 +197,19 @@ fn frozen_v2_invalid_frames_are_still_refused_with_the_same_code() {
         let result: Result<_, DecodeError> = FrameDecoder::new(limit).decode(&mut buf);
         match result {
             Err(e) if e.code().as_u16() == code => {}
-            Err(e) => failures.push(format!("{}: now {e} (code {})", case.name, e.code().as_u16())),
+            Err(e) => failures.push(format!(
+                "{}: now {e} (code {})",
+                case.name,
+                e.code().as_u16()
+            )),
             Ok(_) if unknown_type => {}
             Ok(frame) => failures.push(format!("{}: accepted now as {frame:?}", case.name)),
         }
     }
-    assert!(failures.is_empty(), "{} changed refusals:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} changed refusals:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

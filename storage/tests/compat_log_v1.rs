@@ -46,7 +46,10 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(hex: &str) -> Vec<u8> {
-    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 fn line(r: &Record) -> String {
@@ -69,7 +72,12 @@ fn records() -> Vec<Record> {
         let mut seq = 0u64;
         for b in 0..batches {
             let events: Vec<Bytes> = (0..=(b % 4))
-                .map(|e| Bytes::from(format!("s{stream}-b{b}-e{e}-{}", "x".repeat((b * 7 % 40) as usize))))
+                .map(|e| {
+                    Bytes::from(format!(
+                        "s{stream}-b{b}-e{e}-{}",
+                        "x".repeat((b * 7 % 40) as usize)
+                    ))
+                })
                 .collect();
             let mut payload = BytesMut::new();
             starling_proto::encode_event_batch(stream, seq, &events, &mut payload);
@@ -100,7 +108,12 @@ fn log_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "log" || e == "idx"))
-        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), fs::read(&p).unwrap()))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                fs::read(&p).unwrap(),
+            )
+        })
         .collect();
     v.sort();
     v
@@ -119,7 +132,8 @@ fn write_fixture() {
     let records = records();
     let mut expected = String::new();
     for r in &records {
-        log.append_at(r.position, r.events, r.timestamp_ms, &r.payload).unwrap();
+        log.append_at(r.position, r.events, r.timestamp_ms, &r.payload)
+            .unwrap();
         expected.push_str(&line(r));
         expected.push('\n');
     }
@@ -133,7 +147,10 @@ fn released_v1_log_opens_and_reads_back_identically() {
     let fixture = fixture_dir();
     let expected = fs::read_to_string(fixture.join("expected.txt")).unwrap();
     let before = log_files(&fixture);
-    assert!(before.iter().filter(|(n, _)| n.ends_with(".log")).count() >= 3, "several segments");
+    assert!(
+        before.iter().filter(|(n, _)| n.ends_with(".log")).count() >= 3,
+        "several segments"
+    );
 
     // Open a copy: an open may write (index repair), and the fixture must stay as released.
     let tmp = TempDir::new().unwrap();
@@ -142,7 +159,10 @@ fn released_v1_log_opens_and_reads_back_identically() {
     assert_eq!(report.truncated_segments, 0, "{report:?}");
     assert_eq!(report.truncated_bytes, 0, "{report:?}");
     assert!(report.quarantined.is_empty(), "{report:?}");
-    assert_eq!(report.indexes_rebuilt, 0, "a released index is read as is: {report:?}");
+    assert_eq!(
+        report.indexes_rebuilt, 0,
+        "a released index is read as is: {report:?}"
+    );
     assert_eq!(report.empty_segments_removed, 0, "{report:?}");
 
     let got: Vec<String> = log
@@ -155,9 +175,18 @@ fn released_v1_log_opens_and_reads_back_identically() {
 
     // The last record's end is where appends continue.
     let last: Vec<&str> = want.last().unwrap().split(' ').collect();
-    let (stream, seq, events): (u64, u64, u64) =
-        (last[0].parse().unwrap(), last[1].parse().unwrap(), last[2].parse().unwrap());
-    assert_eq!(log.next_position(), Some(Position { stream, seq: seq + events }));
+    let (stream, seq, events): (u64, u64, u64) = (
+        last[0].parse().unwrap(),
+        last[1].parse().unwrap(),
+        last[2].parse().unwrap(),
+    );
+    assert_eq!(
+        log.next_position(),
+        Some(Position {
+            stream,
+            seq: seq + events
+        })
+    );
 
     // Reads by time use the released index: from the 10th record's timestamp on.
     let tenth: Vec<&str> = want[9].split(' ').collect();
@@ -165,7 +194,10 @@ fn released_v1_log_opens_and_reads_back_identically() {
         .read_from_time(tenth[3].parse().unwrap())
         .map(|r| line(&r.unwrap()))
         .collect();
-    let first_at_time = want.iter().position(|l| l.split(' ').nth(3) == Some(tenth[3])).unwrap();
+    let first_at_time = want
+        .iter()
+        .position(|l| l.split(' ').nth(3) == Some(tenth[3]))
+        .unwrap();
     assert_eq!(from_time, want[first_at_time..]);
 
     // Nothing in the released files was rewritten.
@@ -193,7 +225,11 @@ fn a_record_of_a_newer_format_version_fails_the_open() {
     bytes[4] = 2;
     fs::write(tmp.path().join(&name), &bytes).unwrap();
     match Log::open(tmp.path(), config()) {
-        Err(Error::UnknownVersion { version: 2, offset: 0, .. }) => {}
+        Err(Error::UnknownVersion {
+            version: 2,
+            offset: 0,
+            ..
+        }) => {}
         Err(e) => panic!("wrong refusal: {e}"),
         Ok(_) => panic!("a record of format version 2 was accepted"),
     }
