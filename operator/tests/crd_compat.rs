@@ -12,7 +12,8 @@
 //! - no tightening: no removed `enum` value, no raised `minimum`/`minLength`/`minItems`/
 //!   `minProperties`, no lowered `maximum`/`maxLength`/`maxItems`/`maxProperties` (nor one
 //!   added where there was none), no new or changed `pattern`, `nullable` kept, no new
-//!   `x-kubernetes-validations` rule, `anyOf`/`oneOf`/`allOf` unchanged;
+//!   `x-kubernetes-validations` rule unless it reads only fields the released schema did not
+//!   have (`self.<new field>`), `anyOf`/`oneOf`/`allOf` unchanged;
 //! - no changed `default` (an object that omits the field would change meaning).
 //!
 //! and for the CRD: the same group, kind, plural and scope; every released version still
@@ -115,8 +116,16 @@ fn schema_breaks(path: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
             .unwrap_or_default()
     };
     let old_rules = rules(old);
+    let old_props: Vec<&str> = old
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default();
     for r in rules(new) {
-        if !old_rules.contains(&r) {
+        let only_new = r
+            .as_str()
+            .is_some_and(|r| reads_only_new_fields(r, &old_props));
+        if !old_rules.contains(&r) && !only_new {
             out.push(format!("{path}: new validation rule {r}"));
         }
     }
@@ -154,6 +163,29 @@ fn schema_breaks(path: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
             (o, n) => out.push(format!("{path}: {key} {o:?} -> {n:?}")),
         }
     }
+}
+
+/// Whether a CEL rule reads nothing of its object but fields the released schema did not
+/// have (`self.<field>` only, each field new): such a rule cannot refuse a stored object,
+/// which has none of them.
+fn reads_only_new_fields(rule: &str, old_props: &[&str]) -> bool {
+    let mut fields = Vec::new();
+    for (at, _) in rule.match_indices("self") {
+        let before = rule[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.') {
+            continue; // part of another name
+        }
+        let rest = &rule[at + 4..];
+        let Some(field) = rest.strip_prefix('.') else {
+            return false; // the object itself
+        };
+        let name: String = field
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        fields.push(name);
+    }
+    !fields.is_empty() && fields.iter().all(|f| !old_props.contains(&f.as_str()))
 }
 
 /// Every way `new` (a whole CRD) breaks objects stored under `old`.
@@ -303,6 +335,23 @@ fn the_comparison_catches_each_kind_of_break() {
     assert!(
         rule.iter().any(|b| b.contains("new validation rule")),
         "{rule:?}"
+    );
+    // A rule across new optional fields only: no stored object has them.
+    let new_only = breaks_after(|spec| {
+        spec["properties"]["newA"] = serde_json::json!({"type": "integer"});
+        spec["properties"]["newB"] = serde_json::json!({"type": "integer"});
+        spec["x-kubernetes-validations"] = serde_json::json!([{
+            "rule": "!has(self.newA) || !has(self.newB) || self.newA <= self.newB", "message": "m"
+        }]);
+    });
+    assert_eq!(new_only, Vec::<String>::new());
+    let mixed = breaks_after(|spec| {
+        spec["properties"]["newA"] = serde_json::json!({"type": "integer"});
+        spec["x-kubernetes-validations"] = serde_json::json!([{"rule": "!has(self.newA) || self.newA <= self.replicas", "message": "m"}]);
+    });
+    assert!(
+        mixed.iter().any(|b| b.contains("new validation rule")),
+        "{mixed:?}"
     );
     let mut old = released_cluster();
     let new = old.clone();
