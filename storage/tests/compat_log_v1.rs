@@ -217,8 +217,7 @@ fn a_record_of_a_newer_format_version_fails_the_open() {
     // The last segment's first record, as a newer build would write it: version byte 2.
     let (name, mut bytes) = log_files(tmp.path())
         .into_iter()
-        .filter(|(n, _)| n.ends_with(".log"))
-        .next_back()
+        .rfind(|(n, _)| n.ends_with(".log"))
         .unwrap();
     assert_eq!(&bytes[0..4], b"STLG");
     assert_eq!(bytes[4], starling_storage::record::VERSION);
