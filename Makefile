@@ -56,6 +56,7 @@ lint:
 
 unit:
 	$(CARGO) test $(PROFILE) --workspace --exclude starling-e2e
+	./scripts/release-test.sh
 
 ## The Go client (clients/go): gofmt, go vet, staticcheck, go test -race with the integration,
 ## cluster and cross-client tests against the broker and CLI of this build, the vectors drift check.
