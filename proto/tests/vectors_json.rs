@@ -238,6 +238,10 @@ fn error_json(e: &DecodeError) -> String {
         DecodeError::FrameTooLarge { len, max } => {
             format!("\"kind\": \"frame_too_large\", \"len\": {len}, \"max\": {max}")
         }
+        DecodeError::TooManyItems { frame, count, max } => format!(
+            "\"kind\": \"too_many_items\", \"frame\": {}, \"count\": {count}, \"max\": {max}",
+            js(frame)
+        ),
         DecodeError::Malformed { frame, reason } => format!(
             "\"kind\": \"malformed\", \"frame\": {}, \"reason\": {}",
             js(frame),

@@ -8,7 +8,7 @@ use starling_config::{AuthMode, ConfigOverrides, Profile};
 use starling_proto::{ErrorCode, Frame, Hello, PROTOCOL_VERSION, Ping, features, write_frame};
 
 use crate::common::{SOON, TestBroker, read_one, start};
-use crate::pki::write_atomic;
+use starling_testkit::pki::write_atomic;
 
 const OLD: &str = "old-token-0123456789abcdef";
 const NEW: &str = "new-token-fedcba9876543210";
