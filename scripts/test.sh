@@ -11,11 +11,14 @@
 #     background at once, niced, and is waited for before the first phase that needs its tools.
 #     From nothing its downloads and single-threaded Go links fill the gaps of the cargo build.
 #     Its output goes to $STARLING_CACHE_DIR/logs/deps.log and is printed if it fails.
-#   - the cargo build directory (intermediate artifacts: the compiled dependencies) lives in
-#     $STARLING_CACHE_DIR/cargo-build unless CARGO_BUILD_BUILD_DIR is set, so a clean clone
-#     on a machine that ran the suite before recompiles only the workspace crates (see
-#     docs/local-cluster.md, "Test budget"). Binaries still go to the clone's target/.
-#     The directory is emptied when it grows past $STARLING_BUILD_CACHE_MAX_GB (default 40).
+#   - the cargo build directory (intermediate artifacts) lives in
+#     $STARLING_CACHE_DIR/cargo-build/<hash of the checkout's path> unless CARGO_BUILD_BUILD_DIR
+#     is set, so a clean clone at a path that ran the suite before (a CI checkout) does not
+#     recompile the ~390 dependencies (docs/local-cluster.md, "Test budget"). One directory
+#     per path, because cargo names a workspace crate's artifacts by its path relative to the
+#     workspace: two checkouts sharing one directory could each take the other's compiled
+#     crates for fresh. Binaries still go to the clone's target/. The whole cache is emptied
+#     when it grows past $STARLING_BUILD_CACHE_MAX_GB (default 20).
 #   - a timing table, also written to $STARLING_TIMINGS_FILE when that is set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,13 +27,15 @@ CACHE_DIR=${STARLING_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/starling}
 mkdir -p "$CACHE_DIR/logs"
 
 if [[ -z "${CARGO_BUILD_BUILD_DIR:-}" ]]; then
-  export CARGO_BUILD_BUILD_DIR="$CACHE_DIR/cargo-build"
-  max_gb=${STARLING_BUILD_CACHE_MAX_GB:-40}
-  if [[ -d "$CARGO_BUILD_BUILD_DIR" ]]; then
-    used_kb=$(du -sk "$CARGO_BUILD_BUILD_DIR" 2>/dev/null | cut -f1)
+  build_cache="$CACHE_DIR/cargo-build"
+  # {workspace-path-hash} is expanded by cargo (build.build-dir templates, cargo >= 1.91).
+  export CARGO_BUILD_BUILD_DIR="$build_cache/{workspace-path-hash}"
+  max_gb=${STARLING_BUILD_CACHE_MAX_GB:-20}
+  if [[ -d "$build_cache" ]]; then
+    used_kb=$(du -sk "$build_cache" 2>/dev/null | cut -f1)
     if [[ -n "$used_kb" && "$used_kb" -gt $((max_gb * 1024 * 1024)) ]]; then
-      echo "test.sh: $CARGO_BUILD_BUILD_DIR holds $((used_kb / 1024 / 1024)) GiB (> $max_gb): emptying it" >&2
-      rm -rf "$CARGO_BUILD_BUILD_DIR"
+      echo "test.sh: $build_cache holds $((used_kb / 1024 / 1024)) GiB (> $max_gb): emptying it" >&2
+      rm -rf "$build_cache"
     fi
   fi
 fi
