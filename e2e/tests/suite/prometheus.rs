@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
@@ -24,7 +25,7 @@ use kube::api::ListParams;
 use starling_config::Tier;
 use starling_e2e::{Env, http, wait};
 use starling_operator::autoscale::promql::{self, PromQlSource};
-use starling_operator::autoscale::scrape::targets;
+use starling_operator::autoscale::scrape::{Owner, targets};
 use starling_operator::crd::BrokerClusterSpec;
 use starling_operator::names::{self, Names};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -282,7 +283,26 @@ async fn prometheus_discovers_and_scrapes_brokers_and_operator() {
         .list(&ListParams::default().labels(&Names::new("watched").selector_string()))
         .await
         .expect("list broker pods");
-    let pods: Vec<String> = targets(&listed.items).into_iter().map(|t| t.pod).collect();
+    // The autoscaler's own rule: only the StatefulSet's pods count (scrape::owned_by).
+    let names = Names::new("watched");
+    let sts = Api::<StatefulSet>::namespaced(env.client.clone(), &ns.name)
+        .get(&names.statefulset)
+        .await
+        .expect("the cluster's StatefulSet");
+    let owner = Owner {
+        name: &names.statefulset,
+        uid: sts.metadata.uid.as_deref().expect("a StatefulSet UID"),
+        replicas: sts
+            .spec
+            .as_ref()
+            .and_then(|s| s.replicas)
+            .and_then(|r| u32::try_from(r).ok())
+            .unwrap_or(1),
+    };
+    let pods: Vec<String> = targets(&listed.items, &owner)
+        .into_iter()
+        .map(|t| t.pod)
+        .collect();
     assert!(!pods.is_empty(), "the cluster has broker pods");
     let mut prev = Timestamp::now();
     let obs = wait::until(
