@@ -241,9 +241,23 @@ fn new_stream_id() -> u64 {
         .map_or(0, |d| {
             u64::try_from(d.as_millis()).unwrap_or(u64::MAX >> 20)
         });
-    let id = (millis << 20) | (rand::random::<u64>() & 0xF_FFFF);
-    let prev = LAST.fetch_max(id, std::sync::atomic::Ordering::Relaxed);
-    id.max(prev.saturating_add(1)).max(1)
+    let drawn = (millis << 20) | (rand::random::<u64>() & 0xF_FFFF);
+    // Store the id handed out, not the one drawn: when `drawn` is not above the last id, the
+    // answer is last + 1, and the next caller must see that (else two callers in one
+    // millisecond could both get last + 1).
+    let mut last = LAST.load(std::sync::atomic::Ordering::Relaxed);
+    loop {
+        let id = drawn.max(last.saturating_add(1)).max(1);
+        match LAST.compare_exchange_weak(
+            last,
+            id,
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+        ) {
+            Ok(_) => return id,
+            Err(now) => last = now,
+        }
+    }
 }
 
 impl TopicTask {
@@ -922,6 +936,23 @@ async fn maybe_sleep(deadline: Option<Instant>) {
 #[cfg(test)]
 mod tests {
     use super::new_stream_id;
+
+    #[test]
+    fn stream_ids_drawn_at_once_by_many_threads_are_all_distinct() {
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::spawn(|| (0..20_000).map(|_| new_stream_id()).collect::<Vec<_>>())
+            })
+            .collect();
+        let mut all = std::collections::HashSet::new();
+        for t in threads {
+            let ids = t.join().unwrap();
+            assert!(ids.windows(2).all(|w| w[1] > w[0]), "one thread's ids grow");
+            for id in ids {
+                assert!(all.insert(id), "stream id {id} handed out twice");
+            }
+        }
+    }
 
     #[test]
     fn stream_ids_grow_and_carry_their_start_time() {
