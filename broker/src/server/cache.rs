@@ -15,7 +15,7 @@ use bytes::{Bytes, BytesMut};
 use starling_access::Operation;
 use starling_placement::Kind;
 use starling_proto::{
-    CacheGet, CacheOk, CacheValue, ErrorCode, ErrorFrame, Frame, FrameDecoder, Moved, ReadError,
+    CacheGet, CacheOk, CacheValue, ErrorCode, Frame, FrameDecoder, Moved, ReadError,
 };
 
 use crate::auth::Access;
@@ -281,13 +281,5 @@ fn answer_locally(h: &Handles, frame: Frame) -> Frame {
 }
 
 fn error(h: &Handles, request_id: u64, code: ErrorCode, message: String) -> Frame {
-    h.metrics
-        .protocol_errors
-        .with_label_values(&[code.name()])
-        .inc();
-    Frame::Error(ErrorFrame {
-        request_id,
-        code,
-        message,
-    })
+    reply::counted_error(&h.metrics, request_id, code, message)
 }

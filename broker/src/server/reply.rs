@@ -95,3 +95,22 @@ pub fn request_id(frame: &Frame) -> u64 {
         _ => 0,
     }
 }
+
+/// A typed error frame answering `request_id`, counted in `starling_protocol_errors_total`
+/// by its code: the one way the subscription and cache handlers build their error replies.
+pub fn counted_error(
+    metrics: &Metrics,
+    request_id: u64,
+    code: ErrorCode,
+    message: impl Into<String>,
+) -> Frame {
+    metrics
+        .protocol_errors
+        .with_label_values(&[code.name()])
+        .inc();
+    Frame::Error(ErrorFrame {
+        request_id,
+        code,
+        message: message.into(),
+    })
+}

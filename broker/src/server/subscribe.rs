@@ -22,8 +22,8 @@ use starling_access::Operation;
 use starling_config::BrokerConfig;
 use starling_placement::Kind;
 use starling_proto::{
-    ErrorCode, ErrorFrame, Frame, FrameDecoder, Moved, Position, StartAt, Subscribe, SubscribeOk,
-    features, write_frame,
+    ErrorCode, Frame, FrameDecoder, Moved, Position, StartAt, Subscribe, SubscribeOk, features,
+    write_frame,
 };
 use tokio::sync::oneshot;
 
@@ -196,15 +196,7 @@ async fn send(h: &Handles, sub: &Arc<Subscriber>, frame: &Frame) {
 
 /// A typed error frame, counted.
 fn error_frame(h: &Handles, request_id: u64, code: ErrorCode, message: impl Into<String>) -> Frame {
-    h.metrics
-        .protocol_errors
-        .with_label_values(&[code.name()])
-        .inc();
-    Frame::Error(ErrorFrame {
-        request_id,
-        code,
-        message: message.into(),
-    })
+    reply::counted_error(&h.metrics, request_id, code, message)
 }
 
 /// Refuses a `Subscribe` past `limit`: counts it, answers `LimitExceeded` with `why` and
