@@ -267,11 +267,17 @@ async fn register(
         request_id: req.request_id,
         subscription_id: id,
     });
-    send(h, sub, &ok).await;
+    // `SubscribeOk` goes first in the subscriber's queue (no EventBatch can overtake it), but
+    // the lane is scheduled to write it only once the topic has the subscriber: a client that
+    // publishes on seeing `SubscribeOk` must find its subscription registered.
+    let queued = sub.reply(ok.to_bytes()).await;
     // Only a plain client's subscription is served at a broker that does not own its topic.
     let behind = h
         .topics
         .subscribe(Arc::clone(sub), req.start, role == Role::Plain);
+    if queued {
+        h.lanes.schedule(Arc::clone(sub)).await;
+    }
     h.metrics.subscriptions.inc();
     Some((counted, behind))
 }
