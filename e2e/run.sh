@@ -14,6 +14,10 @@ cd "$REPO_ROOT"
 
 teardown() {
   local rc=$?
+  if [[ -s "${STARLING_E2E_TIMINGS:-}" ]]; then
+    log "e2e tests by time (seconds from namespace creation to the end of the test):"
+    sort -k3 -nr "$STARLING_E2E_TIMINGS" | awk '{ printf "  %7.1f  %s\n", $3, $1 }'
+  fi
   if [[ "${STARLING_USE_EXISTING_CLUSTER:-0}" != 1 && "${STARLING_E2E_KEEP:-0}" != 1 ]]; then
     "$E2E_CLUSTER_DIR/down.sh" || true
   fi
@@ -24,6 +28,9 @@ trap teardown EXIT
 "$E2E_DIR/setup.sh"
 # shellcheck disable=SC1091
 source "$STATE_DIR/e2e.env"
+# Each test's namespace appends its test's time here (e2e/src/kube_env.rs, TestNamespace's Drop).
+export STARLING_E2E_TIMINGS="$STATE_DIR/test-times.log"
+: > "$STARLING_E2E_TIMINGS"
 # The access tests' NetworkPolicy probe runs busybox pods from the image up.sh imported.
 export STARLING_E2E_BUSYBOX_IMAGE="$BUSYBOX_IMAGE"
 # Tests that disturb what every other test shares (the operator's pod) run alone, after the

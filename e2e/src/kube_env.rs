@@ -64,6 +64,7 @@ impl Env {
         Ok(TestNamespace {
             env: self.clone(),
             name,
+            created: std::time::Instant::now(),
         })
     }
 }
@@ -74,6 +75,36 @@ pub struct TestNamespace {
     pub env: Env,
     /// Namespace name.
     pub name: String,
+    /// When it was created: its test's time is reported when it is dropped.
+    created: std::time::Instant,
+}
+
+impl Drop for TestNamespace {
+    /// Appends `<test> <namespace> <seconds>` to the file `STARLING_E2E_TIMINGS` names (e2e/run.sh
+    /// sets it and prints the slowest tests at the end), so the suite's time can be attributed
+    /// test by test. libtest names each test's thread after the test.
+    fn drop(&mut self) {
+        let Some(path) = std::env::var_os("STARLING_E2E_TIMINGS") else {
+            return;
+        };
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("unnamed")
+            .to_string();
+        let line = format!(
+            "{test} {} {:.1}\n",
+            self.name,
+            self.created.elapsed().as_secs_f64()
+        );
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+        if let Err(e) = written {
+            eprintln!("e2e timings: {e}");
+        }
+    }
 }
 
 /// A broker pod's identity at one moment.
