@@ -256,7 +256,8 @@ pub(crate) struct QuicLimitArgs {
     #[arg(long, value_name = "BYTES")]
     pub(crate) socket_buffer: Option<usize>,
     /// Largest UDP payload path MTU discovery probes for, on both endpoints: the broker knob
-    /// `quic_max_mtu_discovery` (default: the profile's, 1452). Above 1472 the endpoints also
+    /// `quic_max_mtu_discovery` (default: the profile's, 6550, capped by the route's MTU as
+    /// `quic_max_mtu_from_route` does: on loopback, 6550). Above 1472 the endpoints also
     /// accept datagrams that large, as the broker and SDK do.
     #[arg(long, value_name = "BYTES")]
     pub(crate) max_mtu: Option<u16>,

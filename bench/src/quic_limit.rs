@@ -57,7 +57,8 @@ pub(crate) async fn run(a: &QuicLimitArgs, profile: Profile) -> Result<RunResult
     let addr = server.local_addr().map_err(quic("server address"))?;
     let (accepted, mut accepted_rx) = mpsc::unbounded_channel();
     let serving = tokio::spawn(accept_loop(server.clone(), accepted));
-    let client = client(profile, &path, cert)?;
+    // The SDK settles each connection's datagram sizes towards its server's route.
+    let client = client(profile, &path.towards(addr), cert)?;
     let conn = client
         .connect(addr, "localhost")
         .map_err(quic("connect"))?
@@ -366,8 +367,10 @@ mod tests {
         let t = path(None, None).expect("defaults");
         assert_eq!(
             (t.initial_mtu, t.max_mtu, t.max_udp_payload()),
-            (1200, 1452, 1472)
+            (1200, 6550, 6550)
         );
+        let ethernet = path(None, Some(1452)).expect("quinn's bound");
+        assert_eq!(ethernet.max_udp_payload(), 1472);
         let jumbo = path(None, Some(6550)).expect("jumbo");
         assert_eq!((jumbo.initial_mtu, jumbo.max_mtu), (1200, 6550));
         assert_eq!(
@@ -388,10 +391,28 @@ mod tests {
                 .contains("quic_max_mtu_discovery: must be between 1200 and 6550")
         );
         assert!(path(None, Some(6550)).is_ok());
-        let msg = path(Some(1500), None).unwrap_err();
+        let msg = path(Some(1500), Some(1452)).unwrap_err();
         assert!(
             msg.contains("quic_initial_mtu: (1500) must not exceed quic_max_mtu_discovery (1452)"),
             "{msg}"
+        );
+    }
+
+    /// The default path settings on real QUIC endpoints over loopback: discovery goes past
+    /// Ethernet's 1472 because the route carries far more (`quic_max_mtu_from_route`).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_default_settings_reach_large_datagrams_on_loopback() {
+        let mut a = args(None, None);
+        a.duration = Duration::from_millis(500);
+        let result = run(&a, Profile::Balanced).await.expect("quic-limit run");
+        let path = result
+            .quic
+            .and_then(|q| q.bulk_path)
+            .expect("bulk path stats");
+        assert!(
+            path.current_mtu > 1472,
+            "current MTU {} after 500 ms of bulk on loopback",
+            path.current_mtu
         );
     }
 

@@ -13,8 +13,8 @@
 //! 6. cache put and get-hit ops/s ≥ 1.0× plaintext Redis;
 //! 7. zero loss in every Starling run.
 //!
-//! `starling-mtu6550` (the same broker with `quic_max_mtu_discovery: 6550`, for paths that
-//! carry larger datagrams, such as loopback) is held to targets 1 and 2 and the loss target
+//! `starling-mtu6550` (the same broker with `quic_max_mtu_discovery: 6550` set explicitly; on
+//! loopback the default now probes as far, see `quic_max_mtu_from_route`) is held to targets 1 and 2 and the loss target
 //! as well, its relay against the raw ceiling at the same datagram size
 //! (`quic-limit-mtu6550`), each line marked with its name; the other targets are the default
 //! configuration's.

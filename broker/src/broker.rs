@@ -445,13 +445,14 @@ async fn accept_loop(
             Ok(slot) => slot,
             Err(why) => return refuse(incoming, why),
         };
-        let server_config = match buffers.pending_server_config(tentative) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(error = %e, "no transport config for pending connections");
-                return refuse(incoming, admit::Refusal::BufferBudget);
-            }
-        };
+        let server_config =
+            match buffers.pending_server_config(tentative, incoming.remote_address()) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(error = %e, "no transport config for pending connections");
+                    return refuse(incoming, admit::Refusal::BufferBudget);
+                }
+            };
         match incoming.accept_with(server_config) {
             Ok(connecting) => {
                 let admitted = conn::Admitted {

@@ -47,16 +47,19 @@ impl Windows {
     }
 }
 
-/// The transport parameters a client connection gets with the configured windows.
+/// The transport parameters a client connection gets with the configured windows and path
+/// settings (the discovery bound not yet settled by a peer's route).
 pub fn transport_config(cfg: &BrokerConfig) -> Result<TransportConfig, BrokerError> {
-    transport_config_with(cfg, Windows::configured(cfg))
+    transport_config_with(cfg, Windows::configured(cfg), &PathTuning::from_config(cfg))
 }
 
-/// The transport parameters of a connection granted `windows`; a stream's receive window is at
+/// The transport parameters of a connection granted `windows` on a path tuned by `path` (the
+/// broker's [`PathTuning`] `towards` the connection's peer); a stream's receive window is at
 /// most the connection's.
 pub fn transport_config_with(
     cfg: &BrokerConfig,
     windows: Windows,
+    path: &PathTuning,
 ) -> Result<TransportConfig, BrokerError> {
     let mut t = TransportConfig::default();
     t.max_concurrent_bidi_streams(VarInt::from_u32(cfg.max_concurrent_streams));
@@ -79,7 +82,7 @@ pub fn transport_config_with(
         0 => None,
         ms => Some(Duration::from_millis(ms)),
     });
-    PathTuning::from_config(cfg).apply(&mut t);
+    path.apply(&mut t);
     Ok(t)
 }
 

@@ -98,7 +98,7 @@ impl Connector {
         let addr = resolve(&self.host, self.port, want_v6).await?;
         let connecting = self
             .endpoint
-            .connect_with(self.configs.for_kind(kind), addr, &self.server_name)
+            .connect_with(self.configs.for_kind(kind, addr)?, addr, &self.server_name)
             .map_err(|e| ClientError::Connect(format!("{addr}: {e}")))?;
         let quic = connecting.await.map_err(setup_error)?;
         let info = match handshake(&quic, &self.client_name, self.role, self.token.as_deref()).await

@@ -95,6 +95,7 @@
 //! | `config` | [`ClientConfig`], [`TransportTuning`] |
 //! | `trust` | [`Trust`] |
 //! | `path` | [`PathTuning`]: UDP socket buffers, MTU, congestion control, ACK frequency; the quinn endpoints (the broker's listener too) |
+//! | `route_mtu` | the largest UDP payload the route towards a peer carries (`IP_MTU`/`IPV6_MTU`), which caps path MTU discovery |
 //! | `credentials` | [`Credentials`], the credentials directory ([`CredentialsDir`]) |
 //! | `error` | [`ClientError`], [`ProtocolError`] |
 //! | `subscription` | [`Subscription`], [`Event`] |
@@ -135,6 +136,7 @@ mod pending;
 mod publisher;
 mod pump;
 mod relay;
+mod route_mtu;
 mod routing;
 mod rpc;
 mod slot;

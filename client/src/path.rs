@@ -17,8 +17,9 @@ use starling_config::{BrokerConfig, CongestionController};
 
 /// How connections use their network path. [`PathTuning::from_config`] takes it from the
 /// broker knobs `udp_recv_buffer_bytes`, `udp_send_buffer_bytes`, `quic_initial_mtu`,
-/// `quic_max_mtu_discovery`, `quic_congestion_controller`, `quic_ack_eliciting_threshold` and
-/// `quic_max_ack_delay_us` (see `docs/configuration.md`).
+/// `quic_max_mtu_discovery`, `quic_max_mtu_from_route`, `quic_congestion_controller`,
+/// `quic_ack_eliciting_threshold` and `quic_max_ack_delay_us` (see `docs/configuration.md`).
+/// A connection uses [`PathTuning::towards`] its peer, which settles the discovery bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PathTuning {
     /// Receive buffer asked of the kernel for each endpoint's UDP socket (bytes); 0 leaves the
@@ -33,6 +34,9 @@ pub struct PathTuning {
     /// accepts datagrams that large from its peers (quinn's `max_udp_payload_size`), which is
     /// what lets the other side's discovery go past 1472.
     pub max_mtu: u16,
+    /// Whether [`PathTuning::towards`] caps `max_mtu` at what the route to the peer carries
+    /// (`quic_max_mtu_from_route`).
+    pub max_mtu_from_route: bool,
     /// Congestion controller of every connection.
     pub congestion_controller: CongestionController,
     /// ACK frequency: ack-eliciting packets the other side may receive before it must ACK.
@@ -51,15 +55,38 @@ impl PathTuning {
             udp_send_buffer_bytes: bytes(c.udp_send_buffer_bytes),
             initial_mtu: c.quic_initial_mtu,
             max_mtu: c.quic_max_mtu_discovery,
+            max_mtu_from_route: c.quic_max_mtu_from_route,
             congestion_controller: c.quic_congestion_controller,
             ack_eliciting_threshold: c.quic_ack_eliciting_threshold,
             max_ack_delay: c.quic_max_ack_delay_us.map(Duration::from_micros),
         }
     }
 
+    /// The tuning of one connection to `peer`: with `max_mtu_from_route`, the discovery bound
+    /// is capped at the largest UDP payload the route towards `peer` carries (1452, quinn's
+    /// default, where the kernel cannot say), and the initial size at that bound.
+    pub fn towards(&self, peer: SocketAddr) -> PathTuning {
+        if !self.max_mtu_from_route {
+            return *self;
+        }
+        let (min_mtu, _) = starling_config::validate::QUIC_MTU_RANGE;
+        let route = crate::route_mtu::udp_payload_towards(peer)
+            .map_or(QUINN_DEFAULT_MAX_MTU, |p| {
+                u16::try_from(p).unwrap_or(u16::MAX)
+            });
+        let max_mtu = self.max_mtu.min(route).max(min_mtu);
+        PathTuning {
+            max_mtu,
+            initial_mtu: self.initial_mtu.min(max_mtu),
+            max_mtu_from_route: false,
+            ..*self
+        }
+    }
+
     /// Writes the datagram sizes, the congestion controller and the ACK frequency into a
-    /// connection's transport config. The defaults (1200, 1452, `cubic`, no ACK frequency)
-    /// are quinn's own, so they change nothing.
+    /// connection's transport config, as they are (use [`PathTuning::towards`] first for a
+    /// connection to a known peer). With `cubic`, no ACK frequency and the sizes 1200 and
+    /// 1452, it writes quinn's own defaults.
     pub fn apply(&self, tc: &mut TransportConfig) {
         tc.initial_mtu(self.initial_mtu);
         let mut discovery = MtuDiscoveryConfig::default();
@@ -112,6 +139,10 @@ impl PathTuning {
         Ok((endpoint, buffers))
     }
 }
+
+/// quinn's own discovery bound: a 1500-byte Ethernet MTU less the IPv6 and UDP headers, safe
+/// over both address families.
+const QUINN_DEFAULT_MAX_MTU: u16 = 1452;
 
 /// How many bytes a kernel reports per byte of socket buffer asked for: Linux doubles the size
 /// it is given (the other half is for its bookkeeping) and reports the doubled size.
@@ -225,7 +256,7 @@ mod tests {
     use starling_config::Profile;
 
     #[test]
-    fn every_profile_keeps_quinns_defaults_and_the_os_buffers() {
+    fn every_profile_keeps_the_os_buffers_and_follows_the_route_up_to_6550() {
         for p in Profile::ALL {
             let t = PathTuning::from_config(&p.config());
             assert_eq!(
@@ -233,18 +264,62 @@ mod tests {
                 (0, 0),
                 "{p}"
             );
-            assert_eq!((t.initial_mtu, t.max_mtu), (1200, 1452), "{p}");
+            assert_eq!((t.initial_mtu, t.max_mtu), (1200, 6550), "{p}");
+            assert!(t.max_mtu_from_route, "{p}");
             assert_eq!(t.congestion_controller, CongestionController::Cubic);
             assert_eq!((t.ack_eliciting_threshold, t.max_ack_delay), (None, None));
-            assert_eq!(t.max_udp_payload(), 1472, "quinn's default");
+            assert_eq!(
+                t.max_udp_payload(),
+                6550,
+                "the endpoint accepts what it may probe for"
+            );
         }
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
-    fn a_jumbo_discovery_bound_also_raises_what_the_endpoint_accepts() {
+    fn towards_caps_the_bound_at_the_route_and_settles_it() {
+        let base = PathTuning::from_config(&Profile::Balanced.config());
+        let loopback: SocketAddr = "127.0.0.1:7400".parse().unwrap();
+        // Loopback carries 65535-byte datagrams: the configured bound stays.
+        let t = base.towards(loopback);
+        assert_eq!((t.initial_mtu, t.max_mtu), (1200, 6550));
+        assert!(
+            !t.max_mtu_from_route,
+            "settled: a second towards changes nothing"
+        );
+        assert_eq!(t.towards("10.0.0.1:1".parse().unwrap()), t);
+        // A lower configured bound is never raised by the route.
+        let mut low = base;
+        low.max_mtu = 1452;
+        assert_eq!(low.towards(loopback).max_mtu, 1452);
+        // Off: the configured bound as it is.
+        let mut fixed = base;
+        fixed.max_mtu_from_route = false;
+        assert_eq!(fixed.towards(loopback), fixed);
+    }
+
+    #[test]
+    fn the_route_bound_is_at_least_quics_minimum_and_caps_the_initial_size() {
+        let mut t = PathTuning::from_config(&Profile::Balanced.config());
+        t.initial_mtu = 6550;
+        // The discard port of an address in TEST-NET-1: routed (or not) but never reached.
+        let settled = t.towards("192.0.2.1:9".parse().unwrap());
+        let (min_mtu, max_mtu) = starling_config::validate::QUIC_MTU_RANGE;
+        assert!(
+            (min_mtu..=max_mtu).contains(&settled.max_mtu),
+            "{settled:?}"
+        );
+        assert!(settled.initial_mtu <= settled.max_mtu, "{settled:?}");
+    }
+
+    #[test]
+    fn the_endpoint_accepts_the_discovery_bound_and_at_least_quinns_default() {
         let mut t = PathTuning::from_config(&Profile::Balanced.config());
         t.max_mtu = 6550;
         assert_eq!(t.max_udp_payload(), 6550);
+        t.max_mtu = 1300;
+        assert_eq!(t.max_udp_payload(), 1472);
     }
 
     #[test]

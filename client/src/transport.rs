@@ -32,40 +32,59 @@ impl ConnKind {
     }
 }
 
-/// The quinn client configs of the three connection kinds.
+/// The TLS settings of the three connection kinds and the transport tuning; the quinn client
+/// config of one connection is made [`QuicConfigs::for_kind`] and its server's address, so
+/// its path settings follow the route to that server ([`crate::PathTuning::towards`]).
 #[derive(Clone)]
 pub(crate) struct QuicConfigs {
-    pubsub: quinn::ClientConfig,
-    cache: quinn::ClientConfig,
+    pubsub: Arc<quinn::crypto::rustls::QuicClientConfig>,
+    cache: Arc<quinn::crypto::rustls::QuicClientConfig>,
+    tuning: TransportTuning,
 }
 
 impl QuicConfigs {
-    /// Builds TLS and transport settings from the client config.
+    /// Builds TLS settings from the client config and checks that its transport settings
+    /// make a transport config.
     pub(crate) fn new(cfg: &ClientConfig) -> Result<Self, ClientError> {
-        let t = &cfg.transport;
-        let mut pubsub =
-            quinn::ClientConfig::new(quic_crypto(&cfg.trust, &cfg.credentials, ALPN_PUBSUB)?);
-        pubsub.transport_config(Arc::new(transport(
-            t,
-            t.event_stream_recv_window,
-            t.event_conn_recv_window,
-        )?));
-        let mut cache =
-            quinn::ClientConfig::new(quic_crypto(&cfg.trust, &cfg.credentials, ALPN_CACHE)?);
-        cache.transport_config(Arc::new(transport(
-            t,
-            t.cache_stream_recv_window,
-            t.cache_conn_recv_window,
-        )?));
-        Ok(QuicConfigs { pubsub, cache })
+        let configs = QuicConfigs {
+            pubsub: quic_crypto(&cfg.trust, &cfg.credentials, ALPN_PUBSUB)?,
+            cache: quic_crypto(&cfg.trust, &cfg.credentials, ALPN_CACHE)?,
+            tuning: cfg.transport.clone(),
+        };
+        for kind in [ConnKind::Publish, ConnKind::Cache] {
+            let (stream, conn) = configs.windows(kind);
+            transport(&configs.tuning, stream, conn)?;
+        }
+        Ok(configs)
     }
 
-    /// The config for connections of `kind`.
-    pub(crate) fn for_kind(&self, kind: ConnKind) -> quinn::ClientConfig {
+    /// The (stream, connection) receive windows of `kind`.
+    fn windows(&self, kind: ConnKind) -> (u64, u64) {
+        let t = &self.tuning;
         match kind {
-            ConnKind::Publish | ConnKind::Events => self.pubsub.clone(),
-            ConnKind::Cache => self.cache.clone(),
+            ConnKind::Publish | ConnKind::Events => {
+                (t.event_stream_recv_window, t.event_conn_recv_window)
+            }
+            ConnKind::Cache => (t.cache_stream_recv_window, t.cache_conn_recv_window),
         }
+    }
+
+    /// The config for a connection of `kind` to `server`.
+    pub(crate) fn for_kind(
+        &self,
+        kind: ConnKind,
+        server: SocketAddr,
+    ) -> Result<quinn::ClientConfig, ClientError> {
+        let crypto = match kind {
+            ConnKind::Publish | ConnKind::Events => Arc::clone(&self.pubsub),
+            ConnKind::Cache => Arc::clone(&self.cache),
+        };
+        let mut tuning = self.tuning;
+        tuning.path = tuning.path.towards(server);
+        let (stream, conn) = self.windows(kind);
+        let mut config = quinn::ClientConfig::new(crypto);
+        config.transport_config(Arc::new(transport(&tuning, stream, conn)?));
+        Ok(config)
     }
 }
 

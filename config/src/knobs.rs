@@ -218,16 +218,25 @@ knobs! {
     /// `quic_max_mtu_discovery`.
     quic_initial_mtu: u16,
     /// Largest UDP payload size (bytes) path MTU discovery probes for (quinn's
-    /// `MtuDiscoveryConfig::upper_bound`). 1452, quinn's default, fits a 1500-byte Ethernet MTU
-    /// over IPv4 and IPv6. Raise it only on paths that carry larger datagrams (jumbo-frame
-    /// networks, loopback): larger datagrams carry the same bytes in fewer packets. At most
-    /// 6550, also on a 9000-byte network: quinn sends up to 10 datagrams per system call, and
-    /// Linux refuses (and quinn silently loses) a batch over 64 KiB. Discovery stops at what
-    /// the path carries, so a bound above it costs only a few lost probes. Above 1472 the
-    /// endpoint also accepts datagrams that large (quinn's `max_udp_payload_size`), without
-    /// which the other side's discovery stops at 1472, and quinn's receive buffer grows with
-    /// it (the memory-fit formula counts it).
+    /// `MtuDiscoveryConfig::upper_bound`), before `quic_max_mtu_from_route` lowers it to what
+    /// the route to each peer carries. The default, 6550, is the most a batch of datagrams
+    /// allows, also on a 9000-byte network: quinn sends up to 10 datagrams per system call, and
+    /// Linux refuses (and quinn silently loses) a batch over 64 KiB. Larger datagrams carry the
+    /// same bytes in fewer packets. Discovery stops at what the path carries and falls back on
+    /// black holes, so a bound above it costs only a few lost probes. Above 1472 the endpoint
+    /// also accepts datagrams that large (quinn's `max_udp_payload_size`), without which the
+    /// other side's discovery stops at 1472, and quinn's receive buffer grows with it (the
+    /// memory-fit formula counts it). 1452, quinn's own default, fits a 1500-byte Ethernet MTU
+    /// over IPv4 and IPv6 whatever the route says.
     quic_max_mtu_discovery: u16,
+    /// Whether each connection's discovery bound follows the route to its peer: the MTU of the
+    /// route the kernel uses towards the peer's address (`IP_MTU`/`IPV6_MTU` of a UDP socket
+    /// connected to it, Linux) minus the IP and UDP headers (28 bytes for IPv4, 48 for IPv6),
+    /// capped at `quic_max_mtu_discovery`. Loopback and jumbo-frame networks then get large
+    /// datagrams and a 1500-byte network stays at 1472 (IPv4) or 1452 (IPv6), without
+    /// configuration. Where the route's MTU cannot be read (another OS), the bound is 1452. `false`:
+    /// every connection probes up to `quic_max_mtu_discovery` as it is.
+    quic_max_mtu_from_route: bool,
     /// Congestion controller of every QUIC connection: `cubic` (quinn's default), `new_reno`
     /// or `bbr` (quinn's BBR is experimental).
     quic_congestion_controller: CongestionController,

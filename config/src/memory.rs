@@ -362,9 +362,12 @@ mod tests {
         let with_two = worst_case(&cfg, 2).total();
         let pools = crate::ClientTuning::resolve(cfg.profile, None);
         let conns = u64::from(pools.pub_conn_pool + pools.event_conn_pool + pools.cache_conn_pool);
+        // Each peer link's endpoint also accepts datagrams up to the discovery bound.
+        let larger_datagrams =
+            QUINN_RECEIVE_DATAGRAMS * u64::from(cfg.quic_max_mtu_discovery - 1472);
         assert_eq!(
             with_two - alone,
-            2 * conns * 2 * cfg.cluster_peer_window_bytes
+            2 * conns * 2 * cfg.cluster_peer_window_bytes + 2 * larger_datagrams
         );
         let mut huge = cfg.clone();
         huge.max_topics = u32::MAX;
@@ -373,8 +376,9 @@ mod tests {
     }
 
     #[test]
-    fn udp_buffers_count_twice_per_endpoint_and_nothing_at_the_defaults() {
-        let cfg = Profile::Balanced.config();
+    fn udp_buffers_count_twice_per_endpoint_and_nothing_at_quinns_datagram_size() {
+        let mut cfg = Profile::Balanced.config();
+        cfg.quic_max_mtu_discovery = 1452;
         let term = |cfg: &BrokerConfig, peers: u32| {
             worst_case(cfg, peers)
                 .terms

@@ -529,6 +529,7 @@ mod tests {
         );
         let msg = errors(ConfigOverrides {
             quic_initial_mtu: Some(1500),
+            quic_max_mtu_discovery: Some(1452),
             ..Default::default()
         });
         assert!(

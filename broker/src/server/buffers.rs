@@ -27,9 +27,11 @@
 //! authenticate take none of it.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use prometheus::IntGauge;
+use starling_client::PathTuning;
 use starling_config::BrokerConfig;
 use starling_config::validate::{CONNECTION_WINDOW_FLOOR, PENDING_CONNECTION_WINDOW};
 
@@ -130,8 +132,8 @@ pub struct Buffers {
 
 struct Configs {
     base: quinn::ServerConfig,
-    /// By stream window.
-    pending: HashMap<u64, Arc<quinn::ServerConfig>>,
+    /// By stream window and the (initial, largest) datagram sizes of the path.
+    pending: HashMap<(u64, u16, u16), Arc<quinn::ServerConfig>>,
 }
 
 impl Buffers {
@@ -197,23 +199,28 @@ impl Buffers {
         })
     }
 
-    /// The server config an attempt is accepted with: the pending grant's windows, one stream,
-    /// and the stream window of the grant it would get now (`tentative`), built once per
-    /// stream window (a power of two or a configured value, so few) and TLS material.
+    /// The server config an attempt from `remote` is accepted with: the pending grant's
+    /// windows, one stream, the stream window of the grant it would get now (`tentative`), and
+    /// the path settings towards `remote` (`quic_max_mtu_from_route`: its datagrams as large as
+    /// the route carries). Built once per stream window (a power of two or a configured value)
+    /// and datagram sizes (one per route MTU), so few, and per TLS material.
     pub fn pending_server_config(
         &self,
         tentative: Windows,
+        remote: SocketAddr,
     ) -> Result<Arc<quinn::ServerConfig>, BrokerError> {
         let stream_window = self.cfg.event_stream_recv_window.min(tentative.recv);
+        let path = PathTuning::from_config(&self.cfg).towards(remote);
+        let key = (stream_window, path.initial_mtu, path.max_mtu);
         let mut configs = self.configs.lock();
-        if let Some(c) = configs.pending.get(&stream_window) {
+        if let Some(c) = configs.pending.get(&key) {
             return Ok(Arc::clone(c));
         }
         let windows = Windows {
             recv: PENDING_CONNECTION_WINDOW,
             send: PENDING_CONNECTION_WINDOW,
         };
-        let mut transport = transport_config_with(&self.cfg, windows)?;
+        let mut transport = transport_config_with(&self.cfg, windows, &path)?;
         transport.max_concurrent_bidi_streams(quinn::VarInt::from_u32(1));
         transport.stream_receive_window(quinn::VarInt::from_u64(stream_window).map_err(|_| {
             BrokerError::TooLarge {
@@ -225,7 +232,7 @@ impl Buffers {
         let mut server = configs.base.clone();
         server.transport_config(Arc::new(transport));
         let server = Arc::new(server);
-        configs.pending.insert(stream_window, Arc::clone(&server));
+        configs.pending.insert(key, Arc::clone(&server));
         Ok(server)
     }
 
