@@ -1,6 +1,8 @@
 //! Property tests of the pattern-against-pattern relations (`covers`, `overlaps`) against
 //! brute force over every name short enough to tell the patterns apart.
 
+#![allow(clippy::unwrap_used)] // a test crate: a panic is the failure report
+
 use proptest::prelude::*;
 use starling_access::Pattern;
 use starling_access::relation::{covers, overlaps};

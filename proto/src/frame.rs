@@ -8,9 +8,9 @@ use crate::header::put_header;
 use crate::kind::FrameKind;
 use crate::limits::HEADER_LEN;
 use crate::messages::{
-    CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
-    BatchTopic, ErrorFrame, EventBatch, Hello, HelloOk, LogChunk, LogClaim, LogClaimed, LogRead, Moved, Ping,
-    Publish, PublishAck, PublishBatch, Subscribe, SubscribeOk, Unsubscribe,
+    BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
+    ClusterInfoRequest, ErrorFrame, EventBatch, Hello, HelloOk, LogChunk, LogClaim, LogClaimed,
+    LogRead, Moved, Ping, Publish, PublishAck, PublishBatch, Subscribe, SubscribeOk, Unsubscribe,
 };
 use crate::wire::{DecodeBody, EncodeBody, Reader};
 

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
-    AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
-    BatchTopic, ErrorCode, ErrorFrame, EventBatch, Frame, FrameDecoder, FrameKind, Hello, HelloOk, LogChunk,
-    LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Position, Publish, PublishAck,
-    PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe, features,
+    AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
+    ClusterInfoRequest, ErrorCode, ErrorFrame, EventBatch, Frame, FrameDecoder, FrameKind, Hello,
+    HelloOk, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Position, Publish,
+    PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe, features,
 };
 
 const LIMIT: u32 = 1 << 20;

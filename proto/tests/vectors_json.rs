@@ -23,10 +23,10 @@ use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
-    AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
-    BatchTopic, DecodeError, ErrorCode, ErrorFrame, EventBatch, Frame, FrameDecoder, Hello, HelloOk, LogChunk,
-    LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Position, Publish, PublishAck,
-    PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe, features,
+    AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
+    ClusterInfoRequest, DecodeError, ErrorCode, ErrorFrame, EventBatch, Frame, FrameDecoder, Hello,
+    HelloOk, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Position, Publish,
+    PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe, features,
 };
 
 /// The decoder limit every vector is decoded with, unless a case names its own.

@@ -6,10 +6,10 @@ use bytes::Bytes;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use starling_proto::{
-    AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
-    BatchTopic, ErrorCode, ErrorFrame, EventBatch, Frame, Hello, HelloOk, LogChunk, LogClaim, LogClaimed,
-    LogRead, Member, Moved, Ping, Position, Publish, PublishAck, PublishBatch, StartAt, Subscribe,
-    SubscribeOk, Unsubscribe,
+    AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
+    ClusterInfoRequest, ErrorCode, ErrorFrame, EventBatch, Frame, Hello, HelloOk, LogChunk,
+    LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Position, Publish, PublishAck,
+    PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe,
 };
 
 /// Parses hex text: whitespace ignored, `#` comments to end of line.
