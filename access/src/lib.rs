@@ -3,6 +3,8 @@
 //!
 //! - [`pattern`]: the one pattern language for topics and cache keys (`orders.*`,
 //!   `tenant-a.>`);
+//! - [`relation`]: pattern against pattern: whether allow patterns cover every name a
+//!   subscription pattern matches, whether two patterns share a name;
 //! - [`document`]: the users document (`users.yaml`), its serde types and its validation;
 //! - [`users`]: the compiled, immutable user table the broker looks principals up in, and the
 //!   permission check;
@@ -13,6 +15,7 @@
 
 pub mod document;
 pub mod pattern;
+pub mod relation;
 pub mod token;
 pub mod users;
 

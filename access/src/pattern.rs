@@ -43,10 +43,14 @@ pub enum PatternError {
 /// Longest pattern accepted (the longest cache key, 1024 bytes).
 pub const MAX_PATTERN_BYTES: usize = 1024;
 
+/// One token of a parsed pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Token {
+pub(crate) enum Token {
+    /// Matches a name token byte for byte.
     Literal(Vec<u8>),
+    /// `*`: exactly one name token.
     One,
+    /// `>`: one or more remaining name tokens (only last).
     Tail,
 }
 
@@ -94,6 +98,11 @@ impl Pattern {
     /// The pattern as written.
     pub fn as_str(&self) -> &str {
         &self.text
+    }
+
+    /// The parsed tokens (for the pattern-against-pattern relations in `relation.rs`).
+    pub(crate) fn tokens(&self) -> &[Token] {
+        &self.tokens
     }
 
     /// Whether the pattern has no wildcard (it names exactly one topic or key).

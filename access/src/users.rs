@@ -13,6 +13,7 @@ use subtle::ConstantTimeEq;
 
 use crate::document::{Authentication, Rules, UsersDocument};
 use crate::pattern::{Pattern, PatternError};
+use crate::relation;
 use crate::token::{hash_token, parse_hash};
 use crate::{DOCUMENT_VERSION, PEER_IDENTITY};
 
@@ -146,6 +147,13 @@ impl CompiledRules {
     fn allows(&self, name: &[u8]) -> bool {
         self.allow.iter().any(|p| p.matches(name)) && !self.deny.iter().any(|p| p.matches(name))
     }
+
+    /// Every name `pattern` matches is allowed: the allow patterns together cover it and no
+    /// deny pattern shares a name with it.
+    fn allows_pattern(&self, pattern: &Pattern) -> bool {
+        relation::covers(&self.allow, pattern)
+            && !self.deny.iter().any(|d| relation::overlaps(d, pattern))
+    }
 }
 
 /// How a user authenticates, once compiled.
@@ -179,15 +187,39 @@ impl User {
         self.method
     }
 
-    /// Whether the user may perform `operation` on `name` (a topic's bytes or a cache key).
-    pub fn allows(&self, operation: Operation, name: &[u8]) -> bool {
-        let rules = match operation {
+    fn rules(&self, operation: Operation) -> &CompiledRules {
+        match operation {
             Operation::Publish => &self.publish,
             Operation::Subscribe => &self.subscribe,
             Operation::CacheRead => &self.cache_read,
             Operation::CacheWrite => &self.cache_write,
-        };
-        rules.allows(name)
+        }
+    }
+
+    /// Whether the user may perform `operation` on `name` (a topic's bytes or a cache key).
+    pub fn allows(&self, operation: Operation, name: &[u8]) -> bool {
+        self.rules(operation).allows(name)
+    }
+
+    /// Whether the user may perform `operation` on every name `pattern` matches (a wildcard
+    /// subscription): the same answer as [`User::allows`] for each of them, decided without
+    /// listing them.
+    pub fn allows_pattern(&self, operation: Operation, pattern: &Pattern) -> bool {
+        self.rules(operation).allows_pattern(pattern)
+    }
+
+    /// [`User::allows_pattern`], as a typed refusal naming the operation, the pattern and the
+    /// user.
+    pub fn check_pattern(&self, operation: Operation, pattern: &Pattern) -> Result<(), Denied> {
+        if self.allows_pattern(operation, pattern) {
+            Ok(())
+        } else {
+            Err(Denied {
+                operation,
+                name: pattern.as_str().to_string(),
+                user: self.name.clone(),
+            })
+        }
     }
 
     /// [`User::allows`], as a typed refusal naming the operation, the object and the user.
@@ -379,6 +411,26 @@ users:
             denied.to_string(),
             r#"user "orders-app" may not subscribe topic "orders.audit""#
         );
+    }
+
+    #[test]
+    fn a_subscription_pattern_must_stay_inside_allow_and_outside_deny() {
+        let users = Users::parse(&doc()).unwrap();
+        let app = users.get("orders-app").unwrap();
+        let pat = |t: &str| Pattern::parse(t).unwrap();
+        assert!(app.allows_pattern(Operation::Subscribe, &pat("orders.eu")));
+        assert!(app.allows_pattern(Operation::Publish, &pat("orders.>")));
+        // `orders.*` matches the denied `orders.audit`.
+        let denied = app
+            .check_pattern(Operation::Subscribe, &pat("orders.*"))
+            .unwrap_err();
+        assert_eq!(
+            denied.to_string(),
+            r#"user "orders-app" may not subscribe topic "orders.*""#
+        );
+        // `orders.>` reaches past the one token `orders.*` allows.
+        assert!(!app.allows_pattern(Operation::Publish, &pat(">")));
+        assert!(!app.allows_pattern(Operation::CacheRead, &pat("*.x")));
     }
 
     #[test]

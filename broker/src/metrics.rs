@@ -71,6 +71,10 @@ pub struct Metrics {
     pub connections_total: IntCounter,
     /// Active subscriptions.
     pub subscriptions: IntGauge,
+    /// Active wildcard subscriptions (also in `subscriptions`).
+    pub wildcard_subscriptions: IntGauge,
+    /// Wildcard subscriptions refused because this broker is a cluster member.
+    pub wildcard_refused_clustered: IntCounter,
     /// Topics with state in memory.
     pub topics: IntGauge,
     /// Bytes of encoded EventBatches retained for resuming subscribers, over all topics.
@@ -249,6 +253,9 @@ pub enum Limit {
     Subscriptions,
     /// `max_subscriptions_per_connection`: one subscription too many on one connection.
     SubscriptionsPerConnection,
+    /// `max_wildcard_subscriptions_per_connection`: one wildcard subscription too many on one
+    /// connection.
+    WildcardSubscriptionsPerConnection,
     /// `max_publish_batch_items`: a `PublishBatch` announcing more payloads (refused by the
     /// decoder before it allocates for them; the stream is closed).
     PublishBatchItems,
@@ -256,10 +263,11 @@ pub enum Limit {
 
 impl Limit {
     /// Every limit, for pre-creating the labelled series.
-    pub const ALL: [Limit; 4] = [
+    pub const ALL: [Limit; 5] = [
         Limit::Topics,
         Limit::Subscriptions,
         Limit::SubscriptionsPerConnection,
+        Limit::WildcardSubscriptionsPerConnection,
         Limit::PublishBatchItems,
     ];
 
@@ -269,6 +277,9 @@ impl Limit {
             Limit::Topics => "max_topics",
             Limit::Subscriptions => "max_subscriptions",
             Limit::SubscriptionsPerConnection => "max_subscriptions_per_connection",
+            Limit::WildcardSubscriptionsPerConnection => {
+                "max_wildcard_subscriptions_per_connection"
+            }
             Limit::PublishBatchItems => "max_publish_batch_items",
         }
     }
@@ -467,6 +478,16 @@ impl Metrics {
                 "Client connections accepted.",
             )?,
             subscriptions: gauge(&r, "starling_subscriptions", "Active subscriptions.")?,
+            wildcard_subscriptions: gauge(
+                &r,
+                "starling_wildcard_subscriptions",
+                "Active wildcard subscriptions (a pattern such as orders.*; also counted in starling_subscriptions).",
+            )?,
+            wildcard_refused_clustered: counter(
+                &r,
+                "starling_wildcard_refused_clustered_total",
+                "Wildcard subscriptions refused because this broker is a member of a cluster.",
+            )?,
             topics: gauge(&r, "starling_topics", "Topics with state in memory.")?,
             retained_bytes: gauge(
                 &r,

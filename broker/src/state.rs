@@ -78,6 +78,9 @@ pub struct Registered {
     pub role: Role,
     /// Ends the subscription with `Moved` (its topic moved to another member).
     pub kick: Arc<Notify>,
+    /// Whether it is a wildcard subscription (its `sub.topic` is a pattern, not a topic: it
+    /// has no owner and no upstream).
+    pub wildcard: bool,
 }
 
 /// Live subscriptions by id, so the drain can finish their streams cleanly and a membership
@@ -116,7 +119,7 @@ impl Subscriptions {
             .lock()
             .values()
             // Routing clients and peers are sent to the owner instead (`Moved`).
-            .filter(|r| r.role == Role::Plain)
+            .filter(|r| r.role == Role::Plain && !r.wildcard)
             .map(|r| Arc::clone(&r.sub.topic))
             .collect()
     }
@@ -127,7 +130,7 @@ impl Subscriptions {
         self.live
             .lock()
             .values()
-            .filter(|r| r.role != Role::Plain)
+            .filter(|r| r.role != Role::Plain && !r.wildcard)
             .filter(|r| cluster.route(Kind::Topic, r.sub.topic.as_bytes()) != Route::Local)
             .map(|r| Arc::clone(&r.kick))
             .collect()

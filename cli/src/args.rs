@@ -143,7 +143,11 @@ pub(crate) struct PubArgs {
 /// `starling sub`.
 #[derive(Debug, Args)]
 pub(crate) struct SubArgs {
-    /// Topic to subscribe to.
+    /// Topic to subscribe to, or a pattern of topics: `*` matches one `.`-separated token,
+    /// `>` (last) one or more, e.g. 'orders.*' or 'orders.>' (quote it for the shell). A
+    /// pattern gets live messages of every matching topic, existing or new; `--output json`
+    /// shows each message's topic. Not with --from-time; not on a clustered broker yet.
+    #[arg(value_name = "TOPIC_OR_PATTERN")]
     pub(crate) topic: String,
     /// Exit after this many messages.
     #[arg(long, value_name = "N")]

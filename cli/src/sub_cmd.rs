@@ -1,6 +1,7 @@
-//! `starling sub TOPIC [--count N] [--from-time TIME]`: prints each payload as a line (lossy
-//! UTF-8), or with `--output json` each event as a JSON line, flushing per line. With
-//! `--from-time` it starts at the first message stamped at or after TIME (see
+//! `starling sub TOPIC_OR_PATTERN [--count N] [--from-time TIME]`: prints each payload as a
+//! line (lossy UTF-8), or with `--output json` each event as a JSON line (with the topic it
+//! came from, which a pattern such as `orders.*` makes worth printing), flushing per line.
+//! With `--from-time` it starts at the first message stamped at or after TIME (see
 //! `Client::subscribe_from_time`), else with live messages.
 
 use std::io::Write;
@@ -28,7 +29,7 @@ pub(crate) async fn run(
         let event = event?;
         let line = match output {
             Output::Text => String::from_utf8_lossy(&event.payload).into_owned(),
-            Output::Json => super::json::event_line(&args.topic, &event),
+            Output::Json => super::json::event_line(&event.topic, &event),
         };
         match print_line(&line) {
             Ok(()) => {}

@@ -276,6 +276,42 @@ async fn output_json_for_sub_and_cache_get() {
     b.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_with_a_pattern_prints_every_matching_topic_with_its_name() {
+    let b = start_broker().await;
+    let mut sub = starling(&b);
+    sub.args(["--output", "json", "sub", "cli.w.*", "--count", "4"])
+        .stdout(Stdio::piped());
+    let waiting = tokio::spawn(sub.spawn().expect("spawn sub").wait_with_output());
+    let client = Client::connect(pinned_config(&b)).await.expect("connect");
+    let deadline = tokio::time::Instant::now() + SOON;
+    while !waiting.is_finished() {
+        assert!(tokio::time::Instant::now() < deadline, "sub never exited");
+        for (topic, msg) in [("cli.w.a", "a"), ("cli.w.b", "b"), ("cli.x", "x")] {
+            client.publish_acked(topic, msg).await.expect("publish");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let out = waiting.await.expect("join").expect("sub output");
+    assert!(out.status.success());
+    let mut topics = std::collections::BTreeSet::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        let topic = v["topic"].as_str().expect("a topic").to_string();
+        // Each message under its own topic, and only the matching topics.
+        assert_eq!(
+            Some(&topic[topic.len() - 1..]),
+            v["payload"].as_str(),
+            "{v}"
+        );
+        assert!(topic.starts_with("cli.w."), "{v}");
+        topics.insert(topic);
+    }
+    assert_eq!(topics.len(), 2, "both matching topics: {topics:?}");
+    client.close().await;
+    b.shutdown().await;
+}
+
 /// `starling bench` runs the harness named by STARLING_BENCH_BIN with the command line minus
 /// `bench` (and `--direct`), and exits with its code; here the "harness" is a script that
 /// records its arguments.

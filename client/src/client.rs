@@ -151,7 +151,13 @@ impl Client {
         })
     }
 
-    /// Subscribes to `topic`; returns once the broker accepted the subscription. The
+    /// Subscribes to `topic`; returns once the broker accepted the subscription. `topic` may
+    /// be a pattern (`orders.*`: `*` matches one `.`-separated token; `orders.>`: `>`, last
+    /// only, one or more; the language of `docs/subjects.md`): the subscription then gets the
+    /// live events of every matching topic, existing or created later, each [`Event::topic`](crate::Event::topic)
+    /// naming its own (needs a broker that grants `WILDCARDS`, else
+    /// [`ClientError::Unsupported`]; a broker in a cluster refuses it for now; a pattern
+    /// subscription is live only and resubscribes live). The
     /// subscription outlives its stream: when the stream ends without the user asking (the
     /// broker restarted or drained, the topic's owner moved, the connection broke), it
     /// subscribes again at the topic's owner of the moment, resuming from the last event

@@ -2,6 +2,8 @@
 //! pump of one subscription stream, or the relay that follows a topic's owner): what travels on
 //! it, how many batches it buffers and how an unsubscribe is asked for.
 
+use std::sync::Arc;
+
 use starling_proto::EventBatch;
 use tokio::sync::oneshot;
 
@@ -10,8 +12,18 @@ use crate::ClientError;
 /// Batches buffered between the task and the application.
 pub(crate) const BATCH_BUFFER: usize = 16;
 
+/// One batch as received: on a wildcard subscription with the topic its `BatchTopic` named
+/// (`None` on a subscription to one topic, whose topic is the subscription's).
+#[derive(Debug)]
+pub(crate) struct Delivery {
+    /// The batch's topic, on a wildcard subscription.
+    pub(crate) topic: Option<Arc<str>>,
+    /// The batch.
+    pub(crate) batch: EventBatch,
+}
+
 /// What the feeding task hands over: a batch, or the error that ended the stream.
-pub(crate) type BatchItem = Result<EventBatch, ClientError>;
+pub(crate) type BatchItem = Result<Delivery, ClientError>;
 
 /// A request to unsubscribe; the task answers on the inner sender when done.
 pub(crate) type StopRequest = oneshot::Sender<()>;

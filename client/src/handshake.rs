@@ -158,12 +158,17 @@ mod tests {
         assert_eq!((h.min_version, h.max_version), (2, 2));
         assert_eq!(
             h.features,
-            features::BATCH_PUBLISH | features::CACHE | features::SUBSCRIBE_FROM_TIME
+            features::BATCH_PUBLISH
+                | features::CACHE
+                | features::SUBSCRIBE_FROM_TIME
+                | features::WILDCARDS
         );
         assert_eq!(h.client_name, "me");
         assert_eq!(h.auth_token, None);
         let routed = hello_of(Role::Routed, None);
         assert!(routed.features & features::CLUSTER != 0);
+        assert!(routed.features & features::WILDCARDS != 0);
+        // A peer's upstream subscriptions name single topics: never patterns.
         let peer = hello_of(Role::Peer, None);
         assert_eq!(peer.features, features::BASE | features::PEER);
         assert_eq!(peer.auth_token, None);

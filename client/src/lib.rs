@@ -49,6 +49,26 @@
 //! A broker's links to its peers use [`ClientConfig::as_peer`] with the member's
 //! `starling:peer` certificate as `Certificate` credentials.
 //!
+//! # Wildcard subscriptions
+//! [`Client::subscribe`] takes a pattern too: `orders.*` (`*` is one `.`-separated token) or
+//! `orders.>` (`>`, last only, one or more), the language the permissions use
+//! (`docs/subjects.md`). The subscription gets the live events of every matching topic, those
+//! that exist and those created later, and each [`Event::topic`] names the topic it came from.
+//! The broker allows it only when the user may subscribe to every topic it can match (else
+//! [`ClientError::Forbidden`]). It needs a broker that grants the `WILDCARDS` feature (an
+//! older one gives [`ClientError::Unsupported`]); a broker in a cluster refuses it for now
+//! (a server error with code `InvalidRequest`).
+//!
+//! ```no_run
+//! # async fn demo(client: starling_client::Client) -> Result<(), starling_client::ClientError> {
+//! let mut sub = client.subscribe("orders.*").await?;
+//! while let Some(event) = sub.next_event().await {
+//!     let event = event?;
+//!     println!("{}: {:?}", event.topic, event.payload);
+//! }
+//! # Ok(()) }
+//! ```
+//!
 //! # Where a subscription starts
 //! [`Client::subscribe`] takes live events only. [`Client::subscribe_from`] resumes at a
 //! [`Position`] (a [`Subscription::resume_point`]): the broker first replays what it still

@@ -1,5 +1,6 @@
 //! The task behind a subscription: owns the stream, decodes `EventBatch`
-//! frames and hands them to the [`Subscription`](crate::Subscription) through
+//! frames (on a wildcard subscription, each with the topic the `BatchTopic`
+//! before it named) and hands them to the [`Subscription`](crate::Subscription) through
 //! a small bounded channel, answers `Ping`s, and sends `Unsubscribe` when
 //! asked. While the application is slow the task stops reading, so QUIC flow
 //! control pushes back on the broker, which then applies its slow-subscriber
@@ -13,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
 use crate::error::ProtocolError;
-use crate::feed::{BatchItem, StopRequest};
+use crate::feed::{BatchItem, Delivery, StopRequest};
 
 /// Bytes asked for per read.
 const READ_CHUNK: usize = 64 * 1024;
@@ -35,6 +36,8 @@ pub(crate) async fn pump(
     out: mpsc::Sender<BatchItem>,
     mut stop: oneshot::Receiver<StopRequest>,
 ) {
+    // The topic the last `BatchTopic` named, for the `EventBatch` after it.
+    let mut topic = None;
     loop {
         let next = tokio::select! {
             r = read_frame(&mut io.recv, &mut io.buf, &io.decoder, READ_CHUNK) => r,
@@ -47,8 +50,16 @@ pub(crate) async fn pump(
                 let _ = tokio::time::timeout(io.write_timeout, io.send.write_all(&pong)).await;
                 continue;
             }
+            Ok(Some(Frame::BatchTopic(t))) => {
+                topic = Some(std::sync::Arc::from(t.topic));
+                continue;
+            }
             Ok(Some(frame)) => match classify(frame) {
-                Some(item) => item,
+                Some(Ok(batch)) => Ok(Delivery {
+                    topic: topic.take(),
+                    batch,
+                }),
+                Some(Err(e)) => Err(e),
                 None => continue,
             },
             // The server ended the subscription.
@@ -85,7 +96,7 @@ async fn unsubscribe(io: &mut SubscriptionIo, done: Option<StopRequest>) {
 }
 
 /// What one frame on a subscription stream means; `None` for frames to skip.
-fn classify(frame: Frame) -> Option<BatchItem> {
+fn classify(frame: Frame) -> Option<Result<starling_proto::EventBatch, ClientError>> {
     match frame {
         Frame::EventBatch(batch) => Some(Ok(batch)),
         Frame::Error(e) => Some(Err(ClientError::server(e))),

@@ -41,6 +41,9 @@ pub(crate) async fn relay<C: Resubscribe>(
     start: StartAt,
 ) {
     let mut resume = ResumePoint(start.position());
+    // A wildcard subscription is live only: it resubscribes live (its topics' positions are
+    // not one resume point).
+    let wildcard = starling_proto::is_subscription_pattern(&topic);
     loop {
         let item = tokio::select! {
             item = current.next_batch() => item,
@@ -54,9 +57,12 @@ pub(crate) async fn relay<C: Resubscribe>(
             () = out.closed() => return,
         };
         match item {
-            Some(Ok(batch)) => {
-                resume.advance(batch.stream, batch.first_seq, batch.events.len());
-                if out.send(Ok(batch)).await.is_err() {
+            Some(Ok(delivery)) => {
+                if !wildcard {
+                    let batch = &delivery.batch;
+                    resume.advance(batch.stream, batch.first_seq, batch.events.len());
+                }
+                if out.send(Ok(delivery)).await.is_err() {
                     return;
                 }
             }

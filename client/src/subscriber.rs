@@ -1,11 +1,14 @@
 //! The subscription pool: `event_conn_pool` connections, each subscription
 //! on its own bidirectional stream, spread round-robin over the connections. A subscription
-//! from a time is sent only on a connection that was granted `SUBSCRIBE_FROM_TIME`.
+//! from a time is sent only on a connection that was granted `SUBSCRIBE_FROM_TIME`, a
+//! wildcard one (`orders.*`) only on one granted `WILDCARDS`, and only live.
 
 use std::time::Duration;
 
 use bytes::BytesMut;
-use starling_proto::{Frame, StartAt, Subscribe, SubscribeOk, features, read_frame};
+use starling_proto::{
+    Frame, StartAt, Subscribe, SubscribeOk, features, is_subscription_pattern, read_frame,
+};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
@@ -69,6 +72,7 @@ async fn open_subscription(
     request_timeout: Duration,
 ) -> Result<Subscription, ClientError> {
     check_start(conn.info.features, start)?;
+    check_pattern(conn.info.features, topic, start)?;
     let (mut send, mut recv) = conn.quic.open_bi().await?;
     let request = Frame::Subscribe(Subscribe {
         request_id: 1,
@@ -116,6 +120,26 @@ fn check_start(granted: u64, start: StartAt) -> Result<(), ClientError> {
     }
 }
 
+/// Refuses a wildcard subscription the broker cannot take: it needs `WILDCARDS` granted (an
+/// older broker would take the pattern for a topic name), and starts live.
+fn check_pattern(granted: u64, topic: &str, start: StartAt) -> Result<(), ClientError> {
+    if !is_subscription_pattern(topic) {
+        return Ok(());
+    }
+    if granted & features::WILDCARDS == 0 {
+        return Err(ClientError::Unsupported(format!(
+            "wildcard subscription {topic:?} (the broker did not grant WILDCARDS; it is older \
+             than this client)"
+        )));
+    }
+    if start != StartAt::Live {
+        return Err(ClientError::InvalidTopic(format!(
+            "{topic:?}: a wildcard subscription is live only (no resume position or start time)"
+        )));
+    }
+    Ok(())
+}
+
 /// Interprets the server's answer to `Subscribe`.
 fn accepted(frame: Option<Frame>) -> Result<SubscribeOk, ClientError> {
     match frame {
@@ -135,6 +159,20 @@ fn accepted(frame: Option<Frame>) -> Result<SubscribeOk, ClientError> {
 mod tests {
     use super::*;
     use starling_proto::{ErrorCode, ErrorFrame};
+
+    #[test]
+    fn a_pattern_needs_the_feature_and_starts_live() {
+        let all = features::WILDCARDS | features::SUBSCRIBE_FROM_TIME;
+        assert!(check_pattern(all, "orders.*", StartAt::Live).is_ok());
+        assert!(check_pattern(0, "orders", StartAt::Live).is_ok());
+        let old = check_pattern(features::BASE, "orders.>", StartAt::Live);
+        assert!(old.is_err_and(|e| e.is_unsupported()));
+        let resumed = check_pattern(all, "orders.*", StartAt::TimeMs(5));
+        assert!(
+            matches!(resumed, Err(ClientError::InvalidTopic(_))),
+            "{resumed:?}"
+        );
+    }
 
     #[test]
     fn a_time_needs_the_feature() {

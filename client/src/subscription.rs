@@ -1,10 +1,13 @@
-//! [`Subscription`]: the events of one topic as a `futures::Stream`, fed by a
+//! [`Subscription`]: the events of one topic (or, for a wildcard subscription such as
+//! `orders.*`, of every topic its pattern matches) as a `futures::Stream`, fed by a
 //! reader task (see `pump`) or a resubscribing relay (see `relay`). It drops events a replay
-//! sends twice, numbers events with one continuous sequence, counts the events the broker
-//! dropped because this subscriber was too slow, and knows its resume point.
+//! sends twice, numbers events with one continuous sequence (per topic on a wildcard
+//! subscription), counts the events the broker dropped because this subscriber was too slow,
+//! and knows its resume point (a wildcard subscription has none: it is live only).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -14,14 +17,21 @@ use starling_proto::{EventBatch, Position, SeenStreams};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
-use crate::feed::{BatchItem, StopRequest};
+use crate::feed::{BatchItem, Delivery, StopRequest};
+
+/// Topics a wildcard subscription numbers separately at most; past it their numberings start
+/// afresh (the next event of each is numbered as if it were its topic's first).
+const MAX_TOPICS_NUMBERED: usize = 4096;
 
 /// One delivered message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
+    /// The topic it was published to: the subscription's, or on a wildcard subscription the
+    /// matching topic it came from.
+    pub topic: Arc<str>,
     /// This subscription's sequence number of the event: consecutive, except that events the
     /// broker dropped for this subscriber leave a gap. It starts at the broker's number of the
-    /// first event received.
+    /// first event received. On a wildcard subscription, per topic.
     pub seq: u64,
     /// Where the event sits in the topic's streams, as numbered by the topic's owner; the same
     /// wherever the event is delivered. One past it is the resume point for
@@ -35,10 +45,13 @@ pub struct Event {
 /// [`Subscription::unsubscribe`]; dropping it also ends it on the server.
 pub struct Subscription {
     id: u64,
-    topic: String,
+    topic: Arc<str>,
     batches: mpsc::Receiver<BatchItem>,
     ready: VecDeque<Event>,
     numbering: Numbering,
+    /// On a wildcard subscription, each topic's numbering (at most [`MAX_TOPICS_NUMBERED`]),
+    /// and the drops counted by numberings since forgotten.
+    by_topic: Option<(HashMap<Arc<str>, Numbering>, u64)>,
     resume: Option<Position>,
     stop: Option<oneshot::Sender<StopRequest>>,
     request_timeout: Duration,
@@ -54,12 +67,14 @@ impl Subscription {
         request_timeout: Duration,
         resume: Option<Position>,
     ) -> Self {
+        let wildcard = starling_proto::is_subscription_pattern(&topic);
         Subscription {
             id,
-            topic,
+            topic: Arc::from(topic),
             batches,
             ready: VecDeque::new(),
             numbering: Numbering::from(resume),
+            by_topic: wildcard.then(|| (HashMap::new(), 0)),
             resume,
             stop: Some(stop),
             request_timeout,
@@ -71,7 +86,7 @@ impl Subscription {
         self.id
     }
 
-    /// The subscribed topic.
+    /// The subscribed topic (a pattern, for a wildcard subscription).
     pub fn topic(&self) -> &str {
         &self.topic
     }
@@ -79,13 +94,33 @@ impl Subscription {
     /// Events the server dropped for this subscriber so far, detected as
     /// gaps in the sequence numbers between batches.
     pub fn dropped_events(&self) -> u64 {
-        self.numbering.dropped
+        let wildcard = self.by_topic.as_ref().map_or(0, |(topics, forgotten)| {
+            topics.values().map(|n| n.dropped).sum::<u64>() + forgotten
+        });
+        self.numbering.dropped + wildcard
+    }
+
+    /// Numbers a delivered batch into `ready`.
+    fn take(&mut self, delivery: Delivery) {
+        let Delivery { topic, batch } = delivery;
+        let topic = topic.unwrap_or_else(|| Arc::clone(&self.topic));
+        let numbering = match &mut self.by_topic {
+            None => &mut self.numbering,
+            Some((topics, forgotten)) => {
+                if !topics.contains_key(&topic) && topics.len() >= MAX_TOPICS_NUMBERED {
+                    *forgotten += topics.values().map(|n| n.dropped).sum::<u64>();
+                    topics.clear();
+                }
+                topics.entry(Arc::clone(&topic)).or_default()
+            }
+        };
+        self.ready.extend(numbering.number(batch, &topic));
     }
 
     /// One past the last event this subscription returned (or the position it was opened
     /// with): pass it to [`Client::subscribe_from`](crate::Client::subscribe_from) to continue
     /// where this subscription stopped. `None` before any event of a live-only subscription or
-    /// of one opened from a time.
+    /// of one opened from a time, and always on a wildcard subscription.
     pub fn resume_point(&self) -> Option<Position> {
         self.resume
     }
@@ -120,14 +155,16 @@ impl Stream for Subscription {
         let this = self.get_mut();
         loop {
             if let Some(event) = this.ready.pop_front() {
-                this.resume = Some(Position {
-                    stream: event.position.stream,
-                    seq: event.position.seq.wrapping_add(1),
-                });
+                if this.by_topic.is_none() {
+                    this.resume = Some(Position {
+                        stream: event.position.stream,
+                        seq: event.position.seq.wrapping_add(1),
+                    });
+                }
                 return Poll::Ready(Some(Ok(event)));
             }
             match this.batches.poll_recv(cx) {
-                Poll::Ready(Some(Ok(batch))) => this.ready.extend(this.numbering.number(batch)),
+                Poll::Ready(Some(Ok(delivery))) => this.take(delivery),
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => return Poll::Pending,
@@ -141,7 +178,7 @@ impl std::fmt::Debug for Subscription {
         f.debug_struct("Subscription")
             .field("id", &self.id)
             .field("topic", &self.topic)
-            .field("dropped_events", &self.numbering.dropped)
+            .field("dropped_events", &self.dropped_events())
             .finish_non_exhaustive()
     }
 }
@@ -176,7 +213,11 @@ impl From<Option<Position>> for Numbering {
 }
 
 impl Numbering {
-    fn number(&mut self, batch: EventBatch) -> impl Iterator<Item = Event> + use<> {
+    fn number(
+        &mut self,
+        batch: EventBatch,
+        topic: &Arc<str>,
+    ) -> impl Iterator<Item = Event> + use<> {
         let EventBatch {
             stream,
             first_seq,
@@ -211,6 +252,7 @@ impl Numbering {
             .into_iter()
             .enumerate()
             .map(|(i, payload)| Event {
+                topic: Arc::clone(topic),
                 seq: seq0.wrapping_add(i as u64),
                 position: Position {
                     stream,
@@ -235,6 +277,12 @@ mod tests {
         }
     }
 
+    impl Numbering {
+        fn number_in(&mut self, b: EventBatch) -> impl Iterator<Item = Event> + use<> {
+            self.number(b, &Arc::from("t"))
+        }
+    }
+
     fn seqs(events: impl Iterator<Item = Event>) -> Vec<(u64, u64)> {
         events.map(|e| (e.seq, e.position.seq)).collect()
     }
@@ -242,29 +290,29 @@ mod tests {
     #[test]
     fn events_are_numbered_from_the_first_received() {
         let mut n = Numbering::default();
-        assert_eq!(seqs(n.number(batch(7, 10, 2))), [(10, 10), (11, 11)]);
-        assert_eq!(seqs(n.number(batch(7, 12, 1))), [(12, 12)]);
+        assert_eq!(seqs(n.number_in(batch(7, 10, 2))), [(10, 10), (11, 11)]);
+        assert_eq!(seqs(n.number_in(batch(7, 12, 1))), [(12, 12)]);
         assert_eq!(n.dropped, 0);
     }
 
     #[test]
     fn gaps_within_a_stream_count_as_drops() {
         let mut n = Numbering::default();
-        n.number(batch(7, 5, 3)).count(); // 5..=7
-        assert_eq!(seqs(n.number(batch(7, 12, 1))), [(12, 12)]); // 8..=11 dropped
+        n.number_in(batch(7, 5, 3)).count(); // 5..=7
+        assert_eq!(seqs(n.number_in(batch(7, 12, 1))), [(12, 12)]); // 8..=11 dropped
         assert_eq!(n.dropped, 4);
     }
 
     #[test]
     fn a_new_stream_continues_the_sequence_and_replays_are_trimmed() {
         let mut n = Numbering::default();
-        n.number(batch(1, 0, 5)).count(); // seq 0..=4
+        n.number_in(batch(1, 0, 5)).count(); // seq 0..=4
         // The topic moved: stream 2 starts at 0; the user's sequence goes on at 5.
-        assert_eq!(seqs(n.number(batch(2, 0, 2))), [(5, 0), (6, 1)]);
+        assert_eq!(seqs(n.number_in(batch(2, 0, 2))), [(5, 0), (6, 1)]);
         // A replay of stream 2 overlapping what was received: only 2..4 are new.
-        assert_eq!(seqs(n.number(batch(2, 0, 4))), [(7, 2), (8, 3)]);
+        assert_eq!(seqs(n.number_in(batch(2, 0, 4))), [(7, 2), (8, 3)]);
         // A late replay of stream 1: all seen.
-        assert_eq!(n.number(batch(1, 2, 3)).count(), 0);
+        assert_eq!(n.number_in(batch(1, 2, 3)).count(), 0);
         assert_eq!(n.dropped, 0);
     }
 
@@ -272,6 +320,6 @@ mod tests {
     fn a_resume_point_drops_what_came_before_it() {
         let mut n = Numbering::from(Some(Position { stream: 3, seq: 10 }));
         // The broker replays whole batches: 8 and 9 were received before.
-        assert_eq!(seqs(n.number(batch(3, 8, 4))), [(10, 10), (11, 11)]);
+        assert_eq!(seqs(n.number_in(batch(3, 8, 4))), [(10, 10), (11, 11)]);
     }
 }

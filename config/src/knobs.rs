@@ -315,6 +315,14 @@ knobs! {
     /// exempt: one peer link carries the relayed subscriptions of every topic its member's
     /// clients follow here, and `max_subscriptions` still bounds them.
     max_subscriptions_per_connection: u32,
+    /// Most wildcard subscriptions (a `Subscribe` whose topic is a pattern such as `orders.*`
+    /// or `orders.>`, see `docs/subjects.md`) open at once on one client connection; they count
+    /// against `max_subscriptions_per_connection` too. Each one is offered every batch of every
+    /// topic it matches and is checked against every topic this broker creates, so they cost
+    /// more than a subscription to one topic. A wildcard `Subscribe` past it is refused with
+    /// `LimitExceeded` and counted in
+    /// `starling_limit_refusals_total{limit="max_wildcard_subscriptions_per_connection"}`.
+    max_wildcard_subscriptions_per_connection: u32,
     /// Most bytes of publish requests read from clients and not yet in a batch their topic has
     /// sealed and offered to its subscribers (or forwarded to the topic's owner), over all
     /// connections: the publish workers' queues, the topic channels and the open batches. A

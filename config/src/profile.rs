@@ -65,6 +65,7 @@ impl Profile {
             max_topics: 16_384,
             max_subscriptions: 65_536,
             max_subscriptions_per_connection: 512,
+            max_wildcard_subscriptions_per_connection: 16,
             max_inflight_publish_bytes: 256 * MIB,
             max_publish_batch_items: 16_384,
             connection_buffer_budget_bytes: 2 * GIB,

@@ -141,6 +141,11 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("max_topics", Some(1), Some(1 << 24)),
     range("max_subscriptions", Some(1), Some(1 << 24)),
     range("max_subscriptions_per_connection", Some(1), Some(1 << 20)),
+    range(
+        "max_wildcard_subscriptions_per_connection",
+        Some(1),
+        Some(1 << 16),
+    ),
     range("max_inflight_publish_bytes", Some(1 << 16), Some(1 << 40)),
     range("max_publish_batch_items", Some(1), Some(1 << 20)),
     // Room for at least one connection at the floor with the default frame size (a larger

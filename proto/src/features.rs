@@ -25,8 +25,16 @@ pub const PEER: u64 = 16;
 /// sends it only when granted.
 pub const SUBSCRIBE_FROM_TIME: u64 = 32;
 
+/// A `Subscribe` topic holding `*` or `>` as a whole token is a pattern of the access pattern
+/// language (`orders.*`, `orders.>`): the subscription receives every matching topic's events,
+/// each `EventBatch` preceded by a [`BatchTopic`](crate::BatchTopic) naming its topic. Without
+/// the bit such a topic is a literal name, as it always was. Asked for by plain and routing
+/// clients, never by a peer (a broker's upstream subscriptions name single topics).
+pub const WILDCARDS: u64 = 64;
+
 /// Every feature bit defined by protocol version 2.
-pub const ALL: u64 = BATCH_PUBLISH | CACHE | CLUSTER | AUTH_TOKEN | PEER | SUBSCRIBE_FROM_TIME;
+pub const ALL: u64 =
+    BATCH_PUBLISH | CACHE | CLUSTER | AUTH_TOKEN | PEER | SUBSCRIBE_FROM_TIME | WILDCARDS;
 
 /// Features every connection asks for, whatever its role.
 pub const BASE: u64 = BATCH_PUBLISH | CACHE | SUBSCRIBE_FROM_TIME;
@@ -51,8 +59,8 @@ impl Role {
     /// The feature bits a connection of this role asks for in its `Hello`.
     pub const fn requested(self) -> u64 {
         match self {
-            Role::Plain => BASE,
-            Role::Routed => BASE | CLUSTER,
+            Role::Plain => BASE | WILDCARDS,
+            Role::Routed => BASE | CLUSTER | WILDCARDS,
             Role::Peer => BASE | PEER,
         }
     }

@@ -8,9 +8,9 @@ use crate::header::put_header;
 use crate::kind::FrameKind;
 use crate::limits::HEADER_LEN;
 use crate::messages::{
-    CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
-    ErrorFrame, EventBatch, Hello, HelloOk, LogChunk, LogClaim, LogClaimed, LogRead, Moved, Ping,
-    Publish, PublishAck, PublishBatch, Subscribe, SubscribeOk, Unsubscribe,
+    BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
+    ClusterInfoRequest, ErrorFrame, EventBatch, Hello, HelloOk, LogChunk, LogClaim, LogClaimed,
+    LogRead, Moved, Ping, Publish, PublishAck, PublishBatch, Subscribe, SubscribeOk, Unsubscribe,
 };
 use crate::wire::{DecodeBody, EncodeBody, Reader};
 
@@ -36,6 +36,8 @@ pub enum Frame {
     Unsubscribe(Unsubscribe),
     /// Events for a subscription (0x23).
     EventBatch(EventBatch),
+    /// The topic of the next `EventBatch` on a wildcard subscription (0x24).
+    BatchTopic(BatchTopic),
     /// Cache write (0x30).
     CachePut(CachePut),
     /// Cache read (0x31).
@@ -81,6 +83,7 @@ impl Frame {
             Frame::SubscribeOk(_) => FrameKind::SubscribeOk,
             Frame::Unsubscribe(_) => FrameKind::Unsubscribe,
             Frame::EventBatch(_) => FrameKind::EventBatch,
+            Frame::BatchTopic(_) => FrameKind::BatchTopic,
             Frame::CachePut(_) => FrameKind::CachePut,
             Frame::CacheGet(_) => FrameKind::CacheGet,
             Frame::CacheDelete(_) => FrameKind::CacheDelete,
@@ -115,6 +118,7 @@ impl Frame {
             Frame::SubscribeOk(b) => b,
             Frame::Unsubscribe(b) => b,
             Frame::EventBatch(b) => b,
+            Frame::BatchTopic(b) => b,
             Frame::CachePut(b) => b,
             Frame::CacheGet(b) => b,
             Frame::CacheDelete(b) => b,
@@ -186,6 +190,7 @@ pub(crate) fn decode_payload(
         FrameKind::SubscribeOk => Frame::SubscribeOk(body(r)?),
         FrameKind::Unsubscribe => Frame::Unsubscribe(body(r)?),
         FrameKind::EventBatch => Frame::EventBatch(body(r)?),
+        FrameKind::BatchTopic => Frame::BatchTopic(body(r)?),
         FrameKind::CachePut => Frame::CachePut(body(r)?),
         FrameKind::CacheGet => Frame::CacheGet(body(r)?),
         FrameKind::CacheDelete => Frame::CacheDelete(body(r)?),

@@ -27,6 +27,8 @@ pub enum FrameKind {
     Unsubscribe = 0x22,
     /// Events delivered to a subscriber.
     EventBatch = 0x23,
+    /// The topic of the next `EventBatch` on a wildcard subscription.
+    BatchTopic = 0x24,
     /// Cache write.
     CachePut = 0x30,
     /// Cache read.
@@ -61,7 +63,7 @@ pub enum FrameKind {
 
 impl FrameKind {
     /// Every frame kind, in type-number order.
-    pub const ALL: [FrameKind; 24] = [
+    pub const ALL: [FrameKind; 25] = [
         FrameKind::Hello,
         FrameKind::HelloOk,
         FrameKind::Publish,
@@ -71,6 +73,7 @@ impl FrameKind {
         FrameKind::SubscribeOk,
         FrameKind::Unsubscribe,
         FrameKind::EventBatch,
+        FrameKind::BatchTopic,
         FrameKind::CachePut,
         FrameKind::CacheGet,
         FrameKind::CacheDelete,
@@ -105,6 +108,7 @@ impl FrameKind {
             0x21 => FrameKind::SubscribeOk,
             0x22 => FrameKind::Unsubscribe,
             0x23 => FrameKind::EventBatch,
+            0x24 => FrameKind::BatchTopic,
             0x30 => FrameKind::CachePut,
             0x31 => FrameKind::CacheGet,
             0x32 => FrameKind::CacheDelete,
@@ -136,6 +140,7 @@ impl FrameKind {
             FrameKind::SubscribeOk => "subscribe_ok",
             FrameKind::Unsubscribe => "unsubscribe",
             FrameKind::EventBatch => "event_batch",
+            FrameKind::BatchTopic => "batch_topic",
             FrameKind::CachePut => "cache_put",
             FrameKind::CacheGet => "cache_get",
             FrameKind::CacheDelete => "cache_delete",

@@ -63,10 +63,11 @@ pub use io::{ReadError, read_frame, write_frame};
 pub use kind::FrameKind;
 pub use limits::{FRAMING_VERSION, HEADER_LEN, MAX_KEY_LEN, MAX_TOPIC_LEN, PROTOCOL_VERSION};
 pub use messages::{
-    AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
-    ErrorFrame, EventBatch, Hello, HelloOk, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved,
-    Ping, Publish, PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe,
+    AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
+    ClusterInfoRequest, ErrorFrame, EventBatch, Hello, HelloOk, LogChunk, LogClaim, LogClaimed,
+    LogRead, Member, Moved, Ping, Publish, PublishAck, PublishBatch, StartAt, Subscribe,
+    SubscribeOk, Unsubscribe,
 };
 pub use messages::{DECODED_ITEM_BYTES, decoded_bytes};
 pub use position::{Position, SeenStreams};
-pub use validate::{validate_key, validate_topic};
+pub use validate::{is_subscription_pattern, validate_key, validate_topic};

@@ -26,6 +26,15 @@ pub fn validate_topic(topic: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Whether a `Subscribe` topic is a pattern on a connection granted
+/// [`WILDCARDS`](crate::features::WILDCARDS): it holds `*` or `>` as a whole `.`-separated
+/// token (`orders.*`, `orders.>`, and `a..*`, which the broker then refuses as a malformed
+/// pattern). `orders` and `ord*` are not. The pattern language itself is
+/// `starling_access::Pattern`'s.
+pub fn is_subscription_pattern(topic: &str) -> bool {
+    topic.split('.').any(|t| t == "*" || t == ">")
+}
+
 /// Checks that a cache key is 1..=[`MAX_KEY_LEN`] bytes. Keys are opaque
 /// bytes; any content is allowed.
 pub fn validate_key(key: &[u8]) -> Result<(), &'static str> {
@@ -41,6 +50,16 @@ pub fn validate_key(key: &[u8]) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pattern_has_a_whole_wildcard_token() {
+        for p in ["*", ">", "orders.*", "orders.>", "*.eu", "a.*.c", "a..*"] {
+            assert!(is_subscription_pattern(p), "{p:?}");
+        }
+        for t in ["orders", "ord*", "a>", "orders.eu", "**", "a.>b"] {
+            assert!(!is_subscription_pattern(t), "{t:?}");
+        }
+    }
 
     #[test]
     fn accepts_ordinary_topics() {

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
-    AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
-    ErrorCode, ErrorFrame, EventBatch, Frame, FrameDecoder, FrameKind, Hello, HelloOk, LogChunk,
-    LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Position, Publish, PublishAck,
-    PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe, features,
+    AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
+    ClusterInfoRequest, ErrorCode, ErrorFrame, EventBatch, Frame, FrameDecoder, FrameKind, Hello,
+    HelloOk, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Position, Publish,
+    PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe, features,
 };
 
 const LIMIT: u32 = 1 << 20;
@@ -109,6 +109,9 @@ fn expected(name: &str) -> Frame {
             stream: 0x0a0b_0c0d_0e0f_1011,
             first_seq: 100,
             events: vec![b(b"x"), b(b"yz")],
+        }),
+        "batch_topic" => Frame::BatchTopic(BatchTopic {
+            topic: "orders.eu".into(),
         }),
         "cache_put" => Frame::CachePut(CachePut {
             request_id: 5,

@@ -35,13 +35,17 @@ pub const MAX_REPLIES: usize = 16;
 /// The bytes of one queued item, always shared, never copied: one EventBatch frame (live
 /// fan-out, the same `Bytes` for every subscriber of the topic), or a run of retained frames
 /// written back to back (a replay: the retained tail's own `Bytes`, so however many
-/// subscribers resume, the tail is held once and counted once, in `starling_retained_bytes`).
+/// subscribers resume, the tail is held once and counted once, in `starling_retained_bytes`),
+/// or a live batch for a wildcard subscription: the topic's `BatchTopic` frame (encoded once
+/// per topic) and then the shared EventBatch.
 #[derive(Debug, Clone)]
 pub enum Frames {
     /// One frame.
     One(Bytes),
     /// Consecutive frames, in order.
     Run(Arc<[Bytes]>),
+    /// A `BatchTopic` frame and the EventBatch it names the topic of.
+    Tagged(Bytes, Bytes),
 }
 
 impl Frames {
@@ -50,6 +54,7 @@ impl Frames {
         match self {
             Frames::One(b) => b.len(),
             Frames::Run(run) => run.iter().map(Bytes::len).sum(),
+            Frames::Tagged(tag, frame) => tag.len() + frame.len(),
         }
     }
 
@@ -63,6 +68,10 @@ impl Frames {
         match self {
             Frames::One(b) => out.push(b.clone()),
             Frames::Run(run) => out.extend(run.iter().cloned()),
+            Frames::Tagged(tag, frame) => {
+                out.push(tag.clone());
+                out.push(frame.clone());
+            }
         }
     }
 }
@@ -285,6 +294,7 @@ impl Subscriber {
         }
         let charge = match &item.frame {
             Frames::One(b) => self.budget.charge_for(b.len()),
+            Frames::Tagged(tag, frame) => self.budget.charge_for(tag.len() + frame.len()),
             Frames::Run(_) => 0,
         };
         let mut st = self.state.lock();

@@ -111,6 +111,19 @@ impl Access {
             Access::User(u) => u.user.read().check(operation, name),
         }
     }
+
+    /// Whether `operation` on every name `pattern` matches is allowed (a wildcard
+    /// subscription).
+    pub fn check_pattern(
+        &self,
+        operation: Operation,
+        pattern: &starling_access::Pattern,
+    ) -> Result<(), Denied> {
+        match self {
+            Access::Unrestricted => Ok(()),
+            Access::User(u) => u.user.read().check_pattern(operation, pattern),
+        }
+    }
 }
 
 /// A live user connection, as the revocation pass sees it.

@@ -247,6 +247,7 @@ async fn serve_streams(
         role,
         allowance: grant.allowance().clone(),
         subscriptions: Arc::default(),
+        wildcards: Arc::default(),
         access,
     };
     loop {

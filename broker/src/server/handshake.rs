@@ -22,7 +22,8 @@ pub const OFFERED_FEATURES: u64 = features::BATCH_PUBLISH
     | features::CLUSTER
     | features::AUTH_TOKEN
     | features::PEER
-    | features::SUBSCRIBE_FROM_TIME;
+    | features::SUBSCRIBE_FROM_TIME
+    | features::WILDCARDS;
 
 /// Why a handshake failed (also the reason the connection is closed with).
 #[derive(Debug, thiserror::Error)]

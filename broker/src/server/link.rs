@@ -24,6 +24,9 @@ pub struct Link {
     pub allowance: Allowance,
     /// The connection's open subscriptions (within `max_subscriptions_per_connection`).
     pub subscriptions: Arc<InProgress>,
+    /// The connection's open wildcard subscriptions (within
+    /// `max_wildcard_subscriptions_per_connection`).
+    pub wildcards: Arc<InProgress>,
     /// What the connection's requests are checked against.
     pub access: Access,
 }

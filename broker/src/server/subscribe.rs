@@ -14,16 +14,24 @@
 //! membership change moves the topic away from this broker while a routing client or a peer
 //! is subscribed (they resume at the new owner), after a short grace and a drain of what this
 //! broker accepted as the owner.
+//!
+//! A `Subscribe` whose topic is a pattern (`orders.*`, `orders.>`; on a connection granted the
+//! `WILDCARDS` feature) is a wildcard subscription: live only, allowed when the user may
+//! subscribe to every topic the pattern can match, within
+//! `max_wildcard_subscriptions_per_connection`, served by the topic registry (every matching
+//! topic, existing or created later), each batch after a `BatchTopic`. A broker in a cluster
+//! refuses it (`InvalidRequest`): the topics it matches have many owners, and relaying from
+//! every one is not built yet.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use starling_access::Operation;
+use starling_access::{Operation, Pattern};
 use starling_config::BrokerConfig;
 use starling_placement::Kind;
 use starling_proto::{
     ErrorCode, Frame, FrameDecoder, Moved, Position, StartAt, Subscribe, SubscribeOk, features,
-    write_frame,
+    is_subscription_pattern, write_frame,
 };
 use tokio::sync::oneshot;
 
@@ -78,11 +86,51 @@ enum Refusal {
     Moved(Member),
 }
 
+/// The pattern of a wildcard subscription, when `req` is one (see the module doc); a
+/// pattern that does not parse is refused.
+fn wildcard(link: &Link, req: &Subscribe) -> Result<Option<Pattern>, Refusal> {
+    if link.granted & features::WILDCARDS == 0 || !is_subscription_pattern(&req.topic) {
+        return Ok(None);
+    }
+    Pattern::parse(&req.topic).map(Some).map_err(|e| {
+        Refusal::Error(
+            ErrorCode::InvalidRequest,
+            format!("not a valid subscription pattern: {e}"),
+        )
+    })
+}
+
+/// Checks a wildcard `Subscribe`: live only, not on a cluster member, and the user may
+/// subscribe to every topic the pattern can match.
+fn check_wildcard(
+    h: &Handles,
+    link: &Link,
+    req: &Subscribe,
+    pattern: &Pattern,
+) -> Result<(), Refusal> {
+    if req.start != StartAt::Live {
+        let msg = "a wildcard subscription is live only: no resume position or start time";
+        return Err(Refusal::Error(ErrorCode::InvalidRequest, msg.into()));
+    }
+    if h.cluster.is_clustered() {
+        h.metrics.wildcard_refused_clustered.inc();
+        let msg = "wildcard subscriptions are not served by a broker in a cluster (yet): \
+                   subscribe to each topic instead";
+        return Err(Refusal::Error(ErrorCode::InvalidRequest, msg.into()));
+    }
+    if let Err(denied) = link.access.check_pattern(Operation::Subscribe, pattern) {
+        h.metrics.forbidden(&denied);
+        return Err(Refusal::Error(ErrorCode::Forbidden, denied.to_string()));
+    }
+    Ok(())
+}
+
 /// Checks a `Subscribe` before anything is created for it: a start time comes with the
 /// feature it needs, the broker serves, the connection's user may subscribe to the topic (the
 /// retained replay included), the topic is not another member's (for a routing client or a
-/// peer), and `max_topics` admits it.
-fn check(h: &Handles, link: &Link, req: &Subscribe) -> Result<(), Refusal> {
+/// peer), and `max_topics` admits it. For a wildcard subscription, [`check_wildcard`] instead
+/// of the last three; its pattern is returned.
+fn check(h: &Handles, link: &Link, req: &Subscribe) -> Result<Option<Pattern>, Refusal> {
     let (role, access) = (link.role, &link.access);
     if matches!(req.start, StartAt::TimeMs(_)) && link.granted & features::SUBSCRIBE_FROM_TIME == 0
     {
@@ -92,6 +140,10 @@ fn check(h: &Handles, link: &Link, req: &Subscribe) -> Result<(), Refusal> {
     if h.health.phase() != Phase::Serving {
         let msg = "broker is not serving (starting or draining)";
         return Err(Refusal::Error(ErrorCode::Unavailable, msg.into()));
+    }
+    if let Some(pattern) = wildcard(link, req)? {
+        check_wildcard(h, link, req, &pattern)?;
+        return Ok(Some(pattern));
     }
     if let Err(denied) = access.check(Operation::Subscribe, req.topic.as_bytes()) {
         h.metrics.forbidden(&denied);
@@ -110,7 +162,7 @@ fn check(h: &Handles, link: &Link, req: &Subscribe) -> Result<(), Refusal> {
         h.metrics.limit_refused(Limit::Topics);
         return Err(Refusal::Error(ErrorCode::LimitExceeded, limit.to_string()));
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Answers a refused `Subscribe` and finishes the stream.
@@ -142,9 +194,10 @@ pub async fn serve_subscription(
     buf: FrameBuf,
 ) {
     let (conn_id, role) = (link.id, link.role);
-    if let Err(refusal) = check(&h, &link, &req) {
-        return refuse(&h, &req, refusal, send).await;
-    }
+    let pattern = match check(&h, &link, &req) {
+        Ok(pattern) => pattern,
+        Err(refusal) => return refuse(&h, &req, refusal, send).await,
+    };
     let id = h.subscriptions.next_id();
     let lane = h.lanes.picker.pick(id, conn_id);
     let sub = Arc::new(Subscriber::new(
@@ -163,7 +216,8 @@ pub async fn serve_subscription(
         Arc::clone(&h.lanes.queue_budget),
     ));
     let kick = Arc::new(tokio::sync::Notify::new());
-    let Some((_counted, behind)) = register(&h, &link, &req, &sub, &kick).await else {
+    let Some((_counted, behind)) = register(&h, &link, &req, &sub, &kick, pattern.as_ref()).await
+    else {
         return;
     };
     if let Some(behind) = behind {
@@ -177,7 +231,7 @@ pub async fn serve_subscription(
     tracing::debug!(id, topic = %req.topic, lane, ?role, start = ?req.start, server = %h.cluster.self_id(), "subscribed");
 
     serve_requests(&h, &req, &sub, &kick, &link.allowance, recv, buf).await;
-    forget(&h, &sub);
+    forget(&h, &sub, pattern.as_ref());
     // Finished after the replies still queued (a `Moved`); nobody waits for the far end.
     drop(sub.end());
     if role == Role::Plain {
@@ -215,7 +269,9 @@ async fn refuse_past_limit(
 }
 
 /// Registers the subscription (within `max_subscriptions_per_connection` for a client's, and
-/// `max_subscriptions`) and its topic's subscriber, then answers `SubscribeOk`; returns what
+/// `max_subscriptions`; a wildcard one within `max_wildcard_subscriptions_per_connection` too)
+/// and its topic's subscriber (a wildcard one with the registry, for every topic its pattern
+/// matches), then answers `SubscribeOk`; returns what
 /// counts it on its connection (a peer's is not counted) and where its catch-up from the owner
 /// starts if the topic holds it back (see `Topics::subscribe`), or `None` when refused (the
 /// stream is then done with). Registered before answering, so every publish the client makes
@@ -227,8 +283,25 @@ async fn register(
     req: &Subscribe,
     sub: &Arc<Subscriber>,
     kick: &Arc<tokio::sync::Notify>,
-) -> Option<(Option<Slot>, Option<oneshot::Receiver<Position>>)> {
+    pattern: Option<&Pattern>,
+) -> Option<(Counted, Option<oneshot::Receiver<Position>>)> {
     let (id, role) = (sub.id, link.role);
+    let wildcard_slot = match pattern {
+        None => None,
+        Some(_) => {
+            let max = h.cfg.max_wildcard_subscriptions_per_connection as usize;
+            let Some(slot) = link.wildcards.try_enter(max) else {
+                let why = format!(
+                    "{max} wildcard subscriptions are open on this connection, the most the \
+                     broker allows (max_wildcard_subscriptions_per_connection)"
+                );
+                let limit = Limit::WildcardSubscriptionsPerConnection;
+                refuse_past_limit(h, sub, req.request_id, limit, &why).await;
+                return None;
+            };
+            Some(slot)
+        }
+    };
     let per_conn = h.cfg.max_subscriptions_per_connection as usize;
     let counted = if role == Role::Peer {
         None
@@ -248,6 +321,7 @@ async fn register(
         sub: Arc::clone(sub),
         role,
         kick: Arc::clone(kick),
+        wildcard: pattern.is_some(),
     };
     let admitted = h.subscriptions.admit(id, entry, max);
     if !admitted {
@@ -258,6 +332,7 @@ async fn register(
         return None;
     }
     if role == Role::Plain
+        && pattern.is_none()
         && req.start != StartAt::Live
         && h.cluster.route(Kind::Topic, req.topic.as_bytes()) != Route::Local
     {
@@ -271,16 +346,29 @@ async fn register(
     // the lane is scheduled to write it only once the topic has the subscriber: a client that
     // publishes on seeing `SubscribeOk` must find its subscription registered.
     let queued = sub.reply(ok.to_bytes()).await;
-    // Only a plain client's subscription is served at a broker that does not own its topic.
-    let behind = h
-        .topics
-        .subscribe(Arc::clone(sub), req.start, role == Role::Plain);
+    let behind = match pattern {
+        Some(pattern) => {
+            h.topics.subscribe_pattern(Arc::clone(sub), pattern.clone());
+            h.metrics.wildcard_subscriptions.inc();
+            None
+        }
+        // Only a plain client's subscription is served at a broker that does not own its
+        // topic.
+        None => h
+            .topics
+            .subscribe(Arc::clone(sub), req.start, role == Role::Plain),
+    };
     if queued {
         h.lanes.schedule(Arc::clone(sub)).await;
     }
     h.metrics.subscriptions.inc();
-    Some((counted, behind))
+    Some(((counted, wildcard_slot), behind))
 }
+
+/// What counts a subscription on its connection while it lives: its slot of
+/// `max_subscriptions_per_connection` (none for a peer's) and, for a wildcard one, of
+/// `max_wildcard_subscriptions_per_connection`.
+type Counted = (Option<Slot>, Option<Slot>);
 
 /// Answers the client's requests on a live subscription (pings, its `Unsubscribe`) until it
 /// ends, or until `kick` ends it with `Moved` after the grace and drain of what this broker
@@ -331,9 +419,15 @@ pub async fn finish_for_drain(sub: Arc<Subscriber>) {
     sub.end().wait().await;
 }
 
-fn forget(h: &Handles, sub: &Subscriber) {
+fn forget(h: &Handles, sub: &Subscriber, pattern: Option<&Pattern>) {
     h.subscriptions.remove(sub.id);
-    h.topics.unsubscribe(sub);
+    match pattern {
+        Some(pattern) => {
+            h.topics.unsubscribe_pattern(sub, pattern);
+            h.metrics.wildcard_subscriptions.dec();
+        }
+        None => h.topics.unsubscribe(sub),
+    }
     h.metrics.subscriptions.dec();
 }
 

@@ -297,6 +297,44 @@ async fn every_pattern_form_allows_and_forbids_each_operation() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wildcard_subscription_must_stay_inside_allow_and_outside_deny() {
+    let s = Secured::start("wildcards").await;
+    let app = s.token_client(APP_TOKEN).await.expect("app connects");
+    // Inside `tenant-a.>` and outside `tenant-a.secret.>` (two tokens never reach three).
+    let mut ok = app.subscribe("tenant-a.*").await.expect("tenant-a.*");
+    let _metrics = app.subscribe("metrics.*").await.expect("metrics.*");
+    for refused in [
+        "tenant-a.>",        // reaches tenant-a.secret.x
+        "tenant-a.secret.*", // all denied
+        "metrics.>",         // metrics.cpu.0 is not allowed
+        "*.eu",              // billing.eu is not allowed
+        ">",
+    ] {
+        assert_forbidden(
+            app.subscribe(refused).await.map(|_| ()),
+            "subscribe",
+            refused,
+            "app",
+        );
+    }
+    app.publish_acked("tenant-a.x", "allowed")
+        .await
+        .expect("publish");
+    let ev = tokio::time::timeout(SOON, ok.next_event())
+        .await
+        .expect("in time")
+        .expect("an event")
+        .expect("no error");
+    assert_eq!(
+        (&*ev.topic, &ev.payload[..]),
+        ("tenant-a.x", &b"allowed"[..])
+    );
+    let m = s.broker.metrics().await;
+    assert_eq!(m.get("starling_forbidden_total{operation=subscribe}"), 5.0);
+    app.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_adds_a_user_and_a_removed_users_subscription_is_closed_within_10s() {
     let s = Secured::start("reload").await;
     assert!(matches!(

@@ -138,6 +138,25 @@ impl TestBroker {
         }
         conn
     }
+
+    /// A raw connection past a `Hello` granted `WILDCARDS` (its `Subscribe` topics may be
+    /// patterns).
+    pub async fn wildcard_ready(&self) -> quinn::Connection {
+        let conn = self.raw(None).await;
+        let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+        let mut hello = hello(PROTOCOL_VERSION, PROTOCOL_VERSION);
+        if let Frame::Hello(h) = &mut hello {
+            h.features = starling_proto::features::WILDCARDS;
+        }
+        write_frame(&mut send, &hello).await.expect("hello");
+        match read_one(&mut recv).await {
+            Some(Frame::HelloOk(ok)) => {
+                assert_ne!(ok.features & starling_proto::features::WILDCARDS, 0);
+            }
+            other => panic!("expected HelloOk, got {other:?}"),
+        }
+        conn
+    }
 }
 
 pub fn hello(min: u8, max: u8) -> Frame {

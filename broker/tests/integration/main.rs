@@ -24,3 +24,4 @@ mod retention;
 mod slow_subscriber;
 mod tls_files;
 mod token_rotation;
+mod wildcards;

@@ -170,6 +170,12 @@ func decodeEventBatch(b *body) Frame {
 	return &EventBatch{Stream: b.u64(), FirstSeq: b.u64(), Events: b.blobs()}
 }
 
+func (f *BatchTopic) bodyLen() int { return strLen(f.Topic) }
+
+func (f *BatchTopic) appendBody(d []byte) []byte { return putStr(d, f.Topic) }
+
+func decodeBatchTopic(b *body) Frame { return &BatchTopic{Topic: b.topic()} }
+
 func (f *CachePut) bodyLen() int { return 8 + keyLen(f.Key) + blobLen(f.Value) + 8 }
 
 func (f *CachePut) appendBody(d []byte) []byte {
@@ -352,6 +358,7 @@ var decoders = map[Kind]func(*body) Frame{
 	KindSubscribeOk:        decodeSubscribeOk,
 	KindUnsubscribe:        decodeUnsubscribe,
 	KindEventBatch:         decodeEventBatch,
+	KindBatchTopic:         decodeBatchTopic,
 	KindCachePut:           decodeCachePut,
 	KindCacheGet:           decodeCacheGet,
 	KindCacheDelete:        decodeCacheDelete,

@@ -49,6 +49,10 @@ const (
 	FeaturePeer uint64 = 16
 	// FeatureSubscribeFromTime: Subscribe may carry StartTimeMs.
 	FeatureSubscribeFromTime uint64 = 32
+	// FeatureWildcards: a Subscribe topic may be a pattern (orders.*,
+	// orders.>), its EventBatches each preceded by a BatchTopic. This client
+	// does not ask for it (its subscriptions name one topic).
+	FeatureWildcards uint64 = 64
 	// FeaturesBase is what every client connection asks for.
 	FeaturesBase = FeatureBatchPublish | FeatureCache | FeatureSubscribeFromTime
 )

@@ -121,6 +121,12 @@ type EventBatch struct {
 	Events   [][]byte
 }
 
+// BatchTopic names the topic of the next EventBatch on a wildcard
+// subscription (0x24); sent only to a connection granted FeatureWildcards.
+type BatchTopic struct {
+	Topic string
+}
+
 // CachePut stores a value (0x30); TTLMs 0 means no expiry.
 type CachePut struct {
 	RequestID uint64
@@ -251,6 +257,9 @@ func (*Unsubscribe) Kind() Kind { return KindUnsubscribe }
 
 // Kind is KindEventBatch.
 func (*EventBatch) Kind() Kind { return KindEventBatch }
+
+// Kind is KindBatchTopic.
+func (*BatchTopic) Kind() Kind { return KindBatchTopic }
 
 // Kind is KindCachePut.
 func (*CachePut) Kind() Kind { return KindCachePut }

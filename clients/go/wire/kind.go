@@ -16,6 +16,7 @@ const (
 	KindSubscribeOk        Kind = 0x21
 	KindUnsubscribe        Kind = 0x22
 	KindEventBatch         Kind = 0x23
+	KindBatchTopic         Kind = 0x24
 	KindCachePut           Kind = 0x30
 	KindCacheGet           Kind = 0x31
 	KindCacheDelete        Kind = 0x32
@@ -43,6 +44,7 @@ var kindNames = map[Kind]string{
 	KindSubscribeOk:        "subscribe_ok",
 	KindUnsubscribe:        "unsubscribe",
 	KindEventBatch:         "event_batch",
+	KindBatchTopic:         "batch_topic",
 	KindCachePut:           "cache_put",
 	KindCacheGet:           "cache_get",
 	KindCacheDelete:        "cache_delete",

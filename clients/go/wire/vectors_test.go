@@ -234,6 +234,8 @@ func render(f wire.Frame) map[string]any {
 		return map[string]any{"request_id": n(f.RequestID), "subscription_id": n(f.SubscriptionID)}
 	case *wire.EventBatch:
 		return map[string]any{"stream": n(f.Stream), "first_seq": n(f.FirstSeq), "events": hs(f.Events)}
+	case *wire.BatchTopic:
+		return map[string]any{"topic": f.Topic}
 	case *wire.CachePut:
 		return map[string]any{"request_id": n(f.RequestID), "key": h(f.Key), "value": h(f.Value), "ttl_ms": n(f.TTLMs)}
 	case *wire.CacheGet:
@@ -395,6 +397,8 @@ func build(typ string, m map[string]any) (wire.Frame, error) {
 		f = &wire.Unsubscribe{RequestID: fs.u64("request_id"), SubscriptionID: fs.u64("subscription_id")}
 	case "event_batch":
 		f = &wire.EventBatch{Stream: fs.u64("stream"), FirstSeq: fs.u64("first_seq"), Events: fs.list("events")}
+	case "batch_topic":
+		f = &wire.BatchTopic{Topic: fs.str("topic")}
 	case "cache_put":
 		f = &wire.CachePut{RequestID: fs.u64("request_id"), Key: fs.bytes("key"), Value: fs.bytes("value"), TTLMs: fs.u64("ttl_ms")}
 	case "cache_get":

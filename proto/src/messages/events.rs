@@ -1,4 +1,5 @@
-//! `EventBatch` (server → subscriber): consecutive events of one topic.
+//! `EventBatch` (server → subscriber): consecutive events of one topic; and `BatchTopic`,
+//! which names the topic of the next `EventBatch` on a wildcard subscription.
 //!
 //! The body codec is exposed as free functions over borrowed events so that
 //! [`encode_event_batch`](crate::encode_event_batch) can encode straight
@@ -7,7 +8,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::error::DecodeError;
-use crate::wire::{DecodeBody, EncodeBody, Reader, blobs_len, put_blobs};
+use crate::wire::{DecodeBody, EncodeBody, Reader, blobs_len, put_blobs, put_str, str_len};
 
 /// Events for one subscription. Event `i` has position `(stream, first_seq + i)` (see
 /// [`Position`](crate::Position)).
@@ -64,6 +65,34 @@ impl DecodeBody for EventBatch {
             first_seq,
             events,
         })
+    }
+}
+
+/// The topic the next `EventBatch` on this subscription stream comes from. Sent only on a
+/// wildcard subscription (a `Subscribe` whose topic is a pattern, which needs the
+/// [`WILDCARDS`](crate::features::WILDCARDS) feature), immediately before every
+/// `EventBatch`; a subscription to one topic never carries it.
+///
+/// Layout: `topic str`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchTopic {
+    /// The topic (see [`validate_topic`](crate::validate_topic)).
+    pub topic: String,
+}
+
+impl EncodeBody for BatchTopic {
+    fn body_len(&self) -> usize {
+        str_len(&self.topic)
+    }
+
+    fn encode_body(&self, dst: &mut BytesMut) {
+        put_str(dst, &self.topic);
+    }
+}
+
+impl DecodeBody for BatchTopic {
+    fn decode_body(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(BatchTopic { topic: r.topic()? })
     }
 }
 

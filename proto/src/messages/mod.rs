@@ -6,7 +6,7 @@
 //! | [`handshake`] | `Hello`, `HelloOk` |
 //! | [`publish`] | `Publish`, `PublishBatch`, `PublishAck` (+ [`AckMode`]) |
 //! | [`subscribe`] | `Subscribe` (+ [`StartAt`]), `SubscribeOk`, `Unsubscribe` |
-//! | [`events`] | `EventBatch` |
+//! | [`events`] | `EventBatch`, `BatchTopic` |
 //! | [`cache`] | `CachePut`, `CacheGet`, `CacheDelete`, `CacheValue`, `CacheOk` |
 //! | [`error_frame`] | `Error` |
 //! | [`cluster`] | `Moved`, `ClusterInfoRequest`, `ClusterInfo` (+ [`Member`]) |
@@ -29,7 +29,7 @@ mod test_util;
 pub use cache::{CacheDelete, CacheGet, CacheOk, CachePut, CacheValue};
 pub use cluster::{ClusterInfo, ClusterInfoRequest, Member, Moved};
 pub use error_frame::ErrorFrame;
-pub use events::EventBatch;
+pub use events::{BatchTopic, EventBatch};
 pub use handshake::{Hello, HelloOk};
 pub use log::{LogChunk, LogClaim, LogClaimed, LogRead};
 pub use ping::Ping;

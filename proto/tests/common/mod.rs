@@ -6,10 +6,10 @@ use bytes::Bytes;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use starling_proto::{
-    AckMode, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo, ClusterInfoRequest,
-    ErrorCode, ErrorFrame, EventBatch, Frame, Hello, HelloOk, LogChunk, LogClaim, LogClaimed,
-    LogRead, Member, Moved, Ping, Position, Publish, PublishAck, PublishBatch, StartAt, Subscribe,
-    SubscribeOk, Unsubscribe,
+    AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
+    ClusterInfoRequest, ErrorCode, ErrorFrame, EventBatch, Frame, Hello, HelloOk, LogChunk,
+    LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Position, Publish, PublishAck,
+    PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe,
 };
 
 /// Parses hex text: whitespace ignored, `#` comments to end of line.
@@ -162,6 +162,7 @@ pub fn arb_frame() -> impl Strategy<Value = Frame> {
                 events
             })
         ),
+        topic().prop_map(|topic| Frame::BatchTopic(BatchTopic { topic })),
         (any::<u64>(), key(), bytes(128), any::<u64>()).prop_map(
             |(request_id, key, value, ttl_ms)| Frame::CachePut(CachePut {
                 request_id,

@@ -4,9 +4,11 @@
 //!
 //! - [`model`]: randomised operation sequences checked against a reference model.
 //! - [`regressions`]: one case per ordering, duplication or loss fix of this code.
+//! - [`wildcards`]: wildcard subscribers across matching topics.
 
 mod model;
 mod regressions;
+mod wildcards;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,7 +1,9 @@
 //! The topic registry: every live topic's handle, sharded by name so lookups don't contend on
 //! one lock. It creates a topic (within `max_topics`) when a request first names it, starting
 //! its task (`task.rs`), routes messages, subscriptions and flushes to it, and removes it
-//! when its task retires it.
+//! when its task retires it. It also holds the wildcard subscriptions (a pattern such as
+//! `orders.*`): each is added to every live topic its pattern matches when it subscribes, and
+//! to every matching topic created later, when its task starts.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -9,6 +11,7 @@ use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use parking_lot::RwLock;
+use starling_access::Pattern;
 use starling_proto::{Member, Position, StartAt};
 use starling_storage::LogView;
 use tokio::sync::{mpsc, oneshot};
@@ -25,6 +28,10 @@ pub struct Topics {
     shards: Vec<RwLock<HashMap<Arc<str>, TopicHandle>>>,
     hasher: ahash::RandomState,
     shared: Arc<Shared>,
+    /// The wildcard subscriptions, with their patterns. Lock order: a shard, then this (a new
+    /// topic's task is given its wildcard subscribers under its shard's write lock); never a
+    /// shard while holding this.
+    wildcards: RwLock<Vec<(Pattern, Arc<Subscriber>)>>,
 }
 
 impl Topics {
@@ -39,6 +46,7 @@ impl Topics {
                 counters: Arc::clone(lanes.counters()),
                 lanes,
             }),
+            wildcards: RwLock::new(Vec::new()),
         })
     }
 
@@ -98,8 +106,56 @@ impl Topics {
         let name: Arc<str> = Arc::from(topic);
         let registry: Weak<dyn Retire> = Arc::downgrade(self) as Weak<Topics>;
         let handle = task::start(Arc::clone(&name), &self.shared, registry);
+        // Before the topic can be looked up, so its wildcard subscribers are there before any
+        // message (the task reads its control channel first).
+        for (pattern, sub) in self.wildcards.read().iter() {
+            if pattern.matches(name.as_bytes()) {
+                let _ = handle.control.send(Control::Wildcard(Arc::clone(sub)));
+            }
+        }
         shard.insert(name, handle.clone());
         handle
+    }
+
+    /// Adds a wildcard subscriber: to every live topic `pattern` matches now, and to every
+    /// matching topic created later. Live batches only, each after its topic's `BatchTopic`.
+    /// A topic created meanwhile may be given it twice; its task keeps one.
+    pub fn subscribe_pattern(&self, sub: Arc<Subscriber>, pattern: Pattern) {
+        self.wildcards
+            .write()
+            .push((pattern.clone(), Arc::clone(&sub)));
+        self.each_match(&pattern, |control| {
+            let _ = control.send(Control::Wildcard(Arc::clone(&sub)));
+        });
+    }
+
+    /// Removes a wildcard subscriber from the registry and from every topic it was added to,
+    /// and closes it.
+    pub fn unsubscribe_pattern(&self, sub: &Subscriber, pattern: &Pattern) {
+        sub.close();
+        self.wildcards.write().retain(|(_, s)| s.id != sub.id);
+        self.each_match(pattern, |control| {
+            let _ = control.send(Control::Unsubscribe(sub.id));
+        });
+    }
+
+    /// How many wildcard subscriptions are registered.
+    pub fn wildcard_subscriptions(&self) -> usize {
+        self.wildcards.read().len()
+    }
+
+    /// Calls `f` with the control channel of every live topic `pattern` matches, under its
+    /// shard's read lock (so a topic cannot retire between the match and the send: a retiring
+    /// task finds the control message and stays).
+    fn each_match(&self, pattern: &Pattern, mut f: impl FnMut(&mpsc::UnboundedSender<Control>)) {
+        for shard in &self.shards {
+            let shard = shard.read();
+            for (name, handle) in shard.iter() {
+                if pattern.matches(name.as_bytes()) {
+                    f(&handle.control);
+                }
+            }
+        }
     }
 
     /// Sends messages to a topic, waiting while its queue is full.

@@ -10,8 +10,11 @@
 //! into the position of the first batch stamped at or after it (through the log's time index
 //! on a durable topic, else the retained tail's times) and then served like that resume
 //! position. Relayed events keep the owner's positions and skip
-//! the batcher. A task with no subscribers and no traffic asks its registry to retire it
-//! ([`Retire`]), the one way back to the registry, so the two stay one-way.
+//! the batcher. Wildcard subscribers whose pattern matches the topic ([`Control::Wildcard`],
+//! given by the registry) get each live batch after the topic's `BatchTopic` frame, encoded
+//! once per task. A task with no subscribers and no traffic (wildcard subscribers do not count)
+//! asks its registry to retire it ([`Retire`]), the one way back to the registry, so the two
+//! stay one-way.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -20,7 +23,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
-    ErrorCode, Member, Position, SeenStreams, StartAt, encode_event_batch, event_batch_encoded_len,
+    BatchTopic, ErrorCode, Frame, Member, Position, SeenStreams, StartAt, encode_event_batch,
+    event_batch_encoded_len,
 };
 use starling_storage::{LogView, now_ms};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -67,7 +71,11 @@ pub enum Control {
         /// What became of the subscriber.
         reply: oneshot::Sender<CaughtUp>,
     },
-    /// Remove subscriber `id`.
+    /// Add a wildcard subscriber whose pattern matches this topic: live batches only, each
+    /// after the topic's `BatchTopic` frame. It does not keep the topic from retiring (the
+    /// registry adds it again to the topic's next task). Ignored when already added.
+    Wildcard(Arc<Subscriber>),
+    /// Remove subscriber `id` (a wildcard one too).
     Unsubscribe(u64),
     /// Seal the open batch and fan it out; answered when done.
     Flush(oneshot::Sender<()>),
@@ -171,6 +179,8 @@ pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -
         control: control_rx,
         batcher: Batcher::new(settings.limits),
         subscribers: Vec::new(),
+        wildcards: Vec::new(),
+        tag: None,
         behind: Vec::new(),
         stream: new_stream_id(),
         next_seq: 0,
@@ -198,6 +208,10 @@ struct TopicTask {
     control: mpsc::UnboundedReceiver<Control>,
     batcher: Batcher<Attach>,
     subscribers: Vec<Arc<Subscriber>>,
+    /// Wildcard subscribers whose pattern matches this topic ([`Control::Wildcard`]).
+    wildcards: Vec<Arc<Subscriber>>,
+    /// This topic's `BatchTopic` frame, encoded once, when it first has a wildcard subscriber.
+    tag: Option<Bytes>,
     /// Subscribers held back from the fan-out while a catch-up from the owner feeds them,
     /// each with one past the last event queued to it (see [`Control::CatchUp`]).
     behind: Vec<(Arc<Subscriber>, Position)>,
@@ -479,8 +493,14 @@ impl TopicTask {
             } => {
                 let _ = reply.send(self.feed_behind(id, origin, payloads).await);
             }
+            Control::Wildcard(sub) => {
+                if !sub.is_closed() && !self.wildcards.iter().any(|s| s.id == sub.id) {
+                    self.wildcards.push(sub);
+                }
+            }
             Control::Unsubscribe(id) => {
                 self.subscribers.retain(|s| s.id != id);
+                self.wildcards.retain(|s| s.id != id);
                 self.behind.retain(|(s, _)| s.id != id);
             }
             Control::LogView(reply) => {
@@ -890,12 +910,14 @@ impl TopicTask {
         if closed {
             self.subscribers.retain(|s| !s.is_closed());
         }
+        refused += self.deliver_wildcards(events, &frame, now).await;
         tracing::trace!(
             topic = %self.name,
             stream = origin.stream,
             seq = origin.seq,
             events,
             subscribers = self.subscribers.len(),
+            wildcards = self.wildcards.len(),
             refused,
             "delivered"
         );
@@ -921,6 +943,45 @@ impl TopicTask {
                 break;
             }
             self.shared.retained_freed(freed);
+        }
+        refused
+    }
+}
+
+impl TopicTask {
+    /// Offers `frame` (of `events` events), after the topic's `BatchTopic`, to every wildcard
+    /// subscriber; returns how many refused it (`drop_new`).
+    async fn deliver_wildcards(&mut self, events: u32, frame: &Bytes, now: Instant) -> usize {
+        if self.wildcards.is_empty() {
+            return 0;
+        }
+        let name = &self.name;
+        let tag = self
+            .tag
+            .get_or_insert_with(|| {
+                let topic = name.to_string();
+                Frame::BatchTopic(BatchTopic { topic }).to_bytes()
+            })
+            .clone();
+        let (mut refused, mut closed) = (0usize, false);
+        for sub in &self.wildcards {
+            let item = Queued {
+                frame: Frames::Tagged(tag.clone(), frame.clone()),
+                events,
+                enqueued: now,
+            };
+            let offer = sub.offer(item).await;
+            if offer.schedule {
+                self.shared.lanes.schedule(Arc::clone(sub)).await;
+            }
+            match offer.outcome {
+                Outcome::DroppedNew => refused += 1,
+                Outcome::Closed => closed = true,
+                Outcome::Queued | Outcome::QueuedDroppedOld => {}
+            }
+        }
+        if closed {
+            self.wildcards.retain(|s| !s.is_closed());
         }
         refused
     }
