@@ -40,7 +40,9 @@ impl CommittedRecord {
         match entry.payload {
             EntryPayload::Blank => CommittedRecord::Blank { log_id },
             EntryPayload::Normal(batch) => CommittedRecord::Batch { log_id, batch },
-            EntryPayload::Membership(membership) => CommittedRecord::Membership { log_id, membership },
+            EntryPayload::Membership(membership) => {
+                CommittedRecord::Membership { log_id, membership }
+            }
         }
     }
 

@@ -37,12 +37,14 @@
 //! - [`config`]: the knobs.
 //! - [`error`]: typed errors.
 //! - [`meta`]: small files replaced atomically through the storage file layer.
+//! - [`guard`]: a replica that starts with an empty volume votes only once caught up.
 
 pub mod batch;
 pub mod codec;
 pub mod committed;
 pub mod config;
 pub mod error;
+pub mod guard;
 pub mod log_store;
 pub mod meta;
 pub mod network;

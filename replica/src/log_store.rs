@@ -28,7 +28,7 @@ use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{AnyError, OptionalSend, RaftLogReader, StorageIOError};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use starling_storage::{FsyncPolicy, Fs, Log, LogConfig, Position};
+use starling_storage::{Fs, FsyncPolicy, Log, LogConfig, Position};
 
 use crate::codec;
 use crate::meta;
@@ -139,9 +139,11 @@ impl<F: Fs> Inner<F> {
         match self.log.read_from(position(index)).next() {
             None => Ok(None),
             Some(Err(e)) => Err(read_err(e)),
-            Some(Ok(r)) if r.position.seq == index => codec::decode_body(&r.payload, self.max_record)
-                .map(Some)
-                .map_err(read_err),
+            Some(Ok(r)) if r.position.seq == index => {
+                codec::decode_body(&r.payload, self.max_record)
+                    .map(Some)
+                    .map_err(read_err)
+            }
             Some(Ok(_)) => Ok(None),
         }
     }
@@ -251,7 +253,11 @@ impl<F: Fs> RaftLogStorage<TypeConfig> for LogStore<F> {
         Ok(self.inner.lock().meta.committed)
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
     where
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,

@@ -2,22 +2,25 @@
 //! [`Transport`] that moves request and reply frames between replicas (the broker's QUIC
 //! peer links in production, [`crate::simnet::SimNet`] in tests).
 //!
-//! A transport failure is reported to the library as a network error (retried at the next
-//! heartbeat); no reply within the library's hard deadline for the RPC is a timeout.
+//! An unreachable peer is reported to the library as such, and it backs off for one
+//! heartbeat interval before it tries that peer again (a dead peer costs no busy retry
+//! loop); any other transport failure is a network error; no reply within the library's
+//! hard deadline for the RPC is a timeout.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
+use openraft::RPCTypes;
 use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout,
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout, Unreachable,
 };
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::RPCTypes;
 
 use crate::codec::{self, CodecError};
 use crate::rpc::{Rpc, RpcReply};
@@ -38,7 +41,8 @@ pub enum TransportError {
 }
 
 /// A boxed future of a transport call.
-pub type CallFuture<'a> = Pin<Box<dyn Future<Output = Result<Vec<u8>, TransportError>> + Send + 'a>>;
+pub type CallFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<u8>, TransportError>> + Send + 'a>>;
 
 /// Moves one request frame from `from` to `to` and brings back the reply frame.
 pub trait Transport: Send + Sync + 'static {
@@ -52,15 +56,23 @@ pub struct NetworkFactory {
     me: NodeId,
     transport: Arc<dyn Transport>,
     max_frame: usize,
+    backoff: Duration,
 }
 
 impl NetworkFactory {
-    /// A factory for replica `me` over `transport`, frames bounded by `max_frame` bytes.
-    pub fn new(me: NodeId, transport: Arc<dyn Transport>, max_frame: usize) -> NetworkFactory {
+    /// A factory for replica `me` over `transport`, frames bounded by `max_frame` bytes,
+    /// waiting `backoff` before retrying an unreachable peer.
+    pub fn new(
+        me: NodeId,
+        transport: Arc<dyn Transport>,
+        max_frame: usize,
+        backoff: Duration,
+    ) -> NetworkFactory {
         NetworkFactory {
             me,
             transport,
             max_frame,
+            backoff,
         }
     }
 }
@@ -74,6 +86,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             target,
             transport: Arc::clone(&self.transport),
             max_frame: self.max_frame,
+            backoff: self.backoff,
         }
     }
 }
@@ -84,6 +97,7 @@ pub struct Link {
     target: NodeId,
     transport: Arc<dyn Transport>,
     max_frame: usize,
+    backoff: Duration,
 }
 
 type Rpcs<E> = RPCError<NodeId, Node, E>;
@@ -95,7 +109,10 @@ impl Link {
         action: RPCTypes,
         option: &RPCOption,
     ) -> Result<RpcReply, Rpcs<E>> {
-        let network = |e: TransportError| RPCError::Network(NetworkError::new(&e));
+        let network = |e: TransportError| match e {
+            TransportError::Unreachable(_) => RPCError::Unreachable(Unreachable::new(&e)),
+            _ => RPCError::Network(NetworkError::new(&e)),
+        };
         let frame = codec::encode_frame(&rpc, self.max_frame)
             .map_err(|e| network(TransportError::Codec(e)))?;
         let ttl = option.hard_ttl();
@@ -127,6 +144,10 @@ fn mismatch<E: std::error::Error>() -> Rpcs<E> {
 }
 
 impl RaftNetwork<TypeConfig> for Link {
+    fn backoff(&self) -> Backoff {
+        Backoff::new(std::iter::repeat(self.backoff))
+    }
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
@@ -161,7 +182,10 @@ impl RaftNetwork<TypeConfig> for Link {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, Rpcs<RaftError<NodeId>>> {
-        match self.round_trip(Rpc::Vote(rpc), RPCTypes::Vote, &option).await? {
+        match self
+            .round_trip(Rpc::Vote(rpc), RPCTypes::Vote, &option)
+            .await?
+        {
             RpcReply::Vote(r) => self.remote(r),
             _ => Err(mismatch()),
         }

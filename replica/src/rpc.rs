@@ -1,6 +1,8 @@
 //! The Raft RPCs as they cross a transport ([`Rpc`], [`RpcReply`]) and the receiving side
-//! ([`serve`]): decode a request frame, hand it to the local Raft, encode the reply. The
+//! ([`RpcServer`]): decode a request frame, hand it to the local Raft, encode the reply. The
 //! frame format is [`crate::codec`]'s; a broker carries these frames over its peer links.
+
+use std::sync::Arc;
 
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
@@ -10,6 +12,7 @@ use openraft::raft::{
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{self, CodecError};
+use crate::guard::VoteGuard;
 use crate::types::{NodeId, Raft, TypeConfig};
 
 /// A request from one replica's Raft to another's.
@@ -36,15 +39,54 @@ pub enum RpcReply {
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
 }
 
-/// Handles one request frame for `raft` and returns the reply frame; a frame that does not
-/// decode (over `max_frame` bytes, truncated, malformed) is refused with the codec error and
-/// reaches no Raft.
-pub async fn serve(raft: &Raft, frame: &[u8], max_frame: usize) -> Result<Vec<u8>, CodecError> {
-    let rpc: Rpc = codec::decode_frame(frame, max_frame)?;
-    let reply = match rpc {
-        Rpc::Append(req) => RpcReply::Append(raft.append_entries(req).await),
-        Rpc::Vote(req) => RpcReply::Vote(raft.vote(req).await),
-        Rpc::Snapshot(req) => RpcReply::Snapshot(raft.install_snapshot(req).await),
-    };
-    codec::encode_frame(&reply, max_frame)
+/// Why a request frame got no reply.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The frame did not decode (over the bound, truncated, malformed); it reached no Raft.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// A vote request to a replica whose vote guard holds ([`crate::guard`]): dropped.
+    #[error("vote request dropped: this replica is catching up after an empty start")]
+    Guarded,
+}
+
+/// The receiving side of one replica: its Raft, its vote guard and the frame bound.
+#[derive(Clone)]
+pub struct RpcServer {
+    raft: Raft,
+    guard: Arc<VoteGuard>,
+    max_frame: usize,
+}
+
+impl RpcServer {
+    /// A server for `raft`.
+    pub fn new(raft: Raft, guard: Arc<VoteGuard>, max_frame: usize) -> RpcServer {
+        RpcServer {
+            raft,
+            guard,
+            max_frame,
+        }
+    }
+
+    /// Handles one request frame and returns the reply frame.
+    pub async fn serve(&self, frame: &[u8]) -> Result<Vec<u8>, ServeError> {
+        let rpc: Rpc = codec::decode_frame(frame, self.max_frame)?;
+        let reply = match rpc {
+            Rpc::Append(req) => {
+                self.guard.saw_leader(req.leader_commit.map(|l| l.index));
+                let reply = self.raft.append_entries(req).await;
+                // Lifts the guard once caught up, so the replica may also campaign again.
+                self.guard.allows_vote(&self.raft);
+                RpcReply::Append(reply)
+            }
+            Rpc::Vote(req) => {
+                if !self.guard.allows_vote(&self.raft) {
+                    return Err(ServeError::Guarded);
+                }
+                RpcReply::Vote(self.raft.vote(req).await)
+            }
+            Rpc::Snapshot(req) => RpcReply::Snapshot(self.raft.install_snapshot(req).await),
+        };
+        Ok(codec::encode_frame(&reply, self.max_frame)?)
+    }
 }

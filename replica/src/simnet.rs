@@ -1,5 +1,5 @@
 //! An in-process network for tests ([`SimNet`]): every replica's Raft registered under its
-//! id, frames delivered through [`crate::rpc::serve`] (so the codec is exercised on every
+//! id, frames delivered through each replica's [`RpcServer`] (so the codec is exercised on every
 //! call), with faults a test schedules: a link cut both ways or one way (a one-way cut on
 //! the reply path loses replies to requests that were handled), a drop probability per
 //! frame, and a delay drawn per frame from a range. Drops and delays come from one RNG
@@ -14,8 +14,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::network::{CallFuture, Transport, TransportError};
-use crate::rpc;
-use crate::types::{NodeId, Raft};
+use crate::rpc::{RpcServer, ServeError};
+use crate::types::NodeId;
 
 /// What a [`SimNet`] counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub struct SimStats {
 }
 
 struct State {
-    nodes: BTreeMap<NodeId, Raft>,
+    nodes: BTreeMap<NodeId, RpcServer>,
     /// Directed links that lose every frame: (from, to).
     cut: BTreeSet<(NodeId, NodeId)>,
     drop_probability: f64,
@@ -40,12 +40,11 @@ struct State {
 #[derive(Clone)]
 pub struct SimNet {
     state: Arc<Mutex<State>>,
-    max_frame: usize,
 }
 
 impl SimNet {
-    /// A network with no fault, its RNG seeded with `seed`, frames bounded by `max_frame`.
-    pub fn new(seed: u64, max_frame: usize) -> SimNet {
+    /// A network with no fault, its RNG seeded with `seed`.
+    pub fn new(seed: u64) -> SimNet {
         SimNet {
             state: Arc::new(Mutex::new(State {
                 nodes: BTreeMap::new(),
@@ -55,13 +54,12 @@ impl SimNet {
                 rng: StdRng::seed_from_u64(seed),
                 stats: SimStats::default(),
             })),
-            max_frame,
         }
     }
 
-    /// Attaches `raft` as node `id` (replacing a previous incarnation).
-    pub fn register(&self, id: NodeId, raft: Raft) {
-        self.state.lock().nodes.insert(id, raft);
+    /// Attaches a replica's RPC server as node `id` (replacing a previous incarnation).
+    pub fn register(&self, id: NodeId, server: RpcServer) {
+        self.state.lock().nodes.insert(id, server);
     }
 
     /// Detaches node `id` (it crashed): frames to it are lost.
@@ -131,16 +129,20 @@ impl Transport for SimNet {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            let raft = {
+            let server = {
                 let mut s = self.state.lock();
-                let Some(raft) = s.nodes.get(&to).cloned() else {
+                let Some(server) = s.nodes.get(&to).cloned() else {
                     s.stats.lost += 1;
                     return Err(TransportError::Unreachable(to));
                 };
                 s.stats.delivered += 1;
-                raft
+                server
             };
-            let reply = rpc::serve(&raft, &frame, self.max_frame).await?;
+            let reply = match server.serve(&frame).await {
+                Ok(r) => r,
+                Err(ServeError::Codec(e)) => return Err(TransportError::Codec(e)),
+                Err(ServeError::Guarded) => return Err(TransportError::Unreachable(to)),
+            };
             let delay = self.pass(to, from).ok_or(TransportError::Unreachable(to))?;
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;

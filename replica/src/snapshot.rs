@@ -41,7 +41,9 @@ impl SnapshotImage {
         }
         for pair in image.records.windows(2) {
             if pair[1].log_id().index != pair[0].log_id().index + 1 {
-                return Err(CodecError::Body("snapshot records are not contiguous".into()));
+                return Err(CodecError::Body(
+                    "snapshot records are not contiguous".into(),
+                ));
             }
         }
         Ok(image)

@@ -119,7 +119,11 @@ impl<F: Fs> StateMachine<F> {
             // A membership change fsynced but whose meta write a crash cut short is the last
             // record (see `apply`).
             if let CommittedRecord::Membership { log_id, membership } = last
-                && inner.meta.membership.log_id().is_none_or(|m| m.index < log_id.index)
+                && inner
+                    .meta
+                    .membership
+                    .log_id()
+                    .is_none_or(|m| m.index < log_id.index)
             {
                 inner.meta.membership = StoredMembership::new(Some(log_id), membership);
             }
@@ -150,7 +154,8 @@ impl<F: Fs> StateMachine<F> {
                 break;
             }
             let r = r.map_err(sm_read_err)?;
-            if let CommittedRecord::Batch { log_id, batch } = decode_record(&r.payload, max_record)? {
+            if let CommittedRecord::Batch { log_id, batch } = decode_record(&r.payload, max_record)?
+            {
                 out.push(Committed {
                     index: log_id.index,
                     term: log_id.leader_id.term,
@@ -324,7 +329,10 @@ impl<F: Fs> RaftStateMachine<TypeConfig> for StateMachine<F> {
         }
         if inner.config.retention.max_bytes.is_some() || inner.config.retention.max_age_ms.is_some()
         {
-            inner.log.enforce_retention(now_ms()).map_err(sm_write_err)?;
+            inner
+                .log
+                .enforce_retention(now_ms())
+                .map_err(sm_write_err)?;
         }
         Ok(out)
     }
@@ -343,8 +351,8 @@ impl<F: Fs> RaftStateMachine<TypeConfig> for StateMachine<F> {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
         let mut inner = self.inner.lock();
-        let image = SnapshotImage::decode(snapshot.get_ref(), inner.max_snapshot)
-            .map_err(sm_read_err)?;
+        let image =
+            SnapshotImage::decode(snapshot.get_ref(), inner.max_snapshot).map_err(sm_read_err)?;
         inner.install(meta, image)
     }
 

@@ -21,9 +21,10 @@ use crate::codec;
 use crate::committed::Committed;
 use crate::config::ReplicaConfig;
 use crate::error::ReplicaError;
+use crate::guard::VoteGuard;
 use crate::log_store::{LogStore, position};
 use crate::network::{NetworkFactory, Transport};
-use crate::rpc;
+use crate::rpc::RpcServer;
 use crate::state_machine::StateMachine;
 use crate::types::{Node, NodeId, Raft};
 
@@ -47,6 +48,9 @@ pub struct TopicStatus {
     pub learners: BTreeSet<NodeId>,
     /// The last applied index: the high-water mark readers see up to.
     pub applied: Option<u64>,
+    /// Why this replica's Raft stopped, if it did (a fatal storage error): it then takes no
+    /// part in the topic until reopened.
+    pub stopped: Option<String>,
 }
 
 /// One replica of a replicated topic.
@@ -54,7 +58,9 @@ pub struct ReplicatedTopic<F: Fs> {
     id: NodeId,
     raft: Raft,
     committed: StateMachine<F>,
-    config: ReplicaConfig,
+    server: RpcServer,
+    guard: Arc<VoteGuard>,
+    max_record: usize,
 }
 
 fn stopped(e: impl std::fmt::Display) -> ReplicaError {
@@ -92,6 +98,7 @@ impl<F: Fs> ReplicatedTopic<F> {
         let storage = |e: &dyn std::fmt::Display| ReplicaError::Storage(e.to_string());
         let log = LogStore::open(fs.clone(), &dir.join("raft"), config.raft_log_config())
             .map_err(|e| storage(&e))?;
+        let blank = log.is_blank();
         let committed = StateMachine::open(
             fs,
             &dir.join("committed"),
@@ -99,35 +106,60 @@ impl<F: Fs> ReplicatedTopic<F> {
             config.max_snapshot_bytes,
         )
         .map_err(|e| storage(&e))?;
-        let network = NetworkFactory::new(id, transport, config.max_frame_bytes);
+        let network = NetworkFactory::new(id, transport, config.max_frame_bytes, config.heartbeat);
         let raft = Raft::new(id, raft_config, network, log, committed.clone())
             .await
             .map_err(stopped)?;
+        let guard = Arc::new(VoteGuard::new(blank));
+        if blank {
+            raft.runtime_config().elect(false);
+        }
+        let server = RpcServer::new(raft.clone(), Arc::clone(&guard), config.max_frame_bytes);
         Ok(ReplicatedTopic {
             id,
             raft,
             committed,
-            config,
+            server,
+            guard,
+            max_record: config.max_record_bytes as usize,
         })
     }
 
     /// Bootstraps a new topic with `members` as its voters. Call it once, on one replica,
-    /// when the topic is created; the others learn the membership from it.
+    /// when the topic is created; the others learn the membership from it (and call
+    /// [`ReplicatedTopic::founding`]).
     pub async fn initialize(&self, members: BTreeMap<NodeId, Node>) -> Result<(), ReplicaError> {
+        self.guard.lift(&self.raft);
         self.raft
             .initialize(members)
             .await
             .map_err(|e| ReplicaError::Membership(e.to_string()))
     }
 
+    /// Declares this replica one of the topic's founding voters, blank because the topic is
+    /// new (not because its volume was lost): it votes from the start. See [`crate::guard`].
+    pub fn founding(&self) {
+        self.guard.lift(&self.raft);
+    }
+
+    /// Whether this replica started blank and is still catching up before it votes.
+    pub fn is_catching_up(&self) -> bool {
+        self.guard.is_active()
+    }
+
     /// Publishes one batch of messages; resolves with its position in the committed log once
     /// it is committed (see the module doc), or [`ReplicaError::NotLeader`].
     pub async fn publish(&self, messages: Vec<Vec<u8>>) -> Result<Position, ReplicaError> {
         let batch = Batch::new(messages);
-        let max = (self.config.max_record_bytes as usize).saturating_sub(ENTRY_OVERHEAD);
+        let max = self.max_record.saturating_sub(ENTRY_OVERHEAD);
         // JSON writes a byte as at most 4 characters: check exactly only when the bound is
         // over the limit.
-        let bound = batch.messages.iter().map(|m| m.len() * 4 + 2).sum::<usize>() + 32;
+        let bound = batch
+            .messages
+            .iter()
+            .map(|m| m.len() * 4 + 2)
+            .sum::<usize>()
+            + 32;
         if bound > max {
             let len = codec::encode_body(&batch)?.len();
             if len > max {
@@ -158,6 +190,7 @@ impl<F: Fs> ReplicatedTopic<F> {
             voters: membership.voter_ids().collect(),
             learners: membership.learner_ids().collect(),
             applied: m.last_applied.map(|l| l.index),
+            stopped: m.running_state.as_ref().err().map(ToString::to_string),
         }
     }
 
@@ -195,14 +228,10 @@ impl<F: Fs> ReplicatedTopic<F> {
         Ok(())
     }
 
-    /// Handles one RPC frame from a peer (what the broker's peer link calls).
-    pub async fn handle_rpc(&self, frame: &[u8]) -> Result<Vec<u8>, ReplicaError> {
-        Ok(rpc::serve(&self.raft, frame, self.config.max_frame_bytes).await?)
-    }
-
-    /// The Raft handle (for a transport that delivers frames itself, as `SimNet` does).
-    pub fn raft(&self) -> &Raft {
-        &self.raft
+    /// The receiving side of this replica's RPCs: what the broker's peer link (or
+    /// [`crate::SimNet`]) hands each request frame to.
+    pub fn server(&self) -> RpcServer {
+        self.server.clone()
     }
 
     /// Stops this replica's Raft (its files stay).
