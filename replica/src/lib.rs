@@ -39,6 +39,10 @@
 //! - [`meta`]: small files replaced atomically through the storage file layer.
 //! - [`guard`]: a replica that starts with an empty volume votes only once caught up.
 
+// openraft's storage and network traits return its `StorageError` and `RPCError` by value
+// (over 200 bytes); the helpers feeding them return the same types rather than box and unbox.
+#![allow(clippy::result_large_err)]
+
 pub mod batch;
 pub mod codec;
 pub mod committed;

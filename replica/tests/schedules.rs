@@ -131,6 +131,9 @@ async fn run(seed: u64) -> Tally {
                 if let Some(leader) = c.leader() {
                     let mut all = true;
                     for id in [4, 5] {
+                        if !c.ids().contains(&id) {
+                            continue;
+                        }
                         if leader == id {
                             all = false;
                             continue;
