@@ -12,7 +12,12 @@
 //!   empties the log when the purge reaches its end (a follower that installed a snapshot
 //!   past its log).
 //! - The vote, the committed log id and the purged log id live in one small file,
-//!   `raft-meta.json`, replaced atomically through the storage file layer ([`meta`]).
+//!   `raft-meta.json`, replaced atomically through the storage file layer ([`meta`]). A
+//!   vote or a purge is written at once. The committed log id is written at most every
+//!   [`COMMITTED_SAVE_INTERVAL`] (else it rides along with the next write): openraft treats
+//!   a persisted committed id as a hint (a stale one only means a restarted replica
+//!   re-applies from an older point once the leader tells it the commit index), and
+//!   writing it at every commit costs two fsyncs per publish on every replica.
 //!
 //! The storage log is synchronous; its calls run inline on the Raft core's task (a write and
 //! an fsync per `append` call, as openraft's own examples do with their stores).
@@ -22,7 +27,7 @@ use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{AnyError, OptionalSend, RaftLogReader, StorageIOError};
@@ -38,6 +43,8 @@ use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
 pub const STREAM: u64 = 1;
 /// The name of the vote / committed / purged file.
 pub const META_FILE: &str = "raft-meta.json";
+/// The longest the committed log id on disk waits for a write of its own.
+pub const COMMITTED_SAVE_INTERVAL: Duration = Duration::from_millis(200);
 
 /// The record position of log index `index`.
 pub fn position(index: u64) -> Position {
@@ -63,6 +70,8 @@ struct Inner<F: Fs> {
     /// The last entry's log id (`None`: the log holds no entry).
     last: Option<LogId>,
     max_record: usize,
+    /// When the meta file was last written.
+    saved_at: Option<Instant>,
 }
 
 /// One topic's Raft log on a storage log; cloning shares it (the clone is the library's
@@ -118,6 +127,7 @@ impl<F: Fs> LogStore<F> {
             meta,
             last: None,
             max_record,
+            saved_at: None,
         };
         inner.last = inner
             .read_last()
@@ -158,10 +168,12 @@ impl<F: Fs> Inner<F> {
         Ok(self.entry_at(index)?.map(|e| e.log_id))
     }
 
-    fn save_meta(&self) -> Result<(), StorageError> {
+    fn save_meta(&mut self) -> Result<(), StorageError> {
         let bytes = codec::encode_body(&self.meta).map_err(write_err)?;
         meta::write_atomic(&self.fs, &self.dir, META_FILE, &bytes)
-            .map_err(|e| StorageIOError::write_vote(AnyError::new(&e)).into())
+            .map_err(|e| StorageIOError::write_vote(AnyError::new(&e)))?;
+        self.saved_at = Some(Instant::now());
+        Ok(())
     }
 
     fn entries(&self, start: u64, end: u64) -> Result<Vec<Entry>, StorageError> {
@@ -246,6 +258,12 @@ impl<F: Fs> RaftLogStorage<TypeConfig> for LogStore<F> {
             return Ok(());
         }
         inner.meta.committed = committed;
+        if inner
+            .saved_at
+            .is_some_and(|t| t.elapsed() < COMMITTED_SAVE_INTERVAL)
+        {
+            return Ok(());
+        }
         inner.save_meta()
     }
 
