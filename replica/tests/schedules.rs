@@ -1,7 +1,8 @@
 //! Randomised fault schedules on a simulated three-replica topic, each from a seed, with the
 //! checker of `common`: publishes interleaved with partitions and heals, one-way link
 //! cuts, frame loss and delay, leader power cuts (only fsynced bytes survive) and restarts,
-//! a replica restarted with an empty volume, and membership 3 → 5 → 3. At the end the
+//! a power cut of every replica at once, a replica restarted with an empty volume, and
+//! membership 3 → 5 → 3. At the end the
 //! network heals, a last publish commits, and every live replica must hold every
 //! acknowledged publish exactly once, in order, at its acknowledged index, and no index may
 //! ever have been seen holding two different records.
@@ -29,6 +30,7 @@ struct Tally {
     wipes: usize,
     partitions: usize,
     membership: usize,
+    outages: usize,
 }
 
 async fn run(seed: u64) -> Tally {
@@ -152,6 +154,17 @@ async fn run(seed: u64) -> Tally {
                     grown = !all;
                     tally.membership += 1;
                 }
+            }
+            92..95 if down.is_none() => {
+                // Power cut of every replica at once (a site outage), then all restart.
+                let ids = c.live();
+                for &id in &ids {
+                    c.crash(id, true).await;
+                }
+                for &id in &ids {
+                    c.boot(id).await;
+                }
+                tally.outages += 1;
             }
             _ => {
                 // Heal and restart whatever is down.
