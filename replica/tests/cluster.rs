@@ -79,9 +79,44 @@ async fn an_empty_volume_rejoins_under_the_same_id() {
     // Enough entries while it is away that the leader snapshots and purges past them.
     let last = publish_n(&c, &mut checker, "b", 100).await;
     c.boot(victim).await;
+    assert!(c.topic(victim).is_catching_up());
     check_all(&c, &mut checker, last).await;
     let status = c.topic(victim).status();
     assert!(status.voters.contains(&victim));
+    // Caught up: the next append from the leader lifts its vote guard.
+    tokio::time::sleep(SEC).await;
+    assert!(!c.topic(victim).is_catching_up());
+}
+
+/// Three replicas; entries acknowledged by the leader and one follower while the other
+/// follower is cut off; then that follower's volume is lost and the leader goes down. The
+/// cut-off follower and the emptied one must not elect a leader (it would lack acknowledged
+/// entries): the emptied replica drops vote requests until it caught up. When the old
+/// leader returns, a leader with every acknowledged entry is elected and all catch up.
+#[tokio::test(start_paused = true)]
+async fn an_emptied_replica_does_not_elect_a_leader_missing_acked_entries() {
+    let mut c = Cluster::start(7, &[1, 2, 3], test_config()).await;
+    let leader = c.await_leader(5 * SEC).await.unwrap();
+    let mut checker = Checker::default();
+    publish_n(&c, &mut checker, "a", 10).await;
+    let others: Vec<_> = c.live().into_iter().filter(|&id| id != leader).collect();
+    let (behind, emptied) = (others[0], others[1]);
+    c.net.isolate(behind, &c.ids());
+    publish_n(&c, &mut checker, "b", 10).await;
+    c.wipe(emptied).await;
+    c.crash(leader, true).await;
+    c.net.heal();
+    c.boot(emptied).await;
+    tokio::time::sleep(5 * SEC).await;
+    assert_eq!(
+        c.leader(),
+        None,
+        "a leader without the acknowledged entries was elected"
+    );
+    c.boot(leader).await;
+    c.await_leader(10 * SEC).await.unwrap();
+    let last = publish_n(&c, &mut checker, "c", 3).await;
+    check_all(&c, &mut checker, last).await;
 }
 
 #[tokio::test(start_paused = true)]
