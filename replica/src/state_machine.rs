@@ -14,6 +14,10 @@
 //! it, then switches `sm-meta.json` to it atomically and deletes the old generation's files:
 //! a crash at any point leaves one whole committed log. Retention runs on the committed log
 //! after each apply ([`starling_storage::RetentionPolicy`] of its config).
+//!
+//! A batch of a format version this build does not know ([`crate::Batch::check`]) is not
+//! applied: `apply` fails, which stops this replica's Raft (a newer build wrote it; the
+//! replica waits for an upgrade rather than guess), and a reader meeting one gets an error.
 
 use std::fmt::Debug;
 use std::io::Cursor;
@@ -156,6 +160,10 @@ impl<F: Fs> StateMachine<F> {
             let r = r.map_err(sm_read_err)?;
             if let CommittedRecord::Batch { log_id, batch } = decode_record(&r.payload, max_record)?
             {
+                if let Err(version) = batch.check() {
+                    let why = std::io::Error::other(format!("unknown batch version {version}"));
+                    return Err(sm_read_err(why));
+                }
                 out.push(Committed {
                     index: log_id.index,
                     term: log_id.leader_id.term,
@@ -318,6 +326,13 @@ impl<F: Fs> RaftStateMachine<TypeConfig> for StateMachine<F> {
                 EntryPayload::Membership(m) => Some(m.clone()),
                 _ => None,
             };
+            if let EntryPayload::Normal(batch) = &entry.payload
+                && let Err(version) = batch.check()
+            {
+                // A newer build wrote it: stop rather than guess what it means.
+                let why = std::io::Error::other(format!("unknown batch version {version}"));
+                return Err(StorageIOError::apply(entry.log_id, AnyError::new(&why)).into());
+            }
             let record = CommittedRecord::of(entry);
             inner.append(&record)?;
             if let Some(m) = membership {
