@@ -56,15 +56,23 @@ pub struct RpcServer {
     raft: Raft,
     guard: Arc<VoteGuard>,
     max_frame: usize,
+    max_snapshot: usize,
 }
 
 impl RpcServer {
-    /// A server for `raft`.
-    pub fn new(raft: Raft, guard: Arc<VoteGuard>, max_frame: usize) -> RpcServer {
+    /// A server for `raft`: request frames up to `max_frame` bytes, snapshot chunks only
+    /// within the first `max_snapshot` bytes of a snapshot.
+    pub fn new(
+        raft: Raft,
+        guard: Arc<VoteGuard>,
+        max_frame: usize,
+        max_snapshot: usize,
+    ) -> RpcServer {
         RpcServer {
             raft,
             guard,
             max_frame,
+            max_snapshot,
         }
     }
 
@@ -85,7 +93,20 @@ impl RpcServer {
                 }
                 RpcReply::Vote(self.raft.vote(req).await)
             }
-            Rpc::Snapshot(req) => RpcReply::Snapshot(self.raft.install_snapshot(req).await),
+            Rpc::Snapshot(req) => {
+                // The chunk is written at its offset into the snapshot being received: bound
+                // the end before it allocates anything.
+                let end = usize::try_from(req.offset)
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(req.data.len());
+                if end > self.max_snapshot {
+                    return Err(ServeError::Codec(CodecError::TooLarge {
+                        len: end,
+                        max: self.max_snapshot,
+                    }));
+                }
+                RpcReply::Snapshot(self.raft.install_snapshot(req).await)
+            }
         };
         Ok(codec::encode_frame(&reply, self.max_frame)?)
     }

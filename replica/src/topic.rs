@@ -114,7 +114,12 @@ impl<F: Fs> ReplicatedTopic<F> {
         if blank {
             raft.runtime_config().elect(false);
         }
-        let server = RpcServer::new(raft.clone(), Arc::clone(&guard), config.max_frame_bytes);
+        let server = RpcServer::new(
+            raft.clone(),
+            Arc::clone(&guard),
+            config.max_frame_bytes,
+            config.max_snapshot_bytes,
+        );
         Ok(ReplicatedTopic {
             id,
             raft,
