@@ -16,6 +16,9 @@
 //!   a full disk.
 //! - [`reader`](Reader): iterators from a position or a time.
 //! - [`retention`]: deleting whole segments by bytes and age.
+//! - `truncate`: cutting the log's tail back ([`Log::truncate_from`]) and deleting whole
+//!   segments before a position ([`Log::remove_segments_before`]), for a replicated log
+//!   store whose consensus library rewrites an uncommitted suffix and purges a prefix.
 //! - [`Flusher`]: the background sync for the `Interval` policy.
 //! - [`LogStats`]: counters and figures for metrics.
 //!
@@ -35,6 +38,7 @@ pub mod retention;
 pub mod segment;
 mod shared;
 mod stats;
+mod truncate;
 
 pub use error::{Error, FailedOp, Failure, Malformed, Result};
 pub use flusher::Flusher;
@@ -46,3 +50,4 @@ pub use retention::{RetentionPolicy, RetentionReport};
 pub use segment::Record;
 pub use starling_proto::Position;
 pub use stats::LogStats;
+pub use truncate::Cut;

@@ -68,23 +68,23 @@ impl Synced {
 
 /// The writer's hold on the active segment.
 #[derive(Debug)]
-struct Active<F: Fs> {
-    seg: Arc<Segment>,
-    file: Arc<F::File>,
+pub(crate) struct Active<F: Fs> {
+    pub(crate) seg: Arc<Segment>,
+    pub(crate) file: Arc<F::File>,
     /// `None` after an index write failed: the index is rebuilt at the next open.
-    index_file: Option<F::File>,
+    pub(crate) index_file: Option<F::File>,
     /// Bytes of the index file written.
-    index_len: u64,
-    len: u64,
-    records: u64,
+    pub(crate) index_len: u64,
+    pub(crate) len: u64,
+    pub(crate) records: u64,
 }
 
 /// The writer of a log directory.
 #[derive(Debug)]
 pub struct Log<F: Fs = RealFs> {
-    shared: Arc<Shared<F>>,
-    active: Option<Active<F>>,
-    next: Option<Position>,
+    pub(crate) shared: Arc<Shared<F>>,
+    pub(crate) active: Option<Active<F>>,
+    pub(crate) next: Option<Position>,
     last_ms: u64,
     buf: Vec<u8>,
 }

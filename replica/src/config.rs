@@ -1,0 +1,112 @@
+//! A replicated topic's settings ([`ReplicaConfig`]) and the openraft configuration and
+//! storage configurations derived from them.
+//!
+//! | knob | default | what it does |
+//! |---|---|---|
+//! | `heartbeat` | 100 ms | the leader's heartbeat (and replication retry) interval |
+//! | `election_timeout_min`, `_max` | 300 ms, 600 ms | a follower that hears no leader for a random time in this range starts an election: the fail-over gap is about this plus one round trip |
+//! | `segment_bytes` | 64 MiB | segment size of the Raft log and the committed log |
+//! | `max_record_bytes` | 16 MiB | largest stored entry (a publish is refused before it is proposed when its entry would not fit) |
+//! | `max_frame_bytes` | 64 MiB | largest RPC frame sent or accepted |
+//! | `max_snapshot_bytes` | 1 GiB | largest snapshot image accepted |
+//! | `snapshot_every` | 10 000 | entries applied between snapshots (then the Raft log is purged up to the snapshot, keeping `keep_after_snapshot`) |
+//! | `keep_after_snapshot` | 1 000 | Raft log entries kept behind a snapshot, so a follower a little behind catches up from the log, not a snapshot |
+//! | `max_entries_per_append` | 300 | entries per replication RPC |
+//! | `retention` | none | retention of the committed log (what readers and snapshots see) |
+//!
+//! When the broker adopts the crate these become knobs of `config/` (the knob table); the
+//! struct is the crate's side of that contract.
+
+use std::time::Duration;
+
+use openraft::SnapshotPolicy;
+use starling_storage::{FsyncPolicy, LogConfig, RetentionPolicy};
+
+use crate::error::ReplicaError;
+
+/// A replicated topic's settings; see the module doc for each knob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaConfig {
+    /// Leader heartbeat interval.
+    pub heartbeat: Duration,
+    /// Lower bound of the election timeout.
+    pub election_timeout_min: Duration,
+    /// Upper bound of the election timeout.
+    pub election_timeout_max: Duration,
+    /// Segment size of both logs.
+    pub segment_bytes: u64,
+    /// Largest stored entry.
+    pub max_record_bytes: u32,
+    /// Largest RPC frame.
+    pub max_frame_bytes: usize,
+    /// Largest snapshot image accepted.
+    pub max_snapshot_bytes: usize,
+    /// Entries applied between snapshots.
+    pub snapshot_every: u64,
+    /// Raft log entries kept behind a snapshot.
+    pub keep_after_snapshot: u64,
+    /// Entries per replication RPC.
+    pub max_entries_per_append: u64,
+    /// Retention of the committed log.
+    pub retention: RetentionPolicy,
+}
+
+impl Default for ReplicaConfig {
+    fn default() -> ReplicaConfig {
+        ReplicaConfig {
+            heartbeat: Duration::from_millis(100),
+            election_timeout_min: Duration::from_millis(300),
+            election_timeout_max: Duration::from_millis(600),
+            segment_bytes: 64 * 1024 * 1024,
+            max_record_bytes: 16 * 1024 * 1024,
+            max_frame_bytes: 64 * 1024 * 1024,
+            max_snapshot_bytes: 1024 * 1024 * 1024,
+            snapshot_every: 10_000,
+            keep_after_snapshot: 1_000,
+            max_entries_per_append: 300,
+            retention: RetentionPolicy::default(),
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl ReplicaConfig {
+    /// The openraft configuration, validated by the library.
+    pub fn raft_config(&self, topic: &str) -> Result<openraft::Config, ReplicaError> {
+        let config = openraft::Config {
+            cluster_name: topic.to_string(),
+            heartbeat_interval: millis(self.heartbeat),
+            election_timeout_min: millis(self.election_timeout_min),
+            election_timeout_max: millis(self.election_timeout_max),
+            max_payload_entries: self.max_entries_per_append,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
+            max_in_snapshot_log_to_keep: self.keep_after_snapshot,
+            // Snapshot chunks must fit a frame with room for the JSON encoding of bytes.
+            snapshot_max_chunk_size: (self.max_frame_bytes / 8) as u64,
+            ..openraft::Config::default()
+        };
+        config
+            .validate()
+            .map_err(|e| ReplicaError::Config(e.to_string()))
+    }
+
+    /// The storage configuration of the Raft log (explicit fsyncs, see
+    /// [`crate::log_store`]).
+    pub fn raft_log_config(&self) -> LogConfig {
+        crate::log_store::log_config(self.segment_bytes, self.max_record_bytes)
+    }
+
+    /// The storage configuration of the committed log (explicit fsyncs, retention).
+    pub fn committed_log_config(&self) -> LogConfig {
+        LogConfig {
+            segment_bytes: self.segment_bytes,
+            max_record_bytes: self.max_record_bytes,
+            fsync: FsyncPolicy::Interval(Duration::from_secs(24 * 3600)),
+            retention: self.retention,
+            ..LogConfig::default()
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! The client side of Raft's network: openraft's `RaftNetworkFactory` / `RaftNetwork` over a
+//! [`Transport`] that moves request and reply frames between replicas (the broker's QUIC
+//! peer links in production, [`crate::simnet::SimNet`] in tests).
+//!
+//! An unreachable peer is reported to the library as such, and it backs off for one
+//! heartbeat interval before it tries that peer again (a dead peer costs no busy retry
+//! loop); any other transport failure is a network error; no reply within the library's
+//! hard deadline for the RPC is a timeout.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::RPCTypes;
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout, Unreachable,
+};
+use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+
+use crate::codec::{self, CodecError};
+use crate::rpc::{Rpc, RpcReply};
+use crate::types::{Node, NodeId, TypeConfig};
+
+/// Why a frame did not make the round trip.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// No route to the peer now (partitioned, down, dropped).
+    #[error("peer {0} unreachable")]
+    Unreachable(NodeId),
+    /// The frame or its reply did not encode or decode.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// The reply was of the wrong kind.
+    #[error("reply does not match the request")]
+    Mismatch,
+}
+
+/// A boxed future of a transport call.
+pub type CallFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<u8>, TransportError>> + Send + 'a>>;
+
+/// Moves one request frame from `from` to `to` and brings back the reply frame.
+pub trait Transport: Send + Sync + 'static {
+    /// Sends `frame` to `to`'s Raft and returns its reply frame.
+    fn call(&self, from: NodeId, to: NodeId, frame: Vec<u8>) -> CallFuture<'_>;
+}
+
+/// Makes one [`Link`] per peer for a replica's Raft.
+#[derive(Clone)]
+pub struct NetworkFactory {
+    me: NodeId,
+    transport: Arc<dyn Transport>,
+    max_frame: usize,
+    backoff: Duration,
+}
+
+impl NetworkFactory {
+    /// A factory for replica `me` over `transport`, frames bounded by `max_frame` bytes,
+    /// waiting `backoff` before retrying an unreachable peer.
+    pub fn new(
+        me: NodeId,
+        transport: Arc<dyn Transport>,
+        max_frame: usize,
+        backoff: Duration,
+    ) -> NetworkFactory {
+        NetworkFactory {
+            me,
+            transport,
+            max_frame,
+            backoff,
+        }
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
+    type Network = Link;
+
+    async fn new_client(&mut self, target: NodeId, _node: &Node) -> Link {
+        Link {
+            me: self.me,
+            target,
+            transport: Arc::clone(&self.transport),
+            max_frame: self.max_frame,
+            backoff: self.backoff,
+        }
+    }
+}
+
+/// The RPC client from one replica to one peer.
+pub struct Link {
+    me: NodeId,
+    target: NodeId,
+    transport: Arc<dyn Transport>,
+    max_frame: usize,
+    backoff: Duration,
+}
+
+type Rpcs<E> = RPCError<NodeId, Node, E>;
+
+impl Link {
+    async fn round_trip<E: std::error::Error>(
+        &self,
+        rpc: Rpc,
+        action: RPCTypes,
+        option: &RPCOption,
+    ) -> Result<RpcReply, Rpcs<E>> {
+        let network = |e: TransportError| match e {
+            TransportError::Unreachable(_) => RPCError::Unreachable(Unreachable::new(&e)),
+            _ => RPCError::Network(NetworkError::new(&e)),
+        };
+        let frame = codec::encode_frame(&rpc, self.max_frame)
+            .map_err(|e| network(TransportError::Codec(e)))?;
+        let ttl = option.hard_ttl();
+        let call = self.transport.call(self.me, self.target, frame);
+        let reply = match tokio::time::timeout(ttl, call).await {
+            Ok(r) => r.map_err(network)?,
+            Err(_) => {
+                return Err(RPCError::Timeout(Timeout {
+                    action,
+                    id: self.me,
+                    target: self.target,
+                    timeout: ttl,
+                }));
+            }
+        };
+        codec::decode_frame(&reply, self.max_frame).map_err(|e| network(TransportError::Codec(e)))
+    }
+
+    fn remote<T, E: std::error::Error>(
+        &self,
+        r: Result<T, RaftError<NodeId, E>>,
+    ) -> Result<T, Rpcs<RaftError<NodeId, E>>> {
+        r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+fn mismatch<E: std::error::Error>() -> Rpcs<E> {
+    RPCError::Network(NetworkError::new(&TransportError::Mismatch))
+}
+
+impl RaftNetwork<TypeConfig> for Link {
+    fn backoff(&self) -> Backoff {
+        Backoff::new(std::iter::repeat(self.backoff))
+    }
+
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, Rpcs<RaftError<NodeId>>> {
+        match self
+            .round_trip(Rpc::Append(rpc), RPCTypes::AppendEntries, &option)
+            .await?
+        {
+            RpcReply::Append(r) => self.remote(r),
+            _ => Err(mismatch()),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<NodeId>, Rpcs<RaftError<NodeId, InstallSnapshotError>>>
+    {
+        match self
+            .round_trip(Rpc::Snapshot(rpc), RPCTypes::InstallSnapshot, &option)
+            .await?
+        {
+            RpcReply::Snapshot(r) => self.remote(r),
+            _ => Err(mismatch()),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, Rpcs<RaftError<NodeId>>> {
+        match self
+            .round_trip(Rpc::Vote(rpc), RPCTypes::Vote, &option)
+            .await?
+        {
+            RpcReply::Vote(r) => self.remote(r),
+            _ => Err(mismatch()),
+        }
+    }
+}

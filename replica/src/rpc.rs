@@ -1,0 +1,113 @@
+//! The Raft RPCs as they cross a transport ([`Rpc`], [`RpcReply`]) and the receiving side
+//! ([`RpcServer`]): decode a request frame, hand it to the local Raft, encode the reply. The
+//! frame format is [`crate::codec`]'s; a broker carries these frames over its peer links.
+
+use std::sync::Arc;
+
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{self, CodecError};
+use crate::guard::VoteGuard;
+use crate::types::{NodeId, Raft, TypeConfig};
+
+/// A request from one replica's Raft to another's.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(bound = "")]
+pub enum Rpc {
+    /// Log replication and heartbeats.
+    Append(AppendEntriesRequest<TypeConfig>),
+    /// An election.
+    Vote(VoteRequest<NodeId>),
+    /// One chunk of a snapshot.
+    Snapshot(InstallSnapshotRequest<TypeConfig>),
+}
+
+/// The reply to an [`Rpc`], the receiving Raft's error included.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(bound = "")]
+pub enum RpcReply {
+    /// To [`Rpc::Append`].
+    Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    /// To [`Rpc::Vote`].
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    /// To [`Rpc::Snapshot`].
+    Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+}
+
+/// Why a request frame got no reply.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The frame did not decode (over the bound, truncated, malformed); it reached no Raft.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// A vote request to a replica whose vote guard holds ([`crate::guard`]): dropped.
+    #[error("vote request dropped: this replica is catching up after an empty start")]
+    Guarded,
+}
+
+/// The receiving side of one replica: its Raft, its vote guard and the frame bound.
+#[derive(Clone)]
+pub struct RpcServer {
+    raft: Raft,
+    guard: Arc<VoteGuard>,
+    max_frame: usize,
+    max_snapshot: usize,
+}
+
+impl RpcServer {
+    /// A server for `raft`: request frames up to `max_frame` bytes, snapshot chunks only
+    /// within the first `max_snapshot` bytes of a snapshot.
+    pub fn new(
+        raft: Raft,
+        guard: Arc<VoteGuard>,
+        max_frame: usize,
+        max_snapshot: usize,
+    ) -> RpcServer {
+        RpcServer {
+            raft,
+            guard,
+            max_frame,
+            max_snapshot,
+        }
+    }
+
+    /// Handles one request frame and returns the reply frame.
+    pub async fn serve(&self, frame: &[u8]) -> Result<Vec<u8>, ServeError> {
+        let rpc: Rpc = codec::decode_frame(frame, self.max_frame)?;
+        let reply = match rpc {
+            Rpc::Append(req) => {
+                self.guard.saw_leader(req.leader_commit.map(|l| l.index));
+                let reply = self.raft.append_entries(req).await;
+                // Lifts the guard once caught up, so the replica may also campaign again.
+                self.guard.allows_vote(&self.raft);
+                RpcReply::Append(reply)
+            }
+            Rpc::Vote(req) => {
+                if !self.guard.allows_vote(&self.raft) {
+                    return Err(ServeError::Guarded);
+                }
+                RpcReply::Vote(self.raft.vote(req).await)
+            }
+            Rpc::Snapshot(req) => {
+                // The chunk is written at its offset into the snapshot being received: bound
+                // the end before it allocates anything.
+                let end = usize::try_from(req.offset)
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(req.data.len());
+                if end > self.max_snapshot {
+                    return Err(ServeError::Codec(CodecError::TooLarge {
+                        len: end,
+                        max: self.max_snapshot,
+                    }));
+                }
+                RpcReply::Snapshot(self.raft.install_snapshot(req).await)
+            }
+        };
+        Ok(codec::encode_frame(&reply, self.max_frame)?)
+    }
+}

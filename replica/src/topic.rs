@@ -1,0 +1,246 @@
+//! The API a broker's topic task uses ([`ReplicatedTopic`]): open one replica of a topic,
+//! publish batches that resolve only once committed, read the committed log, see the
+//! leader, term and membership, and change the replica set.
+//!
+//! `publish` resolves `Ok` only after the entry is in the Raft logs of a quorum of voters,
+//! each fsynced before it reported the entry flushed, and applied here (for one replica:
+//! fsynced by that one). A replica that is not the leader, or a leader deposed before the
+//! entry committed, answers [`ReplicaError::NotLeader`] and acknowledges nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{ChangeMembers, ServerState};
+use starling_storage::{Fs, Position};
+
+use crate::batch::Batch;
+use crate::codec;
+use crate::committed::Committed;
+use crate::config::ReplicaConfig;
+use crate::error::ReplicaError;
+use crate::guard::VoteGuard;
+use crate::log_store::{LogStore, position};
+use crate::network::{NetworkFactory, Transport};
+use crate::rpc::RpcServer;
+use crate::state_machine::StateMachine;
+use crate::types::{Node, NodeId, Raft};
+
+/// Encoded bytes kept free in a stored entry for the entry's own fields.
+const ENTRY_OVERHEAD: usize = 1024;
+
+/// What one replica knows of its topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicStatus {
+    /// This replica.
+    pub id: NodeId,
+    /// The leader as this replica knows it.
+    pub leader: Option<NodeId>,
+    /// The current term.
+    pub term: u64,
+    /// Whether this replica is the leader.
+    pub is_leader: bool,
+    /// The voters of the current membership.
+    pub voters: BTreeSet<NodeId>,
+    /// The learners (replicas being caught up before they vote).
+    pub learners: BTreeSet<NodeId>,
+    /// The last applied index: the high-water mark readers see up to.
+    pub applied: Option<u64>,
+    /// Why this replica's Raft stopped, if it did (a fatal storage error): it then takes no
+    /// part in the topic until reopened.
+    pub stopped: Option<String>,
+}
+
+/// One replica of a replicated topic.
+pub struct ReplicatedTopic<F: Fs> {
+    id: NodeId,
+    raft: Raft,
+    committed: StateMachine<F>,
+    server: RpcServer,
+    guard: Arc<VoteGuard>,
+    max_record: usize,
+}
+
+fn stopped(e: impl std::fmt::Display) -> ReplicaError {
+    ReplicaError::Stopped(e.to_string())
+}
+
+fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, Node>>) -> ReplicaError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ReplicaError::NotLeader {
+            leader: f.leader_id,
+        },
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {
+            ReplicaError::Membership(e.to_string())
+        }
+        RaftError::Fatal(f) => stopped(f),
+    }
+}
+
+impl<F: Fs> ReplicatedTopic<F> {
+    /// Opens replica `id` of `topic` with its data under `dir` (through `fs`), talking to
+    /// its peers over `transport`. The directory holds `raft/` (the Raft log and
+    /// `raft-meta.json`) and `committed/` (the committed log). An empty directory is a new
+    /// replica: it waits to be bootstrapped ([`ReplicatedTopic::initialize`]) or to be
+    /// caught up by a leader that has it in its membership (a re-joined replica whose
+    /// volume was lost, under the same id).
+    pub async fn open(
+        topic: &str,
+        id: NodeId,
+        fs: F,
+        dir: &Path,
+        config: ReplicaConfig,
+        transport: Arc<dyn Transport>,
+    ) -> Result<ReplicatedTopic<F>, ReplicaError> {
+        let raft_config = Arc::new(config.raft_config(topic)?);
+        let storage = |e: &dyn std::fmt::Display| ReplicaError::Storage(e.to_string());
+        let log = LogStore::open(fs.clone(), &dir.join("raft"), config.raft_log_config())
+            .map_err(|e| storage(&e))?;
+        let blank = log.is_blank();
+        let committed = StateMachine::open(
+            fs,
+            &dir.join("committed"),
+            config.committed_log_config(),
+            config.max_snapshot_bytes,
+        )
+        .map_err(|e| storage(&e))?;
+        let network = NetworkFactory::new(id, transport, config.max_frame_bytes, config.heartbeat);
+        let raft = Raft::new(id, raft_config, network, log, committed.clone())
+            .await
+            .map_err(stopped)?;
+        let guard = Arc::new(VoteGuard::new(blank));
+        if blank {
+            raft.runtime_config().elect(false);
+        }
+        let server = RpcServer::new(
+            raft.clone(),
+            Arc::clone(&guard),
+            config.max_frame_bytes,
+            config.max_snapshot_bytes,
+        );
+        Ok(ReplicatedTopic {
+            id,
+            raft,
+            committed,
+            server,
+            guard,
+            max_record: config.max_record_bytes as usize,
+        })
+    }
+
+    /// Bootstraps a new topic with `members` as its voters. Call it once, on one replica,
+    /// when the topic is created; the others learn the membership from it (and call
+    /// [`ReplicatedTopic::founding`]).
+    pub async fn initialize(&self, members: BTreeMap<NodeId, Node>) -> Result<(), ReplicaError> {
+        self.guard.lift(&self.raft);
+        self.raft
+            .initialize(members)
+            .await
+            .map_err(|e| ReplicaError::Membership(e.to_string()))
+    }
+
+    /// Declares this replica one of the topic's founding voters, blank because the topic is
+    /// new (not because its volume was lost): it votes from the start. See [`crate::guard`].
+    pub fn founding(&self) {
+        self.guard.lift(&self.raft);
+    }
+
+    /// Whether this replica started blank and is still catching up before it votes.
+    pub fn is_catching_up(&self) -> bool {
+        self.guard.is_active()
+    }
+
+    /// Publishes one batch of messages; resolves with its position in the committed log once
+    /// it is committed (see the module doc), or [`ReplicaError::NotLeader`].
+    pub async fn publish(&self, messages: Vec<Vec<u8>>) -> Result<Position, ReplicaError> {
+        let batch = Batch::new(messages);
+        let max = self.max_record.saturating_sub(ENTRY_OVERHEAD);
+        // JSON writes a byte as at most 4 characters: check exactly only when the bound is
+        // over the limit.
+        let bound = batch
+            .messages
+            .iter()
+            .map(|m| m.len() * 4 + 2)
+            .sum::<usize>()
+            + 32;
+        if bound > max {
+            let len = codec::encode_body(&batch)?.len();
+            if len > max {
+                return Err(ReplicaError::TooLarge { len, max });
+            }
+        }
+        let written = self.raft.client_write(batch).await.map_err(write_error)?;
+        Ok(position(written.log_id.index))
+    }
+
+    /// Up to `max` committed publishes from index `from` on (the oldest retained if `from`
+    /// is older): only what this replica has applied, the high-water mark.
+    pub fn read_committed(&self, from: u64, max: usize) -> Result<Vec<Committed>, ReplicaError> {
+        self.committed
+            .read(from, max)
+            .map_err(|e| ReplicaError::Storage(e.to_string()))
+    }
+
+    /// What this replica knows of the topic now.
+    pub fn status(&self) -> TopicStatus {
+        let m = self.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership();
+        TopicStatus {
+            id: self.id,
+            leader: m.current_leader,
+            term: m.current_term,
+            is_leader: m.state == ServerState::Leader,
+            voters: membership.voter_ids().collect(),
+            learners: membership.learner_ids().collect(),
+            applied: m.last_applied.map(|l| l.index),
+            stopped: m.running_state.as_ref().err().map(ToString::to_string),
+        }
+    }
+
+    /// Waits until this replica has applied index `index`, up to `timeout`.
+    pub async fn wait_applied(&self, index: u64, timeout: Duration) -> Result<(), ReplicaError> {
+        self.raft
+            .wait(Some(timeout))
+            .applied_index_at_least(Some(index), "wait_applied")
+            .await
+            .map(|_| ())
+            .map_err(stopped)
+    }
+
+    /// Adds replica `id` at `node`: as a learner until it has caught up with the leader's
+    /// log (through replication, or a snapshot if the log was purged), then as a voter.
+    /// Call on the leader.
+    pub async fn add_replica(&self, id: NodeId, node: Node) -> Result<(), ReplicaError> {
+        self.raft
+            .add_learner(id, node, true)
+            .await
+            .map_err(write_error)?;
+        self.raft
+            .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
+            .await
+            .map_err(write_error)?;
+        Ok(())
+    }
+
+    /// Removes replica `id` from the topic (it stops receiving the log). Call on the leader.
+    pub async fn remove_replica(&self, id: NodeId) -> Result<(), ReplicaError> {
+        self.raft
+            .change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false)
+            .await
+            .map_err(write_error)?;
+        Ok(())
+    }
+
+    /// The receiving side of this replica's RPCs: what the broker's peer link (or
+    /// [`crate::SimNet`]) hands each request frame to.
+    pub fn server(&self) -> RpcServer {
+        self.server.clone()
+    }
+
+    /// Stops this replica's Raft (its files stay).
+    pub async fn shutdown(&self) -> Result<(), ReplicaError> {
+        self.raft.shutdown().await.map_err(stopped)
+    }
+}
