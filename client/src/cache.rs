@@ -8,7 +8,7 @@
 //! brought in with one write, so several requests and answers travel in one datagram. Spread
 //! one per stream instead (round-robin, before), each operation cost a datagram and a system
 //! call each way, which made the cache half as fast on the benchmark machine (measured in
-//! docs/benchmarks.md, optimisation log).
+//! docs/benchmarks/optimisation-log.md).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

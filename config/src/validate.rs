@@ -36,7 +36,7 @@ pub const EVENT_BATCH_OVERHEAD: u64 = 64;
 /// `EMSGSIZE`, and quinn-udp 0.5 takes that for a lost MTU probe and drops the batch without a
 /// word. Above 6550 (10 × 6550 = 65,500) every full batch is lost: measured on loopback,
 /// 8952 ran at 0.73–0.76× of 1452 until black-hole detection fell back to 1200, and 6551–7000
-/// crawled at about 5 MB/s (`docs/benchmarks.md`, "Jumbo datagrams on loopback").
+/// crawled at about 5 MB/s (`docs/benchmarks/optimisation-log.md`, "Jumbo datagrams on loopback").
 pub const QUIC_MTU_RANGE: (u16, u16) = (1200, 6550);
 /// The largest UDP payload a quinn endpoint accepts from its peers by default (1500-byte
 /// Ethernet minus the IPv4 and UDP headers). A `quic_max_mtu_discovery` above it raises it to
