@@ -17,8 +17,9 @@
 #     recompile the ~390 dependencies (docs/local-cluster.md, "Test budget"). One directory
 #     per path, because cargo names a workspace crate's artifacts by its path relative to the
 #     workspace: two checkouts sharing one directory could each take the other's compiled
-#     crates for fresh. Binaries still go to the clone's target/. The whole cache is emptied
-#     when it grows past $STARLING_BUILD_CACHE_MAX_GB (default 20).
+#     crates for fresh. Binaries still go to the clone's target/. Past
+#     $STARLING_BUILD_CACHE_MAX_GB (default 30) the least recently used checkout directories
+#     are removed, never the newest.
 #   - a timing table, also written to $STARLING_TIMINGS_FILE when that is set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,13 +31,23 @@ if [[ -z "${CARGO_BUILD_BUILD_DIR:-}" ]]; then
   build_cache="$CACHE_DIR/cargo-build"
   # {workspace-path-hash} is expanded by cargo (build.build-dir templates, cargo >= 1.91).
   export CARGO_BUILD_BUILD_DIR="$build_cache/{workspace-path-hash}"
-  max_gb=${STARLING_BUILD_CACHE_MAX_GB:-20}
+  max_gb=${STARLING_BUILD_CACHE_MAX_GB:-30}
+  # One build directory per checkout path (CI's clone, a developer's tree): past the cap, the
+  # directories used least recently go first, never the newest, so the checkout that runs most
+  # (CI's) stays warm.
   if [[ -d "$build_cache" ]]; then
-    used_kb=$(du -sk "$build_cache" 2>/dev/null | cut -f1)
-    if [[ -n "$used_kb" && "$used_kb" -gt $((max_gb * 1024 * 1024)) ]]; then
-      echo "test.sh: $build_cache holds $((used_kb / 1024 / 1024)) GiB (> $max_gb): emptying it" >&2
-      rm -rf "$build_cache"
-    fi
+    while :; do
+      used_kb=$(du -sk "$build_cache" 2>/dev/null | cut -f1)
+      [[ -n "$used_kb" && "$used_kb" -gt $((max_gb * 1024 * 1024)) ]] || break
+      # Last use: the newest of the directory and its profiles' deps/ and .fingerprint/ (a
+      # build that compiles anything adds files there).
+      mapfile -t dirs < <(for d in "$build_cache"/*/*/; do
+        printf '%s %s\n' "$(stat -c %Y "$d" "$d"*/deps "$d"*/.fingerprint 2>/dev/null | sort -n | tail -1)" "${d%/}"
+      done | sort -n | cut -d' ' -f2-)
+      [[ ${#dirs[@]} -gt 1 ]] || break
+      echo "test.sh: $build_cache holds $((used_kb / 1024 / 1024)) GiB (> $max_gb): removing ${dirs[0]}, the least recently used" >&2
+      rm -rf "${dirs[0]}"
+    done
   fi
 fi
 # Incremental compilation only pays for repeated edits of one checkout; a suite run compiles
