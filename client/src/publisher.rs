@@ -69,6 +69,7 @@ impl Publisher {
                 ack,
                 topic: topic.to_string(),
                 payload,
+                headers: Vec::new(),
             })
         };
         if acked {
@@ -106,6 +107,7 @@ impl Publisher {
                 ack,
                 topic: topic.to_string(),
                 payloads,
+                headers: Vec::new(),
             })
         };
         if acked {
@@ -134,6 +136,7 @@ impl Publisher {
                     ack: AckMode::Ack,
                     topic: topic.to_string(),
                     payloads,
+                    headers: Vec::new(),
                 })
             };
             acks.push(Box::pin(stream.call_deferred(build, timeout).await?));
@@ -145,6 +148,7 @@ impl Publisher {
                         ack: AckMode::Ack,
                         topic: topic.to_string(),
                         payload,
+                        headers: Vec::new(),
                     })
                 };
                 acks.push(Box::pin(stream.call_deferred(build, timeout).await?));

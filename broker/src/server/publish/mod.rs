@@ -88,6 +88,12 @@ enum Classified {
 /// Tells a request from a ping and from a frame this stream does not take.
 fn classify(frame: Frame, granted: u64) -> Classified {
     match frame {
+        Frame::Publish(p) if !p.headers.is_empty() && granted & features::HEADERS == 0 => {
+            no_headers(p.request_id)
+        }
+        Frame::PublishBatch(p) if !p.headers.is_empty() && granted & features::HEADERS == 0 => {
+            no_headers(p.request_id)
+        }
         Frame::Publish(p) => Classified::Request(Request {
             request_id: p.request_id,
             ack: p.ack,
@@ -114,6 +120,17 @@ fn classify(frame: Frame, granted: u64) -> Classified {
                 message,
             }
         }
+    }
+}
+
+/// A publish carrying headers on a connection not granted `HEADERS` (this broker does not
+/// offer it yet): refused rather than delivered without them.
+fn no_headers(request_id: u64) -> Classified {
+    Classified::Refused {
+        request_id,
+        code: ErrorCode::InvalidRequest,
+        message: "message headers need the HEADERS feature, which this connection was not granted"
+            .into(),
     }
 }
 
