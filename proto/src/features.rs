@@ -36,7 +36,8 @@ pub const WILDCARDS: u64 = 64;
 /// and a subscriber receives the headers of a batch's messages in an
 /// [`EventHeaders`](crate::EventHeaders) frame right before the `EventBatch` (a batch without
 /// headers has none). A connection not granted it never receives `EventHeaders`, and its
-/// subscribers get the payloads alone.
+/// subscribers get the payloads alone. Asked for by plain and routing clients, never by a peer
+/// (forwarded publishes and relayed events do not carry headers yet).
 pub const HEADERS: u64 = 128;
 
 /// Every feature bit defined by protocol version 2.
@@ -66,8 +67,8 @@ impl Role {
     /// The feature bits a connection of this role asks for in its `Hello`.
     pub const fn requested(self) -> u64 {
         match self {
-            Role::Plain => BASE | WILDCARDS,
-            Role::Routed => BASE | CLUSTER | WILDCARDS,
+            Role::Plain => BASE | WILDCARDS | HEADERS,
+            Role::Routed => BASE | CLUSTER | WILDCARDS | HEADERS,
             Role::Peer => BASE | PEER,
         }
     }
