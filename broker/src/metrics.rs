@@ -75,6 +75,10 @@ pub struct Metrics {
     pub wildcard_subscriptions: IntGauge,
     /// Wildcard subscriptions refused because this broker is a cluster member.
     pub wildcard_refused_clustered: IntCounter,
+    /// Messages with headers accepted into a local topic.
+    pub header_messages: IntCounter,
+    /// Publishes with headers refused by reason (`clustered`, `durable`).
+    pub headers_refused: IntCounterVec,
     /// Topics with state in memory.
     pub topics: IntGauge,
     /// Bytes of encoded EventBatches retained for resuming subscribers, over all topics.
@@ -259,16 +263,23 @@ pub enum Limit {
     /// `max_publish_batch_items`: a `PublishBatch` announcing more payloads (refused by the
     /// decoder before it allocates for them; the stream is closed).
     PublishBatchItems,
+    /// `max_headers_per_message`: a message with more headers (the whole request refused).
+    HeadersPerMessage,
+    /// `max_header_bytes_per_message`: a message with more header bytes (the whole request
+    /// refused).
+    HeaderBytesPerMessage,
 }
 
 impl Limit {
     /// Every limit, for pre-creating the labelled series.
-    pub const ALL: [Limit; 5] = [
+    pub const ALL: [Limit; 7] = [
         Limit::Topics,
         Limit::Subscriptions,
         Limit::SubscriptionsPerConnection,
         Limit::WildcardSubscriptionsPerConnection,
         Limit::PublishBatchItems,
+        Limit::HeadersPerMessage,
+        Limit::HeaderBytesPerMessage,
     ];
 
     /// The label value: the knob's name.
@@ -281,6 +292,8 @@ impl Limit {
                 "max_wildcard_subscriptions_per_connection"
             }
             Limit::PublishBatchItems => "max_publish_batch_items",
+            Limit::HeadersPerMessage => "max_headers_per_message",
+            Limit::HeaderBytesPerMessage => "max_header_bytes_per_message",
         }
     }
 }
@@ -487,6 +500,17 @@ impl Metrics {
                 &r,
                 "starling_wildcard_refused_clustered_total",
                 "Wildcard subscriptions refused because this broker is a member of a cluster.",
+            )?,
+            header_messages: counter(
+                &r,
+                "starling_header_messages_total",
+                "Published messages with headers accepted into a topic (HEADERS feature).",
+            )?,
+            headers_refused: counter_vec(
+                &r,
+                "starling_headers_refused_total",
+                "Publishes with headers refused (InvalidRequest) by reason: clustered (the broker is a cluster member), durable (the topic is durable).",
+                &["reason"],
             )?,
             topics: gauge(&r, "starling_topics", "Topics with state in memory.")?,
             retained_bytes: gauge(
@@ -717,6 +741,9 @@ impl Metrics {
         }
         for limit in Limit::ALL {
             m.limit_refusals.with_label_values(&[limit.label()]);
+        }
+        for reason in ["clustered", "durable"] {
+            m.headers_refused.with_label_values(&[reason]);
         }
         for op in ["publish", "subscribe", "cache_read", "cache_write"] {
             m.forbidden.with_label_values(&[op]);

@@ -138,6 +138,19 @@ pub(crate) struct PubArgs {
     /// Publish each message this many times.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub(crate) count: u64,
+    /// Add a header to each message (repeatable; split at the first `=`, so the value may hold
+    /// `=`). Needs a broker that grants HEADERS.
+    #[arg(short = 'H', long = "header", value_name = "KEY=VALUE", value_parser = parse_header)]
+    pub(crate) headers: Vec<starling_client::Header>,
+}
+
+/// `KEY=VALUE` as a header; the name must be a valid header name.
+fn parse_header(text: &str) -> Result<starling_client::Header, String> {
+    let (name, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))?;
+    starling_proto::validate_header_name(name).map_err(|why| format!("{name:?}: {why}"))?;
+    Ok(starling_client::Header::new(name, value))
 }
 
 /// `starling sub`.
@@ -218,6 +231,28 @@ mod tests {
             (p.topic.as_str(), p.message.as_str(), p.ack, p.count),
             ("t", "-", true, 3)
         );
+        assert!(p.headers.is_empty());
+    }
+
+    #[test]
+    fn parses_repeated_headers_split_at_the_first_equals() {
+        let cli = parse(&["pub", "t", "m", "-H", "trace=a=b", "--header", "empty="]);
+        let Ok(Cli {
+            command: Command::Pub(p),
+            ..
+        }) = cli
+        else {
+            panic!("unexpected parse: {cli:?}");
+        };
+        assert_eq!(
+            p.headers,
+            [
+                starling_client::Header::new("trace", "a=b"),
+                starling_client::Header::new("empty", "")
+            ]
+        );
+        assert!(parse(&["pub", "t", "m", "-H", "novalue"]).is_err());
+        assert!(parse(&["pub", "t", "m", "-H", "a b=c"]).is_err());
     }
 
     #[test]

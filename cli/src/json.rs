@@ -18,7 +18,8 @@ fn bytes_field(out: &mut Map<String, Value>, name: &str, bytes: &[u8]) {
     };
 }
 
-/// `{"topic", "seq", "position": {"stream", "seq"}, "payload" | "payload_base64"}`.
+/// `{"topic", "seq", "position": {"stream", "seq"}, "payload" | "payload_base64"}`, and
+/// `"headers": [{"name", "value"}, ...]` (in published order) when the event has any.
 pub(crate) fn event_line(topic: &str, event: &Event) -> String {
     let mut out = Map::new();
     out.insert("topic".into(), Value::from(topic));
@@ -28,6 +29,14 @@ pub(crate) fn event_line(topic: &str, event: &Event) -> String {
         json!({"stream": event.position.stream, "seq": event.position.seq}),
     );
     bytes_field(&mut out, "payload", &event.payload);
+    if !event.headers.is_empty() {
+        let headers: Vec<Value> = event
+            .headers
+            .iter()
+            .map(|h| json!({"name": h.name, "value": h.value}))
+            .collect();
+        out.insert("headers".into(), Value::from(headers));
+    }
     Value::Object(out).to_string()
 }
 
@@ -55,6 +64,7 @@ mod tests {
             seq: 3,
             position: Position { stream: 9, seq: 41 },
             payload: Bytes::from_static(b"hello \"world\""),
+            headers: Vec::new(),
         };
         let v: Value = serde_json::from_str(&event_line("orders", &event)).unwrap_or_default();
         assert_eq!(
@@ -69,6 +79,18 @@ mod tests {
         let v: Value = serde_json::from_str(&event_line("t", &binary)).unwrap_or_default();
         assert_eq!(v["payload_base64"], "/wAB");
         assert!(v.get("payload").is_none());
+        let headed = Event {
+            headers: vec![
+                starling_proto::Header::new("trace", "t1"),
+                starling_proto::Header::new("trace", "t2"),
+            ],
+            ..binary
+        };
+        let v: Value = serde_json::from_str(&event_line("t", &headed)).unwrap_or_default();
+        assert_eq!(
+            v["headers"],
+            json!([{"name": "trace", "value": "t1"}, {"name": "trace", "value": "t2"}])
+        );
         let v: Value = serde_json::from_str(&cache_value_line("k", Some(b"v"))).unwrap_or_default();
         assert_eq!(v, json!({"key": "k", "found": true, "value": "v"}));
         let v: Value = serde_json::from_str(&cache_value_line("k", None)).unwrap_or_default();

@@ -1,6 +1,7 @@
-//! `starling pub TOPIC MSG [--ack] [--count N]`; MSG `-` publishes each line of stdin.
+//! `starling pub TOPIC MSG [--ack] [--count N] [-H KEY=VALUE]...`; MSG `-` publishes each line
+//! of stdin. With headers, each message is published with all of them.
 
-use starling_client::Client;
+use starling_client::{Client, Message};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::args::PubArgs;
@@ -22,7 +23,15 @@ pub(crate) async fn run(client: &Client, args: PubArgs) -> Result<Outcome, CliEr
 async fn publish(client: &Client, args: &PubArgs, payload: Vec<u8>) -> Result<(), CliError> {
     let payload = bytes::Bytes::from(payload);
     for _ in 0..args.count {
-        if args.ack {
+        if !args.headers.is_empty() {
+            let message = Message {
+                payload: payload.clone(),
+                headers: args.headers.clone(),
+            };
+            client
+                .publish_message(&args.topic, message, args.ack)
+                .await?;
+        } else if args.ack {
             client.publish_acked(&args.topic, payload.clone()).await?;
         } else {
             client.publish(&args.topic, payload.clone()).await?;

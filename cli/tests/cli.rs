@@ -312,6 +312,50 @@ async fn sub_with_a_pattern_prints_every_matching_topic_with_its_name() {
     b.shutdown().await;
 }
 
+/// `starling pub -H KEY=VALUE` (repeatable) publishes headers that `sub --output json` prints,
+/// in order, with the value split at the first `=` only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pub_headers_show_in_sub_json() {
+    let b = start_broker().await;
+    let mut sub = starling(&b);
+    sub.args(["--output", "json", "sub", "cli.h", "--count", "1"])
+        .stdout(Stdio::piped());
+    let waiting = tokio::spawn(sub.spawn().expect("spawn sub").wait_with_output());
+    let deadline = tokio::time::Instant::now() + SOON;
+    while !waiting.is_finished() {
+        assert!(tokio::time::Instant::now() < deadline, "sub never exited");
+        let mut publish = starling(&b);
+        publish.args([
+            "pub",
+            "cli.h",
+            "hello",
+            "--ack",
+            "-H",
+            "trace=a=b",
+            "--header",
+            "empty=",
+        ]);
+        let (code, _, err) = run(publish).await;
+        assert_eq!(code, 0, "{err}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let out = waiting.await.expect("join").expect("sub output");
+    assert!(out.status.success());
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(line["payload"], "hello", "{line}");
+    assert_eq!(
+        line["headers"],
+        serde_json::json!([{"name": "trace", "value": "a=b"}, {"name": "empty", "value": ""}])
+    );
+    // A header that is not KEY=VALUE is a usage error before anything is sent.
+    let mut bad = starling(&b);
+    bad.args(["pub", "cli.h", "x", "-H", "novalue"]);
+    let (code, _, err) = run(bad).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("KEY=VALUE"), "{err}");
+    b.shutdown().await;
+}
+
 /// `starling bench` runs the harness named by STARLING_BENCH_BIN with the command line minus
 /// `bench` (and `--direct`), and exits with its code; here the "harness" is a script that
 /// records its arguments.

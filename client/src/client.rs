@@ -79,7 +79,8 @@ impl Client {
     /// acknowledged by the broker; after the request timeout it fails with
     /// [`ClientError::Timeout`], and the message was not sent.
     pub async fn publish(&self, topic: &str, payload: impl Into<Bytes>) -> Result<(), ClientError> {
-        self.publish_one(topic, payload.into(), false).await
+        self.publish_one(topic, payload.into(), Vec::new(), false)
+            .await
     }
 
     /// Publishes one message and waits for the broker's ack.
@@ -88,7 +89,26 @@ impl Client {
         topic: &str,
         payload: impl Into<Bytes>,
     ) -> Result<(), ClientError> {
-        self.publish_one(topic, payload.into(), true).await
+        self.publish_one(topic, payload.into(), Vec::new(), true)
+            .await
+    }
+
+    /// Publishes one message with its headers ([`Message`](crate::Message)); with `acked`,
+    /// waits for the broker's ack. Headers need a broker that grants `HEADERS`
+    /// ([`ClientError::Unsupported`] otherwise); header names are checked first
+    /// ([`ClientError::InvalidHeader`]). A broker refuses headers beyond its
+    /// `max_headers_per_message` or `max_header_bytes_per_message` (`LimitExceeded`), on a
+    /// durable topic, and on a cluster member (`InvalidRequest`) for now; a fire-and-forget
+    /// publish learns of a refusal on a later call, as with any publish.
+    pub async fn publish_message(
+        &self,
+        topic: &str,
+        message: crate::Message,
+        acked: bool,
+    ) -> Result<(), ClientError> {
+        crate::message::check_headers(&message.headers)?;
+        self.publish_one(topic, message.payload, message.headers, acked)
+            .await
     }
 
     /// One `Publish` frame, acked or fire-and-forget.
@@ -96,6 +116,7 @@ impl Client {
         &self,
         topic: &str,
         payload: Bytes,
+        headers: Vec<starling_proto::Header>,
         acked: bool,
     ) -> Result<(), ClientError> {
         let inner = self.open()?;
@@ -103,7 +124,8 @@ impl Client {
         inner
             .routed(Kind::Topic, topic.as_bytes(), |node: Arc<Node>| {
                 let payload = payload.clone();
-                async move { node.publish(topic, payload, acked).await }
+                let headers = headers.clone();
+                async move { node.publish(topic, payload, headers, acked).await }
             })
             .await
             .map_err(|e| e.in_operation(Operation::Publish, topic.as_bytes()))

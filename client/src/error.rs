@@ -46,6 +46,10 @@ pub enum ClientError {
     /// The cache key is not valid (empty or longer than the protocol allows).
     #[error("invalid cache key: {0}")]
     InvalidKey(String),
+    /// A header name is not valid (empty, longer than 255 bytes, whitespace, a control
+    /// character or `:`).
+    #[error("invalid header: {0}")]
+    InvalidHeader(String),
     /// A credentials directory or certificate/key file could not be used.
     #[error(transparent)]
     Credentials(#[from] CredentialsError),

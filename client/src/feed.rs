@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use starling_proto::EventBatch;
+use starling_proto::{EventBatch, IndexedHeaders};
 use tokio::sync::oneshot;
 
 use crate::ClientError;
@@ -13,13 +13,16 @@ use crate::ClientError;
 pub(crate) const BATCH_BUFFER: usize = 16;
 
 /// One batch as received: on a wildcard subscription with the topic its `BatchTopic` named
-/// (`None` on a subscription to one topic, whose topic is the subscription's).
+/// (`None` on a subscription to one topic, whose topic is the subscription's), and with the
+/// headers its `EventHeaders` carried.
 #[derive(Debug)]
 pub(crate) struct Delivery {
     /// The batch's topic, on a wildcard subscription.
     pub(crate) topic: Option<Arc<str>>,
     /// The batch.
     pub(crate) batch: EventBatch,
+    /// The headers of its events that have any (the `EventHeaders` before it), by index.
+    pub(crate) headers: Vec<IndexedHeaders>,
 }
 
 /// What the feeding task hands over: a batch, or the error that ended the stream.

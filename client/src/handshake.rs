@@ -162,12 +162,14 @@ mod tests {
                 | features::CACHE
                 | features::SUBSCRIBE_FROM_TIME
                 | features::WILDCARDS
+                | features::HEADERS
         );
         assert_eq!(h.client_name, "me");
         assert_eq!(h.auth_token, None);
         let routed = hello_of(Role::Routed, None);
         assert!(routed.features & features::CLUSTER != 0);
         assert!(routed.features & features::WILDCARDS != 0);
+        assert!(routed.features & features::HEADERS != 0);
         // A peer's upstream subscriptions name single topics: never patterns.
         let peer = hello_of(Role::Peer, None);
         assert_eq!(peer.features, features::BASE | features::PEER);

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
-    ClusterInfo, ClusterInfoRequest, Frame, FrameDecoder, LogChunk, LogClaim, LogClaimed, LogRead,
-    read_frame,
+    ClusterInfo, ClusterInfoRequest, Frame, FrameDecoder, Header, LogChunk, LogClaim, LogClaimed,
+    LogRead, read_frame,
 };
 
 use crate::ClientError;
@@ -77,10 +77,18 @@ impl Node {
         &self,
         topic: &str,
         payload: Bytes,
+        headers: Vec<Header>,
         acked: bool,
     ) -> Result<(), ClientError> {
         self.publisher
-            .publish(&self.connector, topic, payload, acked, self.request_timeout)
+            .publish(
+                &self.connector,
+                topic,
+                payload,
+                headers,
+                acked,
+                self.request_timeout,
+            )
             .await
     }
 

@@ -106,6 +106,7 @@ pub(crate) fn copy_error(e: &ClientError) -> ClientError {
         ClientError::Closed => ClientError::Closed,
         ClientError::InvalidTopic(s) => ClientError::InvalidTopic(s.clone()),
         ClientError::InvalidKey(s) => ClientError::InvalidKey(s.clone()),
+        ClientError::InvalidHeader(s) => ClientError::InvalidHeader(s.clone()),
         ClientError::Unsupported(s) => ClientError::Unsupported(s.clone()),
         ClientError::FrameTooLarge { len, max } => ClientError::FrameTooLarge {
             len: *len,

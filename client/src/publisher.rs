@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use starling_proto::{AckMode, Frame, Publish, PublishBatch, features};
+use starling_proto::{AckMode, Frame, Header, Publish, PublishBatch, features, headers_len};
 
 use crate::ClientError;
 use crate::connector::{Conn, Connector};
@@ -52,23 +52,39 @@ impl Publisher {
         }
     }
 
-    /// Publishes one payload; with `acked`, waits for the server's ack.
+    /// Publishes one payload with its headers (none when empty); with `acked`, waits for the
+    /// server's ack. Headers need a connection granted `HEADERS` ([`ClientError::Unsupported`]
+    /// otherwise: an older broker would refuse the frame).
     pub(crate) async fn publish(
         &self,
         connector: &Connector,
         topic: &str,
         payload: Bytes,
+        headers: Vec<Header>,
         acked: bool,
         timeout: Duration,
     ) -> Result<(), ClientError> {
         let stream = self.stream_for(connector, topic).await?;
-        let len = frame_cost(topic, payload.len());
+        if !headers.is_empty() && !stream.info().has_feature(features::HEADERS) {
+            return Err(ClientError::Unsupported(
+                "message headers (the broker did not grant HEADERS; it is older than this \
+                 client)"
+                    .into(),
+            ));
+        }
+        let header_bytes = if headers.is_empty() {
+            0
+        } else {
+            headers_len(&headers)
+        };
+        let len = frame_cost(topic, payload.len()).saturating_add(header_bytes);
         let build = |request_id, ack| {
             Frame::Publish(Publish {
                 request_id,
                 ack,
                 topic: topic.to_string(),
                 payload,
+                headers,
             })
         };
         if acked {
@@ -94,7 +110,7 @@ impl Publisher {
         let stream = self.stream_for(connector, topic).await?;
         if !stream_has_batch(&stream) {
             for payload in payloads {
-                self.publish(connector, topic, payload, acked, timeout)
+                self.publish(connector, topic, payload, Vec::new(), acked, timeout)
                     .await?;
             }
             return Ok(());
@@ -106,6 +122,7 @@ impl Publisher {
                 ack,
                 topic: topic.to_string(),
                 payloads,
+                headers: Vec::new(),
             })
         };
         if acked {
@@ -134,6 +151,7 @@ impl Publisher {
                     ack: AckMode::Ack,
                     topic: topic.to_string(),
                     payloads,
+                    headers: Vec::new(),
                 })
             };
             acks.push(Box::pin(stream.call_deferred(build, timeout).await?));
@@ -145,6 +163,7 @@ impl Publisher {
                         ack: AckMode::Ack,
                         topic: topic.to_string(),
                         payload,
+                        headers: Vec::new(),
                     })
                 };
                 acks.push(Box::pin(stream.call_deferred(build, timeout).await?));

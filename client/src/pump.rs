@@ -1,6 +1,6 @@
 //! The task behind a subscription: owns the stream, decodes `EventBatch`
 //! frames (on a wildcard subscription, each with the topic the `BatchTopic`
-//! before it named) and hands them to the [`Subscription`](crate::Subscription) through
+//! before it named, and with the headers of the `EventHeaders` before it) and hands them to the [`Subscription`](crate::Subscription) through
 //! a small bounded channel, answers `Ping`s, and sends `Unsubscribe` when
 //! asked. While the application is slow the task stops reading, so QUIC flow
 //! control pushes back on the broker, which then applies its slow-subscriber
@@ -36,8 +36,10 @@ pub(crate) async fn pump(
     out: mpsc::Sender<BatchItem>,
     mut stop: oneshot::Receiver<StopRequest>,
 ) {
-    // The topic the last `BatchTopic` named, for the `EventBatch` after it.
+    // The topic the last `BatchTopic` named and the headers the last `EventHeaders` carried,
+    // for the `EventBatch` after them.
     let mut topic = None;
+    let mut headers = Vec::new();
     loop {
         let next = tokio::select! {
             r = read_frame(&mut io.recv, &mut io.buf, &io.decoder, READ_CHUNK) => r,
@@ -54,11 +56,27 @@ pub(crate) async fn pump(
                 topic = Some(std::sync::Arc::from(t.topic));
                 continue;
             }
+            Ok(Some(Frame::EventHeaders(h))) => {
+                headers = h.entries;
+                continue;
+            }
             Ok(Some(frame)) => match classify(frame) {
-                Some(Ok(batch)) => Ok(Delivery {
-                    topic: topic.take(),
-                    batch,
-                }),
+                Some(Ok(batch)) => {
+                    let headers = std::mem::take(&mut headers);
+                    if headers_fit(&headers, batch.events.len()) {
+                        Ok(Delivery {
+                            topic: topic.take(),
+                            batch,
+                            headers,
+                        })
+                    } else {
+                        Err(ProtocolError::UnexpectedFrame {
+                            expected: "event headers indexing the next batch's events",
+                            got: "event_headers",
+                        }
+                        .into())
+                    }
+                }
                 Some(Err(e)) => Err(e),
                 None => continue,
             },
@@ -93,6 +111,14 @@ async fn unsubscribe(io: &mut SubscriptionIo, done: Option<StopRequest>) {
         let _ = io.send.finish();
         let _ = done.send(());
     }
+}
+
+/// Whether every index of an `EventHeaders` names an event of the batch after it (indices
+/// increase strictly, so the last one decides).
+fn headers_fit(headers: &[starling_proto::IndexedHeaders], events: usize) -> bool {
+    headers
+        .last()
+        .is_none_or(|h| usize::try_from(h.index).is_ok_and(|i| i < events))
 }
 
 /// What one frame on a subscription stream means; `None` for frames to skip.

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use starling_proto::{EventBatch, Position, SeenStreams};
+use starling_proto::{EventBatch, Header, IndexedHeaders, Position, SeenStreams};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
@@ -39,6 +39,10 @@ pub struct Event {
     pub position: Position,
     /// The published payload.
     pub payload: Bytes,
+    /// The message's headers, in the order published (empty when it had none, and always on a
+    /// connection the broker did not grant `HEADERS`). Live deliveries only: events replayed
+    /// to a resuming subscription come without their headers.
+    pub headers: Vec<Header>,
 }
 
 /// A live subscription. Ends (`None`) when the server ends it or after
@@ -102,7 +106,11 @@ impl Subscription {
 
     /// Numbers a delivered batch into `ready`.
     fn take(&mut self, delivery: Delivery) {
-        let Delivery { topic, batch } = delivery;
+        let Delivery {
+            topic,
+            batch,
+            headers,
+        } = delivery;
         let topic = topic.unwrap_or_else(|| Arc::clone(&self.topic));
         let numbering = match &mut self.by_topic {
             None => &mut self.numbering,
@@ -114,7 +122,7 @@ impl Subscription {
                 topics.entry(Arc::clone(&topic)).or_default()
             }
         };
-        self.ready.extend(numbering.number(batch, &topic));
+        self.ready.extend(numbering.number(batch, headers, &topic));
     }
 
     /// One past the last event this subscription returned (or the position it was opened
@@ -216,6 +224,7 @@ impl Numbering {
     fn number(
         &mut self,
         batch: EventBatch,
+        headers: Vec<IndexedHeaders>,
         topic: &Arc<str>,
     ) -> impl Iterator<Item = Event> + use<> {
         let EventBatch {
@@ -230,7 +239,18 @@ impl Numbering {
             },
             events.len(),
         );
-        let events: Vec<Bytes> = events.split_off(skip.min(events.len()));
+        let skip = skip.min(events.len());
+        let events: Vec<Bytes> = events.split_off(skip);
+        // Each event's headers, by its index in what is left after the repeats.
+        let mut own: Vec<Vec<Header>> = vec![Vec::new(); events.len()];
+        for h in headers {
+            let at = usize::try_from(h.index)
+                .ok()
+                .and_then(|i| i.checked_sub(skip));
+            if let Some(slot) = at.and_then(|i| own.get_mut(i)) {
+                *slot = h.headers;
+            }
+        }
         let first = first_seq.wrapping_add(skip as u64);
         if events.is_empty() {
             return Vec::new().into_iter();
@@ -250,8 +270,9 @@ impl Numbering {
         self.next_seq = Some(seq0.wrapping_add(n));
         events
             .into_iter()
+            .zip(own)
             .enumerate()
-            .map(|(i, payload)| Event {
+            .map(|(i, (payload, headers))| Event {
                 topic: Arc::clone(topic),
                 seq: seq0.wrapping_add(i as u64),
                 position: Position {
@@ -259,6 +280,7 @@ impl Numbering {
                     seq: first.wrapping_add(i as u64),
                 },
                 payload,
+                headers,
             })
             .collect::<Vec<_>>()
             .into_iter()
@@ -279,8 +301,31 @@ mod tests {
 
     impl Numbering {
         fn number_in(&mut self, b: EventBatch) -> impl Iterator<Item = Event> + use<> {
-            self.number(b, &Arc::from("t"))
+            self.number(b, Vec::new(), &Arc::from("t"))
         }
+    }
+
+    #[test]
+    fn headers_follow_their_events_past_repeats() {
+        let mut n = Numbering::default();
+        n.number_in(batch(7, 0, 2)).count(); // seq 0 and 1
+        // A batch from seq 1: its first event repeats and is dropped; the headers of its
+        // index 2 belong to seq 3, the second event left.
+        let headers = vec![
+            IndexedHeaders {
+                index: 0,
+                headers: vec![Header::new("dup", "")],
+            },
+            IndexedHeaders {
+                index: 2,
+                headers: vec![Header::new("k", "v")],
+            },
+        ];
+        let got: Vec<(u64, Vec<Header>)> = n
+            .number(batch(7, 1, 3), headers, &Arc::from("t"))
+            .map(|e| (e.position.seq, e.headers))
+            .collect();
+        assert_eq!(got, [(2, vec![]), (3, vec![Header::new("k", "v")])]);
     }
 
     fn seqs(events: impl Iterator<Item = Event>) -> Vec<(u64, u64)> {

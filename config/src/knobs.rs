@@ -323,6 +323,18 @@ knobs! {
     /// `LimitExceeded` and counted in
     /// `starling_limit_refusals_total{limit="max_wildcard_subscriptions_per_connection"}`.
     max_wildcard_subscriptions_per_connection: u32,
+    /// Most headers one message may carry (the `HEADERS` feature, see `docs/protocol.md`). A
+    /// `Publish` or `PublishBatch` with a message past it is refused whole with `LimitExceeded`
+    /// and counted in `starling_limit_refusals_total{limit="max_headers_per_message"}`.
+    max_headers_per_message: u32,
+    /// Most bytes of headers one message may carry, as encoded (each name and value with its
+    /// 2-byte length prefix, plus 4 for the list's count). A `Publish` or `PublishBatch` with a
+    /// message past it is refused whole with `LimitExceeded` and counted in
+    /// `starling_limit_refusals_total{limit="max_header_bytes_per_message"}`. A message's
+    /// headers are charged at this size to `max_inflight_publish_bytes` and, in the
+    /// `EventHeaders` frame that precedes its batch, to each subscriber's queue, and count
+    /// toward `event_batch_max_bytes`.
+    max_header_bytes_per_message: u32,
     /// Most bytes of publish requests read from clients and not yet in a batch their topic has
     /// sealed and offered to its subscribers (or forwarded to the topic's owner), over all
     /// connections: the publish workers' queues, the topic channels and the open batches. A

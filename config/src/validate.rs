@@ -146,6 +146,8 @@ pub const KNOB_RANGES: &[KnobRange] = &[
         Some(1),
         Some(1 << 16),
     ),
+    range("max_headers_per_message", Some(1), Some(1 << 16)),
+    range("max_header_bytes_per_message", Some(16), Some(1 << 20)),
     range("max_inflight_publish_bytes", Some(1 << 16), Some(1 << 40)),
     range("max_publish_batch_items", Some(1), Some(1 << 20)),
     // Room for at least one connection at the floor with the default frame size (a larger

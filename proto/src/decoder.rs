@@ -153,6 +153,7 @@ mod tests {
             ack: crate::messages::AckMode::None,
             topic: "t".into(),
             payload: payload.into(),
+            headers: Vec::new(),
         })
         .encode(&mut whole);
         let dec = FrameDecoder::new(2 << 20);

@@ -32,9 +32,17 @@ pub const SUBSCRIBE_FROM_TIME: u64 = 32;
 /// clients, never by a peer (a broker's upstream subscriptions name single topics).
 pub const WILDCARDS: u64 = 64;
 
+/// Messages may carry headers: `Publish` and `PublishBatch` may end with their header lists,
+/// and a subscriber receives the headers of a batch's messages in an
+/// [`EventHeaders`](crate::EventHeaders) frame right before the `EventBatch` (a batch without
+/// headers has none). A connection not granted it never receives `EventHeaders`, and its
+/// subscribers get the payloads alone. Asked for by plain and routing clients, never by a peer
+/// (forwarded publishes and relayed events do not carry headers yet).
+pub const HEADERS: u64 = 128;
+
 /// Every feature bit defined by protocol version 2.
 pub const ALL: u64 =
-    BATCH_PUBLISH | CACHE | CLUSTER | AUTH_TOKEN | PEER | SUBSCRIBE_FROM_TIME | WILDCARDS;
+    BATCH_PUBLISH | CACHE | CLUSTER | AUTH_TOKEN | PEER | SUBSCRIBE_FROM_TIME | WILDCARDS | HEADERS;
 
 /// Features every connection asks for, whatever its role.
 pub const BASE: u64 = BATCH_PUBLISH | CACHE | SUBSCRIBE_FROM_TIME;
@@ -59,8 +67,8 @@ impl Role {
     /// The feature bits a connection of this role asks for in its `Hello`.
     pub const fn requested(self) -> u64 {
         match self {
-            Role::Plain => BASE | WILDCARDS,
-            Role::Routed => BASE | CLUSTER | WILDCARDS,
+            Role::Plain => BASE | WILDCARDS | HEADERS,
+            Role::Routed => BASE | CLUSTER | WILDCARDS | HEADERS,
             Role::Peer => BASE | PEER,
         }
     }

@@ -9,8 +9,9 @@ use crate::kind::FrameKind;
 use crate::limits::HEADER_LEN;
 use crate::messages::{
     BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
-    ClusterInfoRequest, ErrorFrame, EventBatch, Hello, HelloOk, LogChunk, LogClaim, LogClaimed,
-    LogRead, Moved, Ping, Publish, PublishAck, PublishBatch, Subscribe, SubscribeOk, Unsubscribe,
+    ClusterInfoRequest, ErrorFrame, EventBatch, EventHeaders, Hello, HelloOk, LogChunk, LogClaim,
+    LogClaimed, LogRead, Moved, Ping, Publish, PublishAck, PublishBatch, Subscribe, SubscribeOk,
+    Unsubscribe,
 };
 use crate::wire::{DecodeBody, EncodeBody, Reader};
 
@@ -38,6 +39,8 @@ pub enum Frame {
     EventBatch(EventBatch),
     /// The topic of the next `EventBatch` on a wildcard subscription (0x24).
     BatchTopic(BatchTopic),
+    /// The headers of the next `EventBatch`'s messages (0x25).
+    EventHeaders(EventHeaders),
     /// Cache write (0x30).
     CachePut(CachePut),
     /// Cache read (0x31).
@@ -84,6 +87,7 @@ impl Frame {
             Frame::Unsubscribe(_) => FrameKind::Unsubscribe,
             Frame::EventBatch(_) => FrameKind::EventBatch,
             Frame::BatchTopic(_) => FrameKind::BatchTopic,
+            Frame::EventHeaders(_) => FrameKind::EventHeaders,
             Frame::CachePut(_) => FrameKind::CachePut,
             Frame::CacheGet(_) => FrameKind::CacheGet,
             Frame::CacheDelete(_) => FrameKind::CacheDelete,
@@ -119,6 +123,7 @@ impl Frame {
             Frame::Unsubscribe(b) => b,
             Frame::EventBatch(b) => b,
             Frame::BatchTopic(b) => b,
+            Frame::EventHeaders(b) => b,
             Frame::CachePut(b) => b,
             Frame::CacheGet(b) => b,
             Frame::CacheDelete(b) => b,
@@ -191,6 +196,7 @@ pub(crate) fn decode_payload(
         FrameKind::Unsubscribe => Frame::Unsubscribe(body(r)?),
         FrameKind::EventBatch => Frame::EventBatch(body(r)?),
         FrameKind::BatchTopic => Frame::BatchTopic(body(r)?),
+        FrameKind::EventHeaders => Frame::EventHeaders(body(r)?),
         FrameKind::CachePut => Frame::CachePut(body(r)?),
         FrameKind::CacheGet => Frame::CacheGet(body(r)?),
         FrameKind::CacheDelete => Frame::CacheDelete(body(r)?),

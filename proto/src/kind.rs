@@ -29,6 +29,8 @@ pub enum FrameKind {
     EventBatch = 0x23,
     /// The topic of the next `EventBatch` on a wildcard subscription.
     BatchTopic = 0x24,
+    /// The headers of the next `EventBatch`'s messages (`HEADERS` feature).
+    EventHeaders = 0x25,
     /// Cache write.
     CachePut = 0x30,
     /// Cache read.
@@ -63,7 +65,7 @@ pub enum FrameKind {
 
 impl FrameKind {
     /// Every frame kind, in type-number order.
-    pub const ALL: [FrameKind; 25] = [
+    pub const ALL: [FrameKind; 26] = [
         FrameKind::Hello,
         FrameKind::HelloOk,
         FrameKind::Publish,
@@ -74,6 +76,7 @@ impl FrameKind {
         FrameKind::Unsubscribe,
         FrameKind::EventBatch,
         FrameKind::BatchTopic,
+        FrameKind::EventHeaders,
         FrameKind::CachePut,
         FrameKind::CacheGet,
         FrameKind::CacheDelete,
@@ -109,6 +112,7 @@ impl FrameKind {
             0x22 => FrameKind::Unsubscribe,
             0x23 => FrameKind::EventBatch,
             0x24 => FrameKind::BatchTopic,
+            0x25 => FrameKind::EventHeaders,
             0x30 => FrameKind::CachePut,
             0x31 => FrameKind::CacheGet,
             0x32 => FrameKind::CacheDelete,
@@ -141,6 +145,7 @@ impl FrameKind {
             FrameKind::Unsubscribe => "unsubscribe",
             FrameKind::EventBatch => "event_batch",
             FrameKind::BatchTopic => "batch_topic",
+            FrameKind::EventHeaders => "event_headers",
             FrameKind::CachePut => "cache_put",
             FrameKind::CacheGet => "cache_get",
             FrameKind::CacheDelete => "cache_delete",

@@ -64,10 +64,10 @@ pub use kind::FrameKind;
 pub use limits::{FRAMING_VERSION, HEADER_LEN, MAX_KEY_LEN, MAX_TOPIC_LEN, PROTOCOL_VERSION};
 pub use messages::{
     AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
-    ClusterInfoRequest, ErrorFrame, EventBatch, Hello, HelloOk, LogChunk, LogClaim, LogClaimed,
-    LogRead, Member, Moved, Ping, Publish, PublishAck, PublishBatch, StartAt, Subscribe,
-    SubscribeOk, Unsubscribe,
+    ClusterInfoRequest, ErrorFrame, EventBatch, EventHeaders, Header, Hello, HelloOk,
+    IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Publish,
+    PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe,
 };
-pub use messages::{DECODED_ITEM_BYTES, decoded_bytes};
+pub use messages::{DECODED_ITEM_BYTES, decoded_bytes, headers_len, indexed_headers_len};
 pub use position::{Position, SeenStreams};
-pub use validate::{is_subscription_pattern, validate_key, validate_topic};
+pub use validate::{is_subscription_pattern, validate_header_name, validate_key, validate_topic};

@@ -26,6 +26,30 @@ pub fn validate_topic(topic: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Checks a header name: not empty, at most 255 bytes, no control characters, no whitespace
+/// and no `:` (so `name: value` renders unambiguously). Returns a short static reason on
+/// failure.
+pub fn validate_header_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("header name is empty");
+    }
+    if name.len() > 255 {
+        return Err("header name longer than 255 bytes");
+    }
+    for c in name.chars() {
+        if c.is_control() {
+            return Err("header name contains a control character");
+        }
+        if c.is_whitespace() {
+            return Err("header name contains whitespace");
+        }
+        if c == ':' {
+            return Err("header name contains a colon");
+        }
+    }
+    Ok(())
+}
+
 /// Whether a `Subscribe` topic is a pattern on a connection granted
 /// [`WILDCARDS`](crate::features::WILDCARDS): it holds `*` or `>` as a whole `.`-separated
 /// token (`orders.*`, `orders.>`, and `a..*`, which the broker then refuses as a malformed
@@ -94,6 +118,26 @@ mod tests {
         ] {
             assert!(validate_topic(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn header_names() {
+        assert_eq!(validate_header_name("traceparent"), Ok(()));
+        assert_eq!(validate_header_name("Content-Type"), Ok(()));
+        assert_eq!(validate_header_name(""), Err("header name is empty"));
+        assert_eq!(
+            validate_header_name("a:b"),
+            Err("header name contains a colon")
+        );
+        assert_eq!(
+            validate_header_name("a b"),
+            Err("header name contains whitespace")
+        );
+        assert_eq!(
+            validate_header_name("a\u{1}"),
+            Err("header name contains a control character")
+        );
+        assert!(validate_header_name(&"x".repeat(256)).is_err());
     }
 
     #[test]

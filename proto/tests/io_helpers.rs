@@ -17,6 +17,7 @@ fn sample_frames() -> Vec<Frame> {
             ack: AckMode::Ack,
             topic: "orders".into(),
             payload: Bytes::from(vec![7u8; 10_000]),
+            headers: Vec::new(),
         }),
         Frame::EventBatch(EventBatch {
             stream: 1,
@@ -123,6 +124,7 @@ async fn oversized_frame_is_rejected_from_the_header() {
         ack: AckMode::None,
         topic: "t".into(),
         payload: Bytes::from(vec![0u8; 100]),
+        headers: Vec::new(),
     })
     .to_bytes();
     // Only the header is sent: the limit is enforced before the payload arrives.

@@ -9,8 +9,8 @@ use bytes::{BufMut, BytesMut};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use starling_proto::{
-    AckMode, DecodeError, Frame, FrameDecoder, FrameKind, HEADER_LEN, PublishBatch, StartAt,
-    Subscribe,
+    AckMode, DecodeError, Frame, FrameDecoder, FrameKind, HEADER_LEN, Publish, PublishBatch,
+    StartAt, Subscribe, headers_len, indexed_headers_len,
 };
 
 const LIMIT: u32 = 64 * 1024;
@@ -82,7 +82,8 @@ proptest! {
     /// Cutting the payload short while fixing up `payload_len` is always a
     /// malformed frame: every layout is self-delimiting, except that a `Subscribe` cut
     /// exactly before its optional trailing `start_time_ms` is the same subscription
-    /// without it (live), and nothing else.
+    /// without it (live), a `Publish` or `PublishBatch` cut exactly before its optional trailing
+    /// header list is the same request without headers, and nothing else.
     #[test]
     fn every_shortened_payload_is_malformed(frame in common::arb_frame()) {
         let wire = frame.to_bytes();
@@ -92,6 +93,14 @@ proptest! {
             Frame::Subscribe(s) if matches!(s.start, StartAt::TimeMs(_)) => {
                 Some((payload.len() - 8, Frame::Subscribe(Subscribe { start: StartAt::Live, ..s.clone() })))
             }
+            Frame::Publish(p) if !p.headers.is_empty() => Some((
+                payload.len() - headers_len(&p.headers),
+                Frame::Publish(Publish { headers: Vec::new(), ..p.clone() }),
+            )),
+            Frame::PublishBatch(p) if !p.headers.is_empty() => Some((
+                payload.len() - indexed_headers_len(&p.headers),
+                Frame::PublishBatch(PublishBatch { headers: Vec::new(), ..p.clone() }),
+            )),
             _ => None,
         };
         for end in 0..payload.len() {
@@ -99,7 +108,7 @@ proptest! {
             let result = dec.decode(&mut buf);
             match &without_time {
                 Some((at, live)) if *at == end => {
-                    prop_assert_eq!(result, Ok(Some(live.clone())), "cut before start_time_ms");
+                    prop_assert_eq!(result, Ok(Some(live.clone())), "cut before the optional trailing field");
                 }
                 _ => prop_assert!(
                     matches!(result, Err(DecodeError::Malformed { .. })),
@@ -194,6 +203,7 @@ proptest! {
             ack: AckMode::None,
             topic: "t".into(),
             payloads: sizes.iter().map(|&n| bytes::Bytes::from(vec![1u8; n])).collect(),
+            headers: Vec::new(),
         });
         let mut buf = BytesMut::from(&frame.to_bytes()[..]);
         let result = FrameDecoder::new(LIMIT).with_max_batch_items(cap).decode(&mut buf);

@@ -13,9 +13,10 @@ use std::path::{Path, PathBuf};
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
     AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
-    ClusterInfoRequest, ErrorCode, ErrorFrame, EventBatch, Frame, FrameDecoder, FrameKind, Hello,
-    HelloOk, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Position, Publish,
-    PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe, features,
+    ClusterInfoRequest, ErrorCode, ErrorFrame, EventBatch, EventHeaders, Frame, FrameDecoder,
+    FrameKind, Header, Hello, HelloOk, IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead,
+    Member, Moved, Ping, Position, Publish, PublishAck, PublishBatch, StartAt, Subscribe,
+    SubscribeOk, Unsubscribe, features,
 };
 
 const LIMIT: u32 = 1 << 20;
@@ -68,12 +69,43 @@ fn expected(name: &str) -> Frame {
             ack: AckMode::Ack,
             topic: "orders".into(),
             payload: b(b"hello"),
+            headers: Vec::new(),
+        }),
+        "publish.headers" => Frame::Publish(Publish {
+            request_id: 1,
+            ack: AckMode::Ack,
+            topic: "orders".into(),
+            payload: b(b"hello"),
+            headers: vec![Header::new("trace", "t1")],
+        }),
+        "publish_batch.headers" => Frame::PublishBatch(PublishBatch {
+            request_id: 2,
+            ack: AckMode::None,
+            topic: "t.1".into(),
+            payloads: vec![b(b"a"), b(b""), b(b"bc")],
+            headers: vec![IndexedHeaders {
+                index: 2,
+                headers: vec![Header::new("k", "v")],
+            }],
+        }),
+        "event_headers" => Frame::EventHeaders(EventHeaders {
+            entries: vec![
+                IndexedHeaders {
+                    index: 0,
+                    headers: vec![Header::new("traceparent", "00-ab")],
+                },
+                IndexedHeaders {
+                    index: 3,
+                    headers: vec![Header::new("a", "1"), Header::new("b", "")],
+                },
+            ],
         }),
         "publish_batch" => Frame::PublishBatch(PublishBatch {
             request_id: 2,
             ack: AckMode::None,
             topic: "t.1".into(),
             payloads: vec![b(b"a"), b(b""), b(b"bc")],
+            headers: Vec::new(),
         }),
         "publish_ack" => Frame::PublishAck(PublishAck {
             request_id: 2,

@@ -24,9 +24,10 @@ use std::path::{Path, PathBuf};
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
     AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
-    ClusterInfoRequest, DecodeError, ErrorCode, ErrorFrame, EventBatch, Frame, FrameDecoder, Hello,
-    HelloOk, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Position, Publish,
-    PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe, features,
+    ClusterInfoRequest, DecodeError, ErrorCode, ErrorFrame, EventBatch, EventHeaders, Frame,
+    FrameDecoder, Header, Hello, HelloOk, IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead,
+    Member, Moved, Ping, Position, Publish, PublishAck, PublishBatch, StartAt, Subscribe,
+    SubscribeOk, Unsubscribe, features,
 };
 
 /// The decoder limit every vector is decoded with, unless a case names its own.
@@ -80,6 +81,26 @@ fn jlist(items: impl IntoIterator<Item = String>) -> String {
     format!("[{}]", items.into_iter().collect::<Vec<_>>().join(", "))
 }
 
+/// A header list: `[{"name": ..., "value": ...}, ...]`.
+fn jheaders(headers: &[Header]) -> String {
+    jlist(
+        headers
+            .iter()
+            .map(|h| format!("{{\"name\": {}, \"value\": {}}}", js(&h.name), js(&h.value))),
+    )
+}
+
+/// An indexed header list: `[{"index": ..., "headers": [...]}, ...]`.
+fn jindexed(entries: &[IndexedHeaders]) -> String {
+    jlist(entries.iter().map(|e| {
+        format!(
+            "{{\"index\": {}, \"headers\": {}}}",
+            e.index,
+            jheaders(&e.headers)
+        )
+    }))
+}
+
 /// The decoded fields of a frame, named as in `docs/protocol.md`: integers as JSON numbers
 /// (read them as 64-bit unsigned), byte fields as hex strings, an absent optional field as
 /// `null`.
@@ -102,18 +123,32 @@ fn fields(frame: &Frame) -> String {
             ("max_frame_bytes", h.max_frame_bytes.to_string()),
             ("epoch", h.epoch.to_string()),
         ],
-        Frame::Publish(p) => vec![
-            ("request_id", p.request_id.to_string()),
-            ("ack", p.ack.as_u8().to_string()),
-            ("topic", js(&p.topic)),
-            ("payload", jhex(&p.payload)),
-        ],
-        Frame::PublishBatch(p) => vec![
-            ("request_id", p.request_id.to_string()),
-            ("ack", p.ack.as_u8().to_string()),
-            ("topic", js(&p.topic)),
-            ("payloads", jlist(p.payloads.iter().map(|b| jhex(b)))),
-        ],
+        Frame::Publish(p) => {
+            let mut f = vec![
+                ("request_id", p.request_id.to_string()),
+                ("ack", p.ack.as_u8().to_string()),
+                ("topic", js(&p.topic)),
+                ("payload", jhex(&p.payload)),
+            ];
+            // Listed only when present, so the cases without headers read as they always did.
+            if !p.headers.is_empty() {
+                f.push(("headers", jheaders(&p.headers)));
+            }
+            f
+        }
+        Frame::PublishBatch(p) => {
+            let mut f = vec![
+                ("request_id", p.request_id.to_string()),
+                ("ack", p.ack.as_u8().to_string()),
+                ("topic", js(&p.topic)),
+                ("payloads", jlist(p.payloads.iter().map(|b| jhex(b)))),
+            ];
+            if !p.headers.is_empty() {
+                f.push(("headers", jindexed(&p.headers)));
+            }
+            f
+        }
+        Frame::EventHeaders(e) => vec![("entries", jindexed(&e.entries))],
         Frame::PublishAck(a) => vec![
             ("request_id", a.request_id.to_string()),
             ("count", a.count.to_string()),
@@ -313,6 +348,7 @@ fn generated_valid() -> Vec<(String, Frame)> {
                 ack: AckMode::None,
                 topic: max_topic.clone(),
                 payload: Bytes::new(),
+                headers: Vec::new(),
             }),
         ),
         (
@@ -322,6 +358,7 @@ fn generated_valid() -> Vec<(String, Frame)> {
                 ack: AckMode::Ack,
                 topic: "zürich/wetter.ü".into(),
                 payload: Bytes::from((0u8..=255).collect::<Vec<u8>>()),
+                headers: Vec::new(),
             }),
         ),
         (
@@ -331,7 +368,53 @@ fn generated_valid() -> Vec<(String, Frame)> {
                 ack: AckMode::Ack,
                 topic: "a".into(),
                 payloads: vec![],
+                headers: Vec::new(),
             }),
+        ),
+        (
+            "publish.headers_unicode",
+            Frame::Publish(Publish {
+                request_id: 3,
+                ack: AckMode::None,
+                topic: "a".into(),
+                payload: Bytes::new(),
+                headers: vec![
+                    Header::new("ü".repeat(127), "\"quoted\"\n"),
+                    Header::new("x", String::new()),
+                ],
+            }),
+        ),
+        (
+            "publish_batch.headers_every_item",
+            Frame::PublishBatch(PublishBatch {
+                request_id: 4,
+                ack: AckMode::Ack,
+                topic: "a".into(),
+                payloads: vec![Bytes::new(), b(b"x")],
+                headers: vec![
+                    IndexedHeaders {
+                        index: 0,
+                        headers: vec![Header::new("n", "0")],
+                    },
+                    IndexedHeaders {
+                        index: 1,
+                        headers: vec![Header::new("n", "1")],
+                    },
+                ],
+            }),
+        ),
+        (
+            "event_headers.max_index",
+            Frame::EventHeaders(EventHeaders {
+                entries: vec![IndexedHeaders {
+                    index: u32::MAX,
+                    headers: vec![Header::new("k".repeat(255), "v")],
+                }],
+            }),
+        ),
+        (
+            "event_headers.none",
+            Frame::EventHeaders(EventHeaders { entries: vec![] }),
         ),
         (
             "publish_ack.max",
@@ -619,6 +702,53 @@ fn generated_invalid() -> Vec<(String, Vec<u8>, u32)> {
             LIMIT,
         ),
         (
+            "publish.header_list_empty",
+            frame_with_payload(
+                0x10,
+                &[
+                    0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't', 0, 0, 0, 0, 0, 0, 0, 0,
+                ],
+            ),
+            LIMIT,
+        ),
+        (
+            "publish.header_name_empty",
+            frame_with_payload(
+                0x10,
+                &[
+                    0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't', 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0,
+                ],
+            ),
+            LIMIT,
+        ),
+        (
+            "publish.header_value_bad_utf8",
+            frame_with_payload(
+                0x10,
+                &[
+                    0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't', 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b'k', 0,
+                    1, 0xff,
+                ],
+            ),
+            LIMIT,
+        ),
+        (
+            "publish_batch.header_index_past_count",
+            frame_with_payload(
+                0x11,
+                &[
+                    0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't', 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0,
+                    0, 0, 1, 0, 0, 0, 1, 0, 1, b'k', 0, 0,
+                ],
+            ),
+            LIMIT,
+        ),
+        (
+            "event_headers.count_past_remaining",
+            frame_with_payload(0x25, &[0, 0, 0, 2, 0, 0, 0, 0]),
+            LIMIT,
+        ),
+        (
             "cluster_info.count_past_remaining",
             frame_with_payload(
                 0x52,
@@ -731,8 +861,9 @@ fn invalid_cases(valid: &[(String, Vec<u8>, Frame)]) -> Vec<(String, Vec<u8>, u3
     }
     out.extend(generated_invalid());
     // Every proper truncation of each valid payload, the header saying so (a decoder must not
-    // read past payload_len), except the cut right before Subscribe's optional trailing field,
-    // which is the same subscription live, a valid frame.
+    // read past payload_len), except the cut right before an optional trailing field
+    // (Subscribe's start time, the header list of Publish and PublishBatch), which is the same
+    // request without it, a valid frame.
     for (name, wire, frame) in valid {
         let payload = &wire[8..];
         // Short payloads are cut everywhere; long ones (255-byte topics, 1 KiB keys) at their
@@ -743,7 +874,9 @@ fn invalid_cases(valid: &[(String, Vec<u8>, Frame)]) -> Vec<(String, Vec<u8>, u3
             let short = frame_with_payload(wire[1], &payload[..cut]);
             if decode(&short, LIMIT).is_ok() {
                 assert!(
-                    matches!(frame, Frame::Subscribe(s) if matches!(s.start, StartAt::TimeMs(_))),
+                    matches!(frame, Frame::Subscribe(s) if matches!(s.start, StartAt::TimeMs(_)))
+                        || matches!(frame, Frame::Publish(p) if !p.headers.is_empty())
+                        || matches!(frame, Frame::PublishBatch(p) if !p.headers.is_empty()),
                     "{name} cut at {cut} decodes"
                 );
                 continue;

@@ -3,7 +3,9 @@
 //! A batch flushes on whichever comes first: `max_events` events, `max_bytes` payload bytes,
 //! or `max_delay` after its first event. An event that would push a non-empty batch past
 //! `max_bytes` flushes the batch first, so a batch exceeds `max_bytes` only when a single event
-//! is larger than it.
+//! is larger than it. A message's headers ride with it to the seal: the batch lists them by
+//! the message's index in the batch (what the `EventHeaders` frame carries), and their encoded
+//! size counts toward `max_bytes`, so a batch's headers frame stays within the same bound.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -11,6 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use bytes::Bytes;
+use starling_proto::{Header, IndexedHeaders, headers_len};
 
 /// Why a batch was flushed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +47,10 @@ pub struct Batch<A> {
     pub payloads: Vec<Bytes>,
     /// Attachments released when this batch is committed.
     pub attached: Vec<A>,
-    /// Sum of payload lengths.
+    /// The headers of the messages that have any, by strictly increasing index into
+    /// `payloads`.
+    pub headers: Vec<IndexedHeaders>,
+    /// Sum of payload lengths and of the encoded header lists.
     pub bytes: usize,
     /// What flushed it.
     pub trigger: Trigger,
@@ -67,6 +73,7 @@ pub struct Batcher<A> {
     limits: Limits,
     payloads: Vec<Bytes>,
     attached: Vec<A>,
+    headers: Vec<IndexedHeaders>,
     bytes: usize,
     opened_at: Option<Instant>,
     ready: VecDeque<Batch<A>>,
@@ -83,6 +90,7 @@ impl<A> Batcher<A> {
             },
             payloads: Vec::new(),
             attached: Vec::new(),
+            headers: Vec::new(),
             bytes: 0,
             opened_at: None,
             ready: VecDeque::new(),
@@ -91,13 +99,34 @@ impl<A> Batcher<A> {
 
     /// Adds one event, with an optional attachment released when its batch is committed.
     pub fn push(&mut self, payload: Bytes, attach: Option<A>, now: Instant) {
-        if !self.payloads.is_empty() && self.bytes + payload.len() > self.limits.max_bytes {
+        self.push_with_headers(payload, Vec::new(), attach, now);
+    }
+
+    /// [`Batcher::push`] for a message with headers (none when `headers` is empty).
+    pub fn push_with_headers(
+        &mut self,
+        payload: Bytes,
+        headers: Vec<Header>,
+        attach: Option<A>,
+        now: Instant,
+    ) {
+        let size = if headers.is_empty() {
+            payload.len()
+        } else {
+            payload.len() + 4 + headers_len(&headers)
+        };
+        if !self.payloads.is_empty() && self.bytes + size > self.limits.max_bytes {
             self.seal(Trigger::Bytes);
         }
         if self.payloads.is_empty() {
             self.opened_at = Some(now);
         }
-        self.bytes += payload.len();
+        self.bytes += size;
+        if !headers.is_empty() {
+            // At most `max_events` (a `usize` from config) per batch: far below `u32::MAX`.
+            let index = u32::try_from(self.payloads.len()).unwrap_or(u32::MAX);
+            self.headers.push(IndexedHeaders { index, headers });
+        }
         self.payloads.push(payload);
         self.attached.extend(attach);
         if self.payloads.len() >= self.limits.max_events {
@@ -142,6 +171,7 @@ impl<A> Batcher<A> {
         self.ready.push_back(Batch {
             payloads: std::mem::replace(&mut self.payloads, Vec::with_capacity(cap)),
             attached: std::mem::take(&mut self.attached),
+            headers: std::mem::take(&mut self.headers),
             bytes: std::mem::take(&mut self.bytes),
             trigger,
         });
@@ -206,6 +236,37 @@ mod tests {
         b.poll_deadline(t0 + Duration::from_micros(250));
         let batch = b.pop_ready().expect("deadline passed");
         assert_eq!((batch.payloads.len(), batch.trigger), (2, Trigger::Delay));
+    }
+
+    #[test]
+    fn headers_ride_to_the_seal_by_index_and_count_as_bytes() {
+        let now = Instant::now();
+        let mut b: Batcher<()> = Batcher::new(limits(3, 1 << 20, 1000));
+        b.push(p(1), None, now);
+        b.push_with_headers(p(1), vec![Header::new("k", "v")], None, now);
+        b.push(p(1), None, now);
+        let batch = b.pop_ready().expect("sealed at 3 events");
+        assert_eq!(
+            batch.headers,
+            vec![IndexedHeaders {
+                index: 1,
+                headers: vec![Header::new("k", "v")]
+            }]
+        );
+        // 3 payload bytes, the entry's index (4) and its list (4 + 3 + 3).
+        assert_eq!(batch.bytes, 3 + 4 + 10);
+        // The next batch numbers its messages from 0 again.
+        b.push_with_headers(p(0), vec![Header::new("a", "")], None, now);
+        b.flush();
+        let next = b.pop_ready().expect("flushed");
+        assert_eq!(next.headers[0].index, 0);
+        // Headers count toward max_bytes: one that would overflow seals the batch before it.
+        let mut small: Batcher<()> = Batcher::new(limits(100, 12, 1000));
+        small.push(p(4), None, now);
+        small.push_with_headers(p(1), vec![Header::new("k", "v")], None, now);
+        let first = small.pop_ready().expect("overflow seals");
+        assert!(first.headers.is_empty());
+        assert_eq!(first.payloads.len(), 1);
     }
 
     #[test]

@@ -36,15 +36,17 @@ pub const MAX_REPLIES: usize = 16;
 /// fan-out, the same `Bytes` for every subscriber of the topic), or a run of retained frames
 /// written back to back (a replay: the retained tail's own `Bytes`, so however many
 /// subscribers resume, the tail is held once and counted once, in `starling_retained_bytes`),
-/// or a live batch for a wildcard subscription: the topic's `BatchTopic` frame (encoded once
-/// per topic) and then the shared EventBatch.
+/// or a live batch after the frames that describe it: on a wildcard subscription the topic's
+/// `BatchTopic` frame (encoded once per topic), and for a subscriber granted `HEADERS` the
+/// batch's `EventHeaders` (encoded once per batch), then the shared EventBatch.
 #[derive(Debug, Clone)]
 pub enum Frames {
     /// One frame.
     One(Bytes),
     /// Consecutive frames, in order.
     Run(Arc<[Bytes]>),
-    /// A `BatchTopic` frame and the EventBatch it names the topic of.
+    /// The frames written right before an EventBatch (its `BatchTopic`, its `EventHeaders`,
+    /// or both back to back) and the EventBatch.
     Tagged(Bytes, Bytes),
 }
 
@@ -223,6 +225,8 @@ pub struct Subscriber {
     pub lane: usize,
     /// The topic.
     pub topic: Arc<str>,
+    /// Whether its connection was granted `HEADERS`: it receives each batch's `EventHeaders`.
+    pub headers: bool,
     policy: SlowSubscriberPolicy,
     capacity: usize,
     state: Mutex<State>,
@@ -247,6 +251,8 @@ pub struct Identity {
     pub lane: usize,
     /// The topic.
     pub topic: Arc<str>,
+    /// Whether its connection was granted `HEADERS`.
+    pub headers: bool,
 }
 
 /// How a subscriber's queue is bounded.
@@ -272,6 +278,7 @@ impl Subscriber {
             conn_id: who.conn_id,
             lane: who.lane,
             topic: who.topic,
+            headers: who.headers,
             policy: queue.policy,
             capacity: queue.capacity.max(1),
             state: Mutex::new(State {

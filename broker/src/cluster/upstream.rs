@@ -321,6 +321,7 @@ async fn run(
                     &topic,
                     TopicMsg {
                         payloads,
+                        headers: Vec::new(),
                         ack: None,
                         origin: Some(origin),
                         hold: None,

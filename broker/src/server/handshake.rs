@@ -16,14 +16,16 @@ use crate::server::reply;
 
 /// Features this broker offers. `AUTH_TOKEN` is granted only to a token user, `PEER` only to
 /// a peer (see `auth::decide`); `CLUSTER` marks a routing client; `SUBSCRIBE_FROM_TIME` lets a
-/// `Subscribe` carry a start time.
+/// `Subscribe` carry a start time; `WILDCARDS` pattern subscriptions; `HEADERS` message
+/// headers.
 pub const OFFERED_FEATURES: u64 = features::BATCH_PUBLISH
     | features::CACHE
     | features::CLUSTER
     | features::AUTH_TOKEN
     | features::PEER
     | features::SUBSCRIBE_FROM_TIME
-    | features::WILDCARDS;
+    | features::WILDCARDS
+    | features::HEADERS;
 
 /// Why a handshake failed (also the reason the connection is closed with).
 #[derive(Debug, thiserror::Error)]

@@ -206,6 +206,7 @@ pub async fn serve_subscription(
             conn_id,
             lane,
             topic: Arc::from(req.topic.as_str()),
+            headers: link.granted & features::HEADERS != 0,
         },
         QueuePolicy {
             policy: h.cfg.slow_subscriber_policy,

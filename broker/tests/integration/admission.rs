@@ -307,6 +307,7 @@ async fn idle_publish_and_cache_streams_are_closed_and_subscriptions_are_not() {
         ack: starling_proto::AckMode::Ack,
         topic: "idle".into(),
         payload: payload(1),
+        headers: Vec::new(),
     });
     starling_proto::write_frame(&mut send, &publish)
         .await

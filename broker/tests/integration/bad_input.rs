@@ -133,3 +133,45 @@ async fn bad_handshakes_are_refused_with_typed_errors() {
     still_healthy(&b).await;
     b.running.shutdown().await;
 }
+
+/// A publish carrying headers on a connection not granted `HEADERS` is refused with a typed
+/// error and delivers nothing, rather than reaching subscribers without its headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_without_the_feature_are_refused() {
+    let b = start_default().await;
+    let watcher = b.client().await;
+    let mut watch = watcher.subscribe("hdr").await.expect("subscribe");
+    let conn = b.raw_ready(None).await;
+    let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+    let publish = Frame::Publish(starling_proto::Publish {
+        request_id: 9,
+        ack: starling_proto::AckMode::Ack,
+        topic: "hdr".into(),
+        payload: payload(1),
+        headers: vec![starling_proto::Header::new("trace", "t1")],
+    });
+    write_frame(&mut send, &publish).await.expect("write");
+    match read_one(&mut recv).await {
+        Some(Frame::Error(e)) => {
+            assert_eq!(e.code, ErrorCode::InvalidRequest, "{}", e.message);
+            assert_eq!(e.request_id, 9);
+            assert!(e.message.contains("HEADERS"), "{}", e.message);
+        }
+        other => panic!("expected InvalidRequest, got {other:?}"),
+    }
+    // The same stream still takes a publish without headers; only that one is delivered.
+    let plain = Frame::Publish(starling_proto::Publish {
+        request_id: 10,
+        ack: starling_proto::AckMode::Ack,
+        topic: "hdr".into(),
+        payload: payload(2),
+        headers: Vec::new(),
+    });
+    write_frame(&mut send, &plain).await.expect("write");
+    assert!(matches!(
+        read_one(&mut recv).await,
+        Some(Frame::PublishAck(_))
+    ));
+    assert_eq!(index(&recv_n(&mut watch, 1).await[0].1), 2);
+    b.running.shutdown().await;
+}

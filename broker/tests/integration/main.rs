@@ -13,6 +13,7 @@ mod cache;
 mod common;
 mod delivery;
 mod handshake_flood;
+mod headers;
 mod http_budget;
 mod http_probes;
 mod limits;

@@ -72,6 +72,7 @@ fn empty_batch(request_id: u64, ack: AckMode, items: usize) -> Bytes {
         ack,
         topic: "flood.empty".into(),
         payloads: vec![Bytes::new(); items],
+        headers: Vec::new(),
     })
     .to_bytes()
 }

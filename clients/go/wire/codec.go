@@ -53,31 +53,71 @@ func (b *body) ack() AckMode {
 	return AckMode(v)
 }
 
-func (f *Publish) bodyLen() int { return 8 + 1 + strLen(f.Topic) + blobLen(f.Payload) }
+func (f *Publish) bodyLen() int {
+	n := 8 + 1 + strLen(f.Topic) + blobLen(f.Payload)
+	if len(f.Headers) > 0 {
+		n += headersLen(f.Headers)
+	}
+	return n
+}
 
 func (f *Publish) appendBody(d []byte) []byte {
 	d = putU64(d, f.RequestID)
 	d = putU8(d, uint8(f.Ack))
 	d = putStr(d, f.Topic)
-	return putBlob(d, f.Payload)
+	d = putBlob(d, f.Payload)
+	if len(f.Headers) > 0 {
+		d = putHeaders(d, f.Headers)
+	}
+	return d
 }
 
 func decodePublish(b *body) Frame {
-	return &Publish{RequestID: b.u64(), Ack: b.ack(), Topic: b.topic(), Payload: b.blob()}
+	f := &Publish{RequestID: b.u64(), Ack: b.ack(), Topic: b.topic(), Payload: b.blob()}
+	if b.err == nil && !b.atEnd() {
+		f.Headers = b.headers()
+	}
+	return f
 }
 
-func (f *PublishBatch) bodyLen() int { return 8 + 1 + strLen(f.Topic) + blobsLen(f.Payloads) }
+func (f *PublishBatch) bodyLen() int {
+	n := 8 + 1 + strLen(f.Topic) + blobsLen(f.Payloads)
+	if len(f.Headers) > 0 {
+		n += indexedLen(f.Headers)
+	}
+	return n
+}
 
 func (f *PublishBatch) appendBody(d []byte) []byte {
 	d = putU64(d, f.RequestID)
 	d = putU8(d, uint8(f.Ack))
 	d = putStr(d, f.Topic)
-	return putBlobs(d, f.Payloads)
+	d = putBlobs(d, f.Payloads)
+	if len(f.Headers) > 0 {
+		d = putIndexed(d, f.Headers)
+	}
+	return d
 }
 
 func decodePublishBatch(b *body) Frame {
-	return &PublishBatch{RequestID: b.u64(), Ack: b.ack(), Topic: b.topic(), Payloads: b.blobs()}
+	f := &PublishBatch{RequestID: b.u64(), Ack: b.ack(), Topic: b.topic(), Payloads: b.blobs()}
+	if b.err == nil && !b.atEnd() {
+		f.Headers = b.indexed()
+		if b.err == nil && len(f.Headers) == 0 {
+			b.fail(reasonHeadersEmpty)
+		}
+		if b.err == nil && uint64(f.Headers[len(f.Headers)-1].Index) >= uint64(len(f.Payloads)) {
+			b.fail("header index past the last payload")
+		}
+	}
+	return f
 }
+
+func (f *EventHeaders) bodyLen() int { return indexedLen(f.Entries) }
+
+func (f *EventHeaders) appendBody(d []byte) []byte { return putIndexed(d, f.Entries) }
+
+func decodeEventHeaders(b *body) Frame { return &EventHeaders{Entries: b.indexed()} }
 
 func (f *PublishAck) bodyLen() int { return 12 }
 
@@ -359,6 +399,7 @@ var decoders = map[Kind]func(*body) Frame{
 	KindUnsubscribe:        decodeUnsubscribe,
 	KindEventBatch:         decodeEventBatch,
 	KindBatchTopic:         decodeBatchTopic,
+	KindEventHeaders:       decodeEventHeaders,
 	KindCachePut:           decodeCachePut,
 	KindCacheGet:           decodeCacheGet,
 	KindCacheDelete:        decodeCacheDelete,

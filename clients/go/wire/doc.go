@@ -53,6 +53,11 @@ const (
 	// orders.>), its EventBatches each preceded by a BatchTopic. This client
 	// does not ask for it (its subscriptions name one topic).
 	FeatureWildcards uint64 = 64
+	// FeatureHeaders: messages may carry headers (Publish and PublishBatch
+	// end with their header lists, and EventHeaders precedes a batch with
+	// headers). This client does not ask for it yet; it encodes and decodes
+	// the frames.
+	FeatureHeaders uint64 = 128
 	// FeaturesBase is what every client connection asks for.
 	FeaturesBase = FeatureBatchPublish | FeatureCache | FeatureSubscribeFromTime
 )

@@ -53,20 +53,38 @@ const (
 	Ack AckMode = 1
 )
 
-// Publish is one message for one topic (0x10).
+// Header is one name/value header of a message (FeatureHeaders).
+type Header struct {
+	Name  string
+	Value string
+}
+
+// IndexedHeaders are the headers of the message at Index in its batch.
+type IndexedHeaders struct {
+	Index   uint32
+	Headers []Header
+}
+
+// Publish is one message for one topic (0x10). Headers, when not empty, are
+// encoded after the payload; send them only to a broker that granted
+// FeatureHeaders.
 type Publish struct {
 	RequestID uint64
 	Ack       AckMode
 	Topic     string
 	Payload   []byte
+	Headers   []Header
 }
 
-// PublishBatch is several messages for one topic (0x11).
+// PublishBatch is several messages for one topic (0x11). Headers lists the
+// messages that have headers by strictly increasing index into Payloads;
+// when not empty it is encoded after the payloads (FeatureHeaders only).
 type PublishBatch struct {
 	RequestID uint64
 	Ack       AckMode
 	Topic     string
 	Payloads  [][]byte
+	Headers   []IndexedHeaders
 }
 
 // PublishAck acknowledges a Publish (Count 1) or a PublishBatch (0x12).
@@ -125,6 +143,13 @@ type EventBatch struct {
 // subscription (0x24); sent only to a connection granted FeatureWildcards.
 type BatchTopic struct {
 	Topic string
+}
+
+// EventHeaders carries the headers of the next EventBatch's messages (0x25),
+// by strictly increasing index into its events; sent only to a connection
+// granted FeatureHeaders, and only before a batch with headers.
+type EventHeaders struct {
+	Entries []IndexedHeaders
 }
 
 // CachePut stores a value (0x30); TTLMs 0 means no expiry.
@@ -260,6 +285,9 @@ func (*EventBatch) Kind() Kind { return KindEventBatch }
 
 // Kind is KindBatchTopic.
 func (*BatchTopic) Kind() Kind { return KindBatchTopic }
+
+// Kind is KindEventHeaders.
+func (*EventHeaders) Kind() Kind { return KindEventHeaders }
 
 // Kind is KindCachePut.
 func (*CachePut) Kind() Kind { return KindCachePut }

@@ -17,6 +17,7 @@ const (
 	KindUnsubscribe        Kind = 0x22
 	KindEventBatch         Kind = 0x23
 	KindBatchTopic         Kind = 0x24
+	KindEventHeaders       Kind = 0x25
 	KindCachePut           Kind = 0x30
 	KindCacheGet           Kind = 0x31
 	KindCacheDelete        Kind = 0x32
@@ -45,6 +46,7 @@ var kindNames = map[Kind]string{
 	KindUnsubscribe:        "unsubscribe",
 	KindEventBatch:         "event_batch",
 	KindBatchTopic:         "batch_topic",
+	KindEventHeaders:       "event_headers",
 	KindCachePut:           "cache_put",
 	KindCacheGet:           "cache_get",
 	KindCacheDelete:        "cache_delete",

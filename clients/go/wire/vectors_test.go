@@ -212,9 +212,19 @@ func render(f wire.Frame) map[string]any {
 		return map[string]any{"version": n(uint64(f.Version)), "features": n(f.Features), "server_id": f.ServerID,
 			"max_frame_bytes": n(uint64(f.MaxFrameBytes)), "epoch": n(f.Epoch)}
 	case *wire.Publish:
-		return map[string]any{"request_id": n(f.RequestID), "ack": n(uint64(f.Ack)), "topic": f.Topic, "payload": h(f.Payload)}
+		out := map[string]any{"request_id": n(f.RequestID), "ack": n(uint64(f.Ack)), "topic": f.Topic, "payload": h(f.Payload)}
+		if len(f.Headers) > 0 {
+			out["headers"] = renderHeaders(f.Headers)
+		}
+		return out
 	case *wire.PublishBatch:
-		return map[string]any{"request_id": n(f.RequestID), "ack": n(uint64(f.Ack)), "topic": f.Topic, "payloads": hs(f.Payloads)}
+		out := map[string]any{"request_id": n(f.RequestID), "ack": n(uint64(f.Ack)), "topic": f.Topic, "payloads": hs(f.Payloads)}
+		if len(f.Headers) > 0 {
+			out["headers"] = renderIndexed(f.Headers)
+		}
+		return out
+	case *wire.EventHeaders:
+		return map[string]any{"entries": renderIndexed(f.Entries)}
 	case *wire.PublishAck:
 		return map[string]any{"request_id": n(f.RequestID), "count": n(uint64(f.Count))}
 	case *wire.Subscribe:
@@ -276,6 +286,75 @@ func render(f wire.Frame) map[string]any {
 		return map[string]any{"nonce": n(f.Nonce)}
 	}
 	return map[string]any{"unknown": fmt.Sprintf("%T", f)}
+}
+
+func renderHeaders(hs []wire.Header) any {
+	out := []any{}
+	for _, h := range hs {
+		out = append(out, map[string]any{"name": h.Name, "value": h.Value})
+	}
+	return out
+}
+
+func renderIndexed(es []wire.IndexedHeaders) any {
+	out := []any{}
+	for _, e := range es {
+		out = append(out, map[string]any{"index": json.Number(strconv.FormatUint(uint64(e.Index), 10)), "headers": renderHeaders(e.Headers)})
+	}
+	return out
+}
+
+// headers reads a header list ([{"name", "value"}]); absent is none.
+func (fs *fields) headers(key string, v any) []wire.Header {
+	if v == nil {
+		return nil
+	}
+	items, ok := v.([]any)
+	if !ok {
+		fs.fail(key, "not a list")
+		return nil
+	}
+	var out []wire.Header
+	for _, it := range items {
+		obj, ok := it.(map[string]any)
+		if !ok {
+			fs.fail(key, "not an object")
+			return nil
+		}
+		sub := fields{m: obj}
+		out = append(out, wire.Header{Name: sub.str("name"), Value: sub.str("value")})
+		if sub.err != nil {
+			fs.fail(key, sub.err.Error())
+		}
+	}
+	return out
+}
+
+// indexed reads an indexed header list ([{"index", "headers"}]); absent is none.
+func (fs *fields) indexed(key string) []wire.IndexedHeaders {
+	v := fs.m[key]
+	if v == nil {
+		return nil
+	}
+	items, ok := v.([]any)
+	if !ok {
+		fs.fail(key, "not a list")
+		return nil
+	}
+	out := []wire.IndexedHeaders{}
+	for _, it := range items {
+		obj, ok := it.(map[string]any)
+		if !ok {
+			fs.fail(key, "not an object")
+			return nil
+		}
+		sub := fields{m: obj}
+		out = append(out, wire.IndexedHeaders{Index: uint32(sub.u64("index")), Headers: sub.headers("headers", obj["headers"])})
+		if sub.err != nil {
+			fs.fail(key, sub.err.Error())
+		}
+	}
+	return out
 }
 
 // fields reads typed values out of a vector's fields, keeping the first error.
@@ -376,9 +455,14 @@ func build(typ string, m map[string]any) (wire.Frame, error) {
 		f = &wire.HelloOk{Version: uint8(fs.u64("version")), Features: fs.u64("features"), ServerID: fs.str("server_id"),
 			MaxFrameBytes: uint32(fs.u64("max_frame_bytes")), Epoch: fs.u64("epoch")}
 	case "publish":
-		f = &wire.Publish{RequestID: fs.u64("request_id"), Ack: wire.AckMode(fs.u64("ack")), Topic: fs.str("topic"), Payload: fs.bytes("payload")}
+		f = &wire.Publish{RequestID: fs.u64("request_id"), Ack: wire.AckMode(fs.u64("ack")), Topic: fs.str("topic"), Payload: fs.bytes("payload"),
+			Headers: fs.headers("headers", m["headers"])}
 	case "publish_batch":
-		f = &wire.PublishBatch{RequestID: fs.u64("request_id"), Ack: wire.AckMode(fs.u64("ack")), Topic: fs.str("topic"), Payloads: fs.list("payloads")}
+		pb := &wire.PublishBatch{RequestID: fs.u64("request_id"), Ack: wire.AckMode(fs.u64("ack")), Topic: fs.str("topic"), Payloads: fs.list("payloads")}
+		if m["headers"] != nil {
+			pb.Headers = fs.indexed("headers")
+		}
+		f = pb
 	case "publish_ack":
 		f = &wire.PublishAck{RequestID: fs.u64("request_id"), Count: uint32(fs.u64("count"))}
 	case "subscribe":
@@ -397,6 +481,8 @@ func build(typ string, m map[string]any) (wire.Frame, error) {
 		f = &wire.Unsubscribe{RequestID: fs.u64("request_id"), SubscriptionID: fs.u64("subscription_id")}
 	case "event_batch":
 		f = &wire.EventBatch{Stream: fs.u64("stream"), FirstSeq: fs.u64("first_seq"), Events: fs.list("events")}
+	case "event_headers":
+		f = &wire.EventHeaders{Entries: fs.indexed("entries")}
 	case "batch_topic":
 		f = &wire.BatchTopic{Topic: fs.str("topic")}
 	case "cache_put":

@@ -7,6 +7,7 @@
 //! | [`publish`] | `Publish`, `PublishBatch`, `PublishAck` (+ [`AckMode`]) |
 //! | [`subscribe`] | `Subscribe` (+ [`StartAt`]), `SubscribeOk`, `Unsubscribe` |
 //! | [`events`] | `EventBatch`, `BatchTopic` |
+//! | [`headers`] | `EventHeaders` (+ [`Header`], [`IndexedHeaders`], the header lists of `Publish` and `PublishBatch`) |
 //! | [`cache`] | `CachePut`, `CacheGet`, `CacheDelete`, `CacheValue`, `CacheOk` |
 //! | [`error_frame`] | `Error` |
 //! | [`cluster`] | `Moved`, `ClusterInfoRequest`, `ClusterInfo` (+ [`Member`]) |
@@ -18,6 +19,7 @@ pub mod cluster;
 pub mod error_frame;
 pub mod events;
 pub mod handshake;
+pub mod headers;
 pub mod log;
 pub mod ping;
 pub mod publish;
@@ -31,6 +33,7 @@ pub use cluster::{ClusterInfo, ClusterInfoRequest, Member, Moved};
 pub use error_frame::ErrorFrame;
 pub use events::{BatchTopic, EventBatch};
 pub use handshake::{Hello, HelloOk};
+pub use headers::{EventHeaders, Header, IndexedHeaders, headers_len, indexed_headers_len};
 pub use log::{LogChunk, LogClaim, LogClaimed, LogRead};
 pub use ping::Ping;
 pub use publish::{AckMode, DECODED_ITEM_BYTES, Publish, PublishAck, PublishBatch, decoded_bytes};

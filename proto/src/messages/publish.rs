@@ -5,6 +5,10 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::error::DecodeError;
+use crate::messages::headers::{
+    Header, IndexedHeaders, headers_len, indexed_headers_len, put_headers, put_indexed,
+    read_headers, read_indexed,
+};
 use crate::wire::{
     DecodeBody, EncodeBody, Reader, blob_len, blobs_len, put_blob, put_blobs, put_str, str_len,
 };
@@ -58,7 +62,11 @@ fn read_ack(r: &mut Reader) -> Result<AckMode, DecodeError> {
 
 /// One message for one topic.
 ///
-/// Layout: `request_id u64 | ack u8 | topic str | payload blob`.
+/// Layout: `request_id u64 | ack u8 | topic str | payload blob | [header list]`. The trailing
+/// header list (see [`headers`](crate::messages::headers)) is present only when the message has
+/// headers, which a client sends only to a broker that granted
+/// [`HEADERS`](crate::features::HEADERS): an older broker rejects it as trailing bytes. Without
+/// it the layout is the one protocol version 2 started with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Publish {
     /// Echoed in the `PublishAck` or `Error`.
@@ -69,11 +77,18 @@ pub struct Publish {
     pub topic: String,
     /// Opaque message body.
     pub payload: Bytes,
+    /// The message's headers; empty for none (then not encoded at all).
+    pub headers: Vec<Header>,
 }
 
 impl EncodeBody for Publish {
     fn body_len(&self) -> usize {
-        8 + 1 + str_len(&self.topic) + blob_len(&self.payload)
+        let headers = if self.headers.is_empty() {
+            0
+        } else {
+            headers_len(&self.headers)
+        };
+        8 + 1 + str_len(&self.topic) + blob_len(&self.payload) + headers
     }
 
     fn encode_body(&self, dst: &mut BytesMut) {
@@ -81,23 +96,39 @@ impl EncodeBody for Publish {
         dst.put_u8(self.ack.as_u8());
         put_str(dst, &self.topic);
         put_blob(dst, &self.payload);
+        if !self.headers.is_empty() {
+            put_headers(dst, &self.headers);
+        }
     }
 }
 
 impl DecodeBody for Publish {
     fn decode_body(r: &mut Reader) -> Result<Self, DecodeError> {
+        let request_id = r.u64()?;
+        let ack = read_ack(r)?;
+        let topic = r.topic()?;
+        let payload = r.blob()?;
+        let headers = if r.at_end() {
+            Vec::new()
+        } else {
+            read_headers(r)?
+        };
         Ok(Publish {
-            request_id: r.u64()?,
-            ack: read_ack(r)?,
-            topic: r.topic()?,
-            payload: r.blob()?,
+            request_id,
+            ack,
+            topic,
+            payload,
+            headers,
         })
     }
 }
 
 /// Several messages for one topic, published in order.
 ///
-/// Layout: `request_id u64 | ack u8 | topic str | count u32 | count × blob`.
+/// Layout: `request_id u64 | ack u8 | topic str | count u32 | count × blob | [indexed list]`.
+/// The trailing indexed header list (see [`headers`](crate::messages::headers)) is present only
+/// when at least one message has headers (sent only to a broker that granted
+/// [`HEADERS`](crate::features::HEADERS)); every index in it is below `count`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublishBatch {
     /// Echoed in the `PublishAck` or `Error`.
@@ -108,11 +139,19 @@ pub struct PublishBatch {
     pub topic: String,
     /// Message bodies, in publish order.
     pub payloads: Vec<Bytes>,
+    /// The headers of the messages that have any, by strictly increasing index into
+    /// `payloads`; empty when none has (then not encoded at all).
+    pub headers: Vec<IndexedHeaders>,
 }
 
 impl EncodeBody for PublishBatch {
     fn body_len(&self) -> usize {
-        8 + 1 + str_len(&self.topic) + blobs_len(&self.payloads)
+        let headers = if self.headers.is_empty() {
+            0
+        } else {
+            indexed_headers_len(&self.headers)
+        };
+        8 + 1 + str_len(&self.topic) + blobs_len(&self.payloads) + headers
     }
 
     fn encode_body(&self, dst: &mut BytesMut) {
@@ -120,6 +159,9 @@ impl EncodeBody for PublishBatch {
         dst.put_u8(self.ack.as_u8());
         put_str(dst, &self.topic);
         put_blobs(dst, &self.payloads);
+        if !self.headers.is_empty() {
+            put_indexed(dst, &self.headers);
+        }
     }
 }
 
@@ -135,11 +177,28 @@ impl DecodeBody for PublishBatch {
         for _ in 0..count {
             payloads.push(r.blob()?);
         }
+        let headers = if r.at_end() {
+            Vec::new()
+        } else {
+            let entries = read_indexed(r)?;
+            if entries.is_empty() {
+                return Err(r.malformed("header list is empty"));
+            }
+            // Indices increase strictly, so the last one bounds them all.
+            if entries
+                .last()
+                .is_some_and(|e| usize::try_from(e.index).map_or(true, |i| i >= count))
+            {
+                return Err(r.malformed("header index past the last payload"));
+            }
+            entries
+        };
         Ok(PublishBatch {
             request_id,
             ack,
             topic,
             payloads,
+            headers,
         })
     }
 }
@@ -190,6 +249,7 @@ mod tests {
             ack: AckMode::Ack,
             topic: "t".into(),
             payload: Bytes::from_static(b"hi"),
+            headers: Vec::new(),
         });
         let payload = round_trip(&frame);
         assert_eq!(
@@ -223,7 +283,15 @@ mod tests {
 
     #[test]
     fn publish_rejects_trailing_bytes() {
+        // A byte after the payload starts a header list, here a cut one.
         let payload = [0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 1, b't', 0, 0, 0, 0, 0xaa];
+        assert_eq!(
+            decode(FrameKind::Publish, &payload),
+            malformed(FrameKind::Publish, "truncated integer field")
+        );
+        let payload = [
+            0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 1, b't', 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b'k', 0, 0, 0xaa,
+        ];
         assert_eq!(
             decode(FrameKind::Publish, &payload),
             malformed(FrameKind::Publish, "trailing bytes after last field")
@@ -237,6 +305,7 @@ mod tests {
             ack: AckMode::None,
             topic: "t".into(),
             payloads: vec![Bytes::from_static(b"a"), Bytes::new()],
+            headers: Vec::new(),
         });
         let payload = round_trip(&frame);
         assert_eq!(
@@ -268,6 +337,7 @@ mod tests {
             ack: AckMode::None,
             topic: "t".into(),
             payloads: vec![Bytes::new(); 3],
+            headers: Vec::new(),
         });
         let mut capped = BytesMut::from(&frame.to_bytes()[..]);
         let dec = crate::FrameDecoder::new(1 << 10);
@@ -292,6 +362,66 @@ mod tests {
         assert_eq!(decoded_bytes(0, 1_000_000), 36_000_000);
         assert_eq!(decoded_bytes(usize::MAX, 1), usize::MAX);
         assert_eq!(decoded_bytes(1, usize::MAX), usize::MAX);
+    }
+
+    #[test]
+    fn publish_with_headers_layout() {
+        let frame = Frame::Publish(Publish {
+            request_id: 5,
+            ack: AckMode::None,
+            topic: "t".into(),
+            payload: Bytes::new(),
+            headers: vec![Header::new("k", "v")],
+        });
+        assert_eq!(
+            round_trip(&frame),
+            [
+                0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 1, b't', 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b'k', 0, 1,
+                b'v'
+            ]
+        );
+        // A header list that is present must hold a header.
+        let empty = [
+            0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 1, b't', 0, 0, 0, 0, 0, 0, 0, 0,
+        ];
+        assert_eq!(
+            decode(FrameKind::Publish, &empty),
+            malformed(FrameKind::Publish, "header list is empty")
+        );
+    }
+
+    #[test]
+    fn publish_batch_headers_index_its_payloads() {
+        let frame = Frame::PublishBatch(PublishBatch {
+            request_id: 1,
+            ack: AckMode::None,
+            topic: "t".into(),
+            payloads: vec![Bytes::new(), Bytes::new()],
+            headers: vec![IndexedHeaders {
+                index: 1,
+                headers: vec![Header::new("k", "")],
+            }],
+        });
+        let payload = round_trip(&frame);
+        assert_eq!(
+            payload[24..],
+            [0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 1, b'k', 0, 0]
+        );
+        let mut past = payload.clone();
+        past[31] = 2; // index 2 of 2 payloads
+        assert_eq!(
+            decode(FrameKind::PublishBatch, &past),
+            malformed(
+                FrameKind::PublishBatch,
+                "header index past the last payload"
+            )
+        );
+        let mut none = payload[..24].to_vec();
+        none.extend([0, 0, 0, 0]);
+        assert_eq!(
+            decode(FrameKind::PublishBatch, &none),
+            malformed(FrameKind::PublishBatch, "header list is empty")
+        );
     }
 
     #[test]

@@ -7,9 +7,9 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use starling_proto::{
     AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
-    ClusterInfoRequest, ErrorCode, ErrorFrame, EventBatch, Frame, Hello, HelloOk, LogChunk,
-    LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Position, Publish, PublishAck,
-    PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe,
+    ClusterInfoRequest, ErrorCode, ErrorFrame, EventBatch, EventHeaders, Frame, Header, Hello,
+    HelloOk, IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved, Ping,
+    Position, Publish, PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe,
 };
 
 /// Parses hex text: whitespace ignored, `#` comments to end of line.
@@ -44,6 +44,35 @@ fn text() -> impl Strategy<Value = String> {
 /// Valid topics: 1..=255 bytes of printable, non-space characters.
 fn topic() -> impl Strategy<Value = String> {
     prop_oneof!["[a-zA-Z0-9._/:-]{1,40}", "[a-z]{255}", "[à-ÿ]{1,60}",]
+}
+
+/// Valid header names (1..=255 bytes, no control, whitespace or `:`) with any UTF-8 value.
+fn header() -> impl Strategy<Value = Header> {
+    (
+        prop_oneof!["[a-zA-Z0-9._/-]{1,24}", "[a-z]{255}", "[à-ÿ]{1,20}"],
+        text(),
+    )
+        .prop_map(|(name, value)| Header { name, value })
+}
+
+/// A message's headers: none (the list is then absent) or a few.
+pub fn headers() -> impl Strategy<Value = Vec<Header>> {
+    prop_oneof![Just(Vec::new()), vec(header(), 1..4)]
+}
+
+/// Headers of some of `count` messages, by strictly increasing index below `count`.
+pub fn indexed_headers(count: usize) -> impl Strategy<Value = Vec<IndexedHeaders>> {
+    vec((any::<bool>(), vec(header(), 1..3)), count).prop_map(|picked| {
+        picked
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (keep, _))| *keep)
+            .map(|(i, (_, headers))| IndexedHeaders {
+                index: u32::try_from(i).unwrap(),
+                headers,
+            })
+            .collect()
+    })
 }
 
 fn ack() -> impl Strategy<Value = AckMode> {
@@ -124,22 +153,32 @@ pub fn arb_frame() -> impl Strategy<Value = Frame> {
                     epoch,
                 })
             }),
-        (any::<u64>(), ack(), topic(), bytes(256)).prop_map(|(request_id, ack, topic, payload)| {
-            Frame::Publish(Publish {
+        (any::<u64>(), ack(), topic(), bytes(256), headers()).prop_map(
+            |(request_id, ack, topic, payload, headers)| Frame::Publish(Publish {
                 request_id,
                 ack,
                 topic,
                 payload,
-            })
-        }),
-        (any::<u64>(), ack(), topic(), vec(bytes(64), 0..8)).prop_map(
-            |(request_id, ack, topic, payloads)| Frame::PublishBatch(PublishBatch {
-                request_id,
-                ack,
-                topic,
-                payloads,
+                headers,
             })
         ),
+        (any::<u64>(), ack(), topic(), vec(bytes(64), 0..8))
+            .prop_flat_map(|(request_id, ack, topic, payloads)| {
+                let count = payloads.len();
+                (
+                    Just((request_id, ack, topic, payloads)),
+                    indexed_headers(count),
+                )
+            })
+            .prop_map(|((request_id, ack, topic, payloads), headers)| {
+                Frame::PublishBatch(PublishBatch {
+                    request_id,
+                    ack,
+                    topic,
+                    payloads,
+                    headers,
+                })
+            }),
         (any::<u64>(), any::<u32>())
             .prop_map(|(request_id, count)| Frame::PublishAck(PublishAck { request_id, count })),
         arb_subscribe().prop_map(Frame::Subscribe),
@@ -163,6 +202,9 @@ pub fn arb_frame() -> impl Strategy<Value = Frame> {
             })
         ),
         topic().prop_map(|topic| Frame::BatchTopic(BatchTopic { topic })),
+        (0usize..6)
+            .prop_flat_map(indexed_headers)
+            .prop_map(|entries| { Frame::EventHeaders(EventHeaders { entries }) }),
         (any::<u64>(), key(), bytes(128), any::<u64>()).prop_map(
             |(request_id, key, value, ttl_ms)| Frame::CachePut(CachePut {
                 request_id,

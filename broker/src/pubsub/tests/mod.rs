@@ -6,6 +6,7 @@
 //! - [`regressions`]: one case per ordering, duplication or loss fix of this code.
 //! - [`wildcards`]: wildcard subscribers across matching topics.
 
+mod headers;
 mod model;
 mod regressions;
 mod wildcards;
@@ -248,6 +249,17 @@ impl Engine {
         policy: SlowSubscriberPolicy,
         capacity: usize,
     ) -> (Arc<Subscriber>, Arc<Wire>) {
+        self.subscriber_as(topic, policy, capacity, false)
+    }
+
+    /// A new subscriber of `topic` on a fresh wire, granted `HEADERS` or not.
+    pub(super) fn subscriber_as(
+        &mut self,
+        topic: &str,
+        policy: SlowSubscriberPolicy,
+        capacity: usize,
+        headers: bool,
+    ) -> (Arc<Subscriber>, Arc<Wire>) {
         self.next_id += 1;
         let id = self.next_id;
         let wire = Arc::new(Wire::default());
@@ -257,6 +269,7 @@ impl Engine {
                 conn_id: id,
                 lane: self.lanes.picker.pick(id, id),
                 topic: Arc::from(topic),
+                headers,
             },
             QueuePolicy { policy, capacity },
             Box::new(MemorySink(Arc::clone(&wire))),
@@ -291,6 +304,7 @@ impl Engine {
         self.topics.reserve(topic).expect("under max_topics");
         let msg = TopicMsg {
             payloads,
+            headers: Vec::new(),
             ack: None,
             origin: None,
             hold: None,
@@ -302,6 +316,7 @@ impl Engine {
     pub(super) async fn relay(&self, topic: &str, origin: Position, payloads: Vec<Bytes>) {
         let msg = TopicMsg {
             payloads,
+            headers: Vec::new(),
             ack: None,
             origin: Some(origin),
             hold: None,

@@ -278,6 +278,7 @@ async fn run_owner(ops: Vec<Op>) {
                     for n in first..first + more {
                         let msg = crate::pubsub::topic::TopicMsg {
                             payloads: vec![payload(n, 32)],
+                            headers: Vec::new(),
                             ack: None,
                             origin: None,
                             hold: None,

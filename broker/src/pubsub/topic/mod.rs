@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use starling_proto::Position;
+use starling_proto::{IndexedHeaders, Position};
 use tokio::sync::watch;
 
 use crate::pubsub::ack::AckToken;
@@ -43,6 +43,9 @@ pub use task::CaughtUp;
 pub struct TopicMsg {
     /// Payloads in order.
     pub payloads: Vec<Bytes>,
+    /// The headers of the payloads that have any, by strictly increasing index into
+    /// `payloads` (the `HEADERS` feature; always empty for relayed events).
+    pub headers: Vec<IndexedHeaders>,
     /// The commit ack to complete once they are enqueued to every subscriber.
     pub ack: Option<AckToken>,
     /// For events relayed from the topic's owner: the owner's position of the first payload

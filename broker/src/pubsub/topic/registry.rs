@@ -55,6 +55,11 @@ impl Topics {
         &self.shared.counters.topics
     }
 
+    /// Whether `topic` is durable here (`durable_topics`).
+    pub fn is_durable(&self, topic: &str) -> bool {
+        self.shared.settings.durability.is_durable(topic)
+    }
+
     /// Makes sure `topic` exists, creating it unless `max_topics` topics are alive. Ingress
     /// calls it before accepting a publish or a subscription, so the budget is enforced where
     /// the client can still be told; the topic then exists when the request reaches it (a

@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
-    BatchTopic, ErrorCode, Frame, Member, Position, SeenStreams, StartAt, encode_event_batch,
-    event_batch_encoded_len,
+    BatchTopic, ErrorCode, EventHeaders, Frame, Member, Position, SeenStreams, StartAt,
+    encode_event_batch, event_batch_encoded_len,
 };
 use starling_storage::{LogView, now_ms};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -451,6 +451,8 @@ impl TopicTask {
         }
         let n = msg.payloads.len();
         let (mut ack, mut hold) = (msg.ack, msg.hold);
+        // Indices increase strictly (the decoder checked), so one pass pairs them up.
+        let mut headers = msg.headers.into_iter().peekable();
         for (i, payload) in msg.payloads.into_iter().enumerate() {
             // The ack and the hold ride on the request's last message, so the ack completes
             // after all of them and the bytes stay counted until their batch is offered.
@@ -458,7 +460,11 @@ impl TopicTask {
                 ack: ack.take(),
                 hold: hold.take(),
             });
-            self.batcher.push(payload, attach, now);
+            let own = headers
+                .next_if(|h| usize::try_from(h.index).is_ok_and(|x| x == i))
+                .map(|h| h.headers)
+                .unwrap_or_default();
+            self.batcher.push_with_headers(payload, own, attach, now);
         }
         if let Some(ack) = ack {
             ack.ack(); // an empty batch publish
@@ -804,6 +810,14 @@ impl TopicTask {
             .batch_sealed(events, batch.bytes);
         self.shared.counters.batch_flushed(batch.trigger);
         let frame = encode(origin, &batch.payloads);
+        // The batch's headers travel in their own frame, encoded once, for the subscribers
+        // granted `HEADERS`; the EventBatch stays the one shared frame.
+        let headers = (!batch.headers.is_empty()).then(|| {
+            Frame::EventHeaders(EventHeaders {
+                entries: batch.headers,
+            })
+            .to_bytes()
+        });
         let events = u32::try_from(events).unwrap_or(u32::MAX);
         // A durable topic's batch goes to its log before anyone sees it.
         let logged = match &mut self.durable {
@@ -835,7 +849,9 @@ impl TopicTask {
                 return;
             }
         };
-        let refused = self.deliver_frame(origin, events, frame, time_ms).await;
+        let refused = self
+            .deliver_frame(origin, events, frame, headers, time_ms)
+            .await;
         let mut persisted = Vec::new();
         // The holds are released here, with the batch offered to every subscriber.
         for ack in batch.attached.into_iter().filter_map(|a| a.ack) {
@@ -874,26 +890,32 @@ impl TopicTask {
     /// returns how many subscribers refused it (`drop_new`).
     async fn deliver(&mut self, origin: Position, payloads: &[Bytes]) -> usize {
         let events = u32::try_from(payloads.len()).unwrap_or(u32::MAX);
-        self.deliver_frame(origin, events, encode(origin, payloads), now_ms())
+        self.deliver_frame(origin, events, encode(origin, payloads), None, now_ms())
             .await
     }
 
-    /// Offers an encoded frame of `events` events from `origin` to every subscriber, retains
-    /// it stamped `time_ms` (Unix milliseconds), and returns how many subscribers refused it
-    /// (`drop_new`).
+    /// Offers an encoded frame of `events` events from `origin` to every subscriber (after
+    /// its `EventHeaders` frame `headers`, if any, to those granted `HEADERS`), retains it
+    /// stamped `time_ms` (Unix milliseconds), and returns how many subscribers refused it
+    /// (`drop_new`). The retained copy is the EventBatch alone: a replay carries no headers.
     async fn deliver_frame(
         &mut self,
         origin: Position,
         events: u32,
         frame: Bytes,
+        headers: Option<Bytes>,
         time_ms: u64,
     ) -> usize {
         let now = Instant::now();
         let mut refused = 0usize;
         let mut closed = false;
         for sub in &self.subscribers {
+            let frames = match &headers {
+                Some(h) if sub.headers => Frames::Tagged(h.clone(), frame.clone()),
+                _ => Frames::One(frame.clone()),
+            };
             let item = Queued {
-                frame: Frames::One(frame.clone()),
+                frame: frames,
                 events,
                 enqueued: now,
             };
@@ -910,7 +932,9 @@ impl TopicTask {
         if closed {
             self.subscribers.retain(|s| !s.is_closed());
         }
-        refused += self.deliver_wildcards(events, &frame, now).await;
+        refused += self
+            .deliver_wildcards(events, &frame, headers.as_ref(), now)
+            .await;
         tracing::trace!(
             topic = %self.name,
             stream = origin.stream,
@@ -949,9 +973,16 @@ impl TopicTask {
 }
 
 impl TopicTask {
-    /// Offers `frame` (of `events` events), after the topic's `BatchTopic`, to every wildcard
+    /// Offers `frame` (of `events` events), after the topic's `BatchTopic` (and then the
+    /// batch's `EventHeaders`, if any, for a subscriber granted `HEADERS`), to every wildcard
     /// subscriber; returns how many refused it (`drop_new`).
-    async fn deliver_wildcards(&mut self, events: u32, frame: &Bytes, now: Instant) -> usize {
+    async fn deliver_wildcards(
+        &mut self,
+        events: u32,
+        frame: &Bytes,
+        headers: Option<&Bytes>,
+        now: Instant,
+    ) -> usize {
         if self.wildcards.is_empty() {
             return 0;
         }
@@ -963,10 +994,24 @@ impl TopicTask {
                 Frame::BatchTopic(BatchTopic { topic }).to_bytes()
             })
             .clone();
+        // The topic's tag and the batch's headers back to back, built once per batch when a
+        // wildcard subscriber wants the headers.
+        let mut tagged_headers: Option<Bytes> = None;
         let (mut refused, mut closed) = (0usize, false);
         for sub in &self.wildcards {
+            let prefix = match headers {
+                Some(h) if sub.headers => tagged_headers
+                    .get_or_insert_with(|| {
+                        let mut both = BytesMut::with_capacity(tag.len() + h.len());
+                        both.extend_from_slice(&tag);
+                        both.extend_from_slice(h);
+                        both.freeze()
+                    })
+                    .clone(),
+                _ => tag.clone(),
+            };
             let item = Queued {
-                frame: Frames::Tagged(tag.clone(), frame.clone()),
+                frame: Frames::Tagged(prefix, frame.clone()),
                 events,
                 enqueued: now,
             };

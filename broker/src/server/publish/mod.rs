@@ -28,7 +28,9 @@ use bytes::Bytes;
 use starling_access::Operation;
 use starling_config::{AckLevel, BrokerConfig};
 use starling_placement::Kind;
-use starling_proto::{AckMode, ErrorCode, Frame, FrameDecoder, Ping, ReadError, features};
+use starling_proto::{
+    AckMode, ErrorCode, Frame, FrameDecoder, IndexedHeaders, Ping, ReadError, features, headers_len,
+};
 
 use crate::cluster::forward::Forwarder;
 use crate::cluster::{Cluster, Member, Role, Route};
@@ -69,6 +71,8 @@ struct Request {
     ack: AckMode,
     topic: String,
     payloads: Vec<Bytes>,
+    /// The headers of the payloads that have any, by index (`HEADERS` only).
+    headers: Vec<IndexedHeaders>,
 }
 
 /// What a frame on a publish stream is.
@@ -88,11 +92,25 @@ enum Classified {
 /// Tells a request from a ping and from a frame this stream does not take.
 fn classify(frame: Frame, granted: u64) -> Classified {
     match frame {
+        Frame::Publish(p) if !p.headers.is_empty() && granted & features::HEADERS == 0 => {
+            no_headers(p.request_id)
+        }
+        Frame::PublishBatch(p) if !p.headers.is_empty() && granted & features::HEADERS == 0 => {
+            no_headers(p.request_id)
+        }
         Frame::Publish(p) => Classified::Request(Request {
             request_id: p.request_id,
             ack: p.ack,
             topic: p.topic,
             payloads: vec![p.payload],
+            headers: if p.headers.is_empty() {
+                Vec::new()
+            } else {
+                vec![IndexedHeaders {
+                    index: 0,
+                    headers: p.headers,
+                }]
+            },
         }),
         Frame::PublishBatch(p) if granted & features::BATCH_PUBLISH == 0 => Classified::Refused {
             request_id: p.request_id,
@@ -104,6 +122,7 @@ fn classify(frame: Frame, granted: u64) -> Classified {
             ack: p.ack,
             topic: p.topic,
             payloads: p.payloads,
+            headers: p.headers,
         }),
         Frame::Ping(p) => Classified::Ping(p),
         other => {
@@ -115,6 +134,91 @@ fn classify(frame: Frame, granted: u64) -> Classified {
             }
         }
     }
+}
+
+/// A publish carrying headers on a connection not granted `HEADERS` (a peer's, or a client
+/// that did not ask): refused rather than delivered without them.
+fn no_headers(request_id: u64) -> Classified {
+    Classified::Refused {
+        request_id,
+        code: ErrorCode::InvalidRequest,
+        message: "message headers need the HEADERS feature, which this connection was not granted"
+            .into(),
+    }
+}
+
+/// Why a request's headers are refused: the error to answer with.
+struct HeaderRefusal {
+    code: ErrorCode,
+    message: String,
+}
+
+/// Checks a request's headers (none passes): each message within `max_headers_per_message`
+/// and `max_header_bytes_per_message` (`LimitExceeded`, counted), not on a cluster member and
+/// not on a durable topic (`InvalidRequest`, counted): the storage record has no place for
+/// them, and the forward and relay paths between members do not carry them yet. Returns the
+/// encoded bytes of all the request's headers, which its publish budget charge includes.
+fn check_headers(h: &Handles, req: &Request) -> Result<usize, HeaderRefusal> {
+    if req.headers.is_empty() {
+        return Ok(0);
+    }
+    if h.cluster.is_clustered() {
+        h.metrics
+            .headers_refused
+            .with_label_values(&["clustered"])
+            .inc();
+        return Err(HeaderRefusal {
+            code: ErrorCode::InvalidRequest,
+            message: "message headers are not carried between the members of a cluster (yet); \
+                      publish without headers"
+                .into(),
+        });
+    }
+    if h.topics.is_durable(&req.topic) {
+        h.metrics
+            .headers_refused
+            .with_label_values(&["durable"])
+            .inc();
+        return Err(HeaderRefusal {
+            code: ErrorCode::InvalidRequest,
+            message: format!(
+                "`{}` is a durable topic, whose log records do not hold headers (yet); \
+                 publish without headers",
+                req.topic
+            ),
+        });
+    }
+    let max_count = h.cfg.max_headers_per_message as usize;
+    let max_bytes = h.cfg.max_header_bytes_per_message as usize;
+    let mut total = 0usize;
+    for entry in &req.headers {
+        if entry.headers.len() > max_count {
+            h.metrics.limit_refused(Limit::HeadersPerMessage);
+            return Err(HeaderRefusal {
+                code: ErrorCode::LimitExceeded,
+                message: format!(
+                    "message {} has {} headers, more than this broker allows \
+                     (max_headers_per_message = {max_count})",
+                    entry.index,
+                    entry.headers.len()
+                ),
+            });
+        }
+        let bytes = headers_len(&entry.headers);
+        if bytes > max_bytes {
+            h.metrics.limit_refused(Limit::HeaderBytesPerMessage);
+            return Err(HeaderRefusal {
+                code: ErrorCode::LimitExceeded,
+                message: format!(
+                    "message {} has {bytes} bytes of headers, more than this broker allows \
+                     (max_header_bytes_per_message = {max_bytes})",
+                    entry.index
+                ),
+            });
+        }
+        total = total.saturating_add(bytes);
+    }
+    Ok(total)
 }
 
 /// Where a request goes.
@@ -228,14 +332,23 @@ pub async fn serve_publish_stream(
                 .await;
             continue;
         }
+        let header_bytes = match check_headers(&h, &req) {
+            Ok(bytes) => bytes,
+            Err(refusal) => {
+                replies
+                    .error(req.request_id, refusal.code, refusal.message)
+                    .await;
+                continue;
+            }
+        };
         // What a client's request holds in memory counts against the broker-wide budget (its
-        // bytes and each payload's handles, `budget::charge`); a member's was counted where it
-        // entered the cluster.
+        // bytes and each payload's handles, `budget::charge`, and its headers at their encoded
+        // size); a member's was counted where it entered the cluster.
         let bytes: usize = req.payloads.iter().map(Bytes::len).sum();
         let budget = if publisher.role() == Role::Peer {
             None
         } else {
-            let charged = budget::charge(bytes, req.payloads.len());
+            let charged = budget::charge(bytes, req.payloads.len()).saturating_add(header_bytes);
             match Budget::take(&h.gate, &h.metrics, charged).await {
                 Some(b) => Some(b),
                 None => break,
@@ -349,8 +462,11 @@ async fn submit_local(
             None,
         ),
     };
+    let with_headers = req.headers.len() as u64;
+    h.metrics.header_messages.inc_by(with_headers);
     let msg = TopicMsg {
         payloads: req.payloads,
+        headers: req.headers,
         ack: commit_ack,
         origin: None,
         hold: None,
