@@ -49,7 +49,7 @@ impl QuicConfigs {
         let configs = QuicConfigs {
             pubsub: quic_crypto(&cfg.trust, &cfg.credentials, ALPN_PUBSUB)?,
             cache: quic_crypto(&cfg.trust, &cfg.credentials, ALPN_CACHE)?,
-            tuning: cfg.transport.clone(),
+            tuning: cfg.transport,
         };
         for kind in [ConnKind::Publish, ConnKind::Cache] {
             let (stream, conn) = configs.windows(kind);
