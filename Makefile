@@ -3,11 +3,11 @@
 
 CARGO ?= cargo
 SHELL := /bin/bash
-# The cargo profile of the images, the e2e test binary and the CLI the e2e tests drive, and of
-# the demo (Cargo.toml, `[profile.ci]`: optimised dependencies, the workspace at opt-level 1).
-# The unit and integration tests, bench-smoke and the Go client's broker build in `dev`:
-# broker/tests/cluster's rolling-restart cache test fails under `ci` timing (see
-# docs/local-cluster.md, "Test budget").
+# The one cargo profile of `make test` (Cargo.toml, `[profile.ci]`: optimised dependencies, the
+# workspace at opt-level 1 with debug assertions): the unit and integration tests, bench-smoke,
+# the Go client's broker and CLI, the images, the e2e test binary and the CLI the e2e tests
+# drive, and the demo. One compile of the workspace serves every phase (docs/local-cluster.md,
+# "Test budget").
 export STARLING_CARGO_PROFILE ?= ci
 
 .PHONY: demo demo-local test test-phases deps fmt-check lint unit e2e manifests manifests-check chart-test promtool-check docs crds help
@@ -56,15 +56,17 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	./scripts/module-cycles-all.sh
 
+## Every unit, integration and doc test but e2e (scripts/unit-tests.sh: in $(STARLING_CARGO_PROFILE),
+## the test binaries two at a time, a table of their times at the end), and the release script's test.
 unit:
-	$(CARGO) test --workspace --exclude starling-e2e
+	CARGO=$(CARGO) ./scripts/unit-tests.sh
 	./scripts/release-test.sh
 
 ## The Go client (clients/go): gofmt, go vet, staticcheck, go test -race with the integration,
 ## cluster and cross-client tests against the broker and CLI of this build, the vectors drift check.
 .PHONY: go-client
 go-client:
-	STARLING_CARGO_PROFILE=dev ./clients/go/test.sh
+	./clients/go/test.sh
 
 ## End-to-end: local cluster, images, chart checks, helm install, the Rust e2e suite, teardown.
 e2e: deps
@@ -97,7 +99,7 @@ manifests: deps
 ## Benchmark smoke run (seconds, tiny counts): an embedded broker under the lossless `block`
 ## policy, closed and open loop, plus the cache and raw-QUIC modes. Fails on any loss.
 .PHONY: bench-smoke
-STARLING_BENCH = $(CARGO) run -q -p starling-bench --
+STARLING_BENCH = $(CARGO) run -q --profile $(STARLING_CARGO_PROFILE) -p starling-bench --
 bench-smoke:
 	$(STARLING_BENCH) --embedded --policy block --no-progress --producers 2 --subscribers 2 --topics 2 --payload 128 --batch 4 --count 4000 --warmup 200ms
 	$(STARLING_BENCH) --embedded --policy block --no-progress --payload 256 --rate 5000 --count 2000 --warmup 100ms

@@ -20,7 +20,9 @@
 #     crates for fresh. Binaries still go to the clone's target/. Past
 #     $STARLING_BUILD_CACHE_MAX_GB (default 30) the least recently used checkout directories
 #     are removed, never the newest.
-#   - a timing table, also written to $STARLING_TIMINGS_FILE when that is set.
+#   - a timing table (date, commit, each phase's time and the load average at its end, `uptime`
+#     at the end), appended to $STARLING_TIMINGS_FILE when that is set, else to
+#     $STARLING_CACHE_DIR/logs/test-timings.log, so every run leaves a record on the machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -122,11 +124,13 @@ if [[ -n "$deps_pid" ]]; then
 fi
 total=$((SECONDS - start))
 
+timings_file=${STARLING_TIMINGS_FILE:-$CACHE_DIR/logs/test-timings.log}
 {
   echo
-  echo "make test: phase times on $(hostname), $(nproc) cores, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo "make test: phase times on $(hostname), $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), profile ${STARLING_CARGO_PROFILE:-ci}, phases: ${phases[*]}"
   printf '%s\n' "${rows[@]}"
   printf '%-16s %6ds  (%dm%02ds)%s\n' total "$total" $((total / 60)) $((total % 60)) \
     "$([[ $rc -eq 0 ]] && echo '' || echo ', stopped at the failure')"
-} | tee -a "${STARLING_TIMINGS_FILE:-/dev/null}"
+  echo "uptime: $(uptime)"
+} | tee -a "$timings_file"
 exit "$rc"

@@ -552,9 +552,13 @@ impl RunningBroker {
             tokio::time::timeout_at(deadline.into(), state.publishes.wait_none_in_flight()).await;
         let _ = tokio::time::timeout_at(deadline.into(), state.topics.flush_all()).await;
         if state.cluster.is_clustered() {
-            // Hand this broker's cache entries to the members that own them in its absence.
+            // Hand this broker's cache entries to the members that own them in its absence,
+            // retrying for at most half of what is left of the drain (the rest is for the
+            // durable logs and the subscribers).
+            let until = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2;
             if let Ok(pushed) =
-                tokio::time::timeout_at(deadline.into(), state.handoff.drain_to_successors()).await
+                tokio::time::timeout_at(deadline.into(), state.handoff.drain_to_successors(until))
+                    .await
                 && pushed.left > 0
             {
                 tracing::warn!(

@@ -3,7 +3,7 @@
 #   1. tools: the module's dependencies and staticcheck from the Go module proxy, installed
 #      once into a cache by version (a second run finds them and goes on in seconds);
 #   2. the broker and the `starling` CLI, built with cargo (CARGO_TARGET_DIR, else target/; the
-#      profile $STARLING_CARGO_PROFILE, else dev),
+#      profile $STARLING_CARGO_PROFILE, else ci, the profile of `make test`'s other phases),
 #      for the integration and cross-client tests;
 #   3. gofmt (check only), go vet, staticcheck;
 #   4. go test -race: unit tests, the conformance vectors (proto/vectors/frames.json), the fuzz
@@ -35,9 +35,9 @@ if [[ ! -x $staticcheck ]]; then
     rmdir "$tools/bin/tmp"
 fi
 
-# The cargo profile: $STARLING_CARGO_PROFILE (`make test` sets `ci`, so the unit phase's build
-# is reused), else dev. cargo writes the dev profile to debug/, every other one to its name.
-profile=${STARLING_CARGO_PROFILE:-dev}
+# The cargo profile: $STARLING_CARGO_PROFILE, else ci (what `make test` sets, so the unit
+# phase's build is reused). cargo writes the dev profile to debug/, every other one to its name.
+profile=${STARLING_CARGO_PROFILE:-ci}
 profile_dir=$([[ $profile == dev ]] && echo debug || echo "$profile")
 step "building starling-broker and the starling CLI (cargo --profile $profile, $target)"
 (cd "$repo" && CARGO_TARGET_DIR=$target "$cargo" build -q --profile "$profile" -p starling-broker -p starling-cli)

@@ -173,8 +173,20 @@ impl Peers {
         self
     }
 
-    /// The link to `member`, connecting if needed.
+    /// The link to `member`, connecting if needed; `Unavailable` at once while a failed dial or
+    /// request marked it unreachable less than `cluster_peer_timeout_ms` ago.
     pub async fn client(&self, member: &Member) -> Result<Client, Unavailable> {
+        self.link(member, true).await
+    }
+
+    /// [`Peers::client`] for a request that must not fail fast: dials even while the member is
+    /// marked unreachable. The drain's cache hand-off uses it: what it gives up on is lost
+    /// with the process, and the mark may date from the member's previous process.
+    pub async fn client_now(&self, member: &Member) -> Result<Client, Unavailable> {
+        self.link(member, false).await
+    }
+
+    async fn link(&self, member: &Member, fail_fast: bool) -> Result<Client, Unavailable> {
         let link = {
             let mut links = self.links.lock();
             let stale = links.get(&member.id).is_some_and(|l| l.addr != member.addr);
@@ -193,6 +205,7 @@ impl Peers {
             return Ok(client.clone());
         }
         if let Some((since, reason)) = &state.down_since
+            && fail_fast
             && since.elapsed() < self.retry_after
         {
             return Err(Unavailable {
