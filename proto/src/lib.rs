@@ -65,8 +65,8 @@ pub use limits::{FRAMING_VERSION, HEADER_LEN, MAX_KEY_LEN, MAX_TOPIC_LEN, PROTOC
 pub use messages::{
     AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
     ClusterInfoRequest, ErrorFrame, EventBatch, Hello, HelloOk, LogChunk, LogClaim, LogClaimed,
-    LogRead, Member, Moved, Ping, Publish, PublishAck, PublishBatch, StartAt, Subscribe,
-    SubscribeOk, Unsubscribe,
+    LogRead, Member, Moved, Ping, Publish, PublishAck, PublishBatch, ReplicaRpc, StartAt,
+    Subscribe, SubscribeOk, Unsubscribe,
 };
 pub use messages::{DECODED_ITEM_BYTES, decoded_bytes};
 pub use position::{Position, SeenStreams};

@@ -11,6 +11,7 @@
 //! | [`error_frame`] | `Error` |
 //! | [`cluster`] | `Moved`, `ClusterInfoRequest`, `ClusterInfo` (+ [`Member`]) |
 //! | [`log`] | `LogRead`, `LogChunk`, `LogClaim`, `LogClaimed` (peers only) |
+//! | [`replica`] | `ReplicaRpc` (peers only) |
 //! | [`ping`] | `Ping`, `Pong` |
 
 pub mod cache;
@@ -21,6 +22,7 @@ pub mod handshake;
 pub mod log;
 pub mod ping;
 pub mod publish;
+pub mod replica;
 pub mod subscribe;
 
 #[cfg(test)]
@@ -34,4 +36,5 @@ pub use handshake::{Hello, HelloOk};
 pub use log::{LogChunk, LogClaim, LogClaimed, LogRead};
 pub use ping::Ping;
 pub use publish::{AckMode, DECODED_ITEM_BYTES, Publish, PublishAck, PublishBatch, decoded_bytes};
+pub use replica::ReplicaRpc;
 pub use subscribe::{StartAt, Subscribe, SubscribeOk, Unsubscribe};
