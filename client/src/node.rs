@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
     ClusterInfo, ClusterInfoRequest, Frame, FrameDecoder, LogChunk, LogClaim, LogClaimed, LogRead,
-    read_frame,
+    ReplicaRpc, read_frame,
 };
 
 use crate::ClientError;
@@ -182,6 +182,22 @@ impl Node {
         {
             Frame::LogClaimed(done) => Ok(done),
             other => Err(unexpected("log_claimed", &other)),
+        }
+    }
+
+    /// Sends one Raft RPC of a replicated topic on a stream of its own and reads its reply
+    /// (a peer request), all within `timeout`.
+    pub(crate) async fn replica_rpc(
+        &self,
+        rpc: ReplicaRpc,
+        timeout: Duration,
+    ) -> Result<ReplicaRpc, ClientError> {
+        match self
+            .one_shot_within(Frame::ReplicaRpc(rpc), "replica_rpc", 1, timeout)
+            .await?
+        {
+            Frame::ReplicaRpc(reply) => Ok(reply),
+            other => Err(unexpected("replica_rpc", &other)),
         }
     }
 

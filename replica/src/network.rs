@@ -38,6 +38,18 @@ pub enum TransportError {
     /// The reply was of the wrong kind.
     #[error("reply does not match the request")]
     Mismatch,
+    /// No reply within the transport's own deadline.
+    #[error("no reply from peer {0} in time")]
+    Timeout(NodeId),
+    /// The peer answered the call with a refusal (not its Raft's reply): over a budget, no
+    /// replica of the topic there, or a frame it could not take.
+    #[error("peer {peer} refused the call: {reason}")]
+    Refused {
+        /// The peer.
+        peer: NodeId,
+        /// Its reason.
+        reason: String,
+    },
 }
 
 /// A boxed future of a transport call.
