@@ -29,10 +29,7 @@ async fn open_replicas(c: &TestCluster, ids: &[&'static str]) -> Replicas {
         let b = &c.running[id];
         let links = b.replica_links();
         assert_eq!(links.self_id(), replica_id(id));
-        let config = ReplicaConfig {
-            max_frame_bytes: links.max_rpc_bytes(),
-            ..ReplicaConfig::default()
-        };
+        let config = ReplicaConfig::default().within_frame(links.max_rpc_bytes());
         let dir = c.dir().join(format!("replica-{id}"));
         let topic = ReplicatedTopic::open(
             TOPIC,
