@@ -24,10 +24,12 @@ use crate::cluster::forward::Forwarder;
 use crate::cluster::handoff::{self, Handoff};
 use crate::cluster::log_peers::{self, LogClaims, PeerLogs};
 use crate::cluster::peers::Peers;
+use crate::cluster::replica_link::ReplicaLinks;
 use crate::cluster::source::Source;
 use crate::cluster::upstream::Upstreams;
 use crate::cluster::{Cluster, MemberSet, Route};
 use crate::durable::Durability;
+use crate::durable::replicated::ReplicaRegistry;
 use crate::error::BrokerError;
 use crate::health::{Health, Phase};
 use crate::http::{self, HttpState};
@@ -244,6 +246,12 @@ impl Broker {
                 stop_rx.clone(),
             )));
         }
+        let replica_links = ReplicaLinks::new(
+            &cfg,
+            Arc::clone(&cluster),
+            Arc::clone(&peers),
+            Arc::clone(&metrics),
+        );
         let state = Arc::new(State {
             auth,
             decoder: FrameDecoder::new(cfg.max_frame_bytes)
@@ -280,6 +288,8 @@ impl Broker {
             server_id: self.server_id,
             subscriptions: Arc::new(Subscriptions::default()),
             publishes: Arc::new(PublishGate::new(cfg.max_inflight_publish_bytes)),
+            replicas: ReplicaRegistry::new(cfg.max_topics as usize),
+            replica_links,
             cluster: Arc::clone(&cluster),
             peers,
         });
@@ -520,6 +530,18 @@ impl RunningBroker {
     /// The broker's id (its member id in a cluster).
     pub fn server_id(&self) -> &str {
         &self.state.server_id
+    }
+
+    /// The replicas of replicated topics open on this broker, which its peer streams route
+    /// Raft RPCs to (a replica registers its `server()` here when its topic opens it).
+    pub fn replica_registry(&self) -> Arc<ReplicaRegistry> {
+        Arc::clone(&self.state.replicas)
+    }
+
+    /// Raft RPCs to the other members over this broker's peer links: each replicated
+    /// topic's transport, and this broker's replica id.
+    pub fn replica_links(&self) -> Arc<ReplicaLinks> {
+        Arc::clone(&self.state.replica_links)
     }
 
     /// Stops at once, as a crash would look to peers and clients: no drain, no hand-off; the

@@ -140,6 +140,11 @@ pub struct Metrics {
     pub streams_idle_closed: IntCounterVec,
     /// Requests refused with `LimitExceeded`, by the budget they hit ([`Limit`]).
     pub limit_refusals: IntCounterVec,
+    /// Raft RPCs of replicated topics this broker sent over its peer links, by outcome
+    /// ([`replica_rpc`]).
+    pub replica_rpc_calls: IntCounterVec,
+    /// Raft RPCs of replicated topics other members sent here, by outcome ([`replica_rpc`]).
+    pub replica_rpc_served: IntCounterVec,
     /// Bytes of publish payloads held against `max_inflight_publish_bytes`.
     pub publish_inflight_bytes: IntGauge,
     /// Times a publish stream waited for `max_inflight_publish_bytes` before reading on.
@@ -237,6 +242,42 @@ pub mod quic_refusal {
     ];
 }
 
+/// The `outcome` values of `starling_replica_rpc_calls_total` (sent) and
+/// `starling_replica_rpc_served_total` (received).
+pub mod replica_rpc {
+    /// Answered by the replica's Raft.
+    pub const OK: &str = "ok";
+    /// Sent: the member was unknown, down or its link broke.
+    pub const UNREACHABLE: &str = "unreachable";
+    /// Sent: no reply within `replica_rpc_timeout_ms`.
+    pub const TIMEOUT: &str = "timeout";
+    /// Sent: the peer answered with an `Error` (any of the refusals below).
+    pub const REFUSED: &str = "refused";
+    /// Received on a connection that is not a peer's: `Forbidden`.
+    pub const FORBIDDEN: &str = "forbidden";
+    /// Received past `max_replica_rpcs_per_connection`: `LimitExceeded`.
+    pub const LIMIT: &str = "limit";
+    /// Received for a topic with no replica open here: `NotFound`.
+    pub const UNKNOWN_TOPIC: &str = "unknown_topic";
+    /// Received a frame the replica could not decode: `InvalidRequest`.
+    pub const INVALID: &str = "invalid";
+    /// Received a vote request the replica's vote guard dropped (it is catching up after an
+    /// empty start): `Unavailable`.
+    pub const GUARDED: &str = "guarded";
+    /// Every value, for pre-creating the labelled series.
+    pub const ALL: [&str; 9] = [
+        OK,
+        UNREACHABLE,
+        TIMEOUT,
+        REFUSED,
+        FORBIDDEN,
+        LIMIT,
+        UNKNOWN_TOPIC,
+        INVALID,
+        GUARDED,
+    ];
+}
+
 /// The `stream` values of `starling_streams_idle_closed_total`.
 pub mod idle_stream {
     /// A publish stream.
@@ -268,11 +309,13 @@ pub enum Limit {
     /// `max_header_bytes_per_message`: a message with more header bytes (the whole request
     /// refused).
     HeaderBytesPerMessage,
+    /// `max_replica_rpcs_per_connection`: one Raft RPC stream too many on one peer connection.
+    ReplicaRpcsPerConnection,
 }
 
 impl Limit {
     /// Every limit, for pre-creating the labelled series.
-    pub const ALL: [Limit; 7] = [
+    pub const ALL: [Limit; 8] = [
         Limit::Topics,
         Limit::Subscriptions,
         Limit::SubscriptionsPerConnection,
@@ -280,6 +323,7 @@ impl Limit {
         Limit::PublishBatchItems,
         Limit::HeadersPerMessage,
         Limit::HeaderBytesPerMessage,
+        Limit::ReplicaRpcsPerConnection,
     ];
 
     /// The label value: the knob's name.
@@ -294,6 +338,7 @@ impl Limit {
             Limit::PublishBatchItems => "max_publish_batch_items",
             Limit::HeadersPerMessage => "max_headers_per_message",
             Limit::HeaderBytesPerMessage => "max_header_bytes_per_message",
+            Limit::ReplicaRpcsPerConnection => "max_replica_rpcs_per_connection",
         }
     }
 }
@@ -660,6 +705,18 @@ impl Metrics {
                 "Requests refused with LimitExceeded, by the budget they hit.",
                 &["limit"],
             )?,
+            replica_rpc_calls: counter_vec(
+                &r,
+                "starling_replica_rpc_calls_total",
+                "Raft RPCs of replicated topics sent to other members, by outcome.",
+                &["outcome"],
+            )?,
+            replica_rpc_served: counter_vec(
+                &r,
+                "starling_replica_rpc_served_total",
+                "Raft RPCs of replicated topics received from other members, by outcome.",
+                &["outcome"],
+            )?,
             publish_inflight_bytes: gauge(
                 &r,
                 "starling_publish_inflight_bytes",
@@ -744,6 +801,10 @@ impl Metrics {
         }
         for reason in ["clustered", "durable"] {
             m.headers_refused.with_label_values(&[reason]);
+        }
+        for outcome in replica_rpc::ALL {
+            m.replica_rpc_calls.with_label_values(&[outcome]);
+            m.replica_rpc_served.with_label_values(&[outcome]);
         }
         for op in ["publish", "subscribe", "cache_read", "cache_write"] {
             m.forbidden.with_label_values(&[op]);

@@ -23,8 +23,10 @@ use crate::cluster::forward::Forwarder;
 use crate::cluster::handoff::Handoff;
 use crate::cluster::log_peers::LogClaims;
 use crate::cluster::peers::Peers;
+use crate::cluster::replica_link::ReplicaLinks;
 use crate::cluster::upstream::Upstreams;
 use crate::cluster::{Cluster, Role, Route};
+use crate::durable::replicated::ReplicaRegistry;
 use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::pubsub::lanes::Lanes;
@@ -67,6 +69,10 @@ pub struct State {
     pub log_claims: Arc<LogClaims>,
     /// Identities and permissions.
     pub auth: Arc<Auth>,
+    /// The replicas of replicated topics open here (the Raft RPC streams' routing table).
+    pub replicas: Arc<ReplicaRegistry>,
+    /// Raft RPCs of replicated topics to the other members.
+    pub replica_links: Arc<ReplicaLinks>,
 }
 
 /// A live subscription.

@@ -9,7 +9,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use starling_placement::Kind;
-use starling_proto::{ClusterInfo, LogChunk, LogClaim, LogRead, Position, StartAt, validate_topic};
+use starling_proto::{
+    ClusterInfo, LogChunk, LogClaim, LogRead, Position, ReplicaRpc, StartAt, validate_topic,
+};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
@@ -349,6 +351,26 @@ impl Client {
         };
         let done = self.open()?.bootstrap.log_claim(claim, timeout).await?;
         Ok(done.records)
+    }
+
+    /// Sends one Raft RPC of replicated topic `topic` (`rpc`: one frame of the replica
+    /// crate's codec) to the bootstrap broker on a stream of its own, and returns the reply's
+    /// codec frame; the whole call within `timeout`. A request between brokers, answered only
+    /// on a peer connection.
+    pub async fn replica_rpc(
+        &self,
+        topic: &str,
+        rpc: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, ClientError> {
+        check_topic(topic)?;
+        let request = ReplicaRpc {
+            request_id: 1,
+            topic: topic.to_string(),
+            rpc,
+        };
+        let reply = self.open()?.bootstrap.replica_rpc(request, timeout).await?;
+        Ok(reply.rpc)
     }
 
     /// The membership epoch this client routes on (`None`: not routing).

@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
     ClusterInfo, ClusterInfoRequest, Frame, FrameDecoder, Header, LogChunk, LogClaim, LogClaimed,
-    LogRead, read_frame,
+    LogRead, ReplicaRpc, read_frame,
 };
 
 use crate::ClientError;
@@ -190,6 +190,22 @@ impl Node {
         {
             Frame::LogClaimed(done) => Ok(done),
             other => Err(unexpected("log_claimed", &other)),
+        }
+    }
+
+    /// Sends one Raft RPC of a replicated topic on a stream of its own and reads its reply
+    /// (a peer request), all within `timeout`.
+    pub(crate) async fn replica_rpc(
+        &self,
+        rpc: ReplicaRpc,
+        timeout: Duration,
+    ) -> Result<ReplicaRpc, ClientError> {
+        match self
+            .one_shot_within(Frame::ReplicaRpc(rpc), "replica_rpc", 1, timeout)
+            .await?
+        {
+            Frame::ReplicaRpc(reply) => Ok(reply),
+            other => Err(unexpected("replica_rpc", &other)),
         }
     }
 

@@ -511,4 +511,13 @@ knobs! {
     /// After a membership change, for this long (ms) a cache miss at a key's new owner asks the
     /// key's previous owner before answering "absent".
     cluster_handoff_window_ms: u64,
+    /// Longest (ms) one Raft RPC of a replicated topic (`docs/replication.md`) may take over a
+    /// peer link, from opening its stream to reading the reply. A call past it fails with a
+    /// timeout and the topic's Raft retries on its own schedule.
+    replica_rpc_timeout_ms: u64,
+    /// Most Raft RPC streams (`ReplicaRpc`) one peer connection may have open at once here. A
+    /// stream past it is refused with `Error` code `LimitExceeded` (the sending replica retries
+    /// on its next heartbeat) and counted in
+    /// `starling_limit_refusals_total{limit="max_replica_rpcs_per_connection"}`.
+    max_replica_rpcs_per_connection: u32,
 }

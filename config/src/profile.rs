@@ -107,6 +107,8 @@ impl Profile {
             cluster_peer_window_bytes: 2 * MIB,
             cluster_peer_timeout_ms: 1_000,
             cluster_handoff_window_ms: 30_000,
+            replica_rpc_timeout_ms: 5_000,
+            max_replica_rpcs_per_connection: 256,
         };
         match self {
             Profile::Balanced => balanced,

@@ -10,8 +10,8 @@ use crate::limits::HEADER_LEN;
 use crate::messages::{
     BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
     ClusterInfoRequest, ErrorFrame, EventBatch, EventHeaders, Hello, HelloOk, LogChunk, LogClaim,
-    LogClaimed, LogRead, Moved, Ping, Publish, PublishAck, PublishBatch, Subscribe, SubscribeOk,
-    Unsubscribe,
+    LogClaimed, LogRead, Moved, Ping, Publish, PublishAck, PublishBatch, ReplicaRpc, Subscribe,
+    SubscribeOk, Unsubscribe,
 };
 use crate::wire::{DecodeBody, EncodeBody, Reader};
 
@@ -67,6 +67,8 @@ pub enum Frame {
     LogClaim(LogClaim),
     /// Durable log claim answered, peers only (0x56).
     LogClaimed(LogClaimed),
+    /// A replicated topic's Raft request or reply, peers only (0x58).
+    ReplicaRpc(ReplicaRpc),
     /// Liveness probe (0x60).
     Ping(Ping),
     /// Liveness answer (0x61).
@@ -101,6 +103,7 @@ impl Frame {
             Frame::LogChunk(_) => FrameKind::LogChunk,
             Frame::LogClaim(_) => FrameKind::LogClaim,
             Frame::LogClaimed(_) => FrameKind::LogClaimed,
+            Frame::ReplicaRpc(_) => FrameKind::ReplicaRpc,
             Frame::Ping(_) => FrameKind::Ping,
             Frame::Pong(_) => FrameKind::Pong,
         }
@@ -137,6 +140,7 @@ impl Frame {
             Frame::LogChunk(b) => b,
             Frame::LogClaim(b) => b,
             Frame::LogClaimed(b) => b,
+            Frame::ReplicaRpc(b) => b,
             Frame::Ping(b) | Frame::Pong(b) => b,
         }
     }
@@ -210,6 +214,7 @@ pub(crate) fn decode_payload(
         FrameKind::LogChunk => Frame::LogChunk(body(r)?),
         FrameKind::LogClaim => Frame::LogClaim(body(r)?),
         FrameKind::LogClaimed => Frame::LogClaimed(body(r)?),
+        FrameKind::ReplicaRpc => Frame::ReplicaRpc(body(r)?),
         FrameKind::Ping => Frame::Ping(body(r)?),
         FrameKind::Pong => Frame::Pong(body(r)?),
     };

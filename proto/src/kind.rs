@@ -57,6 +57,8 @@ pub enum FrameKind {
     LogClaim = 0x55,
     /// Durable log claim answered (peers only).
     LogClaimed = 0x56,
+    /// A replicated topic's Raft request or reply (peers only).
+    ReplicaRpc = 0x58,
     /// Liveness probe.
     Ping = 0x60,
     /// Liveness probe answer.
@@ -65,7 +67,7 @@ pub enum FrameKind {
 
 impl FrameKind {
     /// Every frame kind, in type-number order.
-    pub const ALL: [FrameKind; 26] = [
+    pub const ALL: [FrameKind; 27] = [
         FrameKind::Hello,
         FrameKind::HelloOk,
         FrameKind::Publish,
@@ -90,6 +92,7 @@ impl FrameKind {
         FrameKind::LogChunk,
         FrameKind::LogClaim,
         FrameKind::LogClaimed,
+        FrameKind::ReplicaRpc,
         FrameKind::Ping,
         FrameKind::Pong,
     ];
@@ -126,6 +129,7 @@ impl FrameKind {
             0x54 => FrameKind::LogChunk,
             0x55 => FrameKind::LogClaim,
             0x56 => FrameKind::LogClaimed,
+            0x58 => FrameKind::ReplicaRpc,
             0x60 => FrameKind::Ping,
             0x61 => FrameKind::Pong,
             _ => return None,
@@ -159,6 +163,7 @@ impl FrameKind {
             FrameKind::LogChunk => "log_chunk",
             FrameKind::LogClaim => "log_claim",
             FrameKind::LogClaimed => "log_claimed",
+            FrameKind::ReplicaRpc => "replica_rpc",
             FrameKind::Ping => "ping",
             FrameKind::Pong => "pong",
         }

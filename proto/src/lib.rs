@@ -66,7 +66,7 @@ pub use messages::{
     AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
     ClusterInfoRequest, ErrorFrame, EventBatch, EventHeaders, Header, Hello, HelloOk,
     IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Publish,
-    PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe,
+    PublishAck, PublishBatch, ReplicaRpc, StartAt, Subscribe, SubscribeOk, Unsubscribe,
 };
 pub use messages::{DECODED_ITEM_BYTES, decoded_bytes, headers_len, indexed_headers_len};
 pub use position::{Position, SeenStreams};

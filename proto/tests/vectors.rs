@@ -15,8 +15,8 @@ use starling_proto::{
     AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
     ClusterInfoRequest, ErrorCode, ErrorFrame, EventBatch, EventHeaders, Frame, FrameDecoder,
     FrameKind, Header, Hello, HelloOk, IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead,
-    Member, Moved, Ping, Position, Publish, PublishAck, PublishBatch, StartAt, Subscribe,
-    SubscribeOk, Unsubscribe, features,
+    Member, Moved, Ping, Position, Publish, PublishAck, PublishBatch, ReplicaRpc, StartAt,
+    Subscribe, SubscribeOk, Unsubscribe, features,
 };
 
 const LIMIT: u32 = 1 << 20;
@@ -229,6 +229,11 @@ fn expected(name: &str) -> Frame {
         "log_claimed" => Frame::LogClaimed(LogClaimed {
             request_id: 11,
             records: 3,
+        }),
+        "replica_rpc" => Frame::ReplicaRpc(ReplicaRpc {
+            request_id: 12,
+            topic: "orders".into(),
+            rpc: b(b"\x00\x00\x00\x02{}"),
         }),
         "ping" => Frame::Ping(Ping {
             nonce: 0x0123_4567_89ab_cdef,

@@ -26,8 +26,8 @@ use starling_proto::{
     AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
     ClusterInfoRequest, DecodeError, ErrorCode, ErrorFrame, EventBatch, EventHeaders, Frame,
     FrameDecoder, Header, Hello, HelloOk, IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead,
-    Member, Moved, Ping, Position, Publish, PublishAck, PublishBatch, StartAt, Subscribe,
-    SubscribeOk, Unsubscribe, features,
+    Member, Moved, Ping, Position, Publish, PublishAck, PublishBatch, ReplicaRpc, StartAt,
+    Subscribe, SubscribeOk, Unsubscribe, features,
 };
 
 /// The decoder limit every vector is decoded with, unless a case names its own.
@@ -248,6 +248,11 @@ fn fields(frame: &Frame) -> String {
         Frame::LogClaimed(l) => vec![
             ("request_id", l.request_id.to_string()),
             ("records", l.records.to_string()),
+        ],
+        Frame::ReplicaRpc(r) => vec![
+            ("request_id", r.request_id.to_string()),
+            ("topic", js(&r.topic)),
+            ("rpc", jhex(&r.rpc)),
         ],
         Frame::Ping(p) | Frame::Pong(p) => vec![("nonce", p.nonce.to_string())],
     };
@@ -610,6 +615,14 @@ fn generated_valid() -> Vec<(String, Frame)> {
             Frame::LogClaimed(LogClaimed {
                 request_id: 0,
                 records: 0,
+            }),
+        ),
+        (
+            "replica_rpc.empty",
+            Frame::ReplicaRpc(ReplicaRpc {
+                request_id: u64::MAX,
+                topic: "t".into(),
+                rpc: Bytes::new(),
             }),
         ),
     ];

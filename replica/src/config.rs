@@ -7,7 +7,7 @@
 //! | `election_timeout_min`, `_max` | 300 ms, 600 ms | a follower that hears no leader for a random time in this range starts an election: the fail-over gap is about this plus one round trip |
 //! | `segment_bytes` | 64 MiB | segment size of the Raft log and the committed log |
 //! | `max_record_bytes` | 16 MiB | largest stored entry (a publish is refused before it is proposed when its entry would not fit) |
-//! | `max_frame_bytes` | 64 MiB | largest RPC frame sent or accepted |
+//! | `max_frame_bytes` | 64 MiB | largest RPC frame sent or accepted; at least `max_record_bytes` + [`APPEND_FRAME_OVERHEAD`] (an append of several entries over it is sent as several; [`ReplicaConfig::within_frame`] fits a config to a transport's bound) |
 //! | `max_snapshot_bytes` | 1 GiB | largest snapshot image accepted |
 //! | `snapshot_every` | 10 000 | entries applied between snapshots (then the Raft log is purged up to the snapshot, keeping `keep_after_snapshot`) |
 //! | `keep_after_snapshot` | 1 000 | Raft log entries kept behind a snapshot, so a follower a little behind catches up from the log, not a snapshot |
@@ -73,9 +73,35 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Bytes of an append RPC frame besides its one entry at most (the vote, the previous log id,
+/// the commit index, the enum tags and the length prefix): a frame of `max_frame_bytes` must
+/// hold one entry of `max_record_bytes` and this much, or an entry could be stored that no
+/// append can carry.
+pub const APPEND_FRAME_OVERHEAD: usize = 4096;
+
 impl ReplicaConfig {
+    /// This configuration with frames of at most `max_frame_bytes` (a transport's bound), and
+    /// `max_record_bytes` lowered, if need be, so that one entry fits a frame.
+    pub fn within_frame(self, max_frame_bytes: usize) -> ReplicaConfig {
+        let fits = max_frame_bytes.saturating_sub(APPEND_FRAME_OVERHEAD);
+        let fits = u32::try_from(fits).unwrap_or(u32::MAX);
+        ReplicaConfig {
+            max_frame_bytes,
+            max_record_bytes: self.max_record_bytes.min(fits),
+            ..self
+        }
+    }
+
     /// The openraft configuration, validated by the library.
     pub fn raft_config(&self, topic: &str) -> Result<openraft::Config, ReplicaError> {
+        let record = usize::try_from(self.max_record_bytes).unwrap_or(usize::MAX);
+        if record.saturating_add(APPEND_FRAME_OVERHEAD) > self.max_frame_bytes {
+            return Err(ReplicaError::Config(format!(
+                "max_frame_bytes {} cannot carry an entry of max_record_bytes {} (it needs \
+                 {APPEND_FRAME_OVERHEAD} bytes more)",
+                self.max_frame_bytes, self.max_record_bytes
+            )));
+        }
         let config = openraft::Config {
             cluster_name: topic.to_string(),
             heartbeat_interval: millis(self.heartbeat),

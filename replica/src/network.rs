@@ -2,7 +2,9 @@
 //! [`Transport`] that moves request and reply frames between replicas (the broker's QUIC
 //! peer links in production, [`crate::simnet::SimNet`] in tests).
 //!
-//! An unreachable peer is reported to the library as such, and it backs off for one
+//! An append of several entries whose frame would be over the bound is reported as too large,
+//! with a hint of half as many entries, and the library sends fewer at a time. An
+//! unreachable peer is reported to the library as such, and it backs off for one
 //! heartbeat interval before it tries that peer again (a dead peer costs no busy retry
 //! loop); any other transport failure is a network error; no reply within the library's
 //! hard deadline for the RPC is a timeout.
@@ -14,7 +16,8 @@ use std::time::Duration;
 
 use openraft::RPCTypes;
 use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout, Unreachable,
+    InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError, Timeout,
+    Unreachable,
 };
 use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -38,6 +41,18 @@ pub enum TransportError {
     /// The reply was of the wrong kind.
     #[error("reply does not match the request")]
     Mismatch,
+    /// No reply within the transport's own deadline.
+    #[error("no reply from peer {0} in time")]
+    Timeout(NodeId),
+    /// The peer answered the call with a refusal (not its Raft's reply): over a budget, no
+    /// replica of the topic there, or a frame it could not take.
+    #[error("peer {peer} refused the call: {reason}")]
+    Refused {
+        /// The peer.
+        peer: NodeId,
+        /// Its reason.
+        reason: String,
+    },
 }
 
 /// A boxed future of a transport call.
@@ -109,8 +124,17 @@ impl Link {
         action: RPCTypes,
         option: &RPCOption,
     ) -> Result<RpcReply, Rpcs<E>> {
+        // An append of several entries that does not fit a frame is retried by the library
+        // with fewer (half as many) entries; one entry always fits (see `ReplicaConfig`).
+        let entries = match &rpc {
+            Rpc::Append(a) => a.entries.len(),
+            _ => 0,
+        };
         let network = |e: TransportError| match e {
             TransportError::Unreachable(_) => RPCError::Unreachable(Unreachable::new(&e)),
+            TransportError::Codec(CodecError::TooLarge { .. }) if entries > 1 => {
+                RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint((entries / 2) as u64))
+            }
             _ => RPCError::Network(NetworkError::new(&e)),
         };
         let frame = codec::encode_frame(&rpc, self.max_frame)

@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Checker, Cluster, node, test_config};
-use starling_replica::ReplicaError;
+use starling_replica::{ReplicaConfig, ReplicaError};
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -154,4 +154,31 @@ async fn leader_power_cut_loses_no_ack() {
     c.boot(leader).await;
     let last = publish_n(&c, &mut checker, "c", 5).await;
     check_all(&c, &mut checker, last).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_follower_far_behind_is_caught_up_through_frames_too_small_for_one_append() {
+    // 64 entries of about 6 KiB each per append would be ~400 KiB: over a 64 KiB frame. The
+    // library is told the payload is too large and sends fewer entries at a time. No
+    // snapshot (it would bypass the appends).
+    let config = ReplicaConfig {
+        snapshot_every: 100_000,
+        ..test_config()
+    }
+    .within_frame(64 * 1024);
+    let c = Cluster::start(6, &[1, 2, 3], config).await;
+    let leader = c.await_leader(5 * SEC).await.unwrap();
+    let behind = c.live().into_iter().find(|&id| id != leader).unwrap();
+    c.net.isolate(behind, &c.ids());
+    let mut checker = Checker::default();
+    let mut last = 0;
+    for i in 0..60 {
+        let m = vec![vec![(i % 251) as u8; 1500]];
+        last = c.publish(m.clone(), 5 * SEC).await.unwrap();
+        checker.ack(last, m);
+    }
+    c.net.heal();
+    let t = c.topic(behind);
+    t.wait_applied(last, 30 * SEC).await.unwrap();
+    checker.check_complete(behind, &t);
 }

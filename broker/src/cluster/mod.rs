@@ -3,8 +3,9 @@
 //! ([`peers`]), the upstream subscriptions a non-owner holds for its own subscribers
 //! ([`upstream`]) and the catch-ups from the owner for one resuming from before its retained
 //! tail ([`catchup`]), the cache hand-off after a membership change ([`handoff`]), the durable logs'
-//! hand-off to a topic's new owner ([`log_peers`]), and the requests
-//! handed to another member on the ingress's behalf ([`forward`]). Nothing here imports the
+//! hand-off to a topic's new owner ([`log_peers`]), the Raft RPCs of replicated topics
+//! ([`replica_link`]), and the requests handed to another member on the ingress's behalf
+//! ([`forward`]). Nothing here imports the
 //! ingress (`server`): each part holds its own handles.
 //!
 //! [`Cluster`] is the shared state: the current member list and the previous one (for the
@@ -18,6 +19,7 @@ pub mod log_peers;
 pub mod members;
 pub mod peers;
 pub mod pod_ips;
+pub mod replica_link;
 pub mod source;
 pub mod upstream;
 

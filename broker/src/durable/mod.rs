@@ -15,11 +15,13 @@
 //! - [`log`](DurableLog): one topic's log, as the topic task uses it.
 //! - [`metrics`](StorageMetrics): the storage series.
 //! - [`transfer`]: copying a topic's log to its new owner after an owner change.
+//! - [`replicated`]: replicated durable topics (the replicas open here and their RPCs).
 
 pub mod commit;
 pub mod escape;
 mod log;
 pub mod metrics;
+pub mod replicated;
 pub mod transfer;
 
 use std::path::PathBuf;

@@ -28,7 +28,7 @@ use crate::server::buffers::{Buffers, Grant};
 use crate::server::frames::{Allowance, FrameBuf, read_frame_within};
 use crate::server::handshake::HandshakeError;
 use crate::server::link::Link;
-use crate::server::{cache, handshake, log_transfer, publish, reply, subscribe};
+use crate::server::{cache, handshake, log_transfer, publish, replica_rpc, reply, subscribe};
 
 /// What a connection uses: its own few handles, and those of the stream handlers it routes
 /// streams to.
@@ -55,6 +55,8 @@ pub struct Handles {
     pub cache: Arc<cache::Handles>,
     /// The log transfer requests' handles.
     pub log_transfer: Arc<log_transfer::Handles>,
+    /// The Raft RPC streams' handles.
+    pub replica_rpc: Arc<replica_rpc::Handles>,
 }
 
 /// Application close codes sent with CONNECTION_CLOSE.
@@ -248,6 +250,7 @@ async fn serve_streams(
         allowance: grant.allowance().clone(),
         subscriptions: Arc::default(),
         wildcards: Arc::default(),
+        replica_rpcs: Arc::default(),
         access,
     };
     loop {
@@ -389,6 +392,9 @@ async fn route_stream(
                 {
                     return;
                 }
+            }
+            Frame::ReplicaRpc(rpc) => {
+                return replica_rpc::serve_replica_rpc(&h.replica_rpc, &link, rpc, &mut send).await;
             }
             Frame::ClusterInfoRequest(r) => {
                 let info = Frame::ClusterInfo(h.cluster.info(r.request_id));

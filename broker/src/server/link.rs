@@ -27,6 +27,8 @@ pub struct Link {
     /// The connection's open wildcard subscriptions (within
     /// `max_wildcard_subscriptions_per_connection`).
     pub wildcards: Arc<InProgress>,
+    /// The connection's open Raft RPC streams (within `max_replica_rpcs_per_connection`).
+    pub replica_rpcs: Arc<InProgress>,
     /// What the connection's requests are checked against.
     pub access: Access,
 }

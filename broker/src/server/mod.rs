@@ -14,6 +14,7 @@
 //! - [`subscribe`]: subscription streams; [`quic_sink`]: a subscriber's sink on its stream.
 //! - [`cache`]: cache request/response streams.
 //! - [`log_transfer`]: durable log reads and claims between members.
+//! - [`replica_rpc`]: Raft RPCs of replicated topics between members.
 //! - [`reply`]: writing frames and typed errors back to a stream.
 
 pub mod admit;
@@ -26,6 +27,7 @@ pub mod link;
 pub mod log_transfer;
 pub mod publish;
 pub mod quic_sink;
+pub mod replica_rpc;
 pub mod reply;
 pub mod subscribe;
 
@@ -78,6 +80,11 @@ pub fn ingress(state: &State) -> Arc<conn::Handles> {
         publish: Arc::new(publish),
         subscribe: Arc::new(subscribe),
         cache: Arc::new(cache),
+        replica_rpc: Arc::new(replica_rpc::Handles {
+            metrics: Arc::clone(&state.metrics),
+            registry: Arc::clone(&state.replicas),
+            max_per_connection: state.cfg.max_replica_rpcs_per_connection as usize,
+        }),
         log_transfer: Arc::new(log_transfer::Handles {
             metrics: Arc::clone(&state.metrics),
             topics: Arc::clone(&state.topics),

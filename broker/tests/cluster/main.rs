@@ -12,6 +12,7 @@ mod failure;
 mod late;
 mod meet;
 mod relay_resume;
+mod replica_link;
 mod rotation;
 mod scale;
 

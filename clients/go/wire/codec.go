@@ -381,6 +381,18 @@ func (f *LogClaimed) appendBody(d []byte) []byte {
 
 func decodeLogClaimed(b *body) Frame { return &LogClaimed{RequestID: b.u64(), Records: b.u64()} }
 
+func (f *ReplicaRpc) bodyLen() int { return 8 + strLen(f.Topic) + blobLen(f.Rpc) }
+
+func (f *ReplicaRpc) appendBody(d []byte) []byte {
+	d = putU64(d, f.RequestID)
+	d = putStr(d, f.Topic)
+	return putBlob(d, f.Rpc)
+}
+
+func decodeReplicaRpc(b *body) Frame {
+	return &ReplicaRpc{RequestID: b.u64(), Topic: b.topic(), Rpc: b.blob()}
+}
+
 func (f *Ping) bodyLen() int               { return 8 }
 func (f *Ping) appendBody(d []byte) []byte { return putU64(d, f.Nonce) }
 func decodePing(b *body) Frame             { return &Ping{Nonce: b.u64()} }
@@ -413,6 +425,7 @@ var decoders = map[Kind]func(*body) Frame{
 	KindLogChunk:           decodeLogChunk,
 	KindLogClaim:           decodeLogClaim,
 	KindLogClaimed:         decodeLogClaimed,
+	KindReplicaRpc:         decodeReplicaRpc,
 	KindPing:               decodePing,
 	KindPong:               decodePong,
 }

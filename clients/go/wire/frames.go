@@ -248,6 +248,14 @@ type LogClaimed struct {
 	Records   uint64
 }
 
+// ReplicaRpc carries one Raft request or reply of a replicated topic between
+// brokers (0x58, peers only); Rpc is opaque to the protocol.
+type ReplicaRpc struct {
+	RequestID uint64
+	Topic     string
+	Rpc       []byte
+}
+
 // Ping is a liveness probe (0x60).
 type Ping struct{ Nonce uint64 }
 
@@ -327,6 +335,9 @@ func (*LogClaim) Kind() Kind { return KindLogClaim }
 
 // Kind is KindLogClaimed.
 func (*LogClaimed) Kind() Kind { return KindLogClaimed }
+
+// Kind is KindReplicaRpc.
+func (*ReplicaRpc) Kind() Kind { return KindReplicaRpc }
 
 // Kind is KindPing.
 func (*Ping) Kind() Kind { return KindPing }

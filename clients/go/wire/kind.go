@@ -31,6 +31,7 @@ const (
 	KindLogChunk           Kind = 0x54
 	KindLogClaim           Kind = 0x55
 	KindLogClaimed         Kind = 0x56
+	KindReplicaRpc         Kind = 0x58
 	KindPing               Kind = 0x60
 	KindPong               Kind = 0x61
 )
@@ -60,6 +61,7 @@ var kindNames = map[Kind]string{
 	KindLogChunk:           "log_chunk",
 	KindLogClaim:           "log_claim",
 	KindLogClaimed:         "log_claimed",
+	KindReplicaRpc:         "replica_rpc",
 	KindPing:               "ping",
 	KindPong:               "pong",
 }

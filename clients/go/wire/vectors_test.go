@@ -280,6 +280,8 @@ func render(f wire.Frame) map[string]any {
 		return map[string]any{"request_id": n(f.RequestID), "topic": f.Topic, "from_id": f.FromID, "from_addr": f.FromAddr}
 	case *wire.LogClaimed:
 		return map[string]any{"request_id": n(f.RequestID), "records": n(f.Records)}
+	case *wire.ReplicaRpc:
+		return map[string]any{"request_id": n(f.RequestID), "topic": f.Topic, "rpc": h(f.Rpc)}
 	case *wire.Ping:
 		return map[string]any{"nonce": n(f.Nonce)}
 	case *wire.Pong:
@@ -526,6 +528,8 @@ func build(typ string, m map[string]any) (wire.Frame, error) {
 		f = &wire.LogClaim{RequestID: fs.u64("request_id"), Topic: fs.str("topic"), FromID: fs.str("from_id"), FromAddr: fs.str("from_addr")}
 	case "log_claimed":
 		f = &wire.LogClaimed{RequestID: fs.u64("request_id"), Records: fs.u64("records")}
+	case "replica_rpc":
+		f = &wire.ReplicaRpc{RequestID: fs.u64("request_id"), Topic: fs.str("topic"), Rpc: fs.bytes("rpc")}
 	case "ping":
 		f = &wire.Ping{Nonce: fs.u64("nonce")}
 	case "pong":

@@ -12,6 +12,7 @@
 //! | [`error_frame`] | `Error` |
 //! | [`cluster`] | `Moved`, `ClusterInfoRequest`, `ClusterInfo` (+ [`Member`]) |
 //! | [`log`] | `LogRead`, `LogChunk`, `LogClaim`, `LogClaimed` (peers only) |
+//! | [`replica`] | `ReplicaRpc` (peers only) |
 //! | [`ping`] | `Ping`, `Pong` |
 
 pub mod cache;
@@ -23,6 +24,7 @@ pub mod headers;
 pub mod log;
 pub mod ping;
 pub mod publish;
+pub mod replica;
 pub mod subscribe;
 
 #[cfg(test)]
@@ -37,4 +39,5 @@ pub use headers::{EventHeaders, Header, IndexedHeaders, headers_len, indexed_hea
 pub use log::{LogChunk, LogClaim, LogClaimed, LogRead};
 pub use ping::Ping;
 pub use publish::{AckMode, DECODED_ITEM_BYTES, Publish, PublishAck, PublishBatch, decoded_bytes};
+pub use replica::ReplicaRpc;
 pub use subscribe::{StartAt, Subscribe, SubscribeOk, Unsubscribe};

@@ -9,7 +9,8 @@ use starling_proto::{
     AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
     ClusterInfoRequest, ErrorCode, ErrorFrame, EventBatch, EventHeaders, Frame, Header, Hello,
     HelloOk, IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved, Ping,
-    Position, Publish, PublishAck, PublishBatch, StartAt, Subscribe, SubscribeOk, Unsubscribe,
+    Position, Publish, PublishAck, PublishBatch, ReplicaRpc, StartAt, Subscribe, SubscribeOk,
+    Unsubscribe,
 };
 
 /// Parses hex text: whitespace ignored, `#` comments to end of line.
@@ -287,6 +288,13 @@ pub fn arb_frame() -> impl Strategy<Value = Frame> {
                 records
             }
         )),
+        (any::<u64>(), topic(), bytes(128)).prop_map(|(request_id, topic, rpc)| {
+            Frame::ReplicaRpc(ReplicaRpc {
+                request_id,
+                topic,
+                rpc,
+            })
+        }),
         any::<u64>().prop_map(|nonce| Frame::Ping(Ping { nonce })),
         any::<u64>().prop_map(|nonce| Frame::Pong(Ping { nonce })),
     ]
