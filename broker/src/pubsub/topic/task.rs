@@ -810,6 +810,14 @@ impl TopicTask {
             .batch_sealed(events, batch.bytes);
         self.shared.counters.batch_flushed(batch.trigger);
         let frame = encode(origin, &batch.payloads);
+        // The reply inboxes of the batch's requests: each subscriber given the headers may
+        // reply to them.
+        let inboxes: Vec<String> = batch
+            .headers
+            .iter()
+            .filter_map(|h| starling_proto::request::reply_to(&h.headers))
+            .map(str::to_string)
+            .collect();
         // The batch's headers travel in their own frame, encoded once, for the subscribers
         // granted `HEADERS`; the EventBatch stays the one shared frame.
         let headers = (!batch.headers.is_empty()).then(|| {
@@ -850,7 +858,7 @@ impl TopicTask {
             }
         };
         let refused = self
-            .deliver_frame(origin, events, frame, headers, time_ms)
+            .deliver_frame(origin, events, frame, headers, time_ms, &inboxes)
             .await;
         let mut persisted = Vec::new();
         // The holds are released here, with the batch offered to every subscriber.
@@ -890,8 +898,15 @@ impl TopicTask {
     /// returns how many subscribers refused it (`drop_new`).
     async fn deliver(&mut self, origin: Position, payloads: &[Bytes]) -> usize {
         let events = u32::try_from(payloads.len()).unwrap_or(u32::MAX);
-        self.deliver_frame(origin, events, encode(origin, payloads), None, now_ms())
-            .await
+        self.deliver_frame(
+            origin,
+            events,
+            encode(origin, payloads),
+            None,
+            now_ms(),
+            &[],
+        )
+        .await
     }
 
     /// Offers an encoded frame of `events` events from `origin` to every subscriber (after
@@ -905,6 +920,7 @@ impl TopicTask {
         frame: Bytes,
         headers: Option<Bytes>,
         time_ms: u64,
+        inboxes: &[String],
     ) -> usize {
         let now = Instant::now();
         let mut refused = 0usize;
@@ -926,14 +942,16 @@ impl TopicTask {
             match offer.outcome {
                 Outcome::DroppedNew => refused += 1,
                 Outcome::Closed => closed = true,
-                Outcome::Queued | Outcome::QueuedDroppedOld => {}
+                Outcome::Queued | Outcome::QueuedDroppedOld => {
+                    grant_replies(&self.shared, sub, inboxes);
+                }
             }
         }
         if closed {
             self.subscribers.retain(|s| !s.is_closed());
         }
         refused += self
-            .deliver_wildcards(events, &frame, headers.as_ref(), now)
+            .deliver_wildcards(events, &frame, headers.as_ref(), now, inboxes)
             .await;
         tracing::trace!(
             topic = %self.name,
@@ -982,6 +1000,7 @@ impl TopicTask {
         frame: &Bytes,
         headers: Option<&Bytes>,
         now: Instant,
+        inboxes: &[String],
     ) -> usize {
         if self.wildcards.is_empty() {
             return 0;
@@ -1022,13 +1041,26 @@ impl TopicTask {
             match offer.outcome {
                 Outcome::DroppedNew => refused += 1,
                 Outcome::Closed => closed = true,
-                Outcome::Queued | Outcome::QueuedDroppedOld => {}
+                Outcome::Queued | Outcome::QueuedDroppedOld => {
+                    grant_replies(&self.shared, sub, inboxes);
+                }
             }
         }
         if closed {
             self.wildcards.retain(|s| !s.is_closed());
         }
         refused
+    }
+}
+
+/// Lets the connection of `sub`, queued a batch holding requests for `inboxes`, reply to them
+/// (only a subscriber given the headers saw them).
+fn grant_replies(shared: &Shared, sub: &Subscriber, inboxes: &[String]) {
+    if !sub.headers {
+        return;
+    }
+    for inbox in inboxes {
+        shared.settings.inboxes.grant(sub.conn_id, inbox);
     }
 }
 
