@@ -188,3 +188,51 @@ async fn requests_are_answered_refused_timed_out_and_inboxes_are_private() {
     assert!(m.get("starling_requests_total") >= 3.0);
     assert!(m.get("starling_inbox_subscriptions_refused_total") >= 1.0);
 }
+
+/// `max_reply_inboxes_per_user` bounds a user's grants: past it the oldest is evicted
+/// (counted) and a reply to it is refused with `Forbidden`; the newest is still answered. (One
+/// inbox per connection is a unit test of `pubsub::inboxes`: the SDK spreads subscriptions
+/// over several connections.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reply_grants_are_bounded_per_user() {
+    let dir = std::env::temp_dir().join(format!("starling-rr-bound-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    write_atomic(&dir.join("users.yaml"), &users());
+    let broker = start(
+        Profile::Balanced,
+        ConfigOverrides {
+            auth_mode: Some(AuthMode::Required),
+            auth_users_file: Some(Some(dir.join("users.yaml"))),
+            max_reply_inboxes_per_user: Some(1),
+            ..ConfigOverrides::default()
+        },
+    )
+    .await;
+    let s = Secured { broker, dir };
+    let asker = s.client(ASKER).await;
+    let server = s.client(SERVER).await;
+    let mut requests = server.subscribe("svc.work").await.expect("subscribe");
+    let (a, b) = {
+        let asker = asker.clone();
+        let first = tokio::spawn({
+            let asker = asker.clone();
+            async move { asker.request("svc.work", "1", Duration::from_secs(5)).await }
+        });
+        let one = next(&mut requests).await;
+        let second =
+            tokio::spawn(
+                async move { asker.request("svc.work", "2", Duration::from_secs(5)).await },
+            );
+        let two = next(&mut requests).await;
+        // The second request evicted the first one's grant.
+        let err = server.reply(&one, "late").await.expect_err("evicted grant");
+        assert!(matches!(err, ClientError::Forbidden { .. }), "{err}");
+        server.reply(&two, "two").await.expect("newest grant");
+        (first, second)
+    };
+    let answered = b.await.expect("join").expect("second answered");
+    assert_eq!(&answered.payload[..], b"two");
+    a.abort();
+    let m = s.broker.metrics().await;
+    assert_eq!(m.get("starling_reply_grants_evicted_total"), 1.0);
+}
