@@ -14,7 +14,7 @@ use starling_config::{AuthMode, ConfigOverrides, Profile};
 use starling_proto::{REPLY_TO, features};
 use starling_testkit::pki::write_atomic;
 
-use crate::common::{SOON, TestBroker, start};
+use crate::common::{SOON, TestBroker, start, wait_metrics};
 
 const ASKER: &str = "asker-token-0123456789";
 const SERVER: &str = "server-token-0123456789";
@@ -190,7 +190,8 @@ async fn requests_are_answered_refused_timed_out_and_inboxes_are_private() {
 }
 
 /// `max_reply_inboxes_per_user` bounds a user's grants: past it the oldest is evicted
-/// (counted) and a reply to it is refused with `Forbidden`; the newest is still answered. (One
+/// (counted) and a reply to it is refused with `Forbidden`; the newest is still answered; its
+/// inbox topic retires soon after. (One
 /// inbox per connection is a unit test of `pubsub::inboxes`: the SDK spreads subscriptions
 /// over several connections.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -235,4 +236,12 @@ async fn reply_grants_are_bounded_per_user() {
     a.abort();
     let m = s.broker.metrics().await;
     assert_eq!(m.get("starling_reply_grants_evicted_total"), 1.0);
+    // The answered request's inbox topic retires about a second after its reply; `svc.work`
+    // (subscribed) stays.
+    let before = m.get("starling_topics");
+    assert!(before >= 2.0, "svc.work and the inbox: {before}");
+    wait_metrics(&s.broker, "the inbox topic retired", |m| {
+        m.get("starling_topics") == before - 1.0
+    })
+    .await;
 }

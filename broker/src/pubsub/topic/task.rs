@@ -274,10 +274,20 @@ fn new_stream_id() -> u64 {
     }
 }
 
+/// How long a reply inbox topic (`_INBOX.…`) with no subscriber of its own and no traffic
+/// lives before it is retired (other topics: `TopicSettings::idle_retire`).
+const INBOX_IDLE_RETIRE: Duration = Duration::from_secs(1);
+
 impl TopicTask {
     async fn run(mut self) {
         self.open_durable(None).await;
-        let idle = self.shared.settings.idle_retire;
+        // A reply inbox topic carries one reply per request: retired soon after, so requests
+        // do not fill `max_topics` with idle inboxes.
+        let idle = if starling_proto::request::is_inbox(&self.name) {
+            INBOX_IDLE_RETIRE.min(self.shared.settings.idle_retire)
+        } else {
+            self.shared.settings.idle_retire
+        };
         let mut last_activity = Instant::now();
         // Expires the retained tail of a topic gone quiet (publishes evict as they push). Armed
         // for the oldest retained batch and re-armed after it fires, so it costs a timer reset
