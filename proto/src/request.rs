@@ -66,6 +66,20 @@ mod tests {
         assert_eq!(inbox_token("orders.x"), None);
     }
 
+    proptest::proptest! {
+        /// The token of `_INBOX.<t>.<rest>` is `t`, and it is valid exactly when it is long
+        /// enough and alphanumeric.
+        #[test]
+        fn token_round_trips(t in "[A-Za-z0-9*>_-]{0,40}", rest in "[a-z0-9.]{0,10}") {
+            let topic = format!("{INBOX_PREFIX}.{t}.{rest}");
+            proptest::prop_assert!(is_inbox(&topic));
+            proptest::prop_assert_eq!(inbox_token(&topic), Some(t.as_str()));
+            let valid = t.len() >= MIN_INBOX_TOKEN_LEN
+                && t.chars().all(|c| c.is_ascii_alphanumeric());
+            proptest::prop_assert_eq!(valid_inbox_token(&t), valid);
+        }
+    }
+
     #[test]
     fn reply_to_is_found_by_exact_name() {
         let headers = vec![Header::new("a", "1"), Header::new(REPLY_TO, "_INBOX.x.1")];
