@@ -219,6 +219,10 @@ impl Broker {
                 max_topics: cfg.max_topics as usize,
                 durability: Arc::clone(&durability),
                 log_peers: Arc::new(PeerLogs::new(Arc::clone(&cluster), Arc::clone(&peers))),
+                inboxes: Arc::new(crate::pubsub::inboxes::Inboxes::new(
+                    cfg.max_reply_inboxes_per_user as usize,
+                    metrics.reply_grants_evicted.clone(),
+                )),
             },
             Arc::clone(&lanes),
         );

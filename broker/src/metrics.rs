@@ -79,6 +79,16 @@ pub struct Metrics {
     pub header_messages: IntCounter,
     /// Publishes with headers refused by reason (`clustered`, `durable`).
     pub headers_refused: IntCounterVec,
+    /// Requests (single-message publishes carrying `reply-to`, `REQUEST` feature) checked for
+    /// responders.
+    pub requests: IntCounter,
+    /// Requests refused with `NoResponders`.
+    pub no_responders: IntCounter,
+    /// Reply grants evicted at `max_reply_inboxes_per_user` (oldest first).
+    pub reply_grants_evicted: IntCounter,
+    /// Subscriptions under `_INBOX` refused (a malformed inbox, another connection's inbox, a
+    /// second inbox on one connection, a cluster member).
+    pub inbox_refused: IntCounter,
     /// Topics with state in memory.
     pub topics: IntGauge,
     /// Bytes of encoded EventBatches retained for resuming subscribers, over all topics.
@@ -556,6 +566,26 @@ impl Metrics {
                 "starling_headers_refused_total",
                 "Publishes with headers refused (InvalidRequest) by reason: clustered (the broker is a cluster member), durable (the topic is durable).",
                 &["reason"],
+            )?,
+            requests: counter(
+                &r,
+                "starling_requests_total",
+                "Requests (publishes carrying reply-to on connections granted REQUEST) checked for responders.",
+            )?,
+            no_responders: counter(
+                &r,
+                "starling_no_responders_total",
+                "Requests refused with NoResponders: no subscriber on their topic.",
+            )?,
+            reply_grants_evicted: counter(
+                &r,
+                "starling_reply_grants_evicted_total",
+                "Reply grants (inboxes a connection may reply to) evicted at max_reply_inboxes_per_user.",
+            )?,
+            inbox_refused: counter(
+                &r,
+                "starling_inbox_subscriptions_refused_total",
+                "Subscriptions under _INBOX refused: malformed, another connection's inbox, a second inbox, or a cluster member.",
             )?,
             topics: gauge(&r, "starling_topics", "Topics with state in memory.")?,
             retained_bytes: gauge(

@@ -96,6 +96,9 @@ pub struct Subscriptions {
     /// Subscription id source (unique for the broker's life).
     next_id: AtomicU64,
     live: parking_lot::Mutex<HashMap<u64, Registered>>,
+    /// How many of `live` (not wildcard ones) name each topic: whether a request has
+    /// responders, known before `SubscribeOk` is sent.
+    per_topic: parking_lot::Mutex<HashMap<Arc<str>, usize>>,
 }
 
 impl Subscriptions {
@@ -109,6 +112,13 @@ impl Subscriptions {
         let mut live = self.live.lock();
         let room = live.len() < max;
         if room {
+            if !entry.wildcard {
+                *self
+                    .per_topic
+                    .lock()
+                    .entry(Arc::clone(&entry.sub.topic))
+                    .or_default() += 1;
+            }
             live.insert(id, entry);
         }
         room
@@ -116,7 +126,23 @@ impl Subscriptions {
 
     /// Forgets subscription `id`.
     pub fn remove(&self, id: u64) {
-        self.live.lock().remove(&id);
+        let mut live = self.live.lock();
+        if let Some(gone) = live.remove(&id)
+            && !gone.wildcard
+        {
+            let mut per_topic = self.per_topic.lock();
+            if let Some(n) = per_topic.get_mut(&gone.sub.topic) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    per_topic.remove(&gone.sub.topic);
+                }
+            }
+        }
+    }
+
+    /// Whether a subscription (not a wildcard one) names `topic`.
+    pub fn has_topic(&self, topic: &str) -> bool {
+        self.per_topic.lock().contains_key(topic)
     }
 
     /// The topic of every plain client's subscription (what the upstreams relay for).

@@ -26,7 +26,8 @@ Exit codes:
   1  `cache get`: the key is absent
   2  any other error (usage, connection, TLS, server)
   3  unauthorized: the broker refused the credentials (none, unknown or revoked)
-  4  forbidden: the user's permissions do not allow the operation on that topic or key";
+  4  forbidden: the user's permissions do not allow the operation on that topic or key
+  5  `req`: no responders (nothing subscribes to the topic)";
 
 /// Publish, subscribe and use the cache of a Starling broker.
 #[derive(Debug, Parser)]
@@ -103,6 +104,10 @@ pub(crate) enum Command {
     Pub(PubArgs),
     /// Print each message of a topic as a line.
     Sub(SubArgs),
+    /// Send a request and print its reply (exit 5 when nothing subscribes to TOPIC).
+    Req(ReqArgs),
+    /// Answer every request on a topic or pattern with MSG, until interrupted.
+    Reply(ReplyArgs),
     /// Cache operations.
     #[command(subcommand)]
     Cache(CacheCommand),
@@ -151,6 +156,31 @@ fn parse_header(text: &str) -> Result<starling_client::Header, String> {
         .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))?;
     starling_proto::validate_header_name(name).map_err(|why| format!("{name:?}: {why}"))?;
     Ok(starling_client::Header::new(name, value))
+}
+
+/// `starling req`.
+#[derive(Debug, Args)]
+pub(crate) struct ReqArgs {
+    /// Topic to send the request to.
+    pub(crate) topic: String,
+    /// The request's payload. The global `--timeout D` is how long to wait for the reply (a
+    /// timeout is exit 2).
+    #[arg(value_name = "MSG")]
+    pub(crate) message: String,
+}
+
+/// `starling reply`.
+#[derive(Debug, Args)]
+pub(crate) struct ReplyArgs {
+    /// Topic (or pattern, as for `sub`) whose requests to answer.
+    #[arg(value_name = "TOPIC_OR_PATTERN")]
+    pub(crate) topic: String,
+    /// The reply sent to every request.
+    #[arg(value_name = "MSG")]
+    pub(crate) message: String,
+    /// Exit after answering this many requests.
+    #[arg(long, value_name = "N")]
+    pub(crate) count: Option<u64>,
 }
 
 /// `starling sub`.

@@ -1,13 +1,13 @@
 //! `starling`: the command-line client of the Starling broker. Parses the
 //! arguments, runs one subcommand and turns its outcome into an exit code
-//! (0 done, 1 `cache get` found nothing, 2 error, 3 unauthorized, 4 forbidden: see
-//! `starling --help`); every error is a single line on stderr.
+//! (0 done, 1 `cache get` found nothing, 2 error, 3 unauthorized, 4 forbidden, 5 `req` found
+//! no responders: see `starling --help`); every error is a single line on stderr.
 //!
 //! | module | job |
 //! | --- | --- |
 //! | `args` | clap definitions of the command line |
 //! | `commands` | runs the chosen subcommand |
-//! | `pub_cmd`, `sub_cmd`, `cache_cmd` | one runner per subcommand |
+//! | `pub_cmd`, `sub_cmd`, `cache_cmd`, `req_cmd` | one runner per subcommand (`req_cmd`: `req` and `reply`) |
 //! | `bench` | `starling bench`: runs the separate `starling-bench` harness |
 //! | `json` | the `--output json` lines |
 //! | `duration` | duration arguments |
@@ -22,6 +22,7 @@ mod duration;
 mod error;
 mod json;
 mod pub_cmd;
+mod req_cmd;
 mod sub_cmd;
 mod time_arg;
 
@@ -57,12 +58,14 @@ fn main() -> ExitCode {
 }
 
 /// The exit code of a failed run: 3 when the broker refused the credentials, 4 when it refused
-/// the operation, 2 for anything else (documented in `args::EXIT_CODES`).
+/// the operation, 5 when a request found no responders, 2 for anything else (documented in
+/// `args::EXIT_CODES`).
 fn exit_code(e: &anyhow::Error) -> u8 {
     use starling_client::ClientError;
     match e.downcast_ref::<CliError>() {
         Some(CliError::Client(ClientError::Unauthorized(_))) => 3,
         Some(CliError::Client(ClientError::Forbidden { .. })) => 4,
+        Some(CliError::Client(ClientError::NoResponders(_))) => 5,
         _ => 2,
     }
 }
@@ -147,6 +150,7 @@ mod tests {
             one_line(&format!("{e:#}")),
             "forbidden: user \"x\" may not publish topic \"y\""
         );
+        assert_eq!(exit_code(&err(ClientError::NoResponders("t".into()))), 5);
         assert_eq!(exit_code(&err(ClientError::Timeout)), 2);
         assert_eq!(exit_code(&anyhow::anyhow!("other")), 2);
     }

@@ -407,3 +407,39 @@ async fn bench_runs_the_separate_harness_with_the_same_arguments() {
     assert!(err.contains("cargo build -p starling-bench"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req_and_reply_with_the_no_responders_exit_code() {
+    let b = start_broker().await;
+    let mut req = starling(&b);
+    req.args(["req", "cli.rr", "hello"]);
+    let (code, stdout, stderr) = run(req).await;
+    assert_eq!((code, stdout.as_str()), (5, ""), "{stderr}");
+    assert!(stderr.contains("no responders"), "{stderr}");
+
+    let mut reply = starling(&b);
+    reply.args(["reply", "cli.*", "pong", "--count", "1"]);
+    let replier = tokio::spawn(run(reply));
+    // Until the replier's subscription is in place, requests find no responders (exit 5).
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        assert!(tokio::time::Instant::now() < deadline, "never answered");
+        let mut req = starling(&b);
+        req.args(["req", "cli.rr", "hello", "--timeout", "2s"]);
+        let (code, stdout, stderr) = run(req).await;
+        if code == 0 {
+            assert_eq!(stdout, "pong\n");
+            break;
+        }
+        assert_eq!(code, 5, "{stderr}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (code, _, stderr) = replier.await.expect("join");
+    assert_eq!(code, 0, "{stderr}");
+
+    let mut help = Command::new(env!("CARGO_BIN_EXE_starling"));
+    help.arg("--help");
+    let (_, stdout, _) = run(help).await;
+    assert!(stdout.contains("5  `req`: no responders"), "{stdout}");
+    b.shutdown().await;
+}

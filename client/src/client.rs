@@ -39,6 +39,8 @@ pub(crate) struct Inner {
     closed: AtomicBool,
     /// A broker's client for its peers (`ClientConfig::as_peer`).
     peer: bool,
+    /// The reply inbox of this client's requests.
+    inbox: crate::request::Inbox,
 }
 
 impl Client {
@@ -67,6 +69,7 @@ impl Client {
             request_timeout: cfg.request_timeout,
             closed: AtomicBool::new(false),
             peer: cfg.peer,
+            inbox: crate::request::Inbox::new(),
         });
         if let Some(router) = &inner.router {
             router.warm_up().await;
@@ -110,6 +113,70 @@ impl Client {
     ) -> Result<(), ClientError> {
         crate::message::check_headers(&message.headers)?;
         self.publish_one(topic, message.payload, message.headers, acked)
+            .await
+    }
+
+    /// Sends a request and waits up to `timeout` for its reply: `payload` is published to
+    /// `topic` with a `reply-to` header naming this client's reply inbox (subscribed on the
+    /// first request, `_INBOX.<random token>.>`), and the first reply published there is
+    /// returned. [`ClientError::NoResponders`] at once when nothing subscribes to `topic`,
+    /// [`ClientError::Timeout`] when no reply came in time. Needs a single broker that grants
+    /// `REQUEST` ([`ClientError::Unsupported`] otherwise, nothing sent); a cluster member
+    /// refuses requests (they need headers) with `InvalidRequest`.
+    pub async fn request(
+        &self,
+        topic: &str,
+        payload: impl Into<Bytes>,
+        timeout: Duration,
+    ) -> Result<crate::Message, ClientError> {
+        let inner = self.open()?;
+        if !self
+            .server_info()
+            .has_feature(starling_proto::features::REQUEST)
+        {
+            return Err(ClientError::Unsupported(
+                "request/reply (the REQUEST feature)".into(),
+            ));
+        }
+        check_topic(topic)?;
+        inner
+            .inbox
+            .ensure(|p| async move { self.subscribe(&p).await })
+            .await?;
+        let (n, inbox, reply) = inner.inbox.open();
+        let message = crate::Message::new(payload).header(starling_proto::REPLY_TO, inbox);
+        let sent = self.publish_message(topic, message, true).await;
+        let answer = match sent {
+            Err(ClientError::Server {
+                code: starling_proto::ErrorCode::NoResponders,
+                ..
+            }) => Err(ClientError::NoResponders(topic.to_string())),
+            Err(e) => Err(e),
+            Ok(()) => match tokio::time::timeout(timeout, reply).await {
+                Ok(Ok(message)) => Ok(message),
+                Ok(Err(_)) => Err(ClientError::Closed),
+                Err(_) => Err(ClientError::Timeout),
+            },
+        };
+        inner.inbox.close(n);
+        answer
+    }
+
+    /// Answers request `event` (one with a `reply-to` header, as [`Client::request`] sends):
+    /// publishes `payload` to its reply inbox and waits for the broker's ack. The broker
+    /// allows it when the request was delivered to this connection recently (its
+    /// `max_reply_inboxes_per_user` latest) or the user may publish there; else
+    /// [`ClientError::Forbidden`]. [`ClientError::NotARequest`] for an event without
+    /// `reply-to`.
+    pub async fn reply(
+        &self,
+        event: &crate::Event,
+        payload: impl Into<Bytes>,
+    ) -> Result<(), ClientError> {
+        let inbox = starling_proto::request::reply_to(&event.headers)
+            .ok_or(ClientError::NotARequest)?
+            .to_string();
+        self.publish_one(&inbox, payload.into(), Vec::new(), true)
             .await
     }
 

@@ -74,6 +74,14 @@ pub enum ClientError {
     /// broker fails the same way.
     #[error("not supported by the broker: {0}")]
     Unsupported(String),
+    /// A request ([`Client::request`](crate::Client::request)) found no subscriber on its
+    /// topic (`ErrorCode::NoResponders`): nobody could answer it.
+    #[error("no responders on topic {0:?}")]
+    NoResponders(String),
+    /// [`Client::reply`](crate::Client::reply) was given an event that is not a request (it
+    /// has no `reply-to` header).
+    #[error("the event is not a request: it has no reply-to header")]
+    NotARequest,
     /// The request would exceed the server's `max_frame_bytes`.
     #[error("request of {len} bytes exceeds the server's frame limit of {max} bytes")]
     FrameTooLarge {

@@ -163,6 +163,7 @@ mod tests {
                 | features::SUBSCRIBE_FROM_TIME
                 | features::WILDCARDS
                 | features::HEADERS
+                | features::REQUEST
         );
         assert_eq!(h.client_name, "me");
         assert_eq!(h.auth_token, None);

@@ -157,6 +157,7 @@ mod pending;
 mod publisher;
 mod pump;
 mod relay;
+mod request;
 mod route_mtu;
 mod routing;
 mod rpc;

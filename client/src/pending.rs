@@ -108,6 +108,8 @@ pub(crate) fn copy_error(e: &ClientError) -> ClientError {
         ClientError::InvalidKey(s) => ClientError::InvalidKey(s.clone()),
         ClientError::InvalidHeader(s) => ClientError::InvalidHeader(s.clone()),
         ClientError::Unsupported(s) => ClientError::Unsupported(s.clone()),
+        ClientError::NoResponders(s) => ClientError::NoResponders(s.clone()),
+        ClientError::NotARequest => ClientError::NotARequest,
         ClientError::FrameTooLarge { len, max } => ClientError::FrameTooLarge {
             len: *len,
             max: *max,

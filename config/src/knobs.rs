@@ -323,6 +323,13 @@ knobs! {
     /// `LimitExceeded` and counted in
     /// `starling_limit_refusals_total{limit="max_wildcard_subscriptions_per_connection"}`.
     max_wildcard_subscriptions_per_connection: u32,
+    /// Most reply inboxes one user may answer at once (request/reply, see `docs/subjects.md`):
+    /// each request (a message with a `reply-to` header) delivered to a connection lets that
+    /// connection's user publish a reply to the request's inbox, from any of its connections,
+    /// whatever its `publish` rules. A user's grants hold this many, the most recent; a new one
+    /// past it evicts the oldest, counted in `starling_reply_grants_evicted_total`, and a reply
+    /// to an evicted inbox is refused with `Forbidden` unless the `publish` rules allow it.
+    max_reply_inboxes_per_user: u32,
     /// Most headers one message may carry (the `HEADERS` feature, see `docs/protocol.md`). A
     /// `Publish` or `PublishBatch` with a message past it is refused whole with `LimitExceeded`
     /// and counted in `starling_limit_refusals_total{limit="max_headers_per_message"}`.

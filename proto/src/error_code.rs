@@ -1,7 +1,7 @@
 //! [`ErrorCode`]: the stable `u16` codes carried by
 //! [`ErrorFrame`](crate::ErrorFrame).
 //!
-//! Codes 1..=13 are assigned below and never change meaning. Any other
+//! Codes 1..=14 are assigned below and never change meaning. Any other
 //! value decodes to [`ErrorCode::Other`] so that newer peers can add codes
 //! without breaking older ones.
 
@@ -37,9 +37,14 @@ pub enum ErrorCode {
     /// The message names the operation, the topic or key and the user; the connection and
     /// its other streams are unaffected.
     Forbidden,
+    /// 14: a request (a `Publish` naming a reply inbox in its `reply-to` header, on a
+    /// connection granted `REQUEST`) found no subscriber on its topic when it was published:
+    /// nobody can answer it, so the requester is told at once instead of waiting for its
+    /// timeout.
+    NoResponders,
     /// Any code not assigned above, kept verbatim.
     ///
-    /// `Other(n)` with an assigned `n` (1..=13) encodes as `n` and
+    /// `Other(n)` with an assigned `n` (1..=14) encodes as `n` and
     /// therefore decodes back as the named variant.
     Other(u16),
 }
@@ -61,6 +66,7 @@ impl ErrorCode {
             ErrorCode::Internal => 11,
             ErrorCode::LimitExceeded => 12,
             ErrorCode::Forbidden => 13,
+            ErrorCode::NoResponders => 14,
             ErrorCode::Other(code) => code,
         }
     }
@@ -81,6 +87,7 @@ impl ErrorCode {
             11 => ErrorCode::Internal,
             12 => ErrorCode::LimitExceeded,
             13 => ErrorCode::Forbidden,
+            14 => ErrorCode::NoResponders,
             other => ErrorCode::Other(other),
         }
     }
@@ -101,6 +108,7 @@ impl ErrorCode {
             ErrorCode::Internal => "internal",
             ErrorCode::LimitExceeded => "limit_exceeded",
             ErrorCode::Forbidden => "forbidden",
+            ErrorCode::NoResponders => "no_responders",
             ErrorCode::Other(_) => "other",
         }
     }
@@ -120,8 +128,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn assigned_codes_are_one_to_thirteen() {
-        for value in 1..=13u16 {
+    fn assigned_codes_are_one_to_fourteen() {
+        for value in 1..=14u16 {
             let code = ErrorCode::from_u16(value);
             assert!(!matches!(code, ErrorCode::Other(_)), "{value}");
             assert_eq!(code.as_u16(), value);
@@ -130,7 +138,7 @@ mod tests {
 
     #[test]
     fn unassigned_codes_are_kept() {
-        for value in [0u16, 14, 999, u16::MAX] {
+        for value in [0u16, 15, 999, u16::MAX] {
             assert_eq!(ErrorCode::from_u16(value), ErrorCode::Other(value));
             assert_eq!(ErrorCode::Other(value).as_u16(), value);
         }

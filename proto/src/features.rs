@@ -40,9 +40,24 @@ pub const WILDCARDS: u64 = 64;
 /// (forwarded publishes and relayed events do not carry headers yet).
 pub const HEADERS: u64 = 128;
 
+/// Request/reply: a `Publish` whose headers hold [`REPLY_TO`](crate::REPLY_TO) is a request,
+/// and the broker answers it with `Error` (`NoResponders`) when its topic has no subscriber
+/// at that moment, instead of dropping it unseen. Its reply inbox (a topic under
+/// [`INBOX_PREFIX`](crate::INBOX_PREFIX)) follows the inbox rules of docs/subjects.md. Needs
+/// `HEADERS`; asked for by plain clients, never by a peer. A connection not granted it gets no
+/// `NoResponders` (its request simply finds nobody, and times out).
+pub const REQUEST: u64 = 256;
+
 /// Every feature bit defined by protocol version 2.
-pub const ALL: u64 =
-    BATCH_PUBLISH | CACHE | CLUSTER | AUTH_TOKEN | PEER | SUBSCRIBE_FROM_TIME | WILDCARDS | HEADERS;
+pub const ALL: u64 = BATCH_PUBLISH
+    | CACHE
+    | CLUSTER
+    | AUTH_TOKEN
+    | PEER
+    | SUBSCRIBE_FROM_TIME
+    | WILDCARDS
+    | HEADERS
+    | REQUEST;
 
 /// Features every connection asks for, whatever its role.
 pub const BASE: u64 = BATCH_PUBLISH | CACHE | SUBSCRIBE_FROM_TIME;
@@ -67,8 +82,8 @@ impl Role {
     /// The feature bits a connection of this role asks for in its `Hello`.
     pub const fn requested(self) -> u64 {
         match self {
-            Role::Plain => BASE | WILDCARDS | HEADERS,
-            Role::Routed => BASE | CLUSTER | WILDCARDS | HEADERS,
+            Role::Plain => BASE | WILDCARDS | HEADERS | REQUEST,
+            Role::Routed => BASE | CLUSTER | WILDCARDS | HEADERS | REQUEST,
             Role::Peer => BASE | PEER,
         }
     }

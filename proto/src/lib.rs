@@ -50,6 +50,7 @@ pub mod kind;
 pub mod limits;
 pub mod messages;
 pub mod position;
+pub mod request;
 pub mod validate;
 mod wire;
 
@@ -70,4 +71,5 @@ pub use messages::{
 };
 pub use messages::{DECODED_ITEM_BYTES, decoded_bytes, headers_len, indexed_headers_len};
 pub use position::{Position, SeenStreams};
+pub use request::{INBOX_PREFIX, REPLY_TO};
 pub use validate::{is_subscription_pattern, validate_header_name, validate_key, validate_topic};

@@ -523,6 +523,14 @@ fn generated_valid() -> Vec<(String, Frame)> {
             }),
         ),
         (
+            "error.no_responders",
+            Frame::Error(ErrorFrame {
+                request_id: 9,
+                code: ErrorCode::NoResponders,
+                message: "no subscriber on topic \"svc.echo\"".into(),
+            }),
+        ),
+        (
             "error.zero_code",
             Frame::Error(ErrorFrame {
                 request_id: 0,

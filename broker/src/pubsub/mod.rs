@@ -3,6 +3,7 @@
 //! lanes, the queue budget, the retained tail, counters, batch deadlines).
 
 pub mod ack;
+pub mod inboxes;
 pub mod topic;
 
 // The engine's network-free parts live in `starling-pubsub`; the broker's modules name them

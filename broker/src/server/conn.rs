@@ -191,6 +191,8 @@ async fn established(
                 peer_sources.learn(ip);
             }
             serve_streams(&h, &conn, conn_id, granted, principal, &grant, &mut stop).await;
+            // Its reply inbox and reply grants end with it.
+            h.subscribe.topics.inboxes().forget(conn_id);
         }
         Ok(Err(HandshakeError::Busy)) => {
             h.metrics
@@ -240,8 +242,21 @@ async fn serve_streams(
             return;
         }
     };
+    // Reply grants are the user's, whichever of its connections a request reached.
+    let user_key: Arc<str> = match &principal {
+        Principal::User(user, _) => Arc::from(format!("user:{}", user.name())),
+        Principal::Peer => Arc::from("peer"),
+        Principal::Anonymous => Arc::from("anonymous"),
+    };
+    h.subscribe.topics.inboxes().bind(conn_id, user_key);
     let role = Role::from_granted(granted);
-    let publisher = publish::Publisher::new(Arc::clone(&h.publish), granted, role, access.clone());
+    let publisher = publish::Publisher::new(
+        Arc::clone(&h.publish),
+        conn_id,
+        granted,
+        role,
+        access.clone(),
+    );
     let link = Link {
         id: conn_id,
         quic: conn.clone(),

@@ -17,7 +17,7 @@ use crate::server::reply;
 /// Features this broker offers. `AUTH_TOKEN` is granted only to a token user, `PEER` only to
 /// a peer (see `auth::decide`); `CLUSTER` marks a routing client; `SUBSCRIBE_FROM_TIME` lets a
 /// `Subscribe` carry a start time; `WILDCARDS` pattern subscriptions; `HEADERS` message
-/// headers.
+/// headers; `REQUEST` request/reply (`NoResponders`).
 pub const OFFERED_FEATURES: u64 = features::BATCH_PUBLISH
     | features::CACHE
     | features::CLUSTER
@@ -25,7 +25,8 @@ pub const OFFERED_FEATURES: u64 = features::BATCH_PUBLISH
     | features::PEER
     | features::SUBSCRIBE_FROM_TIME
     | features::WILDCARDS
-    | features::HEADERS;
+    | features::HEADERS
+    | features::REQUEST;
 
 /// Why a handshake failed (also the reason the connection is closed with).
 #[derive(Debug, thiserror::Error)]

@@ -47,6 +47,7 @@ pub fn ingress(state: &State) -> Arc<conn::Handles> {
         cluster: Arc::clone(&state.cluster),
         forward: state.forward.clone(),
         gate: Arc::clone(&state.publishes),
+        subscriptions: Arc::clone(&state.subscriptions),
     };
     let subscribe = subscribe::Handles {
         cfg: Arc::clone(&state.cfg),

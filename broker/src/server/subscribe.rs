@@ -29,6 +29,7 @@ use std::time::Duration;
 use starling_access::{Operation, Pattern};
 use starling_config::BrokerConfig;
 use starling_placement::Kind;
+use starling_proto::request::{inbox_token, is_inbox, valid_inbox_token};
 use starling_proto::{
     ErrorCode, Frame, FrameDecoder, Moved, Position, StartAt, Subscribe, SubscribeOk, features,
     is_subscription_pattern, write_frame,
@@ -125,6 +126,38 @@ fn check_wildcard(
     Ok(())
 }
 
+/// Checks a subscription under `_INBOX` (a requester's reply inbox, docs/subjects.md): not on
+/// a cluster member, live, naming `_INBOX.<token>.…` with a valid token, which the connection
+/// then holds (one per connection; another connection's is refused with `Forbidden`). The
+/// user's `subscribe` rules do not apply: a requester may always subscribe to its own inbox.
+/// Its pattern, when it is a wildcard one.
+fn check_inbox(h: &Handles, link: &Link, req: &Subscribe) -> Result<Option<Pattern>, Refusal> {
+    let invalid = |msg: &str| Err(Refusal::Error(ErrorCode::InvalidRequest, msg.into()));
+    if h.cluster.is_clustered() {
+        return invalid("reply inboxes are not served by a broker in a cluster (yet)");
+    }
+    if req.start != StartAt::Live {
+        return invalid("a reply inbox subscription is live only");
+    }
+    let Some(token) = inbox_token(&req.topic).filter(|t| valid_inbox_token(t)) else {
+        return invalid(
+            "a reply inbox is `_INBOX.<token>.…` with a token of at least 16 ASCII letters or \
+             digits",
+        );
+    };
+    if let Err(refused) = h.topics.inboxes().claim(link.id, token) {
+        return Err(Refusal::Error(ErrorCode::Forbidden, refused.to_string()));
+    }
+    let pattern = wildcard(link, req)?;
+    if pattern.is_none()
+        && let Err(limit) = h.topics.reserve(&req.topic)
+    {
+        h.metrics.limit_refused(Limit::Topics);
+        return Err(Refusal::Error(ErrorCode::LimitExceeded, limit.to_string()));
+    }
+    Ok(pattern)
+}
+
 /// Checks a `Subscribe` before anything is created for it: a start time comes with the
 /// feature it needs, the broker serves, the connection's user may subscribe to the topic (the
 /// retained replay included), the topic is not another member's (for a routing client or a
@@ -140,6 +173,9 @@ fn check(h: &Handles, link: &Link, req: &Subscribe) -> Result<Option<Pattern>, R
     if h.health.phase() != Phase::Serving {
         let msg = "broker is not serving (starting or draining)";
         return Err(Refusal::Error(ErrorCode::Unavailable, msg.into()));
+    }
+    if is_inbox(&req.topic) && link.role != Role::Peer {
+        return check_inbox(h, link, req).inspect_err(|_| h.metrics.inbox_refused.inc());
     }
     if let Some(pattern) = wildcard(link, req)? {
         check_wildcard(h, link, req, &pattern)?;

@@ -21,6 +21,7 @@ mod observability;
 mod publish_flood;
 mod quic_path;
 mod redaction;
+mod request_reply;
 mod retention;
 mod slow_subscriber;
 mod tls_files;

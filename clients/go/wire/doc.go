@@ -58,6 +58,10 @@ const (
 	// headers). This client does not ask for it yet; it encodes and decodes
 	// the frames.
 	FeatureHeaders uint64 = 128
+	// FeatureRequest: a Publish whose headers hold reply-to is a request,
+	// answered with CodeNoResponders when its topic has no subscriber. This
+	// client does not ask for it.
+	FeatureRequest uint64 = 256
 	// FeaturesBase is what every client connection asks for.
 	FeaturesBase = FeatureBatchPublish | FeatureCache | FeatureSubscribeFromTime
 )

@@ -8,7 +8,7 @@ import (
 )
 
 // ErrorCode is the u16 code of an Error frame (docs/protocol.md, section 8.1).
-// Values other than 1..13 are kept as they are and mean "other".
+// Values other than 1..14 are kept as they are and mean "other".
 type ErrorCode uint16
 
 // The assigned error codes.
@@ -26,15 +26,16 @@ const (
 	CodeInternal           ErrorCode = 11
 	CodeLimitExceeded      ErrorCode = 12
 	CodeForbidden          ErrorCode = 13
+	CodeNoResponders       ErrorCode = 14
 )
 
 var codeNames = [...]string{
 	"", "bad_frame", "unsupported_version", "frame_too_large", "unknown_frame_type",
 	"invalid_request", "unauthorized", "not_found", "overloaded", "unavailable", "moved",
-	"internal", "limit_exceeded", "forbidden",
+	"internal", "limit_exceeded", "forbidden", "no_responders",
 }
 
-// Assigned reports whether c is one of the codes 1..13.
+// Assigned reports whether c is one of the codes 1..14.
 func (c ErrorCode) Assigned() bool { return c >= 1 && int(c) < len(codeNames) }
 
 // String is the code's snake_case name, or "other(N)".

@@ -225,6 +225,10 @@ impl Engine {
             max_topics: 64,
             durability: Durability::new(&cfg, storage),
             log_peers: Arc::new(NoPeers),
+            inboxes: Arc::new(crate::pubsub::inboxes::Inboxes::new(
+                16,
+                prometheus::IntCounter::new("evicted", "evicted").expect("counter"),
+            )),
         };
         Engine {
             topics: Topics::new(settings, Arc::clone(&lanes)),

@@ -112,6 +112,9 @@ pub struct TopicSettings {
     pub durability: Arc<crate::durable::Durability>,
     /// How a new owner reaches the other members' logs of a durable topic.
     pub log_peers: Arc<dyn crate::durable::transfer::LogPeers>,
+    /// Reply inboxes: a topic grants each connection it delivers a request to a reply to the
+    /// request's inbox.
+    pub inboxes: Arc<crate::pubsub::inboxes::Inboxes>,
 }
 
 /// A new topic was refused: `max_topics` are alive.

@@ -12,6 +12,7 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use parking_lot::RwLock;
 use starling_access::Pattern;
+use starling_proto::request::is_inbox;
 use starling_proto::{Member, Position, StartAt};
 use starling_storage::LogView;
 use tokio::sync::{mpsc, oneshot};
@@ -22,6 +23,14 @@ use crate::pubsub::lanes::Lanes;
 use crate::pubsub::subscriber::Subscriber;
 
 const SHARDS: usize = 16;
+
+/// Whether wildcard subscription `pattern` receives `topic`: it matches, and a reply inbox
+/// (`_INBOX.…`) only by a pattern naming the inbox namespace itself (an inbox subscription,
+/// checked against its connection's claim), never by `>` or `*.…`: a user allowed every topic
+/// still does not see other connections' replies.
+fn reaches(pattern: &Pattern, topic: &str) -> bool {
+    pattern.matches(topic.as_bytes()) && (!is_inbox(topic) || is_inbox(pattern.as_str()))
+}
 
 /// All topics, sharded by name so lookups don't contend on one lock.
 pub struct Topics {
@@ -114,7 +123,7 @@ impl Topics {
         // Before the topic can be looked up, so its wildcard subscribers are there before any
         // message (the task reads its control channel first).
         for (pattern, sub) in self.wildcards.read().iter() {
-            if pattern.matches(name.as_bytes()) {
+            if reaches(pattern, &name) {
                 let _ = handle.control.send(Control::Wildcard(Arc::clone(sub)));
             }
         }
@@ -144,6 +153,20 @@ impl Topics {
         });
     }
 
+    /// Whether some open wildcard subscription reaches `topic` (a request's responders, with
+    /// the plain subscriptions `Subscriptions` counts).
+    pub fn pattern_subscribed(&self, topic: &str) -> bool {
+        self.wildcards
+            .read()
+            .iter()
+            .any(|(pattern, sub)| !sub.is_closed() && reaches(pattern, topic))
+    }
+
+    /// The reply inboxes' claims and grants.
+    pub fn inboxes(&self) -> &Arc<crate::pubsub::inboxes::Inboxes> {
+        &self.shared.settings.inboxes
+    }
+
     /// How many wildcard subscriptions are registered.
     pub fn wildcard_subscriptions(&self) -> usize {
         self.wildcards.read().len()
@@ -156,7 +179,7 @@ impl Topics {
         for shard in &self.shards {
             let shard = shard.read();
             for (name, handle) in shard.iter() {
-                if pattern.matches(name.as_bytes()) {
+                if reaches(pattern, name) {
                     f(&handle.control);
                 }
             }

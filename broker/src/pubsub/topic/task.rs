@@ -274,10 +274,20 @@ fn new_stream_id() -> u64 {
     }
 }
 
+/// How long a reply inbox topic (`_INBOX.…`) with no subscriber of its own and no traffic
+/// lives before it is retired (other topics: `TopicSettings::idle_retire`).
+const INBOX_IDLE_RETIRE: Duration = Duration::from_secs(1);
+
 impl TopicTask {
     async fn run(mut self) {
         self.open_durable(None).await;
-        let idle = self.shared.settings.idle_retire;
+        // A reply inbox topic carries one reply per request: retired soon after, so requests
+        // do not fill `max_topics` with idle inboxes.
+        let idle = if starling_proto::request::is_inbox(&self.name) {
+            INBOX_IDLE_RETIRE.min(self.shared.settings.idle_retire)
+        } else {
+            self.shared.settings.idle_retire
+        };
         let mut last_activity = Instant::now();
         // Expires the retained tail of a topic gone quiet (publishes evict as they push). Armed
         // for the oldest retained batch and re-armed after it fires, so it costs a timer reset
@@ -810,6 +820,14 @@ impl TopicTask {
             .batch_sealed(events, batch.bytes);
         self.shared.counters.batch_flushed(batch.trigger);
         let frame = encode(origin, &batch.payloads);
+        // The reply inboxes of the batch's requests: each subscriber given the headers may
+        // reply to them.
+        let inboxes: Vec<String> = batch
+            .headers
+            .iter()
+            .filter_map(|h| starling_proto::request::reply_to(&h.headers))
+            .map(str::to_string)
+            .collect();
         // The batch's headers travel in their own frame, encoded once, for the subscribers
         // granted `HEADERS`; the EventBatch stays the one shared frame.
         let headers = (!batch.headers.is_empty()).then(|| {
@@ -850,7 +868,7 @@ impl TopicTask {
             }
         };
         let refused = self
-            .deliver_frame(origin, events, frame, headers, time_ms)
+            .deliver_frame(origin, events, frame, headers, time_ms, &inboxes)
             .await;
         let mut persisted = Vec::new();
         // The holds are released here, with the batch offered to every subscriber.
@@ -890,8 +908,15 @@ impl TopicTask {
     /// returns how many subscribers refused it (`drop_new`).
     async fn deliver(&mut self, origin: Position, payloads: &[Bytes]) -> usize {
         let events = u32::try_from(payloads.len()).unwrap_or(u32::MAX);
-        self.deliver_frame(origin, events, encode(origin, payloads), None, now_ms())
-            .await
+        self.deliver_frame(
+            origin,
+            events,
+            encode(origin, payloads),
+            None,
+            now_ms(),
+            &[],
+        )
+        .await
     }
 
     /// Offers an encoded frame of `events` events from `origin` to every subscriber (after
@@ -905,6 +930,7 @@ impl TopicTask {
         frame: Bytes,
         headers: Option<Bytes>,
         time_ms: u64,
+        inboxes: &[String],
     ) -> usize {
         let now = Instant::now();
         let mut refused = 0usize;
@@ -926,14 +952,16 @@ impl TopicTask {
             match offer.outcome {
                 Outcome::DroppedNew => refused += 1,
                 Outcome::Closed => closed = true,
-                Outcome::Queued | Outcome::QueuedDroppedOld => {}
+                Outcome::Queued | Outcome::QueuedDroppedOld => {
+                    grant_replies(&self.shared, sub, inboxes);
+                }
             }
         }
         if closed {
             self.subscribers.retain(|s| !s.is_closed());
         }
         refused += self
-            .deliver_wildcards(events, &frame, headers.as_ref(), now)
+            .deliver_wildcards(events, &frame, headers.as_ref(), now, inboxes)
             .await;
         tracing::trace!(
             topic = %self.name,
@@ -982,6 +1010,7 @@ impl TopicTask {
         frame: &Bytes,
         headers: Option<&Bytes>,
         now: Instant,
+        inboxes: &[String],
     ) -> usize {
         if self.wildcards.is_empty() {
             return 0;
@@ -1022,13 +1051,26 @@ impl TopicTask {
             match offer.outcome {
                 Outcome::DroppedNew => refused += 1,
                 Outcome::Closed => closed = true,
-                Outcome::Queued | Outcome::QueuedDroppedOld => {}
+                Outcome::Queued | Outcome::QueuedDroppedOld => {
+                    grant_replies(&self.shared, sub, inboxes);
+                }
             }
         }
         if closed {
             self.wildcards.retain(|s| !s.is_closed());
         }
         refused
+    }
+}
+
+/// Lets the connection of `sub`, queued a batch holding requests for `inboxes`, reply to them
+/// (only a subscriber given the headers saw them).
+fn grant_replies(shared: &Shared, sub: &Subscriber, inboxes: &[String]) {
+    if !sub.headers {
+        return;
+    }
+    for inbox in inboxes {
+        shared.settings.inboxes.grant(sub.conn_id, inbox);
     }
 }
 

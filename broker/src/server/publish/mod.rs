@@ -28,6 +28,7 @@ use bytes::Bytes;
 use starling_access::Operation;
 use starling_config::{AckLevel, BrokerConfig};
 use starling_placement::Kind;
+use starling_proto::request::{is_inbox, reply_to};
 use starling_proto::{
     AckMode, ErrorCode, Frame, FrameDecoder, IndexedHeaders, Ping, ReadError, features, headers_len,
 };
@@ -39,7 +40,7 @@ use crate::metrics::{Limit, Metrics, idle_stream};
 use crate::pubsub::topic::{TopicMsg, Topics};
 use crate::server::frames::{Allowance, FrameBuf, read_frame_within};
 use crate::server::reply;
-use crate::state::PublishGate;
+use crate::state::{PublishGate, Subscriptions};
 use budget::{Budget, InFlight};
 use replies::Replies;
 pub use workers::Publisher;
@@ -63,6 +64,8 @@ pub struct Handles {
     pub forward: Forwarder,
     /// The in-flight count and byte budget.
     pub gate: Arc<PublishGate>,
+    /// Live subscriptions (whether a request has responders).
+    pub subscriptions: Arc<Subscriptions>,
 }
 
 /// One decoded publish request.
@@ -221,6 +224,35 @@ fn check_headers(h: &Handles, req: &Request) -> Result<usize, HeaderRefusal> {
     Ok(total)
 }
 
+/// Whether the connection may publish to `topic` as a reply: it is a reply inbox named by a
+/// request recently delivered to the connection (its permissions are checked first; a
+/// publish they allow needs no grant).
+fn may_reply(h: &Handles, publisher: &Publisher, topic: &str) -> bool {
+    is_inbox(topic) && h.topics.inboxes().may_reply(publisher.conn_id(), topic)
+}
+
+/// A request (a `Publish` carrying `reply-to`, on a connection granted `REQUEST`) is refused
+/// with `NoResponders` when nothing subscribes to its topic now: a subscription naming the
+/// topic, or a wildcard one reaching it. Counted in `starling_requests_total` and
+/// `starling_no_responders_total`.
+fn check_request(h: &Handles, publisher: &Publisher, req: &Request) -> Result<(), String> {
+    if publisher.granted() & features::REQUEST == 0 || req.payloads.len() != 1 {
+        return Ok(());
+    }
+    let Some(first) = req.headers.first() else {
+        return Ok(());
+    };
+    if reply_to(&first.headers).is_none() {
+        return Ok(());
+    }
+    h.metrics.requests.inc();
+    if h.subscriptions.has_topic(&req.topic) || h.topics.pattern_subscribed(&req.topic) {
+        return Ok(());
+    }
+    h.metrics.no_responders.inc();
+    Err(format!("no subscriber on topic `{}`", req.topic))
+}
+
 /// Where a request goes.
 enum Plan {
     /// Into the local topic; routed here in the view of this membership epoch.
@@ -324,11 +356,18 @@ pub async fn serve_publish_stream(
         if let Err(denied) = publisher
             .access()
             .check(Operation::Publish, req.topic.as_bytes())
+            && !may_reply(&h, &publisher, &req.topic)
         {
             h.metrics.forbidden(&denied);
             let why = denied.to_string();
             replies
                 .error(req.request_id, ErrorCode::Forbidden, why)
+                .await;
+            continue;
+        }
+        if let Err(why) = check_request(&h, &publisher, &req) {
+            replies
+                .error(req.request_id, ErrorCode::NoResponders, why)
                 .await;
             continue;
         }

@@ -53,12 +53,13 @@ pub struct Publisher {
     granted: u64,
     role: Role,
     access: Access,
+    conn_id: u64,
 }
 
 impl Publisher {
-    /// The pipeline of a connection that was granted the `granted` feature bits, whose
-    /// publishes are checked against `access`.
-    pub fn new(h: Arc<Handles>, granted: u64, role: Role, access: Access) -> Self {
+    /// The pipeline of connection `conn_id` that was granted the `granted` feature bits,
+    /// whose publishes are checked against `access`.
+    pub fn new(h: Arc<Handles>, conn_id: u64, granted: u64, role: Role, access: Access) -> Self {
         Publisher {
             inner: Arc::new(tokio::sync::OnceCell::new()),
             h,
@@ -66,12 +67,18 @@ impl Publisher {
             granted,
             role,
             access,
+            conn_id,
         }
     }
 
     /// What the connection's publishes are checked against.
     pub fn access(&self) -> &Access {
         &self.access
+    }
+
+    /// The connection's id.
+    pub fn conn_id(&self) -> u64 {
+        self.conn_id
     }
 
     /// The feature bits granted to the connection.
