@@ -221,7 +221,15 @@ pub struct MemoryBudgets {
     pub max_subscriptions: u32,
     /// `max_connections`: 1/64 in [`CONNECTION_BYTES`].
     pub max_connections: u32,
+    /// `quic_max_mtu_discovery`: 6550 from [`LARGE_DATAGRAMS_FROM`] on, else 1452 (quinn's
+    /// own bound). Each endpoint accepting 6550-byte datagrams holds about 10 MiB more of
+    /// receive buffers ([`QUINN_RECEIVE_DATAGRAMS`] of them), once per peer link too, which
+    /// would take a small broker past its limit.
+    pub quic_max_mtu_discovery: u16,
 }
+
+/// The memory limit from which [`MemoryBudgets`] keeps 6550-byte datagrams.
+pub const LARGE_DATAGRAMS_FROM: u64 = 512 * MIB;
 
 impl MemoryBudgets {
     /// The budgets for a memory limit of `limit` bytes.
@@ -236,6 +244,11 @@ impl MemoryBudgets {
             max_topics: count(limit / 32, TOPIC_BYTES),
             max_subscriptions: count(limit / 32, SUBSCRIPTION_BYTES),
             max_connections: count(limit / 64, CONNECTION_BYTES),
+            quic_max_mtu_discovery: if limit >= LARGE_DATAGRAMS_FROM {
+                crate::validate::QUIC_MTU_RANGE.1
+            } else {
+                1452
+            },
         }
     }
 
@@ -273,6 +286,10 @@ impl MemoryBudgets {
         }
         if set("max_connections") {
             cfg.max_connections = self.max_connections;
+        }
+        // An initial datagram size above the bound (set on purpose) keeps the bound it needs.
+        if set("quic_max_mtu_discovery") && cfg.quic_initial_mtu <= self.quic_max_mtu_discovery {
+            cfg.quic_max_mtu_discovery = self.quic_max_mtu_discovery;
         }
         if set("cache_shards") {
             let fit = cfg.cache_max_bytes / u64::from(cfg.cache_max_value_bytes.max(1));
