@@ -430,6 +430,19 @@ mod tests {
             + b.subscriber_queue_budget_bytes;
         assert_eq!(sum, (4u64 << 30) / 2);
         assert_eq!(b.max_topics, 8192);
+        assert_eq!(b.quic_max_mtu_discovery, 6550);
+        let small = MemoryBudgets::for_limit(256 << 20);
+        assert_eq!(
+            small.quic_max_mtu_discovery, 1452,
+            "large datagrams cost too much"
+        );
+        let mut jumbo_start = Profile::Balanced.config();
+        jumbo_start.quic_initial_mtu = 4000;
+        small.apply_to(&mut jumbo_start);
+        assert_eq!(
+            jumbo_start.quic_max_mtu_discovery, 6550,
+            "an initial size above the bound keeps the bound it needs"
+        );
         for limit in [256u64 << 20, 1 << 30, 4 << 30, 32 << 30] {
             for profile in Profile::ALL {
                 let mut cfg = profile.config();
