@@ -159,26 +159,20 @@ mod tests {
         // Thirty `*` against allow patterns naming a literal at every depth, beside an all-`*`
         // one that covers everything: every token splits in two cases, 2^30 in all. Covered,
         // but refused once `MAX_COVER_STEPS` steps are spent.
-        let n = 30;
-        let mut by: Vec<Pattern> = (0..n)
-            .map(|d| {
-                let mut t = vec!["*"; n];
-                t[d] = "x";
-                p(&t.join("."))
-            })
-            .collect();
-        by.push(p(&vec!["*"; n].join(".")));
-        assert!(!covers(&by, &p(&vec!["*"; n].join("."))));
+        let all_stars = |n: usize| p(&vec!["*"; n].join("."));
+        let literal_at_every_depth = |n: usize| {
+            let mut by: Vec<Pattern> = (0..n)
+                .map(|d| {
+                    let mut t = vec!["*"; n];
+                    t[d] = "x";
+                    p(&t.join("."))
+                })
+                .collect();
+            by.push(all_stars(n));
+            by
+        };
+        assert!(!covers(&literal_at_every_depth(30), &all_stars(30)));
         // The same check on six tokens (64 cases) is decided.
-        let n = 6;
-        let mut by: Vec<Pattern> = (0..n)
-            .map(|d| {
-                let mut t = vec!["*"; n];
-                t[d] = "x";
-                p(&t.join("."))
-            })
-            .collect();
-        by.push(p(&vec!["*"; n].join(".")));
-        assert!(covers(&by, &p(&vec!["*"; n].join("."))));
+        assert!(covers(&literal_at_every_depth(6), &all_stars(6)));
     }
 }

@@ -945,16 +945,10 @@ impl TopicTask {
                 events,
                 enqueued: now,
             };
-            let offer = sub.offer(item).await;
-            if offer.schedule {
-                self.shared.lanes.schedule(Arc::clone(sub)).await;
-            }
-            match offer.outcome {
+            match offer_batch(&self.shared, sub, item, inboxes).await {
                 Outcome::DroppedNew => refused += 1,
                 Outcome::Closed => closed = true,
-                Outcome::Queued | Outcome::QueuedDroppedOld => {
-                    grant_replies(&self.shared, sub, inboxes);
-                }
+                Outcome::Queued | Outcome::QueuedDroppedOld => {}
             }
         }
         if closed {
@@ -1044,16 +1038,10 @@ impl TopicTask {
                 events,
                 enqueued: now,
             };
-            let offer = sub.offer(item).await;
-            if offer.schedule {
-                self.shared.lanes.schedule(Arc::clone(sub)).await;
-            }
-            match offer.outcome {
+            match offer_batch(&self.shared, sub, item, inboxes).await {
                 Outcome::DroppedNew => refused += 1,
                 Outcome::Closed => closed = true,
-                Outcome::Queued | Outcome::QueuedDroppedOld => {
-                    grant_replies(&self.shared, sub, inboxes);
-                }
+                Outcome::Queued | Outcome::QueuedDroppedOld => {}
             }
         }
         if closed {
@@ -1065,6 +1053,25 @@ impl TopicTask {
 
 /// Lets the connection of `sub`, queued a batch holding requests for `inboxes`, reply to them
 /// (only a subscriber given the headers saw them).
+/// Offers one batch to `sub` (plain or wildcard alike): schedules its writer when the offer
+/// asks for it and, once the batch is queued, grants the subscriber's user the batch's reply
+/// inboxes. Returns what became of the batch.
+async fn offer_batch(
+    shared: &Shared,
+    sub: &Arc<Subscriber>,
+    item: Queued,
+    inboxes: &[String],
+) -> Outcome {
+    let offer = sub.offer(item).await;
+    if offer.schedule {
+        shared.lanes.schedule(Arc::clone(sub)).await;
+    }
+    if matches!(offer.outcome, Outcome::Queued | Outcome::QueuedDroppedOld) {
+        grant_replies(shared, sub, inboxes);
+    }
+    offer.outcome
+}
+
 fn grant_replies(shared: &Shared, sub: &Subscriber, inboxes: &[String]) {
     if !sub.headers {
         return;
