@@ -178,6 +178,8 @@ pub struct Metrics {
     pub auth_reload_errors: IntCounter,
     /// Connections closed because their user was removed.
     pub auth_revoked: IntCounter,
+    /// Open subscriptions ended because a reload withdrew their permission.
+    pub auth_subscriptions_withdrawn: IntCounter,
     /// Server certificate and client CA reloads, by outcome (`applied`, `failed`).
     pub tls_reloads: IntCounterVec,
     /// The pub/sub engine's counters, exported at every scrape ([`Metrics::export_pubsub`]).
@@ -801,6 +803,11 @@ impl Metrics {
                 &r,
                 names::AUTH_REVOKED_CONNECTIONS,
                 "Live connections closed because their user left the users table or their token was replaced.",
+            )?,
+            auth_subscriptions_withdrawn: counter(
+                &r,
+                names::AUTH_SUBSCRIPTIONS_WITHDRAWN,
+                "Open subscriptions ended because a reload of the users document withdrew the permission they were opened under.",
             )?,
             tls_reloads: counter_vec(
                 &r,

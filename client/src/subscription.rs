@@ -17,6 +17,7 @@ use starling_proto::{EventBatch, Header, IndexedHeaders, Position, SeenStreams};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
+use crate::error::Operation;
 use crate::feed::{BatchItem, Delivery, StopRequest};
 
 /// Topics a wildcard subscription numbers separately at most; past it their numberings start
@@ -173,7 +174,12 @@ impl Stream for Subscription {
             }
             match this.batches.poll_recv(cx) {
                 Poll::Ready(Some(Ok(delivery))) => this.take(delivery),
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                // A subscription the broker ends with `Forbidden` (its user's permissions were
+                // narrowed by a reload) names the operation and the topic.
+                Poll::Ready(Some(Err(e))) => {
+                    let e = e.in_operation(Operation::Subscribe, this.topic.as_bytes());
+                    return Poll::Ready(Some(Err(e)));
+                }
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => return Poll::Pending,
             }

@@ -43,6 +43,9 @@ pub const AUTH_USERS: &str = "starling_auth_users";
 pub const AUTH_RELOAD_ERRORS: &str = "starling_auth_reload_errors_total";
 /// Live connections closed because their user left the users table (counter).
 pub const AUTH_REVOKED_CONNECTIONS: &str = "starling_auth_revoked_connections_total";
+/// Open subscriptions ended because a reload of the users document withdrew the permission
+/// they were opened under (counter).
+pub const AUTH_SUBSCRIPTIONS_WITHDRAWN: &str = "starling_auth_subscriptions_withdrawn_total";
 /// Reloads of the server certificate and the client CA, by `outcome` (`applied`, `failed`)
 /// (counter).
 pub const TLS_RELOADS: &str = "starling_tls_reloads_total";

@@ -85,12 +85,28 @@ impl Credential {
 #[derive(Debug)]
 pub struct UserAccess {
     user: parking_lot::RwLock<Arc<User>>,
+    /// Bumped each time a reload replaces `user`, so the connection's open subscriptions check
+    /// themselves again (narrowed permissions end the ones no longer allowed).
+    generation: tokio::sync::watch::Sender<u64>,
 }
 
 impl UserAccess {
+    fn new(user: Arc<User>) -> UserAccess {
+        UserAccess {
+            user: parking_lot::RwLock::new(user),
+            generation: tokio::sync::watch::Sender::new(0),
+        }
+    }
+
     /// The user as the table in force describes it.
     pub fn user(&self) -> Arc<User> {
         Arc::clone(&self.user.read())
+    }
+
+    /// Replaces the user with the reloaded one and tells whoever watches the changes.
+    fn replace(&self, user: Arc<User>) {
+        *self.user.write() = user;
+        self.generation.send_modify(|g| *g = g.wrapping_add(1));
     }
 }
 
@@ -122,6 +138,15 @@ impl Access {
         match self {
             Access::Unrestricted => Ok(()),
             Access::User(u) => u.user.read().check_pattern(operation, pattern),
+        }
+    }
+
+    /// What changes with every reload that replaces the user's permissions (`None` for
+    /// [`Access::Unrestricted`], whose answer never changes).
+    pub fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        match self {
+            Access::Unrestricted => None,
+            Access::User(u) => Some(u.generation.subscribe()),
         }
     }
 }
@@ -225,9 +250,7 @@ impl Auth {
             Principal::Peer | Principal::Anonymous => return Ok((Access::Unrestricted, None)),
             Principal::User(user, credential) => (user, credential),
         };
-        let access = Arc::new(UserAccess {
-            user: parking_lot::RwLock::new(Arc::clone(user)),
-        });
+        let access = Arc::new(UserAccess::new(Arc::clone(user)));
         {
             let mut live = self.live.lock();
             // Checked under the registry's lock, which a reload's pass takes after swapping
@@ -255,7 +278,8 @@ impl Auth {
     }
 
     /// Installs a new table: every live connection whose user is still in it, with the
-    /// credential the connection was opened with (the same token), gets the new permissions;
+    /// credential the connection was opened with (the same token), gets the new permissions
+    /// (and its open subscriptions check them again, `server::subscribe`);
     /// every other one is closed with [`CLOSE_REVOKED`] (a removed user, or a replaced token).
     /// Returns how many were closed.
     pub fn install(&self, users: Users) -> usize {
@@ -272,7 +296,7 @@ impl Auth {
                 let still = l.credential.still_names(&users, &old);
                 match users.get(old.name()).filter(|_| still) {
                     Some(new) => {
-                        *l.access.user.write() = new;
+                        l.access.replace(new);
                         true
                     }
                     None => {

@@ -36,6 +36,7 @@ use starling_proto::{
 };
 use tokio::sync::oneshot;
 
+use crate::auth::Access;
 use crate::cluster::upstream::Upstreams;
 use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
@@ -267,7 +268,12 @@ pub async fn serve_subscription(
     }
     tracing::debug!(id, topic = %req.topic, lane, ?role, start = ?req.start, server = %h.cluster.self_id(), "subscribed");
 
-    serve_requests(&h, &req, &sub, &kick, &link.allowance, recv, buf).await;
+    let watch = Permissions {
+        access: &link.access,
+        changes: link.access.changes().filter(|_| !is_inbox(&req.topic)),
+        pattern: pattern.as_ref(),
+    };
+    serve_requests(&h, &req, &sub, &kick, watch, &link.allowance, recv, buf).await;
     forget(&h, &sub, pattern.as_ref());
     // Finished after the replies still queued (a `Moved`); nobody waits for the far end.
     drop(sub.end());
@@ -407,14 +413,49 @@ async fn register(
 /// `max_wildcard_subscriptions_per_connection`.
 type Counted = (Option<Slot>, Option<Slot>);
 
+/// What an open subscription re-checks when its user's permissions change: a reload that
+/// narrows them ends the subscriptions they no longer allow (an inbox subscription is not
+/// under the user's `subscribe` rules, so it has no `changes`).
+struct Permissions<'a> {
+    access: &'a Access,
+    changes: Option<tokio::sync::watch::Receiver<u64>>,
+    pattern: Option<&'a Pattern>,
+}
+
+impl Permissions<'_> {
+    /// Returns when the user's permissions were replaced; never for a connection whose
+    /// answer cannot change.
+    async fn changed(&mut self) {
+        let changed = match self.changes.as_mut() {
+            Some(rx) => rx.changed().await.is_ok(),
+            None => false,
+        };
+        if !changed {
+            // No reload can change this connection's answer (or its registration is gone).
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Whether the subscription to `topic` is still allowed.
+    fn check(&self, topic: &str) -> Result<(), starling_access::Denied> {
+        match self.pattern {
+            Some(pattern) => self.access.check_pattern(Operation::Subscribe, pattern),
+            None => self.access.check(Operation::Subscribe, topic.as_bytes()),
+        }
+    }
+}
+
 /// Answers the client's requests on a live subscription (pings, its `Unsubscribe`) until it
-/// ends, or until `kick` ends it with `Moved` after the grace and drain of what this broker
-/// accepted as the owner.
+/// ends, until `kick` ends it with `Moved` after the grace and drain of what this broker
+/// accepted as the owner, or until a reload of the users document withdraws the permission it
+/// was opened under (`Forbidden`, counted in `starling_auth_subscriptions_withdrawn_total`).
+#[allow(clippy::too_many_arguments)]
 async fn serve_requests(
     h: &Handles,
     req: &Subscribe,
     sub: &Arc<Subscriber>,
     kick: &tokio::sync::Notify,
+    mut permissions: Permissions<'_>,
     allowance: &Allowance,
     mut recv: quinn::RecvStream,
     mut buf: FrameBuf,
@@ -422,6 +463,17 @@ async fn serve_requests(
     loop {
         let frame = tokio::select! {
             f = read_frame_within(&mut recv, &mut buf, &h.decoder, 4096, allowance) => f,
+            () = permissions.changed() => {
+                if let Err(denied) = permissions.check(&req.topic) {
+                    h.metrics.forbidden(&denied);
+                    h.metrics.auth_subscriptions_withdrawn.inc();
+                    tracing::info!(id = sub.id, topic = %req.topic, "ending a subscription its user may no longer open");
+                    let msg = format!("permission withdrawn: {denied}");
+                    send(h, sub, &error_frame(h, req.request_id, ErrorCode::Forbidden, msg)).await;
+                    return;
+                }
+                continue;
+            }
             () = kick.notified() => {
                 // What this broker accepted as the owner goes out before the `Moved`: the
                 // client resumes at the new owner, which never had these events. Publishes

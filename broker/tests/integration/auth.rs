@@ -508,3 +508,53 @@ async fn a_replaced_client_ca_applies_to_new_connections_without_a_restart() {
         .expect("established connection unaffected");
     before.close().await;
 }
+
+/// Issue 33, item 6: a reload that narrows a user's `subscribe` rules ends the open
+/// subscriptions they no longer allow (plain and wildcard) with `Forbidden`, and leaves the
+/// ones still allowed, and the connection, running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn narrowed_permissions_end_the_open_subscriptions_they_no_longer_allow() {
+    let s = Secured::start("narrowed").await;
+    let app = s.token_client(APP_TOKEN).await.expect("app connects");
+    let mut kept = app.subscribe("metrics.*").await.expect("metrics.*");
+    let mut plain = app.subscribe("tenant-a.x").await.expect("tenant-a.x");
+    let mut wildcard = app.subscribe("tenant-a.*").await.expect("tenant-a.*");
+
+    let wide = r#"subscribe: {allow: ["orders.eu", "metrics.*", "tenant-a.>"], deny: ["tenant-a.secret.>"]}"#;
+    let narrow = r#"subscribe: {allow: ["orders.eu", "metrics.*"]}"#;
+    let doc = users_doc("");
+    assert!(doc.contains(wide), "the document names the rules replaced");
+    s.write_users(&doc.replacen(wide, narrow, 1));
+
+    for (what, sub) in [("tenant-a.x", &mut plain), ("tenant-a.*", &mut wildcard)] {
+        let ended = tokio::time::timeout(SOON, sub.next_event())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: not ended within {SOON:?}"));
+        match ended {
+            Some(Err(ClientError::Forbidden { op, name, message })) => {
+                assert_eq!((op.as_str(), name.as_str()), ("subscribe", what));
+                // "permission withdrawn: user …" from the open subscription, or the same refusal
+                // without the prefix if the SDK's resubscription reached the broker first.
+                assert!(message.contains("may not subscribe"), "{what}: {message}");
+            }
+            other => panic!("{what}: expected Forbidden, got {other:?}"),
+        }
+    }
+    // The connection, its publishes and the subscription still allowed keep working.
+    app.publish_acked("metrics.cpu", "still")
+        .await
+        .expect("publish");
+    let ev = tokio::time::timeout(SOON, kept.next_event())
+        .await
+        .expect("in time")
+        .expect("an event")
+        .expect("no error");
+    assert_eq!(
+        (&*ev.topic, &ev.payload[..]),
+        ("metrics.cpu", &b"still"[..])
+    );
+    let m = s.broker.metrics().await;
+    assert_eq!(m.get("starling_auth_subscriptions_withdrawn_total"), 2.0);
+    assert_eq!(m.get("starling_auth_revoked_connections_total"), 0.0);
+    app.close().await;
+}
