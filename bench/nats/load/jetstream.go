@@ -46,7 +46,7 @@ func newJetStreamTransport(o options) (*jsTransport, error) {
 		Name:      t.stream,
 		Subjects:  []string{n.prefix + ".>"},
 		Storage:   jetstream.FileStorage,
-		Replicas:  1,
+		Replicas:  o.jsReplicas,
 		Retention: jetstream.LimitsPolicy,
 		Discard:   jetstream.DiscardOld,
 	})

@@ -39,9 +39,10 @@ type options struct {
 	nsqOutputBufferTimeout time.Duration
 	// JetStream (--jetstream): acked async publishes, at most ackWindow
 	// unacked per producer; pull consumers fetching up to jsPullMax.
-	jetstream bool
-	ackWindow int
-	jsPullMax int
+	jetstream  bool
+	ackWindow  int
+	jsPullMax  int
+	jsReplicas int
 	// Starling (--starling ADDR): the Go client of clients/go.
 	starling, starlingToken, starlingCredentials, starlingFingerprint string
 	// Set by run: the measurement window's start and the run's clock.
@@ -75,6 +76,7 @@ func parse() (options, error) {
 	flag.DurationVar(&o.nsqOutputBufferTimeout, "nsq-output-buffer-timeout", time.Millisecond, "longest nsqd holds buffered messages for a consumer (below 25ms needs nsqd --min-output-buffer-timeout)")
 	flag.BoolVar(&o.jetstream, "jetstream", false, "JetStream: durable, acked publishes to a file-store stream, pull consumers (the server's store and sync_interval are its configuration)")
 	flag.IntVar(&o.ackWindow, "ack-window", 256, "JetStream: unacked publishes per producer at most")
+	flag.IntVar(&o.jsReplicas, "js-replicas", 1, "JetStream: the stream's replicas (3 needs a cluster of at least 3 nats-servers)")
 	flag.IntVar(&o.jsPullMax, "js-pull-max", 1024, "JetStream: messages a consumer's pull requests buffer at most")
 	flag.StringVar(&o.starling, "starling", "", "drive a Starling broker at this host:port with the Go client (clients/go); trust with --ca, --starling-fingerprint or a credentials directory, else any certificate")
 	flag.StringVar(&o.starlingToken, "starling-token", "", "Starling: authenticate as this token user")
@@ -109,6 +111,9 @@ func parse() (options, error) {
 	o.kind = kind
 	if kind == kindJetStream && (o.ackWindow < 1 || o.jsPullMax < 1) {
 		return o, fmt.Errorf("--ack-window and --js-pull-max must be at least 1")
+	}
+	if kind == kindJetStream && (o.jsReplicas < 1 || o.jsReplicas > 5) {
+		return o, fmt.Errorf("--js-replicas must be 1 to 5 (JetStream's range), not %d", o.jsReplicas)
 	}
 	if kind == kindJetStream && o.rate > 0 {
 		return o, fmt.Errorf("--jetstream runs are closed loop (no --rate)")
