@@ -42,9 +42,15 @@ pub async fn serve_replica_rpc(
     rpc: ReplicaRpc,
     send: &mut quinn::SendStream,
 ) {
-    let outcome = match answer(h, link, rpc).await {
+    let served = |outcome| {
+        h.metrics
+            .replica_rpc_served
+            .with_label_values(&[outcome])
+            .inc();
+    };
+    match answer(h, link, rpc).await {
         Ok(reply) => match write_frame(send, &Frame::ReplicaRpc(reply)).await {
-            Ok(()) => replica_rpc::OK,
+            Ok(()) => served(replica_rpc::OK),
             // The sender is gone (it timed out or its link broke): nothing to tell it.
             Err(_) => return,
         },
@@ -55,14 +61,11 @@ pub async fn serve_replica_rpc(
                 code,
                 message,
             } = refusal;
+            // Counted before the answer goes out, so whoever reads the refusal finds it counted.
+            served(outcome);
             reply::error(send, &h.metrics, request_id, code, message).await;
-            outcome
         }
-    };
-    h.metrics
-        .replica_rpc_served
-        .with_label_values(&[outcome])
-        .inc();
+    }
     let _ = send.finish();
 }
 
