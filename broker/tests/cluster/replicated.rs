@@ -113,3 +113,19 @@ async fn three_replicas_ack_persisted_and_deliver_once_in_order_on_every_broker(
     at_c.close().await;
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fewer_members_than_replicas_refuse_persisted_publishes_as_retryable() {
+    let c = TestCluster::start_replicated("replicated-few", &["a", "b"], &["ledger.>"], 3).await;
+    c.converge(&["a", "b"]).await;
+    let client = c.plain_client("a").await;
+    match client.publish_acked("ledger.few", payload(0)).await {
+        Err(starling_client::ClientError::Server { code, message }) => {
+            assert_eq!(code, starling_proto::ErrorCode::Unavailable, "{message}");
+            assert!(message.contains("durable_replicas"), "{message}");
+        }
+        other => panic!("a topic with 2 of 3 replicas took a persisted publish: {other:?}"),
+    }
+    client.close().await;
+    c.shutdown().await;
+}
