@@ -24,12 +24,12 @@ use crate::cluster::forward::Forwarder;
 use crate::cluster::handoff::{self, Handoff};
 use crate::cluster::log_peers::{self, LogClaims, PeerLogs};
 use crate::cluster::peers::Peers;
-use crate::cluster::replica_link::ReplicaLinks;
+use crate::cluster::replica_link::{LinksNet, ReplicaLinks};
 use crate::cluster::source::Source;
 use crate::cluster::upstream::Upstreams;
 use crate::cluster::{Cluster, MemberSet, Route};
 use crate::durable::Durability;
-use crate::durable::replicated::ReplicaRegistry;
+use crate::durable::replicated::{ReplicaRegistry, Replication};
 use crate::error::BrokerError;
 use crate::health::{Health, Phase};
 use crate::http::{self, HttpState};
@@ -196,6 +196,23 @@ impl Broker {
                 .with_pod_ips(source.as_ref().and_then(Source::pod_ips)),
         );
         let durability = Durability::new(&cfg, metrics.storage.clone());
+        let replica_links = ReplicaLinks::new(
+            &cfg,
+            Arc::clone(&cluster),
+            Arc::clone(&peers),
+            Arc::clone(&metrics),
+        );
+        let replicas = ReplicaRegistry::new(cfg.max_topics as usize);
+        let replication = Arc::new(Replication {
+            replicas: cfg.durable_replicas as usize,
+            net: Arc::new(LinksNet(Arc::clone(&replica_links))),
+            registry: Arc::clone(&replicas),
+            leaders: Arc::default(),
+            dir: cfg.storage_dir.clone(),
+            config: replica_config(&cfg, replica_links.max_rpc_bytes()),
+            metrics: metrics.replica.clone(),
+            open: Arc::default(),
+        });
         let topics = Topics::new(
             TopicSettings {
                 limits: Limits {
@@ -219,6 +236,7 @@ impl Broker {
                 max_topics: cfg.max_topics as usize,
                 durability: Arc::clone(&durability),
                 log_peers: Arc::new(PeerLogs::new(Arc::clone(&cluster), Arc::clone(&peers))),
+                replication,
                 inboxes: Arc::new(crate::pubsub::inboxes::Inboxes::new(
                     cfg.max_reply_inboxes_per_user as usize,
                     metrics.reply_grants_evicted.clone(),
@@ -250,12 +268,6 @@ impl Broker {
                 stop_rx.clone(),
             )));
         }
-        let replica_links = ReplicaLinks::new(
-            &cfg,
-            Arc::clone(&cluster),
-            Arc::clone(&peers),
-            Arc::clone(&metrics),
-        );
         let state = Arc::new(State {
             auth,
             decoder: FrameDecoder::new(cfg.max_frame_bytes)
@@ -292,7 +304,7 @@ impl Broker {
             server_id: self.server_id,
             subscriptions: Arc::new(Subscriptions::default()),
             publishes: Arc::new(PublishGate::new(cfg.max_inflight_publish_bytes)),
-            replicas: ReplicaRegistry::new(cfg.max_topics as usize),
+            replicas,
             replica_links,
             cluster: Arc::clone(&cluster),
             peers,
@@ -553,6 +565,7 @@ impl RunningBroker {
     pub async fn abort(self) {
         let _ = self.stop_tx.send(true);
         self.state.upstreams.stop_all();
+        self.state.topics.replication().stop_all().await;
         self.endpoint
             .close(conn::close_code::SHUTDOWN.into(), b"broker aborted");
         for t in self.tasks {
@@ -625,6 +638,8 @@ impl RunningBroker {
             .map(server::subscribe::finish_for_drain);
         let _ =
             tokio::time::timeout_at(deadline.into(), futures::future::join_all(finishing)).await;
+        // The replicas stop last: the others elect a new leader for the topics led here.
+        state.topics.replication().stop_all().await;
         let _ = self.stop_tx.send(true);
         self.endpoint
             .close(conn::close_code::SHUTDOWN.into(), b"broker shutting down");
@@ -636,4 +651,18 @@ impl RunningBroker {
         }
         tracing::info!("stopped");
     }
+}
+
+/// The settings of replicated topics' replicas: the library's defaults, frames bounded by
+/// what one `ReplicaRpc` carries, and the durable logs' retention for the committed log.
+fn replica_config(cfg: &BrokerConfig, max_rpc_bytes: usize) -> starling_replica::ReplicaConfig {
+    let nonzero = |v: u64| (v > 0).then_some(v);
+    starling_replica::ReplicaConfig {
+        retention: starling_storage::RetentionPolicy {
+            max_bytes: nonzero(cfg.storage_retention_max_bytes),
+            max_age_ms: nonzero(cfg.storage_retention_max_age_ms),
+        },
+        ..starling_replica::ReplicaConfig::default()
+    }
+    .within_frame(max_rpc_bytes)
 }

@@ -155,6 +155,8 @@ pub struct Metrics {
     pub replica_rpc_calls: IntCounterVec,
     /// Raft RPCs of replicated topics other members sent here, by outcome ([`replica_rpc`]).
     pub replica_rpc_served: IntCounterVec,
+    /// Replicated topics: leader changes, applied index, apply lag and leadership.
+    pub replica: crate::durable::replicated::ReplicaMetrics,
     /// Bytes of publish payloads held against `max_inflight_publish_bytes`.
     pub publish_inflight_bytes: IntGauge,
     /// Times a publish stream waited for `max_inflight_publish_bytes` before reading on.
@@ -749,6 +751,31 @@ impl Metrics {
                 "Raft RPCs of replicated topics received from other members, by outcome.",
                 &["outcome"],
             )?,
+            replica: crate::durable::replicated::ReplicaMetrics {
+                leader_changes: counter(
+                    &r,
+                    "starling_replica_leader_changes_total",
+                    "Leaders elected, as seen by the replicas of replicated topics open here.",
+                )?,
+                applied_index: gauge_vec(
+                    &r,
+                    "starling_replica_applied_index",
+                    "One past the last committed and applied Raft index of each replicated topic's replica here (the high-water mark subscribers read up to).",
+                    &["topic"],
+                )?,
+                apply_lag: gauge_vec(
+                    &r,
+                    "starling_replica_apply_lag_entries",
+                    "Entries in each replicated topic's Raft log here not applied yet.",
+                    &["topic"],
+                )?,
+                is_leader: gauge_vec(
+                    &r,
+                    "starling_replica_is_leader",
+                    "1 when the replica here leads the replicated topic, else 0.",
+                    &["topic"],
+                )?,
+            },
             publish_inflight_bytes: gauge(
                 &r,
                 "starling_publish_inflight_bytes",
@@ -1054,6 +1081,13 @@ mod tests {
         m.cluster_peer_up.with_label_values(&["b-1"]);
         m.protocol_errors.with_label_values(&["bad_frame"]);
         m.config_limits.with_label_values(&["max_topics"]);
+        for topic_series in [
+            &m.replica.applied_index,
+            &m.replica.apply_lag,
+            &m.replica.is_leader,
+        ] {
+            topic_series.with_label_values(&["t"]);
+        }
         let rendered: BTreeSet<String> = m
             .render()
             .lines()

@@ -460,6 +460,14 @@ knobs! {
     /// file name). Required when `durable_topics` is not empty; the operator mounts the
     /// broker's volume at `/var/lib/starling`.
     storage_dir: Option<PathBuf>,
+    /// Copies of each durable topic's log on distinct cluster members: 1 (one copy, on the
+    /// topic's owner), 3 or 5 (a Raft group of that many replicas, `docs/replication.md`: a
+    /// `persisted` ack means a majority of them fsynced the batch, and subscribers see only
+    /// committed batches). The replicas are the first members of the topic's placement
+    /// order. With fewer members than this, the topic refuses persisted publishes with
+    /// `Unavailable` until there are enough; it never runs with fewer copies. Ignored outside
+    /// a cluster. Every member must set the same value.
+    durable_replicas: u32,
     /// When durable logs are fsynced: `always` (before a `persisted` ack; appends made while
     /// one fsync runs share the next one), `interval` (every `storage_fsync_interval_ms`;
     /// `persisted` acks wait for it) or `never` (left to the OS: survives a broker crash,

@@ -92,6 +92,7 @@ impl Profile {
             replay_max_total_bytes: 256 * MIB,
             durable_topics: Vec::new(),
             storage_dir: None,
+            durable_replicas: 1,
             storage_fsync: StorageFsync::Always,
             storage_fsync_interval_ms: 100,
             storage_retention_max_bytes: 0,

@@ -187,6 +187,7 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("auth_reload_interval_ms", Some(100), Some(60_000)),
     range("cluster_peer_window_bytes", Some(64 * 1024), Some(1 << 30)),
     range("storage_fsync_interval_ms", Some(1), Some(60_000)),
+    range("durable_replicas", Some(1), Some(5)),
 ];
 
 /// Every order between two knobs. `validate` enforces them, and the operator turns the same
@@ -361,6 +362,17 @@ impl BrokerConfig {
                 c.check(false, "durable_topics", || format!("`{topic}`: {e}"));
             }
         }
+        c.check(
+            matches!(self.durable_replicas, 1 | 3 | 5),
+            "durable_replicas",
+            || {
+                format!(
+                    "must be 1, 3 or 5 (a majority of an even count tolerates no more failures \
+                     than one copy fewer), got {}",
+                    self.durable_replicas
+                )
+            },
+        );
         c.check(!self.log_level.trim().is_empty(), "log_level", || {
             "must not be empty".to_string()
         });
@@ -407,6 +419,27 @@ mod tests {
             ..Default::default()
         });
         assert!(ok.is_empty(), "{ok}");
+    }
+
+    #[test]
+    fn durable_replicas_must_be_1_3_or_5() {
+        for bad in [0, 2, 4, 6, 7] {
+            let msg = errors(ConfigOverrides {
+                durable_replicas: Some(bad),
+                ..Default::default()
+            });
+            assert!(
+                msg.contains("durable_replicas") && msg.contains("1, 3 or 5"),
+                "{bad}: {msg}"
+            );
+        }
+        for good in [1, 3, 5] {
+            let msg = errors(ConfigOverrides {
+                durable_replicas: Some(good),
+                ..Default::default()
+            });
+            assert!(msg.is_empty(), "{good}: {msg}");
+        }
     }
 
     #[test]

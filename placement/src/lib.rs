@@ -56,6 +56,21 @@ where
     best.map(|(_, m)| m)
 }
 
+/// `members` (by id) in `key`'s placement order: highest score first, ties to the smaller id.
+/// The first is [`owner`]; the first N are where N copies of the key go.
+pub fn ranked<'a, I>(members: I, kind: Kind, key: &[u8]) -> Vec<&'a str>
+where
+    I: IntoIterator<Item = &'a str>,
+{
+    let mut scored: Vec<(u64, &'a str)> = members
+        .into_iter()
+        .map(|m| (score(m, kind, key), m))
+        .collect();
+    scored.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    scored.dedup_by(|a, b| a.1 == b.1);
+    scored.into_iter().map(|(_, m)| m).collect()
+}
+
 /// A membership epoch: a hash of the sorted, de-duplicated member ids and addresses. Equal
 /// member sets always give equal epochs; it is never 0 for a non-empty set.
 pub fn epoch<'a, I>(members: I) -> u64
@@ -118,6 +133,24 @@ mod tests {
             owner(ms.iter().map(String::as_str), Kind::Topic, b"orders"),
             Some("starling-2")
         );
+    }
+
+    #[test]
+    fn ranked_starts_with_the_owner_and_lists_every_member_once() {
+        let ms = members(7);
+        for key in ["orders", "a", "b.c", ""] {
+            let ranked = ranked(ms.iter().map(String::as_str), Kind::Topic, key.as_bytes());
+            let owner = owner(ms.iter().map(String::as_str), Kind::Topic, key.as_bytes());
+            assert_eq!(ranked.first().copied(), owner, "{key}");
+            let mut sorted = ranked.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(sorted.len(), 7, "{key}");
+            // Removing a member keeps the others' order (rendezvous).
+            let fewer: Vec<&str> = ranked.iter().copied().filter(|m| *m != ranked[0]).collect();
+            let again = super::ranked(fewer.iter().copied(), Kind::Topic, key.as_bytes());
+            assert_eq!(again, ranked[1..].to_vec(), "{key}");
+        }
     }
 
     #[test]

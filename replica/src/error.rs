@@ -33,6 +33,9 @@ pub enum ReplicaError {
     /// Encoding or decoding failed.
     #[error(transparent)]
     Codec(#[from] CodecError),
+    /// Another replica could not be asked (creating the topic needs every replica's answer).
+    #[error("replica unreachable: {0}")]
+    Unreachable(String),
     /// The replica's Raft stopped (shut down, or a fatal storage error).
     #[error("replica stopped: {0}")]
     Stopped(String),

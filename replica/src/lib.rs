@@ -65,5 +65,5 @@ pub use config::ReplicaConfig;
 pub use error::ReplicaError;
 pub use network::{Transport, TransportError};
 pub use simnet::SimNet;
-pub use topic::{ReplicatedTopic, TopicStatus};
+pub use topic::{Created, ReplicatedTopic, TopicStatus};
 pub use types::{Node, NodeId, TypeConfig};

@@ -25,6 +25,13 @@ pub enum Rpc {
     Vote(VoteRequest<NodeId>),
     /// One chunk of a snapshot.
     Snapshot(InstallSnapshotRequest<TypeConfig>),
+    /// Whether the receiving replica holds any Raft state of the topic (a log entry or a
+    /// vote): asked by the replica that would bootstrap the topic, which does so only when
+    /// every other replica answers no ([`crate::ReplicatedTopic::create`]).
+    Probe,
+    /// The topic was just bootstrapped with the receiving replica as a founding voter: it
+    /// lifts its vote guard ([`crate::ReplicatedTopic::founding`]).
+    Found,
 }
 
 /// The reply to an [`Rpc`], the receiving Raft's error included.
@@ -37,6 +44,10 @@ pub enum RpcReply {
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     /// To [`Rpc::Snapshot`].
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    /// To [`Rpc::Probe`]: whether the replica holds Raft state.
+    Probe(bool),
+    /// To [`Rpc::Found`].
+    Found,
 }
 
 /// Why a request frame got no reply.
@@ -48,6 +59,13 @@ pub enum ServeError {
     /// A vote request to a replica whose vote guard holds ([`crate::guard`]): dropped.
     #[error("vote request dropped: this replica is catching up after an empty start")]
     Guarded,
+}
+
+/// Whether `raft` holds any state of its topic: a log entry (a membership included) or a
+/// term above 0 (it voted or campaigned).
+pub fn holds_state(raft: &Raft) -> bool {
+    let m = raft.metrics().borrow().clone();
+    m.last_log_index.is_some() || m.current_term > 0
 }
 
 /// The receiving side of one replica: its Raft, its vote guard and the frame bound.
@@ -106,6 +124,15 @@ impl RpcServer {
                     }));
                 }
                 RpcReply::Snapshot(self.raft.install_snapshot(req).await)
+            }
+            Rpc::Probe => RpcReply::Probe(holds_state(&self.raft)),
+            Rpc::Found => {
+                // Only a replica with no state yet is founded: one that holds a log or a
+                // vote is past the topic's creation and keeps its guard as it is.
+                if !holds_state(&self.raft) {
+                    self.guard.lift(&self.raft);
+                }
+                RpcReply::Found
             }
         };
         Ok(codec::encode_frame(&reply, self.max_frame)?)

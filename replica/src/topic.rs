@@ -24,7 +24,7 @@ use crate::error::ReplicaError;
 use crate::guard::VoteGuard;
 use crate::log_store::{LogStore, position};
 use crate::network::{NetworkFactory, Transport};
-use crate::rpc::RpcServer;
+use crate::rpc::{Rpc, RpcReply, RpcServer};
 use crate::state_machine::StateMachine;
 use crate::types::{Node, NodeId, Raft};
 
@@ -48,6 +48,8 @@ pub struct TopicStatus {
     pub learners: BTreeSet<NodeId>,
     /// The last applied index: the high-water mark readers see up to.
     pub applied: Option<u64>,
+    /// The last index in this replica's Raft log (applied or not).
+    pub last_log: Option<u64>,
     /// Why this replica's Raft stopped, if it did (a fatal storage error): it then takes no
     /// part in the topic until reopened.
     pub stopped: Option<String>,
@@ -61,6 +63,18 @@ pub struct ReplicatedTopic<F: Fs> {
     server: RpcServer,
     guard: Arc<VoteGuard>,
     max_record: usize,
+    transport: Arc<dyn Transport>,
+    max_frame: usize,
+}
+
+/// What [`ReplicatedTopic::create`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Created {
+    /// This replica bootstrapped the topic and told the others they are founding voters.
+    Bootstrapped,
+    /// This replica or another one already holds the topic's state: nothing to bootstrap
+    /// (a blank replica here is caught up by the leader).
+    Exists,
 }
 
 fn stopped(e: impl std::fmt::Display) -> ReplicaError {
@@ -106,7 +120,12 @@ impl<F: Fs> ReplicatedTopic<F> {
             config.max_snapshot_bytes,
         )
         .map_err(|e| storage(&e))?;
-        let network = NetworkFactory::new(id, transport, config.max_frame_bytes, config.heartbeat);
+        let network = NetworkFactory::new(
+            id,
+            Arc::clone(&transport),
+            config.max_frame_bytes,
+            config.heartbeat,
+        );
         let raft = Raft::new(id, raft_config, network, log, committed.clone())
             .await
             .map_err(stopped)?;
@@ -127,6 +146,8 @@ impl<F: Fs> ReplicatedTopic<F> {
             server,
             guard,
             max_record: config.max_record_bytes as usize,
+            transport,
+            max_frame: config.max_frame_bytes,
         })
     }
 
@@ -139,6 +160,42 @@ impl<F: Fs> ReplicatedTopic<F> {
             .initialize(members)
             .await
             .map_err(|e| ReplicaError::Membership(e.to_string()))
+    }
+
+    /// Creates the topic with `members` as its voters if it is new, from the replica that
+    /// should bootstrap it (the broker's: the first of the topic's placement order). New
+    /// means that neither this replica nor any other member holds Raft state of the topic
+    /// ([`Rpc::Probe`]): every other member must answer, so a replica whose volume was lost
+    /// never bootstraps a second history beside the one its peers hold (it is caught up
+    /// instead). After bootstrapping, the others are told they are founding voters
+    /// ([`Rpc::Found`], best effort: one not told lifts its guard once caught up).
+    pub async fn create(&self, members: BTreeMap<NodeId, Node>) -> Result<Created, ReplicaError> {
+        if crate::rpc::holds_state(&self.raft) {
+            return Ok(Created::Exists);
+        }
+        let others: Vec<NodeId> = members.keys().copied().filter(|m| *m != self.id).collect();
+        for peer in &others {
+            match self.call(*peer, &Rpc::Probe).await? {
+                RpcReply::Probe(false) => {}
+                RpcReply::Probe(true) => return Ok(Created::Exists),
+                _ => return Err(ReplicaError::Membership("probe: unexpected reply".into())),
+            }
+        }
+        self.initialize(members).await?;
+        for peer in &others {
+            let _ = self.call(*peer, &Rpc::Found).await;
+        }
+        Ok(Created::Bootstrapped)
+    }
+
+    async fn call(&self, peer: NodeId, rpc: &Rpc) -> Result<RpcReply, ReplicaError> {
+        let frame = codec::encode_frame(rpc, self.max_frame)?;
+        let reply = self
+            .transport
+            .call(self.id, peer, frame)
+            .await
+            .map_err(|e| ReplicaError::Unreachable(e.to_string()))?;
+        Ok(codec::decode_frame(&reply, self.max_frame)?)
     }
 
     /// Declares this replica one of the topic's founding voters, blank because the topic is
@@ -195,6 +252,7 @@ impl<F: Fs> ReplicatedTopic<F> {
             voters: membership.voter_ids().collect(),
             learners: membership.learner_ids().collect(),
             applied: m.last_applied.map(|l| l.index),
+            last_log: m.last_log_index,
             stopped: m.running_state.as_ref().err().map(ToString::to_string),
         }
     }

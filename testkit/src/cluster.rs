@@ -40,6 +40,8 @@ pub struct TestCluster {
     /// Durable topic patterns: with them every broker keeps its logs in `data-<id>` of the
     /// cluster's directory (kept across its restarts), fsyncs `always` and acks `persisted`.
     durable: Vec<String>,
+    /// `durable_replicas` of every broker.
+    replicas: u32,
 }
 
 impl TestCluster {
@@ -51,12 +53,23 @@ impl TestCluster {
     /// Starts brokers `ids` as one cluster; with `users` (a users document), every broker runs
     /// with `auth_mode: required` and reads it from the cluster's `users.yaml`.
     pub async fn start_with_users(tag: &str, ids: &[&str], users: Option<&str>) -> TestCluster {
-        Self::start_inner(tag, ids, users, &[]).await
+        Self::start_inner(tag, ids, users, &[], 1).await
     }
 
     /// Starts brokers `ids` as one cluster whose topics matching `durable` are durable.
     pub async fn start_durable(tag: &str, ids: &[&str], durable: &[&str]) -> TestCluster {
-        Self::start_inner(tag, ids, None, durable).await
+        Self::start_inner(tag, ids, None, durable, 1).await
+    }
+
+    /// Starts brokers `ids` as one cluster whose topics matching `durable` are durable, each
+    /// with `replicas` copies (`durable_replicas`).
+    pub async fn start_replicated(
+        tag: &str,
+        ids: &[&str],
+        durable: &[&str],
+        replicas: u32,
+    ) -> TestCluster {
+        Self::start_inner(tag, ids, None, durable, replicas).await
     }
 
     async fn start_inner(
@@ -64,6 +77,7 @@ impl TestCluster {
         ids: &[&str],
         users: Option<&str>,
         durable: &[&str],
+        replicas: u32,
     ) -> TestCluster {
         if let Ok(filter) = std::env::var("RUST_LOG") {
             starling_broker::telemetry::init(starling_config::LogFormat::Text, &filter);
@@ -94,6 +108,7 @@ impl TestCluster {
             current: Vec::new(),
             ca,
             durable: durable.iter().map(|p| (*p).to_string()).collect(),
+            replicas,
         };
         for id in ids {
             c.ports.insert((*id).to_string(), free_udp_port());
@@ -217,6 +232,7 @@ impl TestCluster {
                 .then(|| Some(self.dir.join(format!("data-{id}")))),
             storage_fsync: (!self.durable.is_empty()).then_some(StorageFsync::Always),
             ack_level: (!self.durable.is_empty()).then_some(AckLevel::Persisted),
+            durable_replicas: Some(self.replicas),
             ..ConfigOverrides::default()
         }
     }

@@ -172,7 +172,8 @@ impl LogClaims {
             *taken = (epoch, HashSet::new());
         }
         for topic in on_disk {
-            if taken.1.contains(&topic) {
+            // A replicated topic's replicas are its copies: nothing is handed over.
+            if taken.1.contains(&topic) || self.topics.is_replicated(&topic) {
                 continue;
             }
             let Route::Peer(owner) = self.cluster.route(Kind::Topic, topic.as_bytes()) else {

@@ -30,8 +30,11 @@ use starling_replica::codec::CodecError;
 use starling_replica::network::CallFuture;
 use starling_replica::{NodeId, Transport, TransportError};
 
+use starling_placement::Kind;
+
 use super::peers::{Peers, Unavailable};
 use super::{Cluster, Member};
+use crate::durable::replicated::ReplicaNet;
 use crate::metrics::{Metrics, replica_rpc};
 
 /// A member's replica id: the first 8 bytes (big-endian) of the SHA-256 of its member id.
@@ -238,6 +241,31 @@ impl ReplicaLinks {
                 })
             }
         }
+    }
+}
+
+/// The cluster side of replicated topics (`durable::replicated::ReplicaNet`): replica ids,
+/// replica sets from the current member list's placement order, and the peer links.
+pub struct LinksNet(pub Arc<ReplicaLinks>);
+
+impl ReplicaNet for LinksNet {
+    fn self_id(&self) -> NodeId {
+        self.0.self_id()
+    }
+
+    fn is_clustered(&self) -> bool {
+        self.0.cluster.is_clustered()
+    }
+
+    fn replica_set(&self, topic: &str, n: usize) -> Option<Vec<NodeId>> {
+        let view = self.0.cluster.view();
+        let ids = view.current.members().iter().map(|m| m.id.as_str());
+        let ranked = starling_placement::ranked(ids, Kind::Topic, topic.as_bytes());
+        (ranked.len() >= n).then(|| ranked[..n].iter().map(|m| replica_id(m)).collect())
+    }
+
+    fn transport(&self, topic: &str) -> Arc<dyn Transport> {
+        self.0.transport(topic)
     }
 }
 

@@ -126,6 +126,10 @@ impl Upstreams {
             if !wanted.insert(Arc::clone(&topic)) {
                 continue;
             }
+            // A replica of a replicated topic delivers its own committed entries.
+            if self.topics.is_replica_here(&topic) {
+                continue;
+            }
             if let Route::Peer(owner) = self.cluster.route(Kind::Topic, topic.as_bytes()) {
                 desired.insert(topic.to_string(), owner);
             }

@@ -85,6 +85,14 @@ pub fn ingress(state: &State) -> Arc<conn::Handles> {
             metrics: Arc::clone(&state.metrics),
             registry: Arc::clone(&state.replicas),
             max_per_connection: state.cfg.max_replica_rpcs_per_connection as usize,
+            open: {
+                let topics = Arc::clone(&state.topics);
+                Arc::new(move |topic: &str| {
+                    if topics.is_replicated(topic) {
+                        let _ = topics.reserve(topic);
+                    }
+                })
+            },
         }),
         log_transfer: Arc::new(log_transfer::Handles {
             metrics: Arc::clone(&state.metrics),

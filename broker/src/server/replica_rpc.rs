@@ -8,6 +8,7 @@
 //! `Hello` was not granted `PEER`, which only the cluster's peer certificate is), `LimitExceeded`
 //! past `max_replica_rpcs_per_connection` streams at once on the connection (counted in
 //! `starling_limit_refusals_total`), `NotFound` when no replica of the topic is open here,
+//! (and the topic's task is started, which opens the replica if this broker is one),
 //! `InvalidRequest` for a codec frame the replica refuses, `Unavailable` for a vote the
 //! replica's guard drops. Every outcome is counted in `starling_replica_rpc_served_total`. The
 //! frame itself was bounded by `max_frame_bytes` when it was read, the codec frame inside it by
@@ -33,6 +34,9 @@ pub struct Handles {
     pub registry: Arc<ReplicaRegistry>,
     /// `max_replica_rpcs_per_connection`.
     pub max_per_connection: usize,
+    /// Starts the task of a replicated topic whose replica is not open here yet (an RPC from
+    /// its leader or creator is the first this broker hears of it), within `max_topics`.
+    pub open: Arc<dyn Fn(&str) + Send + Sync>,
 }
 
 /// Serves one `ReplicaRpc` stream whose first frame is `rpc`, then finishes it.
@@ -112,6 +116,9 @@ async fn answer(h: &Handles, link: &Link, rpc: ReplicaRpc) -> Result<ReplicaRpc,
     };
     let _slot = admit(h, link.role, &link.replica_rpcs, rpc.request_id)?;
     let Some(server) = h.registry.get(&rpc.topic) else {
+        // The topic's task opens the replica if this broker is one of its replicas; the
+        // sender's Raft retries on its next heartbeat.
+        (h.open)(&rpc.topic);
         let msg = format!("no replica of `{}` is open on this broker", rpc.topic);
         return Err(refuse(replica_rpc::UNKNOWN_TOPIC, ErrorCode::NotFound, msg));
     };
@@ -143,6 +150,7 @@ mod tests {
             metrics: Arc::new(Metrics::new().unwrap_or_else(|e| panic!("{e}"))),
             registry: ReplicaRegistry::new(4),
             max_per_connection: max,
+            open: Arc::new(|_: &str| {}),
         }
     }
 

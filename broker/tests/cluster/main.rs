@@ -13,6 +13,8 @@ mod late;
 mod meet;
 mod relay_resume;
 mod replica_link;
+mod replicated;
+mod replicated_sigkill;
 mod rotation;
 mod scale;
 

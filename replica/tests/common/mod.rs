@@ -45,6 +45,19 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// Opens replicas `ids` (empty volumes) without bootstrapping the topic.
+    pub async fn open_blank(seed: u64, ids: &[NodeId], config: ReplicaConfig) -> Cluster {
+        let mut c = Cluster {
+            net: SimNet::new(seed),
+            slots: BTreeMap::new(),
+            config,
+        };
+        for &id in ids {
+            c.boot_new(id).await;
+        }
+        c
+    }
+
     /// Starts replicas `ids` and bootstraps the topic with them as voters.
     pub async fn start(seed: u64, ids: &[NodeId], config: ReplicaConfig) -> Cluster {
         let net = SimNet::new(seed);

@@ -3,9 +3,17 @@
 //!
 //! - [`registry`]: the replicas of topics open on this broker, by topic, which the peer
 //!   stream handler (`server::replica_rpc`) routes each incoming Raft RPC to.
+//! - [`topic`]: one topic's replica as its topic task uses it (open, propose, read the
+//!   committed entries, close), and what all of them share ([`Replication`]).
 //!
-//! The RPCs travel over the peer links through `cluster::replica_link`.
+//! The RPCs travel over the peer links through `cluster::replica_link`, which implements
+//! [`ReplicaNet`]; nothing here imports the cluster module.
 
 pub mod registry;
+pub mod topic;
 
 pub use registry::{RegistryFull, ReplicaRegistry};
+pub use topic::{
+    Leaders, OpenError, Proposal, ProposeError, ReplicaMetrics, ReplicaNet, ReplicatedLog,
+    Replication,
+};

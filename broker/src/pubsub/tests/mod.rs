@@ -225,6 +225,7 @@ impl Engine {
             max_topics: 64,
             durability: Durability::new(&cfg, storage),
             log_peers: Arc::new(NoPeers),
+            replication: crate::durable::replicated::Replication::off(64),
             inboxes: Arc::new(crate::pubsub::inboxes::Inboxes::new(
                 16,
                 prometheus::IntCounter::new("evicted", "evicted").expect("counter"),

@@ -112,6 +112,8 @@ pub struct TopicSettings {
     pub durability: Arc<crate::durable::Durability>,
     /// How a new owner reaches the other members' logs of a durable topic.
     pub log_peers: Arc<dyn crate::durable::transfer::LogPeers>,
+    /// Replicated durable topics (`durable_replicas` > 1 in a cluster).
+    pub replication: Arc<crate::durable::replicated::Replication>,
     /// Reply inboxes: a topic grants each connection it delivers a request to a reply to the
     /// request's inbox.
     pub inboxes: Arc<crate::pubsub::inboxes::Inboxes>,

@@ -69,6 +69,23 @@ impl Topics {
         self.shared.settings.durability.is_durable(topic)
     }
 
+    /// Whether `topic` is a replicated durable topic here (`durable_replicas` > 1 in a
+    /// cluster): its publishes go to its Raft leader, not its placement owner.
+    pub fn is_replicated(&self, topic: &str) -> bool {
+        self.shared.settings.replication.enabled() && self.is_durable(topic)
+    }
+
+    /// Whether `topic` is a replicated durable topic and this broker one of its replicas
+    /// (which delivers the topic's committed entries itself: no upstream from the owner).
+    pub fn is_replica_here(&self, topic: &str) -> bool {
+        self.is_replicated(topic) && self.shared.settings.replication.is_replica_here(topic)
+    }
+
+    /// The replicated topics' shared state.
+    pub fn replication(&self) -> &Arc<crate::durable::replicated::Replication> {
+        &self.shared.settings.replication
+    }
+
     /// Makes sure `topic` exists, creating it unless `max_topics` topics are alive. Ingress
     /// calls it before accepting a publish or a subscription, so the budget is enforced where
     /// the client can still be told; the topic then exists when the request reaches it (a

@@ -32,6 +32,8 @@ use tokio::time::Instant;
 
 use super::{Attach, TopicMsg, TopicSettings};
 use crate::durable::DurableLog;
+use crate::durable::replicated::topic::{STREAM, seq_of, split_seq};
+use crate::durable::replicated::{OpenError, Proposal, ProposeError, ReplicatedLog};
 use crate::durable::transfer;
 use crate::pubsub::ack::AckToken;
 use crate::pubsub::batcher::{Batch, Batcher};
@@ -194,6 +196,7 @@ pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -
         relayed: SeenStreams::default(),
         relay_pending: VecDeque::new(),
         durable: Durable::No,
+        committed_next: 0,
         reached,
         registry,
         shared: Arc::clone(shared),
@@ -226,6 +229,9 @@ struct TopicTask {
     /// Relayed runs waiting behind the sealed local batches.
     relay_pending: VecDeque<(Position, Vec<Bytes>)>,
     durable: Durable,
+    /// A replicated topic's next Raft index to deliver live (what came before is read back
+    /// from the committed log for resuming subscribers).
+    committed_next: u64,
     reached: Reached,
     registry: Weak<dyn Retire>,
     shared: Arc<Shared>,
@@ -239,6 +245,23 @@ enum Durable {
     Open(Box<DurableLog<AckToken>>),
     /// Durable, but its log failed to open or to append: local publishes are refused.
     Failed(String),
+    /// A replicated topic's replica, open here.
+    Replicated(Box<ReplicatedLog>),
+    /// A replicated topic that cannot run yet (fewer members than `durable_replicas`):
+    /// publishes are refused with `Unavailable`; opening is tried again at the next
+    /// membership change.
+    Unready(String),
+}
+
+/// The next committed entry of a replicated topic's replica (never, for any other topic).
+async fn next_committed(durable: &mut Durable) -> Option<starling_replica::Committed> {
+    match durable {
+        Durable::Replicated(log) => match log.next_committed().await {
+            Some(c) => Some(c),
+            None => std::future::pending().await,
+        },
+        _ => std::future::pending().await,
+    }
 }
 
 /// Largest run of log records read back per item queued to a resuming subscriber.
@@ -301,9 +324,12 @@ impl TopicTask {
                 expiry_armed = true;
             }
             let deadline = self.batcher.deadline();
-            let idle_at =
-                (self.subscribers.is_empty() && self.behind.is_empty() && self.batcher.is_empty())
-                    .then(|| last_activity + idle);
+            // A replica stays open (its peers count on it) for as long as the broker runs.
+            let idle_at = (self.subscribers.is_empty()
+                && self.behind.is_empty()
+                && self.batcher.is_empty()
+                && !matches!(self.durable, Durable::Replicated(_)))
+            .then(|| last_activity + idle);
             tokio::select! {
                 biased;
                 ctl = self.control.recv() => match ctl {
@@ -311,6 +337,11 @@ impl TopicTask {
                     None => break,
                 },
                 _ = maybe_sleep(deadline) => self.batcher.poll_deadline(Instant::now()),
+                entry = next_committed(&mut self.durable) => {
+                    if let Some(entry) = entry {
+                        self.deliver_committed(entry).await;
+                    }
+                }
                 msg = self.data.recv() => match msg {
                     Some(msg) => {
                         last_activity = Instant::now();
@@ -346,6 +377,185 @@ impl TopicTask {
         self.deliver_ready().await;
         let freed = self.retained.clear();
         self.shared.retained_freed(freed);
+        if let Durable::Replicated(log) = std::mem::replace(&mut self.durable, Durable::No) {
+            log.close().await;
+        }
+    }
+
+    /// Whether this topic is a replicated durable topic (`durable_replicas` > 1 in a cluster).
+    fn is_replicated(&self) -> bool {
+        self.shared.settings.replication.enabled()
+            && self.shared.settings.durability.is_durable(&self.name)
+    }
+
+    /// Opens this broker's replica of the replicated topic, if it is one of its replicas (else
+    /// the task is a relay, like a non-owner's).
+    async fn open_replica(&mut self) {
+        let replication = Arc::clone(&self.shared.settings.replication);
+        self.durable = match replication.open(&self.name).await {
+            Ok(log) => {
+                self.committed_next = log.live_from();
+                Durable::Replicated(Box::new(log))
+            }
+            Err(OpenError::NotAReplica) => Durable::No,
+            Err(e @ OpenError::TooFewMembers { .. }) => {
+                tracing::warn!(topic = %self.name, error = %e, "replicated topic: not open");
+                Durable::Unready(e.to_string())
+            }
+            Err(e) => self.durable_failed(&e),
+        };
+    }
+
+    /// Delivers one committed entry of the replicated topic's replica, at its positions.
+    async fn deliver_committed(&mut self, entry: starling_replica::Committed) {
+        if entry.index < self.committed_next {
+            return;
+        }
+        self.committed_next = entry.index + 1;
+        if entry.messages.is_empty() {
+            return;
+        }
+        let payloads: Vec<Bytes> = entry.messages.into_iter().map(Bytes::from).collect();
+        let origin = Position {
+            stream: STREAM,
+            seq: seq_of(entry.index, 0),
+        };
+        self.deliver(origin, &payloads).await;
+    }
+
+    /// A sealed local batch of a replicated topic: proposed to the Raft log through the
+    /// replica here; its acks complete once the entry carrying it committed (on a majority of
+    /// replicas, each fsynced). Subscribers get it from the committed log, like every
+    /// replica's. Refused with `Unavailable` (retryable) when this replica is not the leader
+    /// or the topic cannot run yet, with `Moved` at a broker holding no replica.
+    async fn propose(&mut self, batch: Batch<Attach>) {
+        if self.epoch.has_changed().unwrap_or(false) {
+            self.epoch.mark_unchanged();
+            if !matches!(self.durable, Durable::Replicated(_)) {
+                self.open_replica().await;
+            }
+        }
+        let events = batch.payloads.len();
+        self.shared
+            .lanes
+            .observe()
+            .batch_sealed(events, batch.bytes);
+        self.shared.counters.batch_flushed(batch.trigger);
+        let acks: Vec<AckToken> = batch.attached.into_iter().filter_map(|a| a.ack).collect();
+        let name = Arc::clone(&self.name);
+        match &self.durable {
+            Durable::Replicated(log) => {
+                let messages = batch.payloads.iter().map(|p| p.to_vec()).collect();
+                let done = Box::new(move |outcome: Result<(), ProposeError>| {
+                    for ack in acks {
+                        match &outcome {
+                            Ok(()) => ack.ack(),
+                            Err(e) => ack.refuse(
+                                ErrorCode::Unavailable,
+                                format!("`{name}` did not commit the publish: {e}"),
+                            ),
+                        }
+                    }
+                });
+                log.propose(Proposal { messages, done }).await;
+            }
+            Durable::Unready(why) => {
+                for ack in acks {
+                    ack.refuse(ErrorCode::Unavailable, format!("`{name}`: {why}"));
+                }
+            }
+            Durable::Failed(why) => {
+                for ack in acks {
+                    ack.refuse(
+                        ErrorCode::Internal,
+                        format!("the replica of `{name}` failed: {why}"),
+                    );
+                }
+            }
+            Durable::No | Durable::Open(_) => {
+                for ack in acks {
+                    ack.refuse(
+                        ErrorCode::Moved,
+                        format!("`{name}` has no replica on this broker; publish again"),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Queues to a subscriber of a replicated topic resuming at `from` the committed entries
+    /// it has not seen, read from the committed log up to where live delivery stands: from
+    /// the start for a position of an older stream, nothing for a newer one.
+    async fn replay_replicated(&mut self, sub: &Arc<Subscriber>, from: Position) {
+        let (first, skip) = match from.stream.cmp(&STREAM) {
+            std::cmp::Ordering::Less => (0, 0),
+            std::cmp::Ordering::Equal => split_seq(from.seq),
+            std::cmp::Ordering::Greater => return,
+        };
+        let end = self.committed_next;
+        tracing::debug!(topic = %self.name, ?from, first, skip, end, "resume: replaying the committed log");
+        let mut index = first;
+        while index < end {
+            let Durable::Replicated(log) = &self.durable else {
+                return;
+            };
+            let entries = match log.read(index, 64).await {
+                Ok(entries) => entries,
+                Err(e) => {
+                    self.shared
+                        .counters
+                        .storage_errors
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(topic = %self.name, ?from, error = %e, "resume: reading the committed log failed");
+                    return;
+                }
+            };
+            if entries.is_empty() {
+                return;
+            }
+            let (mut frames, mut events) = (Vec::new(), 0u32);
+            for entry in entries {
+                if entry.index >= end {
+                    index = end;
+                    break;
+                }
+                index = entry.index + 1;
+                let offset = if entry.index == first { skip } else { 0 };
+                let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+                if offset >= entry.messages.len() {
+                    continue;
+                }
+                let payloads: Vec<Bytes> = entry.messages[offset..]
+                    .iter()
+                    .map(|m| Bytes::copy_from_slice(m))
+                    .collect();
+                events = events.saturating_add(u32::try_from(payloads.len()).unwrap_or(u32::MAX));
+                let origin = Position {
+                    stream: STREAM,
+                    seq: seq_of(entry.index, offset as u64),
+                };
+                frames.push(encode(origin, &payloads));
+            }
+            if frames.is_empty() {
+                continue;
+            }
+            self.shared
+                .counters
+                .replayed_events
+                .fetch_add(u64::from(events), Ordering::Relaxed);
+            let item = Queued {
+                frame: Frames::Run(frames.into()),
+                events,
+                enqueued: Instant::now(),
+            };
+            let offer = sub.offer(item).await;
+            if offer.schedule {
+                self.shared.lanes.schedule(Arc::clone(sub)).await;
+            }
+            if offer.outcome == Outcome::Closed {
+                return;
+            }
+        }
     }
 
     /// Opens (recovering) the topic's log if it is durable and owned here, copies what other
@@ -355,6 +565,10 @@ impl TopicTask {
     /// their positions are never given out again. `also` is a member that claimed to hold a
     /// log.
     async fn open_durable(&mut self, also: Option<Member>) {
+        if self.is_replicated() {
+            self.open_replica().await;
+            return;
+        }
         if !(self.shared.settings.owns)(&self.name) {
             return;
         }
@@ -456,7 +670,11 @@ impl TopicTask {
 
     fn accept(&mut self, msg: TopicMsg, now: Instant) {
         if let Some(origin) = msg.origin {
-            self.relay(origin, msg.payloads);
+            // A replica delivers its own committed entries: a relay of the same would only
+            // repeat them.
+            if !matches!(self.durable, Durable::Replicated(_)) {
+                self.relay(origin, msg.payloads);
+            }
             return;
         }
         let n = msg.payloads.len();
@@ -485,6 +703,12 @@ impl TopicTask {
         match ctl {
             Control::Subscribe { sub, start, behind } => {
                 if sub.is_closed() {
+                    return;
+                }
+                tracing::debug!(topic = %self.name, id = sub.id, ?start, replicated = matches!(self.durable, Durable::Replicated(_)), "subscribe");
+                if let (Durable::Replicated(_), StartAt::Position(from)) = (&self.durable, start) {
+                    self.replay_replicated(&sub, from).await;
+                    self.subscribers.push(sub);
                     return;
                 }
                 if let Some(from) = self.start_position(start).await {
@@ -520,17 +744,30 @@ impl TopicTask {
                 self.behind.retain(|(s, _)| s.id != id);
             }
             Control::LogView(reply) => {
+                // A replicated topic's directory holds its replica, not a log to hand over.
+                if self.is_replicated() {
+                    let _ = reply.send((None, false));
+                    return;
+                }
                 if self.shared.settings.durability.has_log(&self.name) {
                     self.open_log().await;
                 }
                 let view = match &self.durable {
                     Durable::Open(log) => Some(log.view()),
-                    Durable::No | Durable::Failed(_) => None,
+                    Durable::No
+                    | Durable::Failed(_)
+                    | Durable::Replicated(_)
+                    | Durable::Unready(_) => None,
                 };
                 let _ = reply.send((view, (self.shared.settings.owns)(&self.name)));
             }
             Control::Claim(from, reply) => {
-                let answer = if !(self.shared.settings.owns)(&self.name) {
+                let answer = if self.is_replicated() {
+                    Err(format!(
+                        "`{}` is replicated: its replicas are not handed over",
+                        self.name
+                    ))
+                } else if !(self.shared.settings.owns)(&self.name) {
                     Err(format!("this broker does not own `{}`", self.name))
                 } else {
                     // Opened now if the task started as a relay, or for this claim.
@@ -764,6 +1001,10 @@ impl TopicTask {
 
     /// Numbers a local batch in the current stream, delivers it and completes its acks.
     async fn fanout(&mut self, batch: Batch<Attach>) {
+        if self.is_replicated() {
+            self.propose(batch).await;
+            return;
+        }
         if self.epoch.has_changed().unwrap_or(false) {
             self.epoch.mark_unchanged();
             if (self.shared.settings.owns)(&self.name) {
@@ -844,7 +1085,9 @@ impl TopicTask {
                 .append(origin, events, &frame)
                 .map(Some)
                 .map_err(|e| e.to_string()),
-            Durable::Failed(why) => Err(why.clone()),
+            Durable::Failed(why) | Durable::Unready(why) => Err(why.clone()),
+            // Never here: a replicated topic's batches are proposed (`propose`).
+            Durable::Replicated(_) => Err("a replicated topic's batch reached the log path".into()),
         };
         // The retained copy carries the log record's time, so the tail and the log agree on
         // where a subscription from a time starts.

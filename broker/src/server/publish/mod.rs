@@ -34,6 +34,7 @@ use starling_proto::{
 };
 
 use crate::cluster::forward::Forwarder;
+use crate::cluster::replica_link::replica_id;
 use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
 use crate::metrics::{Limit, Metrics, idle_stream};
@@ -263,9 +264,31 @@ enum Plan {
     Moved(Member),
 }
 
-/// Where a request for `topic` from a connection of `role` goes, in the current view.
-fn plan(cluster: &Cluster, role: Role, ack: AckMode, topic: &str) -> Plan {
+/// Where a request for `topic` from a connection of `role` goes, in the current view. A
+/// replicated topic's publish goes to its Raft leader when a replica here knows it (the
+/// placement owner, one of the replicas, otherwise).
+fn plan(cluster: &Cluster, topics: &Topics, role: Role, ack: AckMode, topic: &str) -> Plan {
     let (route, epoch) = cluster.route_at(Kind::Topic, topic.as_bytes());
+    if topics.is_replicated(topic)
+        && let Some(leader) = topics.replication().leaders.get(topic)
+    {
+        if leader == replica_id(cluster.self_id()) {
+            return Plan::Local(epoch);
+        }
+        let view = cluster.view();
+        if let Some(m) = view
+            .current
+            .members()
+            .iter()
+            .find(|m| replica_id(&m.id) == leader)
+        {
+            return match (role, ack) {
+                (Role::Peer, AckMode::Ack) => Plan::Moved(m.clone()),
+                (Role::Peer, AckMode::None) => Plan::Local(epoch),
+                _ => Plan::Forward(m.clone()),
+            };
+        }
+    }
     match route {
         Route::Local => Plan::Local(epoch),
         // A peer is served here (never forwarded twice), but views differ for a moment: never
@@ -405,7 +428,7 @@ pub async fn serve_publish_stream(
             continue;
         }
         h.metrics.publish_requests.inc();
-        let submitted = match plan(&h.cluster, publisher.role(), req.ack, &req.topic) {
+        let submitted = match plan(&h.cluster, &h.topics, publisher.role(), req.ack, &req.topic) {
             Plan::Moved(owner) => {
                 h.metrics
                     .cluster_moved

@@ -141,7 +141,11 @@ async fn work(h: Arc<Handles>, mut rx: mpsc::Receiver<Work>) {
         match w.job {
             Job::Local(mut msg, epoch) => {
                 msg.hold = w.in_flight.take_budget().map(Hold::new);
-                if let Some(msg) = h.forward.relocate_if_moved(&w.topic, msg, epoch).await {
+                // A replicated topic's publish stays with the replica it was routed to: one
+                // that is not the leader refuses it as retryable, never acks it.
+                if h.topics.is_replicated(&w.topic) {
+                    h.topics.publish(&w.topic, msg).await;
+                } else if let Some(msg) = h.forward.relocate_if_moved(&w.topic, msg, epoch).await {
                     h.topics.publish(&w.topic, msg).await;
                 }
             }
