@@ -367,6 +367,7 @@ async fn a_reload_adds_a_user_and_a_removed_users_subscription_is_closed_within_
     assert!(matches!(read_one(&mut recv).await, Some(Frame::HelloOk(_))));
     let (mut send, mut recv) = conn.open_bi().await.unwrap();
     let sub = Frame::Subscribe(Subscribe {
+        group: None,
         request_id: 1,
         topic: "orders.eu".into(),
         start: StartAt::Live,
