@@ -75,6 +75,17 @@ pub struct Metrics {
     pub wildcard_subscriptions: IntGauge,
     /// Wildcard subscriptions refused because this broker is a cluster member.
     pub wildcard_refused_clustered: IntCounter,
+    /// Queue groups with at least one member here.
+    pub queue_groups: IntGauge,
+    /// Members of queue groups (also in `subscriptions`).
+    pub queue_group_members: IntGauge,
+    /// Queue-group subscriptions refused because this broker is a cluster member.
+    pub queue_group_refused_clustered: IntCounter,
+    /// Events handed to one member of a queue group (once per group).
+    pub queue_group_events: IntCounter,
+    /// Events no member of a queue group took (the group's slow-subscriber policy dropped
+    /// them).
+    pub queue_group_dropped_events: IntCounter,
     /// Messages with headers accepted into a local topic.
     pub header_messages: IntCounter,
     /// Publishes with headers refused by reason (`clustered`, `durable`).
@@ -315,6 +326,11 @@ pub enum Limit {
     /// `max_wildcard_subscriptions_per_connection`: one wildcard subscription too many on one
     /// connection.
     WildcardSubscriptionsPerConnection,
+    /// `max_groups_per_subject`: a group `Subscribe` would create one queue group too many on
+    /// its subject.
+    GroupsPerSubject,
+    /// `max_group_members`: one member too many in a queue group.
+    GroupMembers,
     /// `max_publish_batch_items`: a `PublishBatch` announcing more payloads (refused by the
     /// decoder before it allocates for them; the stream is closed).
     PublishBatchItems,
@@ -329,11 +345,13 @@ pub enum Limit {
 
 impl Limit {
     /// Every limit, for pre-creating the labelled series.
-    pub const ALL: [Limit; 8] = [
+    pub const ALL: [Limit; 10] = [
         Limit::Topics,
         Limit::Subscriptions,
         Limit::SubscriptionsPerConnection,
         Limit::WildcardSubscriptionsPerConnection,
+        Limit::GroupsPerSubject,
+        Limit::GroupMembers,
         Limit::PublishBatchItems,
         Limit::HeadersPerMessage,
         Limit::HeaderBytesPerMessage,
@@ -349,6 +367,8 @@ impl Limit {
             Limit::WildcardSubscriptionsPerConnection => {
                 "max_wildcard_subscriptions_per_connection"
             }
+            Limit::GroupsPerSubject => "max_groups_per_subject",
+            Limit::GroupMembers => "max_group_members",
             Limit::PublishBatchItems => "max_publish_batch_items",
             Limit::HeadersPerMessage => "max_headers_per_message",
             Limit::HeaderBytesPerMessage => "max_header_bytes_per_message",
@@ -559,6 +579,31 @@ impl Metrics {
                 &r,
                 "starling_wildcard_refused_clustered_total",
                 "Wildcard subscriptions refused because this broker is a member of a cluster.",
+            )?,
+            queue_groups: gauge(
+                &r,
+                "starling_queue_groups",
+                "Queue groups with at least one member on this broker.",
+            )?,
+            queue_group_members: gauge(
+                &r,
+                "starling_queue_group_members",
+                "Members of queue groups (also counted in starling_subscriptions).",
+            )?,
+            queue_group_refused_clustered: counter(
+                &r,
+                "starling_queue_group_refused_clustered_total",
+                "Queue-group subscriptions refused because this broker is a member of a cluster.",
+            )?,
+            queue_group_events: counter(
+                &r,
+                "starling_queue_group_events_total",
+                "Events handed to one member of a queue group (counted once per group).",
+            )?,
+            queue_group_dropped_events: counter(
+                &r,
+                "starling_queue_group_dropped_events_total",
+                "Events no member of a queue group took (dropped by the group's slow-subscriber policy).",
             )?,
             header_messages: counter(
                 &r,
@@ -951,6 +996,11 @@ impl Metrics {
         }
         catch_up(&self.lane_stalls, c.lane_stalls.load(Relaxed));
         catch_up(&self.replayed_events, c.replayed_events.load(Relaxed));
+        catch_up(&self.queue_group_events, c.group_events.load(Relaxed));
+        catch_up(
+            &self.queue_group_dropped_events,
+            c.group_dropped_events.load(Relaxed),
+        );
         self.subscriber_queued_batches
             .set(gauge(c.queued_batches()));
         self.subscriber_queued_bytes

@@ -203,8 +203,14 @@ pub(crate) struct SubArgs {
     /// 30 s by default): an older TIME starts at the oldest message retained. A TIME after
     /// the newest message (in the future too) means live messages only. Needs a broker that
     /// supports it (SUBSCRIBE_FROM_TIME).
-    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    #[arg(long, value_name = "TIME", value_parser = parse_time, conflicts_with = "group")]
     pub(crate) from_time: Option<SystemTime>,
+    /// Join queue group NAME of the topic or pattern: each message goes to one member of the
+    /// group (run several `starling sub --group NAME` to share the work), while plain
+    /// subscribers still get every message. NAME is 1 to 64 of A-Z a-z 0-9 - _ . Live only;
+    /// needs a broker that supports it (QUEUE_GROUPS), and not on a clustered broker yet.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) group: Option<String>,
 }
 
 /// `starling cache …`.

@@ -1,8 +1,9 @@
-//! `starling sub TOPIC_OR_PATTERN [--count N] [--from-time TIME]`: prints each payload as a
+//! `starling sub TOPIC_OR_PATTERN [--count N] [--from-time TIME | --group NAME]`: prints each payload as a
 //! line (lossy UTF-8), or with `--output json` each event as a JSON line (with the topic it
 //! came from, which a pattern such as `orders.*` makes worth printing), flushing per line.
 //! With `--from-time` it starts at the first message stamped at or after TIME (see
-//! `Client::subscribe_from_time`), else with live messages.
+//! `Client::subscribe_from_time`), else with live messages; with `--group` it joins that
+//! queue group (`Client::subscribe_group`) and prints its share of the messages.
 
 use std::io::Write;
 
@@ -17,9 +18,10 @@ pub(crate) async fn run(
     args: SubArgs,
     output: Output,
 ) -> Result<Outcome, CliError> {
-    let mut sub = match args.from_time {
-        Some(since) => client.subscribe_from_time(&args.topic, since).await?,
-        None => client.subscribe(&args.topic).await?,
+    let mut sub = match (args.from_time, &args.group) {
+        (_, Some(group)) => client.subscribe_group(&args.topic, group).await?,
+        (Some(since), None) => client.subscribe_from_time(&args.topic, since).await?,
+        (None, None) => client.subscribe(&args.topic).await?,
     };
     let mut printed = 0u64;
     if args.count == Some(0) {

@@ -28,6 +28,55 @@ fn starling(b: &RunningBroker) -> Command {
     cmd
 }
 
+#[tokio::test]
+async fn sub_with_a_group_shares_the_messages_among_its_members() {
+    let b = start_broker().await;
+    let client = Client::connect(pinned_config(&b)).await.expect("connect");
+    let mut waits = Vec::new();
+    for _ in 0..2 {
+        let mut sub = starling(&b);
+        sub.args(["sub", "cli.jobs", "--group", "workers", "--count", "5"])
+            .stdout(Stdio::piped());
+        let child = sub.spawn().expect("spawn sub");
+        waits.push(tokio::spawn(child.wait_with_output()));
+    }
+    let deadline = tokio::time::Instant::now() + SOON;
+    let mut n = 0u32;
+    while !waits.iter().all(|w| w.is_finished()) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a member never exited"
+        );
+        client
+            .publish_acked("cli.jobs", format!("job {n}"))
+            .await
+            .expect("publish");
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut lines = Vec::new();
+    for w in waits {
+        let out = w.await.expect("join").expect("sub output");
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(text.lines().count(), 5, "{text}");
+        lines.extend(text.lines().map(str::to_string));
+    }
+    let distinct: std::collections::HashSet<_> = lines.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        10,
+        "no message printed by both members: {lines:?}"
+    );
+
+    let mut bad = starling(&b);
+    bad.args(["sub", "cli.jobs", "--group", "w", "--from-time", "0"]);
+    let (code, _, _) = run(bad).await;
+    assert_eq!(code, 2, "--group is live only");
+    client.close().await;
+    b.shutdown().await;
+}
+
 async fn run(mut cmd: Command) -> (i32, String, String) {
     let out = tokio::time::timeout(SOON, cmd.output())
         .await

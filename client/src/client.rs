@@ -298,9 +298,39 @@ impl Client {
         topic: &str,
         start: StartAt,
     ) -> Result<Subscription, ClientError> {
+        self.subscribe_with(topic, start, None).await
+    }
+
+    /// Joins queue group `group` of `topic_or_pattern` (docs/queue-groups.md): each live event
+    /// of the topic (of every topic the pattern matches) goes to one member of the group,
+    /// while plain subscribers still get every event. A member whose queue at the broker has
+    /// more free room gets the next batch first, so a slow member gets fewer. Live only, at
+    /// most once (an event queued to a member that then goes away is lost with it), and it
+    /// resubscribes live when its stream ends. `group` is 1 to 64 of `A-Z a-z 0-9 - _ .`
+    /// ([`ClientError::InvalidGroup`]). Needs a broker that grants `QUEUE_GROUPS`
+    /// ([`ClientError::Unsupported`] otherwise); a broker in a cluster refuses it for now.
+    /// [`Subscription::dropped_events`] is always 0: the gaps between a member's batches
+    /// are the other members' events.
+    pub async fn subscribe_group(
+        &self,
+        topic_or_pattern: &str,
+        group: &str,
+    ) -> Result<Subscription, ClientError> {
+        starling_proto::validate_group(group)
+            .map_err(|why| ClientError::InvalidGroup(format!("{group:?}: {why}")))?;
+        self.subscribe_with(topic_or_pattern, StartAt::Live, Some(group))
+            .await
+    }
+
+    async fn subscribe_with(
+        &self,
+        topic: &str,
+        start: StartAt,
+        group: Option<&str>,
+    ) -> Result<Subscription, ClientError> {
         let inner = self.open()?;
         check_topic(topic)?;
-        let first = inner.subscribe_routed(topic, start).await?;
+        let first = inner.subscribe_routed(topic, start, group).await?;
         if inner.peer {
             // A broker's link to a peer: the broker resubscribes by itself (cluster::upstream).
             return Ok(first);
@@ -317,15 +347,17 @@ impl Client {
             stop_rx,
             give_up,
             start,
+            group.map(str::to_string),
         ));
-        Ok(Subscription::new(
+        let sub = Subscription::new(
             id,
             topic.to_string(),
             rx,
             stop_tx,
             inner.request_timeout,
             start.position(),
-        ))
+        );
+        Ok(if group.is_some() { sub.in_group() } else { sub })
     }
 
     /// Stores `value` under `key`, expiring after `ttl` when given; `true` when it replaced a
@@ -511,6 +543,7 @@ impl Inner {
         &self,
         topic: &str,
         start: StartAt,
+        group: Option<&str>,
     ) -> Result<Subscription, ClientError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(ClientError::Closed);
@@ -518,7 +551,7 @@ impl Inner {
         self.routed(
             Kind::Topic,
             topic.as_bytes(),
-            |node: Arc<Node>| async move { node.subscribe(topic, start).await },
+            |node: Arc<Node>| async move { node.subscribe(topic, start, group).await },
         )
         .await
         .map_err(|e| e.in_operation(Operation::Subscribe, topic.as_bytes()))
@@ -556,8 +589,9 @@ impl crate::relay::Resubscribe for Inner {
         &self,
         topic: &str,
         start: StartAt,
+        group: Option<&str>,
     ) -> impl Future<Output = Result<Subscription, ClientError>> + Send {
-        self.subscribe_routed(topic, start)
+        self.subscribe_routed(topic, start, group)
     }
 }
 

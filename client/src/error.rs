@@ -50,6 +50,10 @@ pub enum ClientError {
     /// character or `:`).
     #[error("invalid header: {0}")]
     InvalidHeader(String),
+    /// A queue-group name is not valid (empty, longer than 64 bytes, or a character other than
+    /// `A-Z a-z 0-9 - _ .`).
+    #[error("invalid queue group: {0}")]
+    InvalidGroup(String),
     /// A credentials directory or certificate/key file could not be used.
     #[error(transparent)]
     Credentials(#[from] CredentialsError),

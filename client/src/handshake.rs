@@ -164,6 +164,7 @@ mod tests {
                 | features::WILDCARDS
                 | features::HEADERS
                 | features::REQUEST
+                | features::QUEUE_GROUPS
         );
         assert_eq!(h.client_name, "me");
         assert_eq!(h.auth_token, None);
@@ -171,6 +172,7 @@ mod tests {
         assert!(routed.features & features::CLUSTER != 0);
         assert!(routed.features & features::WILDCARDS != 0);
         assert!(routed.features & features::HEADERS != 0);
+        assert!(routed.features & features::QUEUE_GROUPS != 0);
         // A peer's upstream subscriptions name single topics: never patterns.
         let peer = hello_of(Role::Peer, None);
         assert_eq!(peer.features, features::BASE | features::PEER);

@@ -126,9 +126,10 @@ impl Node {
         &self,
         topic: &str,
         start: starling_proto::StartAt,
+        group: Option<&str>,
     ) -> Result<Subscription, ClientError> {
         self.subscriber
-            .subscribe(&self.connector, topic, start, self.request_timeout)
+            .subscribe(&self.connector, topic, start, group, self.request_timeout)
             .await
     }
 

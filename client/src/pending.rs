@@ -107,6 +107,7 @@ pub(crate) fn copy_error(e: &ClientError) -> ClientError {
         ClientError::InvalidTopic(s) => ClientError::InvalidTopic(s.clone()),
         ClientError::InvalidKey(s) => ClientError::InvalidKey(s.clone()),
         ClientError::InvalidHeader(s) => ClientError::InvalidHeader(s.clone()),
+        ClientError::InvalidGroup(s) => ClientError::InvalidGroup(s.clone()),
         ClientError::Unsupported(s) => ClientError::Unsupported(s.clone()),
         ClientError::NoResponders(s) => ClientError::NoResponders(s.clone()),
         ClientError::NotARequest => ClientError::NotARequest,

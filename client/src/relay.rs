@@ -21,16 +21,19 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 /// What the relay needs of its client: a new subscription at the topic's owner of the moment.
 pub(crate) trait Resubscribe: Send + Sync + 'static {
-    /// Subscribes to `topic` from `start` at the owner the client knows now.
+    /// Subscribes to `topic` from `start` (in queue group `group`, if any) at the owner the
+    /// client knows now.
     fn resubscribe(
         &self,
         topic: &str,
         start: StartAt,
+        group: Option<&str>,
     ) -> impl Future<Output = Result<Subscription, ClientError>> + Send;
 }
 
 /// Relays `current`'s batches to `out` until the user stops, resubscribing as needed.
-/// `start` is where `current` was opened.
+/// `start` is where `current` was opened; `group` the queue group it joined, if any.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn relay<C: Resubscribe>(
     client: Weak<C>,
     topic: String,
@@ -39,11 +42,13 @@ pub(crate) async fn relay<C: Resubscribe>(
     mut stop: oneshot::Receiver<StopRequest>,
     give_up_after: Duration,
     start: StartAt,
+    group: Option<String>,
 ) {
     let mut resume = ResumePoint(start.position());
     // A wildcard subscription is live only: it resubscribes live (its topics' positions are
-    // not one resume point).
-    let wildcard = starling_proto::is_subscription_pattern(&topic);
+    // not one resume point). So does a queue-group member: the events between its batches
+    // went to other members, and a resume point would replay them to it.
+    let wildcard = starling_proto::is_subscription_pattern(&topic) || group.is_some();
     loop {
         let item = tokio::select! {
             item = current.next_batch() => item,
@@ -78,7 +83,7 @@ pub(crate) async fn relay<C: Resubscribe>(
                     let Some(inner) = client.upgrade() else {
                         return;
                     };
-                    match inner.resubscribe(&topic, from).await {
+                    match inner.resubscribe(&topic, from, group.as_deref()).await {
                         Ok(sub) => break sub,
                         Err(e) if Instant::now() >= deadline || !e.is_transient() => {
                             let _ = out.send(Err(e)).await;

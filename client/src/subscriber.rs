@@ -42,6 +42,7 @@ impl Subscriber {
         connector: &Connector,
         topic: &str,
         start: StartAt,
+        group: Option<&str>,
         timeout: Duration,
     ) -> Result<Subscription, ClientError> {
         let index = self.next.next(self.conns.len());
@@ -52,7 +53,8 @@ impl Subscriber {
         let conn = slot
             .get_or_open(|| connector.connect(ConnKind::Events))
             .await?;
-        tokio::time::timeout(timeout, open_subscription(&conn, topic, start, timeout))
+        let open = open_subscription(&conn, topic, start, group, timeout);
+        tokio::time::timeout(timeout, open)
             .await
             .map_err(|_| ClientError::Timeout)?
     }
@@ -69,12 +71,15 @@ async fn open_subscription(
     conn: &Conn,
     topic: &str,
     start: StartAt,
+    group: Option<&str>,
     request_timeout: Duration,
 ) -> Result<Subscription, ClientError> {
     check_start(conn.info.features, start)?;
     check_pattern(conn.info.features, topic, start)?;
+    check_group(conn.info.features, group)?;
     let (mut send, mut recv) = conn.quic.open_bi().await?;
     let request = Frame::Subscribe(Subscribe {
+        group: group.map(str::to_string),
         request_id: 1,
         topic: topic.to_string(),
         start,
@@ -95,14 +100,31 @@ async fn open_subscription(
         write_timeout: request_timeout,
     };
     tokio::spawn(pump(io, tx, stop_rx));
-    Ok(Subscription::new(
+    let sub = Subscription::new(
         ok.subscription_id,
         topic.to_string(),
         rx,
         stop_tx,
         request_timeout,
         start.position(),
-    ))
+    );
+    Ok(if group.is_some() { sub.in_group() } else { sub })
+}
+
+/// Refuses a queue-group subscription the broker cannot take: it needs `QUEUE_GROUPS`
+/// granted (an older broker would reject the group as trailing bytes), and a valid name.
+fn check_group(granted: u64, group: Option<&str>) -> Result<(), ClientError> {
+    let Some(group) = group else {
+        return Ok(());
+    };
+    if granted & features::QUEUE_GROUPS == 0 {
+        return Err(ClientError::Unsupported(
+            "queue groups (the broker did not grant QUEUE_GROUPS; it is older than this client)"
+                .into(),
+        ));
+    }
+    starling_proto::validate_group(group)
+        .map_err(|why| ClientError::InvalidGroup(format!("{group:?}: {why}")))
 }
 
 /// Refuses a start the broker cannot take: a time needs `SUBSCRIBE_FROM_TIME` granted (an

@@ -58,6 +58,8 @@ pub struct Subscription {
     /// and the drops counted by numberings since forgotten.
     by_topic: Option<(HashMap<Arc<str>, Numbering>, u64)>,
     resume: Option<Position>,
+    /// A queue-group member: the gaps between its batches are the other members' events.
+    grouped: bool,
     stop: Option<oneshot::Sender<StopRequest>>,
     request_timeout: Duration,
 }
@@ -81,9 +83,16 @@ impl Subscription {
             numbering: Numbering::from(resume),
             by_topic: wildcard.then(|| (HashMap::new(), 0)),
             resume,
+            grouped: false,
             stop: Some(stop),
             request_timeout,
         }
+    }
+
+    /// Marks a queue-group member's subscription (its gaps are not drops).
+    pub(crate) fn in_group(mut self) -> Self {
+        self.grouped = true;
+        self
     }
 
     /// The subscription id the server assigned.
@@ -97,8 +106,13 @@ impl Subscription {
     }
 
     /// Events the server dropped for this subscriber so far, detected as
-    /// gaps in the sequence numbers between batches.
+    /// gaps in the sequence numbers between batches. Always 0 for a queue-group member
+    /// ([`Client::subscribe_group`](crate::Client::subscribe_group)): its gaps are the events
+    /// the other members got.
     pub fn dropped_events(&self) -> u64 {
+        if self.grouped {
+            return 0;
+        }
         let wildcard = self.by_topic.as_ref().map_or(0, |(topics, forgotten)| {
             topics.values().map(|n| n.dropped).sum::<u64>() + forgotten
         });

@@ -323,6 +323,16 @@ knobs! {
     /// `LimitExceeded` and counted in
     /// `starling_limit_refusals_total{limit="max_wildcard_subscriptions_per_connection"}`.
     max_wildcard_subscriptions_per_connection: u32,
+    /// Most queue groups (see `docs/queue-groups.md`) one subject (a topic, or a wildcard
+    /// pattern) may have at once. A group `Subscribe` that would create one more is refused
+    /// with `LimitExceeded` and counted in
+    /// `starling_limit_refusals_total{limit="max_groups_per_subject"}`; joining an existing
+    /// group is unaffected.
+    max_groups_per_subject: u32,
+    /// Most members one queue group may have at once (on this broker). A group `Subscribe`
+    /// past it is refused with `LimitExceeded` and counted in
+    /// `starling_limit_refusals_total{limit="max_group_members"}`.
+    max_group_members: u32,
     /// Most reply inboxes one user may answer at once (request/reply, see `docs/subjects.md`):
     /// each request (a message with a `reply-to` header) delivered to a connection lets that
     /// connection's user publish a reply to the request's inbox, from any of its connections,

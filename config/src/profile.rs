@@ -66,6 +66,8 @@ impl Profile {
             max_subscriptions: 65_536,
             max_subscriptions_per_connection: 512,
             max_wildcard_subscriptions_per_connection: 16,
+            max_groups_per_subject: 64,
+            max_group_members: 1024,
             max_reply_inboxes_per_user: 1024,
             max_headers_per_message: 32,
             max_header_bytes_per_message: 8 * 1024,

@@ -146,6 +146,8 @@ pub const KNOB_RANGES: &[KnobRange] = &[
         Some(1),
         Some(1 << 16),
     ),
+    range("max_groups_per_subject", Some(1), Some(1 << 16)),
+    range("max_group_members", Some(1), Some(1 << 20)),
     range("max_reply_inboxes_per_user", Some(1), Some(1 << 20)),
     range("max_headers_per_message", Some(1), Some(1 << 16)),
     range("max_header_bytes_per_message", Some(16), Some(1 << 20)),

@@ -48,6 +48,13 @@ pub const HEADERS: u64 = 128;
 /// `NoResponders` (its request simply finds nobody, and times out).
 pub const REQUEST: u64 = 256;
 
+/// Queue groups: a `Subscribe` may end with a group name (see
+/// [`Subscribe`](crate::Subscribe)); the subscription then joins that group of its topic (or
+/// pattern), and each event goes to one member of the group (docs/queue-groups.md). A
+/// connection not granted it never sends the field. Asked for by plain and routing clients,
+/// never by a peer.
+pub const QUEUE_GROUPS: u64 = 512;
+
 /// Every feature bit defined by protocol version 2.
 pub const ALL: u64 = BATCH_PUBLISH
     | CACHE
@@ -57,7 +64,8 @@ pub const ALL: u64 = BATCH_PUBLISH
     | SUBSCRIBE_FROM_TIME
     | WILDCARDS
     | HEADERS
-    | REQUEST;
+    | REQUEST
+    | QUEUE_GROUPS;
 
 /// Features every connection asks for, whatever its role.
 pub const BASE: u64 = BATCH_PUBLISH | CACHE | SUBSCRIBE_FROM_TIME;
@@ -82,8 +90,8 @@ impl Role {
     /// The feature bits a connection of this role asks for in its `Hello`.
     pub const fn requested(self) -> u64 {
         match self {
-            Role::Plain => BASE | WILDCARDS | HEADERS | REQUEST,
-            Role::Routed => BASE | CLUSTER | WILDCARDS | HEADERS | REQUEST,
+            Role::Plain => BASE | WILDCARDS | HEADERS | REQUEST | QUEUE_GROUPS,
+            Role::Routed => BASE | CLUSTER | WILDCARDS | HEADERS | REQUEST | QUEUE_GROUPS,
             Role::Peer => BASE | PEER,
         }
     }

@@ -66,8 +66,9 @@ pub use limits::{FRAMING_VERSION, HEADER_LEN, MAX_KEY_LEN, MAX_TOPIC_LEN, PROTOC
 pub use messages::{
     AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
     ClusterInfoRequest, ErrorFrame, EventBatch, EventHeaders, Header, Hello, HelloOk,
-    IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Publish,
-    PublishAck, PublishBatch, ReplicaRpc, StartAt, Subscribe, SubscribeOk, Unsubscribe,
+    IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead, MAX_GROUP_LEN, Member, Moved,
+    NO_START_TIME, Ping, Publish, PublishAck, PublishBatch, ReplicaRpc, StartAt, Subscribe,
+    SubscribeOk, Unsubscribe, validate_group,
 };
 pub use messages::{DECODED_ITEM_BYTES, decoded_bytes, headers_len, indexed_headers_len};
 pub use position::{Position, SeenStreams};

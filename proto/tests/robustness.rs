@@ -256,6 +256,91 @@ proptest! {
     }
 }
 
+proptest! {
+    /// A queue-group `Subscribe` survives encode → decode unchanged; cut anywhere it is
+    /// malformed, except right before its trailer (the same subscription without a group) and
+    /// right before its group (a subscription from `start_time_ms`, `NO_START_TIME` for a
+    /// group without a start time); with bytes appended it is trailing garbage.
+    #[test]
+    fn group_subscribe_round_trips_and_cuts_are_malformed(
+        s in common::arb_group_subscribe(),
+        extra in vec(any::<u8>(), 1..8),
+    ) {
+        let frame = Frame::Subscribe(s.clone());
+        let wire = frame.to_bytes();
+        prop_assert_eq!(wire.len(), frame.encoded_len());
+        let dec = FrameDecoder::new(u32::MAX);
+        let mut whole = BytesMut::from(&wire[..]);
+        prop_assert_eq!(dec.decode(&mut whole), Ok(Some(frame.clone())));
+        let payload = &wire[HEADER_LEN..];
+        let group_len = 2 + s.group.as_ref().map_or(0, String::len);
+        let before_group = payload.len() - group_len;
+        let before_time = before_group - 8;
+        let ungrouped = Subscribe { group: None, ..s.clone() };
+        for end in 0..payload.len() {
+            let mut buf = framed(frame.kind(), 0, &payload[..end]);
+            let result = dec.decode(&mut buf);
+            if end == before_time {
+                // No trailer at all: a subscription from a time loses its time too.
+                let start = match s.start {
+                    StartAt::TimeMs(_) => StartAt::Live,
+                    other => other,
+                };
+                let bare = Subscribe { start, ..ungrouped.clone() };
+                prop_assert_eq!(result, Ok(Some(Frame::Subscribe(bare))));
+            } else if end == before_group {
+                let time = match s.start {
+                    StartAt::TimeMs(ms) => ms,
+                    _ => starling_proto::NO_START_TIME,
+                };
+                if matches!(s.start, StartAt::Position(_)) {
+                    prop_assert!(matches!(result, Err(DecodeError::Malformed { .. })), "{:?}", result);
+                } else {
+                    let timed = Subscribe { start: StartAt::TimeMs(time), ..ungrouped.clone() };
+                    prop_assert_eq!(result, Ok(Some(Frame::Subscribe(timed))));
+                }
+            } else {
+                prop_assert!(
+                    matches!(result, Err(DecodeError::Malformed { .. })),
+                    "payload cut at {}: {:?}", end, result
+                );
+            }
+        }
+        let mut long = payload.to_vec();
+        long.extend_from_slice(&extra);
+        let mut buf = framed(frame.kind(), 0, &long);
+        let result = dec.decode(&mut buf);
+        prop_assert!(matches!(result, Err(DecodeError::Malformed { .. })), "appended bytes: {:?}", result);
+    }
+
+    /// Any bytes where a group name goes decode to a valid group or are malformed.
+    #[test]
+    fn any_group_bytes_are_valid_or_malformed(
+        s in common::arb_group_subscribe(),
+        name in vec(any::<u8>(), 0..80),
+    ) {
+        let wire = Frame::Subscribe(s.clone()).to_bytes();
+        let payload = &wire[HEADER_LEN..];
+        let group_len = 2 + s.group.as_ref().map_or(0, String::len);
+        let mut p = payload[..payload.len() - group_len].to_vec();
+        p.extend_from_slice(&u16::try_from(name.len()).unwrap().to_be_bytes());
+        p.extend_from_slice(&name);
+        let mut buf = framed(FrameKind::Subscribe, 0, &p);
+        match FrameDecoder::new(u32::MAX).decode(&mut buf) {
+            Ok(Some(Frame::Subscribe(got))) => {
+                let group = got.group.unwrap_or_default();
+                prop_assert!(starling_proto::validate_group(&group).is_ok());
+                prop_assert_eq!(group.as_bytes(), &name[..]);
+            }
+            Err(DecodeError::Malformed { .. }) => {
+                let valid = std::str::from_utf8(&name).is_ok_and(|n| starling_proto::validate_group(n).is_ok());
+                prop_assert!(!valid, "a valid name was refused");
+            }
+            other => prop_assert!(false, "{:?}", other),
+        }
+    }
+}
+
 #[test]
 fn header_errors_leave_the_buffer_untouched() {
     for bytes in [

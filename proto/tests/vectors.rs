@@ -112,11 +112,13 @@ fn expected(name: &str) -> Frame {
             count: 3,
         }),
         "subscribe" => Frame::Subscribe(Subscribe {
+            group: None,
             request_id: 3,
             topic: "orders".into(),
             start: StartAt::Live,
         }),
         "subscribe.resume" => Frame::Subscribe(Subscribe {
+            group: None,
             request_id: 4,
             topic: "orders".into(),
             start: StartAt::Position(Position {
@@ -125,9 +127,16 @@ fn expected(name: &str) -> Frame {
             }),
         }),
         "subscribe.time" => Frame::Subscribe(Subscribe {
+            group: None,
             request_id: 5,
             topic: "orders".into(),
             start: StartAt::TimeMs(1_767_225_600_000),
+        }),
+        "subscribe.group" => Frame::Subscribe(Subscribe {
+            group: Some("workers".into()),
+            request_id: 6,
+            topic: "orders.>".into(),
+            start: StartAt::Live,
         }),
         "subscribe_ok" => Frame::SubscribeOk(SubscribeOk {
             request_id: 3,

@@ -94,6 +94,10 @@ pub struct Counters {
     pub retained_bytes: AtomicU64,
     /// Events sent again to resuming subscribers (replays and catch-ups).
     pub replayed_events: AtomicU64,
+    /// Events handed to one member of a queue group (each counted once per group).
+    pub group_events: AtomicU64,
+    /// Events no member of a queue group took (dropped by the group's slow-subscriber policy).
+    pub group_dropped_events: AtomicU64,
     /// Topics alive (the `max_topics` cap's count).
     pub topics: AtomicU64,
     /// Durable-log errors met by topic tasks (opening, reading back, time lookups).
@@ -117,6 +121,8 @@ impl Counters {
             queues_empty: Notify::new(),
             retained_bytes: AtomicU64::new(0),
             replayed_events: AtomicU64::new(0),
+            group_events: AtomicU64::new(0),
+            group_dropped_events: AtomicU64::new(0),
             topics: AtomicU64::new(0),
             storage_errors: AtomicU64::new(0),
             storage_replayed_records: AtomicU64::new(0),

@@ -2,7 +2,7 @@
 //! subscription is and how it is served: its bounded queue and slow-subscriber policy
 //! ([`subscriber`]), the sink it is written to ([`sink`], one writer at a time; the broker's
 //! sink is a QUIC stream), the writer lanes ([`lanes`]), the broker-wide queue budget
-//! ([`queue_budget`]), batching ([`batcher`]), the retained tail a resuming subscriber is
+//! ([`queue_budget`]), queue groups' choice of a member ([`group`]), batching ([`batcher`]), the retained tail a resuming subscriber is
 //! replayed from ([`retained`]), the engine's own counts ([`counters`], which the broker exports
 //! to Prometheus) and sub-millisecond batch deadlines ([`timer`]).
 //!
@@ -11,6 +11,7 @@
 
 pub mod batcher;
 pub mod counters;
+pub mod group;
 pub mod lanes;
 pub mod queue_budget;
 pub mod retained;

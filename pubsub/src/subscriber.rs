@@ -227,6 +227,8 @@ pub struct Subscriber {
     pub topic: Arc<str>,
     /// Whether its connection was granted `HEADERS`: it receives each batch's `EventHeaders`.
     pub headers: bool,
+    /// The queue group it is a member of, if any (see [`crate::group`]).
+    pub group: Option<Arc<str>>,
     policy: SlowSubscriberPolicy,
     capacity: usize,
     state: Mutex<State>,
@@ -253,6 +255,8 @@ pub struct Identity {
     pub topic: Arc<str>,
     /// Whether its connection was granted `HEADERS`.
     pub headers: bool,
+    /// The queue group it joins, if any.
+    pub group: Option<Arc<str>>,
 }
 
 /// How a subscriber's queue is bounded.
@@ -279,6 +283,7 @@ impl Subscriber {
             lane: who.lane,
             topic: who.topic,
             headers: who.headers,
+            group: who.group,
             policy: queue.policy,
             capacity: queue.capacity.max(1),
             state: Mutex::new(State {
@@ -482,6 +487,23 @@ impl Subscriber {
         };
         drop(ending); // whoever waits for the end stops waiting
         self.discard(left);
+    }
+
+    /// Batches its queue can still take before it is full (`capacity` minus the batches
+    /// queued): a queue group's credit for this member.
+    pub fn room(&self) -> usize {
+        self.capacity.saturating_sub(self.state.lock().batches)
+    }
+
+    /// Whether a full queue makes an offer wait (the `block` policy).
+    pub fn blocks(&self) -> bool {
+        self.policy == SlowSubscriberPolicy::Block
+    }
+
+    /// Notified whenever the writer takes from the queue, and on close (to wait for
+    /// [`Subscriber::room`]: enable the `Notified`, then check the room).
+    pub fn space(&self) -> &Notify {
+        &self.space
     }
 
     /// Items waiting (batches and replies).

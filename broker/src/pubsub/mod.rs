@@ -1,15 +1,17 @@
-//! Publish/subscribe core: topics (their registry and task) and acks, with the engine's
+//! Publish/subscribe core: topics (their registry and task), acks and the queue groups'
+//! budgets, with the engine's
 //! network-free parts from `starling-pubsub` (batching, subscriber queues and sinks, writer
 //! lanes, the queue budget, the retained tail, counters, batch deadlines).
 
 pub mod ack;
+pub mod groups;
 pub mod inboxes;
 pub mod topic;
 
 // The engine's network-free parts live in `starling-pubsub`; the broker's modules name them
 // here as before.
 pub use starling_pubsub::{
-    batcher, counters, lanes, queue_budget, retained, sink, subscriber, timer,
+    batcher, counters, group, lanes, queue_budget, retained, sink, subscriber, timer,
 };
 
 #[cfg(test)]

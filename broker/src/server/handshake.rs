@@ -17,7 +17,8 @@ use crate::server::reply;
 /// Features this broker offers. `AUTH_TOKEN` is granted only to a token user, `PEER` only to
 /// a peer (see `auth::decide`); `CLUSTER` marks a routing client; `SUBSCRIBE_FROM_TIME` lets a
 /// `Subscribe` carry a start time; `WILDCARDS` pattern subscriptions; `HEADERS` message
-/// headers; `REQUEST` request/reply (`NoResponders`).
+/// headers; `REQUEST` request/reply (`NoResponders`); `QUEUE_GROUPS` queue-group
+/// subscriptions.
 pub const OFFERED_FEATURES: u64 = features::BATCH_PUBLISH
     | features::CACHE
     | features::CLUSTER
@@ -26,7 +27,8 @@ pub const OFFERED_FEATURES: u64 = features::BATCH_PUBLISH
     | features::SUBSCRIBE_FROM_TIME
     | features::WILDCARDS
     | features::HEADERS
-    | features::REQUEST;
+    | features::REQUEST
+    | features::QUEUE_GROUPS;
 
 /// Why a handshake failed (also the reason the connection is closed with).
 #[derive(Debug, thiserror::Error)]

@@ -59,6 +59,10 @@ pub fn ingress(state: &State) -> Arc<conn::Handles> {
         cluster: Arc::clone(&state.cluster),
         upstreams: Arc::clone(&state.upstreams),
         subscriptions: Arc::clone(&state.subscriptions),
+        groups: crate::pubsub::groups::GroupBudget::new(
+            state.cfg.max_groups_per_subject as usize,
+            state.cfg.max_group_members as usize,
+        ),
     };
     let cache = cache::Handles {
         metrics: Arc::clone(&state.metrics),

@@ -22,6 +22,12 @@
 //! topic, existing or created later), each batch after a `BatchTopic`. A broker in a cluster
 //! refuses it (`InvalidRequest`): the topics it matches have many owners, and relaying from
 //! every one is not built yet.
+//!
+//! A `Subscribe` with a group name (on a connection granted `QUEUE_GROUPS`) joins that queue
+//! group of its topic or pattern (docs/queue-groups.md): live only, the same `subscribe`
+//! permission as a plain one, within `max_groups_per_subject` and `max_group_members`; each
+//! batch goes to one member of the group. A broker in a cluster refuses it (`InvalidRequest`):
+//! sharing a group across the members is not built yet.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +47,7 @@ use crate::cluster::upstream::Upstreams;
 use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
 use crate::metrics::{Limit, Metrics};
+use crate::pubsub::groups::{GroupBudget, GroupLimit, Membership};
 use crate::pubsub::lanes::Lanes;
 use crate::pubsub::subscriber::{Identity, QueuePolicy, Subscriber};
 use crate::pubsub::topic::Topics;
@@ -71,6 +78,8 @@ pub struct Handles {
     pub upstreams: Arc<Upstreams>,
     /// Live subscriptions.
     pub subscriptions: Arc<Subscriptions>,
+    /// The queue groups' budgets.
+    pub groups: Arc<GroupBudget>,
 }
 
 /// Longest a subscription ended by an owner change waits for its queue to be written.
@@ -159,6 +168,34 @@ fn check_inbox(h: &Handles, link: &Link, req: &Subscribe) -> Result<Option<Patte
     Ok(pattern)
 }
 
+/// Checks a queue-group `Subscribe` (see the module doc): the connection was granted
+/// `QUEUE_GROUPS`, the subscription is live, and this broker is not in a cluster.
+fn check_group(h: &Handles, link: &Link, req: &Subscribe) -> Result<(), Refusal> {
+    let invalid = |msg: &str| Err(Refusal::Error(ErrorCode::InvalidRequest, msg.into()));
+    if req.group.is_none() {
+        return Ok(());
+    }
+    if link.granted & features::QUEUE_GROUPS == 0 {
+        return invalid("the QUEUE_GROUPS feature was not requested in Hello");
+    }
+    if req.start != StartAt::Live {
+        return invalid(
+            "a queue-group subscription is live only: no resume position or start time",
+        );
+    }
+    if is_inbox(&req.topic) {
+        return invalid("a reply inbox has no queue groups");
+    }
+    if h.cluster.is_clustered() {
+        h.metrics.queue_group_refused_clustered.inc();
+        return invalid(
+            "queue groups are not served by a broker in a cluster (yet): subscribe without a \
+             group, or use a single broker",
+        );
+    }
+    Ok(())
+}
+
 /// Checks a `Subscribe` before anything is created for it: a start time comes with the
 /// feature it needs, the broker serves, the connection's user may subscribe to the topic (the
 /// retained replay included), the topic is not another member's (for a routing client or a
@@ -175,6 +212,7 @@ fn check(h: &Handles, link: &Link, req: &Subscribe) -> Result<Option<Pattern>, R
         let msg = "broker is not serving (starting or draining)";
         return Err(Refusal::Error(ErrorCode::Unavailable, msg.into()));
     }
+    check_group(h, link, req)?;
     if is_inbox(&req.topic) && link.role != Role::Peer {
         return check_inbox(h, link, req).inspect_err(|_| h.metrics.inbox_refused.inc());
     }
@@ -244,6 +282,7 @@ pub async fn serve_subscription(
             lane,
             topic: Arc::from(req.topic.as_str()),
             headers: link.granted & features::HEADERS != 0,
+            group: req.group.as_deref().map(Arc::from),
         },
         QueuePolicy {
             policy: h.cfg.slow_subscriber_policy,
@@ -254,7 +293,7 @@ pub async fn serve_subscription(
         Arc::clone(&h.lanes.queue_budget),
     ));
     let kick = Arc::new(tokio::sync::Notify::new());
-    let Some((_counted, behind)) = register(&h, &link, &req, &sub, &kick, pattern.as_ref()).await
+    let Some((counted, behind)) = register(&h, &link, &req, &sub, &kick, pattern.as_ref()).await
     else {
         return;
     };
@@ -275,6 +314,11 @@ pub async fn serve_subscription(
     };
     serve_requests(&h, &req, &sub, &kick, watch, &link.allowance, recv, buf).await;
     forget(&h, &sub, pattern.as_ref());
+    if counted.2.is_some() {
+        drop(counted);
+        h.metrics.queue_group_members.dec();
+        h.metrics.queue_groups.set(gauge(h.groups.groups()));
+    }
     // Finished after the replies still queued (a `Moved`); nobody waits for the far end.
     drop(sub.end());
     if role == Role::Plain {
@@ -359,6 +403,20 @@ async fn register(
         refuse_past_limit(h, sub, req.request_id, limit, &why).await;
         return None;
     };
+    let membership = match &req.group {
+        None => None,
+        Some(group) => match h.groups.join(&req.topic, group) {
+            Ok(m) => Some(m),
+            Err(refused) => {
+                let limit = match refused {
+                    GroupLimit::Groups { .. } => Limit::GroupsPerSubject,
+                    GroupLimit::Members { .. } => Limit::GroupMembers,
+                };
+                refuse_past_limit(h, sub, req.request_id, limit, &refused.to_string()).await;
+                return None;
+            }
+        },
+    };
     let max = h.cfg.max_subscriptions as usize;
     let entry = Registered {
         sub: Arc::clone(sub),
@@ -405,13 +463,22 @@ async fn register(
         h.lanes.schedule(Arc::clone(sub)).await;
     }
     h.metrics.subscriptions.inc();
-    Some(((counted, wildcard_slot), behind))
+    if membership.is_some() {
+        h.metrics.queue_group_members.inc();
+        h.metrics.queue_groups.set(gauge(h.groups.groups()));
+    }
+    Some(((counted, wildcard_slot, membership), behind))
+}
+
+fn gauge(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// What counts a subscription on its connection while it lives: its slot of
 /// `max_subscriptions_per_connection` (none for a peer's) and, for a wildcard one, of
-/// `max_wildcard_subscriptions_per_connection`.
-type Counted = (Option<Slot>, Option<Slot>);
+/// `max_wildcard_subscriptions_per_connection`; for a queue-group one, its place in the
+/// group's count.
+type Counted = (Option<Slot>, Option<Slot>, Option<Membership>);
 
 /// What an open subscription re-checks when its user's permissions change: a reload that
 /// narrows them ends the subscriptions they no longer allow (an inbox subscription is not

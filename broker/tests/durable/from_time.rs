@@ -203,6 +203,7 @@ async fn a_start_time_needs_the_feature_bit() {
     let conn = b.raw_ready(None).await;
     let (mut send, mut recv) = conn.open_bi().await.expect("stream");
     let from_time = Frame::Subscribe(Subscribe {
+        group: None,
         request_id: 7,
         topic: "orders.raw".into(),
         start: StartAt::TimeMs(0),
@@ -218,6 +219,7 @@ async fn a_start_time_needs_the_feature_bit() {
     // Its live subscriptions work as before.
     let (mut send, mut recv) = conn.open_bi().await.expect("stream");
     let live = Frame::Subscribe(Subscribe {
+        group: None,
         request_id: 8,
         topic: "orders.raw".into(),
         start: StartAt::Live,

@@ -335,6 +335,40 @@ async fn a_wildcard_subscription_must_stay_inside_allow_and_outside_deny() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_group_needs_the_same_subscribe_permission_as_a_plain_subscription() {
+    let s = Secured::start("groups").await;
+    let app = s.token_client(APP_TOKEN).await.expect("app connects");
+    let mut member = app
+        .subscribe_group("orders.eu", "workers")
+        .await
+        .expect("allowed topic");
+    let _pattern = app
+        .subscribe_group("tenant-a.*", "workers")
+        .await
+        .expect("allowed pattern");
+    for refused in ["billing.eu", "tenant-a.>"] {
+        assert_forbidden(
+            app.subscribe_group(refused, "workers").await.map(|_| ()),
+            "subscribe",
+            refused,
+            "app",
+        );
+    }
+    app.publish_acked("orders.eu", "job")
+        .await
+        .expect("publish");
+    let ev = tokio::time::timeout(SOON, member.next_event())
+        .await
+        .expect("in time")
+        .expect("an event")
+        .expect("no error");
+    assert_eq!(&ev.payload[..], b"job");
+    let m = s.broker.metrics().await;
+    assert_eq!(m.get("starling_forbidden_total{operation=subscribe}"), 2.0);
+    app.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_adds_a_user_and_a_removed_users_subscription_is_closed_within_10s() {
     let s = Secured::start("reload").await;
     assert!(matches!(
@@ -367,6 +401,7 @@ async fn a_reload_adds_a_user_and_a_removed_users_subscription_is_closed_within_
     assert!(matches!(read_one(&mut recv).await, Some(Frame::HelloOk(_))));
     let (mut send, mut recv) = conn.open_bi().await.unwrap();
     let sub = Frame::Subscribe(Subscribe {
+        group: None,
         request_id: 1,
         topic: "orders.eu".into(),
         start: StartAt::Live,

@@ -37,6 +37,7 @@ async fn headers_reach_subscribers_that_asked_and_old_clients_get_the_payloads()
     let old = b.raw_ready(None).await;
     let (mut send, mut recv) = old.open_bi().await.expect("stream");
     let req = Frame::Subscribe(Subscribe {
+        group: None,
         request_id: 1,
         topic: "h.t".into(),
         start: StartAt::Live,

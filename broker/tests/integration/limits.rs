@@ -135,6 +135,7 @@ async fn a_subscription_past_max_subscriptions_per_connection_is_refused_on_that
     ) -> (Option<Frame>, quinn::SendStream, quinn::RecvStream) {
         let (mut send, mut recv) = conn.open_bi().await.expect("stream");
         let req = Frame::Subscribe(Subscribe {
+            group: None,
             request_id: 1,
             topic: topic.into(),
             start: StartAt::Live,
@@ -269,6 +270,7 @@ async fn publish_bytes_in_flight_stay_under_the_budget_and_nothing_is_lost() {
     let stalled = b.raw_ready(Some(16 * 1024)).await;
     let (mut send, mut recv) = stalled.open_bi().await.expect("stream");
     let sub = Frame::Subscribe(Subscribe {
+        group: None,
         request_id: 1,
         topic: "held".into(),
         start: StartAt::Live,

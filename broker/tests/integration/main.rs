@@ -19,6 +19,7 @@ mod http_probes;
 mod limits;
 mod observability;
 mod publish_flood;
+mod queue_groups;
 mod quic_path;
 mod redaction;
 mod request_reply;

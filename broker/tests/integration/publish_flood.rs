@@ -117,6 +117,7 @@ async fn a_flood_of_empty_batches_is_charged_what_it_holds() {
     let stalled = authenticated(&b, &ep).await;
     let (mut sub_send, mut sub_recv) = stalled.open_bi().await.expect("stream");
     let subscribe = Frame::Subscribe(Subscribe {
+        group: None,
         request_id: 1,
         topic: "flood.empty".into(),
         start: StartAt::Live,

@@ -92,6 +92,7 @@ async fn stalled_resumer(
     let conn = b.raw_ready(Some(16 * 1024)).await;
     let (mut send, mut recv) = conn.open_bi().await.expect("stream");
     let sub = Frame::Subscribe(Subscribe {
+        group: None,
         request_id: 1,
         topic: topic.into(),
         start: StartAt::Position(Position { stream: 1, seq: 0 }),

@@ -28,6 +28,7 @@ async fn stalled_subscriber(b: &TestBroker, topic: &str) -> Stalled {
     let conn = b.raw_ready(Some(16 * 1024)).await;
     let (mut send, mut recv) = conn.open_bi().await.expect("stream");
     let sub = Frame::Subscribe(Subscribe {
+        group: None,
         request_id: 1,
         topic: topic.into(),
         start: StartAt::Live,

@@ -122,6 +122,7 @@ async fn wildcards_past_the_per_connection_budget_are_refused_and_counted() {
     ) -> (Option<Frame>, quinn::SendStream, quinn::RecvStream) {
         let (mut send, mut recv) = conn.open_bi().await.expect("stream");
         let req = Frame::Subscribe(Subscribe {
+            group: None,
             request_id: 1,
             topic: topic.into(),
             start,
@@ -178,6 +179,7 @@ async fn without_the_feature_a_pattern_is_a_topic_name_as_before() {
     let old = b.raw_ready(None).await;
     let (mut send, mut recv) = old.open_bi().await.expect("stream");
     let req = Frame::Subscribe(Subscribe {
+        group: None,
         request_id: 1,
         topic: "orders.*".into(),
         start: StartAt::Live,

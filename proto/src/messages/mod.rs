@@ -40,4 +40,6 @@ pub use log::{LogChunk, LogClaim, LogClaimed, LogRead};
 pub use ping::Ping;
 pub use publish::{AckMode, DECODED_ITEM_BYTES, Publish, PublishAck, PublishBatch, decoded_bytes};
 pub use replica::ReplicaRpc;
-pub use subscribe::{StartAt, Subscribe, SubscribeOk, Unsubscribe};
+pub use subscribe::{
+    MAX_GROUP_LEN, NO_START_TIME, StartAt, Subscribe, SubscribeOk, Unsubscribe, validate_group,
+};

@@ -50,13 +50,19 @@ impl From<Option<Position>> for StartAt {
 /// Opens a subscription to one topic on the current stream.
 ///
 /// Layout: `request_id u64 | topic str | resume_stream u64 | resume_seq u64 |
-/// [start_time_ms u64]`. A nonzero `resume_stream` asks the broker to first replay the events
+/// [start_time_ms u64 [group str]]`. A nonzero `resume_stream` asks the broker to first replay the events
 /// it still holds from `(resume_stream, resume_seq)` on (and every later stream); 0 (with
 /// `resume_seq` 0) asks for live events only, or, when the optional trailing `start_time_ms`
 /// is present, for the events from that time on. `start_time_ms` is present only with
 /// `resume_stream` and `resume_seq` 0, and is sent only to a broker that granted
 /// [`SUBSCRIBE_FROM_TIME`](crate::features::SUBSCRIBE_FROM_TIME): an older broker rejects it
 /// as trailing bytes. Without it the layout is the one protocol version 2 started with.
+///
+/// A queue-group subscription (docs/queue-groups.md) ends with its `group` name (see
+/// [`validate_group`]) after `start_time_ms`, which is then always present and is
+/// [`NO_START_TIME`] (`u64::MAX`) when the subscription has no start time. It is sent only to a
+/// broker that granted [`QUEUE_GROUPS`](crate::features::QUEUE_GROUPS): an older broker
+/// rejects it as trailing bytes, and a subscription without a group keeps the layouts above.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subscribe {
     /// Echoed in `SubscribeOk` or `Error`.
@@ -65,15 +71,43 @@ pub struct Subscribe {
     pub topic: String,
     /// Where to start.
     pub start: StartAt,
+    /// The queue group this subscription joins, if any: each event of the topic goes to one
+    /// member of the group (needs [`QUEUE_GROUPS`](crate::features::QUEUE_GROUPS)).
+    pub group: Option<String>,
+}
+
+/// The `start_time_ms` of a queue-group `Subscribe` without a start time.
+pub const NO_START_TIME: u64 = u64::MAX;
+
+/// Longest queue-group name, in bytes.
+pub const MAX_GROUP_LEN: usize = 64;
+
+/// Checks a queue-group name: 1..=[`MAX_GROUP_LEN`] bytes of ASCII letters, digits, `-`, `_`
+/// and `.`. Returns a short static reason on failure.
+pub fn validate_group(group: &str) -> Result<(), &'static str> {
+    if group.is_empty() {
+        return Err("group name is empty");
+    }
+    if group.len() > MAX_GROUP_LEN {
+        return Err("group name longer than 64 bytes");
+    }
+    if !group
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        return Err("group name holds a character other than A-Z a-z 0-9 - _ .");
+    }
+    Ok(())
 }
 
 impl EncodeBody for Subscribe {
     fn body_len(&self) -> usize {
-        let time = match self.start {
-            StartAt::TimeMs(_) => 8,
-            StartAt::Live | StartAt::Position(_) => 0,
+        let time = match (self.start, &self.group) {
+            (_, Some(_)) | (StartAt::TimeMs(_), None) => 8,
+            (StartAt::Live | StartAt::Position(_), None) => 0,
         };
-        8 + str_len(&self.topic) + 16 + time
+        let group = self.group.as_deref().map_or(0, str_len);
+        8 + str_len(&self.topic) + 16 + time + group
     }
 
     fn encode_body(&self, dst: &mut BytesMut) {
@@ -82,8 +116,13 @@ impl EncodeBody for Subscribe {
         let (stream, seq) = self.start.position().map_or((0, 0), |p| (p.stream, p.seq));
         dst.put_u64(stream);
         dst.put_u64(seq);
-        if let StartAt::TimeMs(ms) = self.start {
-            dst.put_u64(ms);
+        match (self.start, &self.group) {
+            (StartAt::TimeMs(ms), _) => dst.put_u64(ms),
+            (StartAt::Live | StartAt::Position(_), Some(_)) => dst.put_u64(NO_START_TIME),
+            (StartAt::Live | StartAt::Position(_), None) => {}
+        }
+        if let Some(group) = &self.group {
+            put_str(dst, group);
         }
     }
 }
@@ -94,7 +133,19 @@ impl DecodeBody for Subscribe {
         let topic = r.topic()?;
         let stream = r.u64()?;
         let seq = r.u64()?;
-        let time = if r.at_end() { None } else { Some(r.u64()?) };
+        let mut time = if r.at_end() { None } else { Some(r.u64()?) };
+        // A group is at least 3 bytes (its length and one byte): fewer left after the time
+        // are trailing bytes, as they were before groups existed.
+        let group = if r.remaining() < 3 {
+            None
+        } else {
+            let group = r.string()?;
+            validate_group(&group).map_err(|reason| r.malformed(reason))?;
+            if time == Some(NO_START_TIME) {
+                time = None;
+            }
+            Some(group)
+        };
         let start = match (stream, seq, time) {
             (0, 0, None) => StartAt::Live,
             (0, 0, Some(ms)) => StartAt::TimeMs(ms),
@@ -108,6 +159,7 @@ impl DecodeBody for Subscribe {
             request_id,
             topic,
             start,
+            group,
         })
     }
 }
@@ -184,6 +236,7 @@ mod tests {
     #[test]
     fn subscribe_layout() {
         let payload = round_trip(&Frame::Subscribe(Subscribe {
+            group: None,
             request_id: 7,
             topic: "ab".into(),
             start: StartAt::Position(Position { stream: 9, seq: 3 }),
@@ -200,6 +253,7 @@ mod tests {
     #[test]
     fn subscribe_from_a_time_appends_it() {
         let payload = round_trip(&Frame::Subscribe(Subscribe {
+            group: None,
             request_id: 7,
             topic: "ab".into(),
             start: StartAt::TimeMs(0x0102),
@@ -209,6 +263,7 @@ mod tests {
         assert_eq!(&payload[28..], &[0, 0, 0, 0, 0, 0, 1, 2]);
         // Time 0 (the start of every log) is a time, not "live".
         let zero = round_trip(&Frame::Subscribe(Subscribe {
+            group: None,
             request_id: 7,
             topic: "ab".into(),
             start: StartAt::TimeMs(0),
@@ -216,6 +271,7 @@ mod tests {
         assert_eq!(zero.len(), 36);
         // Without it, the live layout every broker knows.
         let live = round_trip(&Frame::Subscribe(Subscribe {
+            group: None,
             request_id: 7,
             topic: "ab".into(),
             start: StartAt::Live,
@@ -226,6 +282,7 @@ mod tests {
     #[test]
     fn subscribe_time_and_position_are_exclusive() {
         let mut payload = round_trip(&Frame::Subscribe(Subscribe {
+            group: None,
             request_id: 7,
             topic: "ab".into(),
             start: StartAt::Position(Position { stream: 9, seq: 3 }),
@@ -246,6 +303,75 @@ mod tests {
         assert_eq!(
             decode(FrameKind::Subscribe, &cut),
             malformed(FrameKind::Subscribe, "truncated integer field")
+        );
+    }
+
+    #[test]
+    fn subscribe_with_a_group_appends_no_time_and_the_group() {
+        let payload = round_trip(&Frame::Subscribe(Subscribe {
+            request_id: 7,
+            topic: "ab".into(),
+            start: StartAt::Live,
+            group: Some("wk".into()),
+        }));
+        assert_eq!(payload.len(), 8 + 4 + 16 + 8 + 4);
+        assert_eq!(&payload[28..36], &[0xff; 8], "no start time");
+        assert_eq!(&payload[36..], &[0, 2, b'w', b'k']);
+        // With a start time, the time itself.
+        let timed = round_trip(&Frame::Subscribe(Subscribe {
+            request_id: 7,
+            topic: "ab".into(),
+            start: StartAt::TimeMs(5),
+            group: Some("wk".into()),
+        }));
+        assert_eq!(&timed[28..36], &[0, 0, 0, 0, 0, 0, 0, 5]);
+        // A resume position keeps its fields; the time is "none".
+        round_trip(&Frame::Subscribe(Subscribe {
+            request_id: 7,
+            topic: "ab".into(),
+            start: StartAt::Position(Position { stream: 9, seq: 3 }),
+            group: Some("wk".into()),
+        }));
+    }
+
+    #[test]
+    fn subscribe_rejects_a_bad_group() {
+        let live = round_trip(&Frame::Subscribe(Subscribe {
+            request_id: 7,
+            topic: "ab".into(),
+            start: StartAt::Live,
+            group: Some("wk".into()),
+        }));
+        let with = |name: &[u8]| {
+            let mut p = live[..36].to_vec();
+            p.extend_from_slice(&(name.len() as u16).to_be_bytes());
+            p.extend_from_slice(name);
+            decode(FrameKind::Subscribe, &p)
+        };
+        // An empty name is two bytes: too short to be a group, so trailing bytes.
+        assert_eq!(
+            with(&b""[..]),
+            malformed(FrameKind::Subscribe, "trailing bytes after last field")
+        );
+        assert_eq!(validate_group(""), Err("group name is empty"));
+        assert_eq!(
+            with(&[b'g'; 65][..]),
+            malformed(FrameKind::Subscribe, "group name longer than 64 bytes")
+        );
+        assert_eq!(
+            with(&b"a b"[..]),
+            malformed(
+                FrameKind::Subscribe,
+                "group name holds a character other than A-Z a-z 0-9 - _ ."
+            )
+        );
+        assert!(with(&[b'g'; 64][..]).is_ok());
+        assert!(validate_group("work-ers_1.eu").is_ok());
+        assert!(validate_group("é").is_err());
+        // A group cut short is malformed, not a subscription without one.
+        assert_eq!(
+            decode(FrameKind::Subscribe, &live[..live.len() - 1]),
+            malformed(FrameKind::Subscribe, "string overruns payload")
         );
     }
 

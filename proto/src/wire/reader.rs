@@ -158,6 +158,11 @@ impl Reader {
         self.malformed("element count exceeds remaining bytes")
     }
 
+    /// Payload bytes not read yet.
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Whether every payload byte was consumed: an optional trailing field is absent.
     pub(crate) fn at_end(&self) -> bool {
         self.buf.is_empty()

@@ -114,7 +114,30 @@ pub fn arb_subscribe() -> impl Strategy<Value = Subscribe> {
         request_id,
         topic,
         start,
+        group: None,
     })
+}
+
+/// A valid queue-group name: 1..=64 of `A-Z a-z 0-9 - _ .`.
+pub fn group() -> impl Strategy<Value = String> {
+    "[A-Za-z0-9._-]{1,64}"
+}
+
+/// Any valid queue-group `Subscribe` (`QUEUE_GROUPS`). A start time of `u64::MAX` is left
+/// out: before a group it is `NO_START_TIME`, which decodes as no start time.
+pub fn arb_group_subscribe() -> impl Strategy<Value = Subscribe> {
+    (
+        any::<u64>(),
+        topic(),
+        start_at().prop_filter("NO_START_TIME", |s| *s != StartAt::TimeMs(u64::MAX)),
+        group(),
+    )
+        .prop_map(|(request_id, topic, start, group)| Subscribe {
+            request_id,
+            topic,
+            start,
+            group: Some(group),
+        })
 }
 
 /// Any valid frame (one that must survive encode → decode unchanged).

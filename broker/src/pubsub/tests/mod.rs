@@ -5,7 +5,9 @@
 //! - [`model`]: randomised operation sequences checked against a reference model.
 //! - [`regressions`]: one case per ordering, duplication or loss fix of this code.
 //! - [`wildcards`]: wildcard subscribers across matching topics.
+//! - [`groups`]: queue groups: each batch to one member, under churn and slow members.
 
+mod groups;
 mod headers;
 mod model;
 mod regressions;
@@ -265,6 +267,19 @@ impl Engine {
         capacity: usize,
         headers: bool,
     ) -> (Arc<Subscriber>, Arc<Wire>) {
+        self.subscriber_in(topic, None, policy, capacity, headers)
+    }
+
+    /// A new subscriber of `topic` (a topic, or a pattern) in queue group `group` (or none),
+    /// on a fresh wire, granted `HEADERS` or not.
+    pub(super) fn subscriber_in(
+        &mut self,
+        topic: &str,
+        group: Option<&str>,
+        policy: SlowSubscriberPolicy,
+        capacity: usize,
+        headers: bool,
+    ) -> (Arc<Subscriber>, Arc<Wire>) {
         self.next_id += 1;
         let id = self.next_id;
         let wire = Arc::new(Wire::default());
@@ -275,6 +290,7 @@ impl Engine {
                 lane: self.lanes.picker.pick(id, id),
                 topic: Arc::from(topic),
                 headers,
+                group: group.map(Arc::from),
             },
             QueuePolicy { policy, capacity },
             Box::new(MemorySink(Arc::clone(&wire))),

@@ -12,7 +12,10 @@
 //! position. Relayed events keep the owner's positions and skip
 //! the batcher. Wildcard subscribers whose pattern matches the topic ([`Control::Wildcard`],
 //! given by the registry) get each live batch after the topic's `BatchTopic` frame, encoded
-//! once per task. A task with no subscribers and no traffic (wildcard subscribers do not count)
+//! once per task. A subscriber with a queue group (`Subscriber::group`, plain or wildcard)
+//! joins that group of the topic instead: each batch goes to one member of each group
+//! (`starling_pubsub::group`), plain subscribers and groups alike get every batch once.
+//! A task with no subscribers and no traffic (wildcard subscribers do not count)
 //! asks its registry to retire it ([`Retire`]), the one way back to the registry, so the two
 //! stay one-way.
 
@@ -38,6 +41,7 @@ use crate::durable::transfer;
 use crate::pubsub::ack::AckToken;
 use crate::pubsub::batcher::{Batch, Batcher};
 use crate::pubsub::counters::Counters;
+use crate::pubsub::group::Group;
 use crate::pubsub::lanes::Lanes;
 use crate::pubsub::retained::{Retained, coalesce};
 use crate::pubsub::subscriber::Frames;
@@ -74,7 +78,7 @@ pub enum Control {
         reply: oneshot::Sender<CaughtUp>,
     },
     /// Add a wildcard subscriber whose pattern matches this topic: live batches only, each
-    /// after the topic's `BatchTopic` frame. It does not keep the topic from retiring (the
+    /// after the topic's `BatchTopic` frame (to one member of its group, when it has one). It does not keep the topic from retiring (the
     /// registry adds it again to the topic's next task). Ignored when already added.
     Wildcard(Arc<Subscriber>),
     /// Remove subscriber `id` (a wildcard one too).
@@ -182,6 +186,7 @@ pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -
         batcher: Batcher::new(settings.limits),
         subscribers: Vec::new(),
         wildcards: Vec::new(),
+        groups: Vec::new(),
         tag: None,
         behind: Vec::new(),
         stream: new_stream_id(),
@@ -213,6 +218,9 @@ struct TopicTask {
     subscribers: Vec<Arc<Subscriber>>,
     /// Wildcard subscribers whose pattern matches this topic ([`Control::Wildcard`]).
     wildcards: Vec<Arc<Subscriber>>,
+    /// The queue groups of this topic (of its name, and of patterns matching it), each with
+    /// at least one member.
+    groups: Vec<Group>,
     /// This topic's `BatchTopic` frame, encoded once, when it first has a wildcard subscriber.
     tag: Option<Bytes>,
     /// Subscribers held back from the fan-out while a catch-up from the owner feeds them,
@@ -327,6 +335,7 @@ impl TopicTask {
             // A replica stays open (its peers count on it) for as long as the broker runs.
             let idle_at = (self.subscribers.is_empty()
                 && self.behind.is_empty()
+                && self.groups.iter().all(|g| g.wildcard)
                 && self.batcher.is_empty()
                 && !matches!(self.durable, Durable::Replicated(_)))
             .then(|| last_activity + idle);
@@ -705,6 +714,11 @@ impl TopicTask {
                 if sub.is_closed() {
                     return;
                 }
+                if sub.group.is_some() {
+                    // A group member is live only (the broker refuses any other start).
+                    self.join_group(sub, false);
+                    return;
+                }
                 tracing::debug!(topic = %self.name, id = sub.id, ?start, replicated = matches!(self.durable, Durable::Replicated(_)), "subscribe");
                 if let (Durable::Replicated(_), StartAt::Position(from)) = (&self.durable, start) {
                     self.replay_replicated(&sub, from).await;
@@ -734,7 +748,11 @@ impl TopicTask {
                 let _ = reply.send(self.feed_behind(id, origin, payloads).await);
             }
             Control::Wildcard(sub) => {
-                if !sub.is_closed() && !self.wildcards.iter().any(|s| s.id == sub.id) {
+                if sub.group.is_some() {
+                    if !sub.is_closed() {
+                        self.join_group(sub, true);
+                    }
+                } else if !sub.is_closed() && !self.wildcards.iter().any(|s| s.id == sub.id) {
                     self.wildcards.push(sub);
                 }
             }
@@ -742,6 +760,10 @@ impl TopicTask {
                 self.subscribers.retain(|s| s.id != id);
                 self.wildcards.retain(|s| s.id != id);
                 self.behind.retain(|(s, _)| s.id != id);
+                for group in &mut self.groups {
+                    group.remove(id);
+                }
+                self.groups.retain(|g| !g.is_empty());
             }
             Control::LogView(reply) => {
                 // A replicated topic's directory holds its replica, not a log to hand over.
@@ -1200,6 +1222,9 @@ impl TopicTask {
         refused += self
             .deliver_wildcards(events, &frame, headers.as_ref(), now, inboxes)
             .await;
+        refused += self
+            .deliver_groups(events, &frame, headers.as_ref(), now, inboxes)
+            .await;
         tracing::trace!(
             topic = %self.name,
             stream = origin.stream,
@@ -1252,14 +1277,7 @@ impl TopicTask {
         if self.wildcards.is_empty() {
             return 0;
         }
-        let name = &self.name;
-        let tag = self
-            .tag
-            .get_or_insert_with(|| {
-                let topic = name.to_string();
-                Frame::BatchTopic(BatchTopic { topic }).to_bytes()
-            })
-            .clone();
+        let tag = self.tag();
         // The topic's tag and the batch's headers back to back, built once per batch when a
         // wildcard subscriber wants the headers.
         let mut tagged_headers: Option<Bytes> = None;
@@ -1294,8 +1312,124 @@ impl TopicTask {
     }
 }
 
-/// Lets the connection of `sub`, queued a batch holding requests for `inboxes`, reply to them
-/// (only a subscriber given the headers saw them).
+impl TopicTask {
+    /// This topic's `BatchTopic` frame, encoded once.
+    fn tag(&mut self) -> Bytes {
+        let name = &self.name;
+        self.tag
+            .get_or_insert_with(|| {
+                let topic = name.to_string();
+                Frame::BatchTopic(BatchTopic { topic }).to_bytes()
+            })
+            .clone()
+    }
+
+    /// Adds `sub` to its queue group of this topic (a wildcard group when it came as a
+    /// wildcard subscriber), creating the group with its first member.
+    fn join_group(&mut self, sub: Arc<Subscriber>, wildcard: bool) {
+        if let Some(group) = self.groups.iter_mut().find(|g| g.holds(&sub, wildcard)) {
+            group.add(sub);
+            return;
+        }
+        let Some(name) = sub.group.clone() else {
+            return;
+        };
+        let mut group = Group::new(Arc::clone(&sub.topic), name, wildcard);
+        group.add(sub);
+        self.groups.push(group);
+    }
+
+    /// Offers `frame` (of `events` events) to one member of each queue group (see
+    /// `starling_pubsub::group`): a wildcard group's member gets it after the topic's
+    /// `BatchTopic`, a member granted `HEADERS` after the batch's `EventHeaders`. A member
+    /// found closed is removed and another chosen, so the batch reaches one member while any
+    /// is left. Returns how many groups refused it (`drop_new` on the chosen member).
+    async fn deliver_groups(
+        &mut self,
+        events: u32,
+        frame: &Bytes,
+        headers: Option<&Bytes>,
+        now: Instant,
+        inboxes: &[String],
+    ) -> usize {
+        if self.groups.is_empty() {
+            return 0;
+        }
+        let tag = self.groups.iter().any(|g| g.wildcard).then(|| self.tag());
+        let mut tagged_headers: Option<Bytes> = None;
+        let (mut refused, mut taken, mut dropped) = (0usize, 0u64, 0u64);
+        for group in &mut self.groups {
+            if group.members().iter().any(|m| m.blocks()) {
+                wait_for_room(group).await;
+            }
+            while let Some(sub) = group.pick() {
+                let prefix = match (&tag, headers) {
+                    (Some(tag), Some(h)) if group.wildcard && sub.headers => Some(
+                        tagged_headers
+                            .get_or_insert_with(|| {
+                                let mut both = BytesMut::with_capacity(tag.len() + h.len());
+                                both.extend_from_slice(tag);
+                                both.extend_from_slice(h);
+                                both.freeze()
+                            })
+                            .clone(),
+                    ),
+                    (Some(tag), _) if group.wildcard => Some(tag.clone()),
+                    (_, Some(h)) if sub.headers => Some(h.clone()),
+                    _ => None,
+                };
+                let frames = match prefix {
+                    Some(prefix) => Frames::Tagged(prefix, frame.clone()),
+                    None => Frames::One(frame.clone()),
+                };
+                let item = Queued {
+                    frame: frames,
+                    events,
+                    enqueued: now,
+                };
+                match offer_batch(&self.shared, &sub, item, inboxes).await {
+                    Outcome::Closed => {
+                        group.remove(sub.id);
+                        continue;
+                    }
+                    Outcome::DroppedNew => {
+                        refused += 1;
+                        dropped += u64::from(events);
+                    }
+                    Outcome::Queued | Outcome::QueuedDroppedOld => taken += u64::from(events),
+                }
+                break;
+            }
+        }
+        self.groups.retain(|g| !g.is_empty());
+        let c = &self.shared.counters;
+        c.group_events.fetch_add(taken, Ordering::Relaxed);
+        c.group_dropped_events.fetch_add(dropped, Ordering::Relaxed);
+        refused
+    }
+}
+
+/// Under `block`, returns once some open member of `group` has room in its queue (or none is
+/// left open): the batch then goes to a member that can take it, not to whichever full member
+/// the round-robin would wait on.
+async fn wait_for_room(group: &Group) {
+    loop {
+        let mut waits: Vec<_> = group
+            .members()
+            .iter()
+            .filter(|m| !m.is_closed())
+            .map(|m| Box::pin(m.space().notified()))
+            .collect();
+        for w in &mut waits {
+            w.as_mut().enable();
+        }
+        if waits.is_empty() || !group.full() {
+            return;
+        }
+        futures::future::select_all(waits).await;
+    }
+}
+
 /// Offers one batch to `sub` (plain or wildcard alike): schedules its writer when the offer
 /// asks for it and, once the batch is queued, grants the subscriber's user the batch's reply
 /// inboxes. Returns what became of the batch.
@@ -1315,6 +1449,8 @@ async fn offer_batch(
     offer.outcome
 }
 
+/// Lets the connection of `sub`, queued a batch holding requests for `inboxes`, reply to them
+/// (only a subscriber given the headers saw them).
 fn grant_replies(shared: &Shared, sub: &Subscriber, inboxes: &[String]) {
     if !sub.headers {
         return;
