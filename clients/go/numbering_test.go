@@ -6,12 +6,12 @@ import (
 	"starling.invalid/starling/wire"
 )
 
-func batch(stream, first uint64, n int) *wire.EventBatch {
+func batch(stream, first uint64, n int) delivery {
 	b := &wire.EventBatch{Stream: stream, FirstSeq: first}
 	for i := range n {
 		b.Events = append(b.Events, []byte{byte(i)})
 	}
-	return b
+	return delivery{batch: b}
 }
 
 func seqs(es []Event) [][2]uint64 {
@@ -98,5 +98,24 @@ func TestHelloAsksForTheRoleAndTheToken(t *testing.T) {
 	}
 	if s := TokenCredentials("s3cret").String(); s != "token(<redacted>)" {
 		t.Fatal(s)
+	}
+}
+
+// Headers go to the events their indexes name, counted from the batch's
+// first event even when a replay's first events are skipped.
+func TestNumberingAttachesHeaders(t *testing.T) {
+	n := newNumbering(Position{Stream: 4, Seq: 11})
+	d := batch(4, 10, 3)
+	d.headers = []wire.IndexedHeaders{
+		{Index: 0, Headers: []Header{{Name: "skipped", Value: "x"}}},
+		{Index: 2, Headers: []Header{{Name: "a", Value: "1"}}},
+	}
+	n.topic = "t"
+	got := n.number(d, nil)
+	if len(got) != 2 || got[0].Headers != nil || got[0].Topic != "t" {
+		t.Fatalf("events %+v", got)
+	}
+	if v, ok := got[1].Header("a"); !ok || v != "1" || got[1].Position.Seq != 12 {
+		t.Fatalf("event %+v", got[1])
 	}
 }
