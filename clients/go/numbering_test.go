@@ -89,11 +89,12 @@ func TestResumePointFollowsTheNewestStream(t *testing.T) {
 
 func TestHelloAsksForTheRoleAndTheToken(t *testing.T) {
 	h := hello(Config{ClientName: "me"}, rolePlain)
-	if h.MinVersion != 2 || h.MaxVersion != 2 || h.Features != wire.FeaturesBase || h.HasAuthToken {
+	const asked = wire.FeaturesBase | wire.FeatureWildcards | wire.FeatureHeaders | wire.FeatureRequest
+	if h.MinVersion != 2 || h.MaxVersion != 2 || h.Features != asked || h.HasAuthToken {
 		t.Fatalf("%+v", h)
 	}
 	h = hello(Config{Credentials: TokenCredentials("s3cret")}, roleRouted)
-	if h.Features != wire.FeaturesBase|wire.FeatureCluster|wire.FeatureAuthToken || string(h.AuthToken) != "s3cret" {
+	if h.Features != asked|wire.FeatureCluster|wire.FeatureAuthToken || string(h.AuthToken) != "s3cret" {
 		t.Fatalf("%+v", h)
 	}
 	if s := TokenCredentials("s3cret").String(); s != "token(<redacted>)" {

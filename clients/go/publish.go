@@ -25,13 +25,13 @@ func checkTopic(topic string) error {
 // ctx ends first (the message was then not sent). A refusal by the broker is
 // not reported to the caller; use PublishAcked to know.
 func (c *Client) Publish(ctx context.Context, topic string, payload []byte) error {
-	return c.publish(ctx, topic, [][]byte{payload}, nil, false, false)
+	return c.publishSingle(ctx, topic, payload, nil, false)
 }
 
 // PublishAcked sends one message and waits for the broker's PublishAck, given
 // at the broker's ack_level (received, committed or persisted).
 func (c *Client) PublishAcked(ctx context.Context, topic string, payload []byte) error {
-	return c.publish(ctx, topic, [][]byte{payload}, nil, false, true)
+	return c.publishSingle(ctx, topic, payload, nil, true)
 }
 
 // PublishBatch sends several messages to one topic in one frame (one frame
@@ -55,11 +55,7 @@ func (c *Client) PublishMessage(ctx context.Context, topic string, m Message, ac
 	if err := checkHeaders(m.Headers); err != nil {
 		return err
 	}
-	var hs []wire.IndexedHeaders
-	if len(m.Headers) > 0 {
-		hs = []wire.IndexedHeaders{{Index: 0, Headers: m.Headers}}
-	}
-	return c.publish(ctx, topic, [][]byte{m.Payload}, hs, false, acked)
+	return c.publishSingle(ctx, topic, m.Payload, m.Headers, acked)
 }
 
 // PublishMessages sends several messages with their headers to one topic in
@@ -107,7 +103,9 @@ func headersSize(hs []wire.IndexedHeaders) int {
 	return n
 }
 
-func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, hs []wire.IndexedHeaders, batch, acked bool) error {
+// checkPublish checks the client is open and topic valid (the last topic
+// published to is known valid).
+func (c *Client) checkPublish(topic string) error {
 	if err := c.open(); err != nil {
 		return err
 	}
@@ -115,7 +113,45 @@ func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, h
 		if err := checkTopic(topic); err != nil {
 			return err
 		}
-		c.lastTopic.Store(&topic)
+		valid := topic
+		c.lastTopic.Store(&valid)
+	}
+	return nil
+}
+
+var errNoHeaders = fmt.Errorf("%w: message headers (the broker did not grant HEADERS)", ErrUnsupported)
+
+// publishSingle sends one message in a Publish frame: the hot path, which
+// allocates nothing per fire-and-forget message.
+func (c *Client) publishSingle(ctx context.Context, topic string, payload []byte, hs []Header, acked bool) error {
+	if err := c.checkPublish(topic); err != nil {
+		return err
+	}
+	if acked {
+		var cancel context.CancelFunc
+		ctx, cancel = c.requestContext(ctx)
+		defer cancel()
+	}
+	timeout := c.cfg.RequestTimeout
+	err := c.routed(ctx, placement.Topic, []byte(topic), func(n *node) error {
+		s, err := n.publishStream(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if len(hs) > 0 && !s.info.Has(wire.FeatureHeaders) {
+			return errNoHeaders
+		}
+		return publishOne(ctx, timeout, s, topic, payload, hs, acked)
+	})
+	if err != nil {
+		return inOperation(err, "publish", []byte(topic))
+	}
+	return nil
+}
+
+func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, hs []wire.IndexedHeaders, batch, acked bool) error {
+	if err := c.checkPublish(topic); err != nil {
+		return err
 	}
 	if acked {
 		var cancel context.CancelFunc
@@ -130,7 +166,7 @@ func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, h
 			return err
 		}
 		if len(hs) > 0 && !s.info.Has(wire.FeatureHeaders) {
-			return fmt.Errorf("%w: message headers (the broker did not grant HEADERS)", ErrUnsupported)
+			return errNoHeaders
 		}
 		if !batch || !s.info.Has(wire.FeatureBatchPublish) {
 			for i, p := range payloads {
@@ -140,34 +176,38 @@ func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, h
 			}
 			return nil
 		}
-		build := func(id uint64, ack wire.AckMode) wire.Frame {
-			return &wire.PublishBatch{RequestID: id, Ack: ack, Topic: topic, Payloads: payloads, Headers: hs}
-		}
 		if !acked {
 			size := 8 + 1 + 2 + len(topic) + 4 + headersSize(hs)
 			for _, p := range payloads {
 				size += 4 + len(p)
 			}
-			return s.send(ctx, timeout, size, build)
+			return s.send(ctx, timeout, size, func(dst []byte, id uint64, ack wire.AckMode) []byte {
+				f := wire.PublishBatch{RequestID: id, Ack: ack, Topic: topic, Payloads: payloads, Headers: hs}
+				return wire.AppendPublishBatch(dst, &f)
+			})
 		}
-		f, err := s.call(ctx, func(id uint64) wire.Frame { return build(id, wire.Ack) })
+		f, err := s.call(ctx, func(id uint64) wire.Frame {
+			return &wire.PublishBatch{RequestID: id, Ack: wire.Ack, Topic: topic, Payloads: payloads, Headers: hs}
+		})
 		return expectAck(f, err, len(payloads))
 	})
 	return inOperation(err, "publish", []byte(topic))
 }
 
 func publishOne(ctx context.Context, timeout time.Duration, s *rpcStream, topic string, payload []byte, hs []Header, acked bool) error {
-	build := func(id uint64, ack wire.AckMode) wire.Frame {
-		return &wire.Publish{RequestID: id, Ack: ack, Topic: topic, Payload: payload, Headers: hs}
-	}
 	if !acked {
 		size := 8 + 1 + 2 + len(topic) + 4 + len(payload)
 		if len(hs) > 0 {
 			size += headersSize([]wire.IndexedHeaders{{Headers: hs}}) - 8
 		}
-		return s.send(ctx, timeout, size, build)
+		return s.send(ctx, timeout, size, func(dst []byte, id uint64, ack wire.AckMode) []byte {
+			f := wire.Publish{RequestID: id, Ack: ack, Topic: topic, Payload: payload, Headers: hs}
+			return wire.AppendPublish(dst, &f)
+		})
 	}
-	f, err := s.call(ctx, func(id uint64) wire.Frame { return build(id, wire.Ack) })
+	f, err := s.call(ctx, func(id uint64) wire.Frame {
+		return &wire.Publish{RequestID: id, Ack: wire.Ack, Topic: topic, Payload: payload, Headers: hs}
+	})
 	return expectAck(f, err, 1)
 }
 
