@@ -97,7 +97,8 @@ type Subscription struct {
 	id     uint64
 	closed atomic.Bool
 
-	ready   []Event
+	ready   []Event // the numbered events of the last batch, reused
+	readyAt int     // the next of them Next returns
 	num     numbering
 	resume  Position
 	started StartAt
@@ -144,20 +145,20 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 	if s.closed.Load() {
 		return Event{}, ErrClosed
 	}
-	for len(s.ready) == 0 {
+	for s.readyAt == len(s.ready) {
 		select {
 		case d, ok := <-s.batches:
 			if !ok {
 				return Event{}, s.Err()
 			}
-			s.ready = s.numberOf(d).number(d, s.ready[:0])
+			s.ready, s.readyAt = s.numberOf(d).number(d, s.ready[:0]), 0
 		case <-ctx.Done():
 			return Event{}, ctx.Err()
 		}
 	}
-	e := s.ready[0]
-	s.ready[0] = Event{}
-	s.ready = s.ready[1:]
+	e := s.ready[s.readyAt]
+	s.ready[s.readyAt] = Event{}
+	s.readyAt++
 	if !s.wildcard {
 		s.resume = Position{Stream: e.Position.Stream, Seq: e.Position.Seq + 1}
 	}
