@@ -37,13 +37,13 @@ type rpcStream struct {
 	info ServerInfo
 
 	// wmu guards the pending buffer the writer takes whole.
-	wmu      sync.Mutex
-	wbuf     []byte
-	wspare   []byte
-	wdone    bool          // the writer finished: nothing more is written
-	wake     chan struct{} // (1 slot) wbuf became non-empty
-	drained  chan struct{} // closed when the writer takes wbuf; nil until a caller waits
-	closing  chan struct{}
+	wmu     sync.Mutex
+	wbuf    []byte
+	wspare  []byte
+	wdone   bool          // the writer finished: nothing more is written
+	wake    chan struct{} // (1 slot) wbuf became non-empty
+	drained chan struct{} // closed when the writer takes wbuf; nil until a caller waits
+	closing chan struct{}
 	dead    chan struct{}
 	done    sync.WaitGroup
 
