@@ -89,7 +89,7 @@ func TestResumePointFollowsTheNewestStream(t *testing.T) {
 
 func TestHelloAsksForTheRoleAndTheToken(t *testing.T) {
 	h := hello(Config{ClientName: "me"}, rolePlain)
-	const asked = wire.FeaturesBase | wire.FeatureWildcards | wire.FeatureHeaders | wire.FeatureRequest
+	const asked = wire.FeaturesClient
 	if h.MinVersion != 2 || h.MaxVersion != 2 || h.Features != asked || h.HasAuthToken {
 		t.Fatalf("%+v", h)
 	}

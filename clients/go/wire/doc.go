@@ -61,4 +61,8 @@ const (
 	FeatureRequest uint64 = 256
 	// FeaturesBase is what every client connection asks for.
 	FeaturesBase = FeatureBatchPublish | FeatureCache | FeatureSubscribeFromTime
+	// FeaturesClient is what the client's plain and routing connections ask
+	// for: the base set, wildcard subscriptions, headers and request/reply
+	// (as the Rust SDK does; a peer's connection asks for none of the three).
+	FeaturesClient = FeaturesBase | FeatureWildcards | FeatureHeaders | FeatureRequest
 )
