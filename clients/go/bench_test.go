@@ -16,7 +16,7 @@ import (
 	"starling.invalid/starling/internal/testbroker"
 )
 
-func benchClient(b *testing.B) *starling.Client {
+func benchClient(b *testing.B) (*starling.Client, starling.Config) {
 	b.Helper()
 	testbroker.Bin(b)
 	s := testbroker.NewSetup(b, usersDoc())
@@ -27,18 +27,19 @@ func benchClient(b *testing.B) *starling.Client {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testbroker.Soon)
 	defer cancel()
-	c, err := starling.Connect(ctx, starling.Config{Server: br.Addr, Trust: trust,
+	cfg := starling.Config{Server: br.Addr, Trust: trust,
 		Credentials: starling.TokenCredentials(appToken), RequestTimeout: 10 * time.Second,
-		PublishStreams: 1, DisableClusterRouting: true})
+		PublishStreams: 1, DisableClusterRouting: true}
+	c, err := starling.Connect(ctx, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = c.Close() })
-	return c
+	return c, cfg
 }
 
 func BenchmarkPublish256(b *testing.B) {
-	c := benchClient(b)
+	c, _ := benchClient(b)
 	ctx := context.Background()
 	payload := make([]byte, 256)
 	b.SetBytes(int64(len(payload)))
@@ -54,7 +55,7 @@ func BenchmarkPublish256(b *testing.B) {
 }
 
 func BenchmarkPublishSubscribe256(b *testing.B) {
-	c := benchClient(b)
+	c, _ := benchClient(b)
 	ctx := context.Background()
 	sub, err := c.Subscribe(ctx, "bench.ps", starling.Live())
 	if err != nil {
@@ -85,5 +86,57 @@ func BenchmarkPublishSubscribe256(b *testing.B) {
 	}
 	if err := <-done; err != nil {
 		b.Fatal(err)
+	}
+}
+
+// One publisher, ten subscribers on clients of their own (the 1p10s-4KB
+// shape of bench/workloads.txt).
+func BenchmarkFanOut10x4KB(b *testing.B) {
+	c, cfg := benchClient(b)
+	ctx := context.Background()
+	const fan = 10
+	subs := make([]*starling.Subscription, fan)
+	for i := range subs {
+		sc, err := starling.Connect(ctx, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = sc.Close() })
+		if subs[i], err = sc.Subscribe(ctx, "bench.fan", starling.Live()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	payload := make([]byte, 4096)
+	b.SetBytes(int64(len(payload)) * fan)
+	b.ReportAllocs()
+	b.ResetTimer()
+	n := b.N
+	errs := make(chan error, fan+1)
+	for _, sub := range subs {
+		go func() {
+			rctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			for range n {
+				if _, err := sub.Next(rctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range n {
+		if err := c.Publish(ctx, "bench.fan", payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range fan {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	for _, sub := range subs {
+		_ = sub.Close()
 	}
 }
