@@ -299,7 +299,7 @@ func (c *Client) subscribeRouted(ctx context.Context, topic string, start StartA
 }
 
 func openSubscription(ctx context.Context, n *node, topic string, start StartAt) (*subStream, error) {
-	c, err := n.eventConn(ctx)
+	c, err := n.eventConn(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
