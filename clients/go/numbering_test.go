@@ -1,6 +1,7 @@
 package starling
 
 import (
+	"fmt"
 	"testing"
 
 	"starling.invalid/starling/wire"
@@ -118,5 +119,27 @@ func TestNumberingAttachesHeaders(t *testing.T) {
 	}
 	if v, ok := got[1].Header("a"); !ok || v != "1" || got[1].Position.Seq != 12 {
 		t.Fatalf("event %+v", got[1])
+	}
+}
+
+// A wildcard subscription numbers each topic on its own, and forgets its
+// numberings (keeping their drop counts) past maxTopicNumberings topics.
+func TestWildcardNumberingIsPerTopicAndBounded(t *testing.T) {
+	s := &Subscription{wildcard: true, perTopic: map[string]*numbering{}}
+	number := func(topic string, first uint64) []Event {
+		d := batch(9, first, 1)
+		d.topic = topic
+		return s.numberOf(d).number(d, nil)
+	}
+	number("a", 0)
+	number("b", 5)
+	if got := number("a", 3); got[0].Seq != 3 || got[0].Topic != "a" || s.DroppedEvents() != 2 {
+		t.Fatalf("%+v, dropped %d", got, s.DroppedEvents())
+	}
+	for i := range maxTopicNumberings {
+		number(fmt.Sprintf("t%d", i), 0)
+	}
+	if len(s.perTopic) > maxTopicNumberings || s.DroppedEvents() != 2 {
+		t.Fatalf("%d numberings, dropped %d", len(s.perTopic), s.DroppedEvents())
 	}
 }

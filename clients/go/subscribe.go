@@ -106,7 +106,15 @@ type Subscription struct {
 	// topic (its topics are those the broker delivers; each has streams of
 	// its own).
 	perTopic map[string]*numbering
+	// forgotten is the dropped count of numberings cleared from perTopic.
+	forgotten uint64
 }
+
+// maxTopicNumberings bounds a wildcard subscription's numberings: past it
+// they are all forgotten (each topic's numbering restarts from the broker's
+// sequence numbers), so a pattern matching ever new topics (a reply inbox
+// gets one per request) does not grow without bound.
+const maxTopicNumberings = 4096
 
 // Topic is the subscribed topic or pattern.
 func (s *Subscription) Topic() string { return s.topic }
@@ -125,7 +133,7 @@ func (s *Subscription) ID() uint64 {
 // far (gaps within a stream; on a wildcard subscription, summed over its
 // topics).
 func (s *Subscription) DroppedEvents() uint64 {
-	n := s.num.dropped
+	n := s.num.dropped + s.forgotten
 	for _, t := range s.perTopic {
 		n += t.dropped
 	}
@@ -172,6 +180,12 @@ func (s *Subscription) numberOf(d delivery) *numbering {
 	}
 	n, ok := s.perTopic[d.topic]
 	if !ok {
+		if len(s.perTopic) >= maxTopicNumberings {
+			for _, t := range s.perTopic {
+				s.forgotten += t.dropped
+			}
+			clear(s.perTopic)
+		}
 		n = &numbering{topic: d.topic}
 		s.perTopic[d.topic] = n
 	}
