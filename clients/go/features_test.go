@@ -140,6 +140,16 @@ func TestRequestReply(t *testing.T) {
 	if _, err := requester.Request(ctx, "svc.echo", []byte("anyone?")); !errors.Is(err, starling.ErrNoResponders) {
 		t.Fatalf("a request nobody subscribes to: %v, want ErrNoResponders", err)
 	}
+	// docs/protocol.md 5.2: a one-message PublishBatch carrying reply-to is
+	// a request too, acked or not; a batch of several is not checked.
+	inbox := []starling.Header{{Name: starling.ReplyToHeader, Value: "_INBOX.0123456789abcdef0123456789abcdef.1"}}
+	one := []starling.Message{{Payload: []byte("x"), Headers: inbox}}
+	if err := requester.PublishMessages(ctx, "svc.none", one, true); !errors.Is(err, starling.ErrNoResponders) {
+		t.Fatalf("a one-message batch request nobody subscribes to: %v, want ErrNoResponders", err)
+	}
+	if err := requester.PublishMessages(ctx, "svc.none", append(one, one...), true); err != nil {
+		t.Fatalf("a two-message batch carrying reply-to: %v, want it published", err)
+	}
 	rctx, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() {
