@@ -22,6 +22,11 @@
 //! Throughput targets are judged on the median of per-trial ratios (trial *i* of two systems
 //! ran a minute apart, under the same machine load); latency targets on the medians.
 //!
+//! The Go client (`starling-go`: the same broker driven by clients/go through the load program
+//! of the NATS runs) has issue 32's targets ([`go_client_lines`]), when it ran: on
+//! [`NATS_TARGETS`], delivered msgs/s ≥ 1.0× NATS-TLS and ≥ 0.85× the Rust SDK's (`starling`)
+//! against the same broker, per-trial ratios, median.
+//!
 //! The durable workloads (names starting `durable-`) have their own target, issue 15's
 //! ([`durable_targets`]): Starling's delivered msgs/s with publishes acked at `persisted` ≥
 //! JetStream's file store under the same sync policy (workload names end with it), plaintext
@@ -30,6 +35,11 @@
 use super::progress::human;
 use super::table::us;
 use crate::report_cells::{Cell, JUMBO, LATENCY_PROFILE, LIMIT, find, is_durable, median};
+
+/// The Go client's system name.
+const GO_CLIENT: &str = "starling-go";
+/// The share of the Rust SDK's rate the Go client must reach.
+const GO_SHARE_OF_RUST: f64 = 0.85;
 
 /// Workloads whose delivered rate must be ≥ 1.0× plaintext NATS.
 const NATS_TARGETS: [&str; 3] = ["1p1s-256B", "1p10s-4KB", "4p4s-1KB"];
@@ -79,6 +89,36 @@ pub(crate) fn targets(cells: &[Cell]) -> Vec<String> {
     lines.push(queueing_line(cells));
     lines.extend(cache_lines(cells));
     lines.push(loss_line(cells));
+    if cells.iter().any(|c| c.system == GO_CLIENT) {
+        lines.extend(go_client_lines(cells));
+    }
+    lines
+}
+
+/// Issue 32: the Go client against NATS-TLS (≥ 1.0×) and within 15 % of the Rust SDK on the
+/// same broker, per workload of [`NATS_TARGETS`].
+fn go_client_lines(cells: &[Cell]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for w in NATS_TARGETS {
+        lines.push(format!(
+            "[{GO_CLIENT}] {}",
+            throughput_line(cells, w, GO_CLIENT, "nats-tls", "NATS-TLS")
+        ));
+        let ratios = match (find(cells, w, GO_CLIENT), find(cells, w, DEFAULT.0)) {
+            (Some(g), Some(r)) => paired(&g.trial_msgs_per_s, &r.trial_msgs_per_s),
+            _ => Vec::new(),
+        };
+        if ratios.is_empty() {
+            lines.push(format!("[{GO_CLIENT}] {w} vs the Rust SDK: not measured"));
+            continue;
+        }
+        let ratio = median(ratios.clone());
+        lines.push(format!(
+            "[{GO_CLIENT}] {w} vs the Rust SDK on the same broker: per-trial ratios {} → median {ratio:.2}× (target ≥ {GO_SHARE_OF_RUST:.2}×): {}",
+            list(&ratios, 1.0, "×"),
+            verdict(ratio / GO_SHARE_OF_RUST)
+        ));
+    }
     lines
 }
 
@@ -357,6 +397,46 @@ mod tests {
             "{lines:?}"
         );
         assert!(cache_lines(&cells[..1])[0].contains("not measured"));
+    }
+
+    fn pubsub_cell(name: &str, system: &str, trials: &[f64]) -> Cell {
+        Cell {
+            name: name.into(),
+            system: system.into(),
+            kind: "pubsub".into(),
+            trials: trials.len(),
+            trial_msgs_per_s: trials.to_vec(),
+            delivered_msgs_per_s: [median(trials.to_vec()), 0.0, 0.0],
+            ..Cell::default()
+        }
+    }
+
+    #[test]
+    fn the_go_client_is_held_against_nats_tls_and_the_rust_sdk() {
+        let w = NATS_TARGETS[0];
+        let cells = [
+            pubsub_cell(w, GO_CLIENT, &[90.0, 120.0, 110.0]),
+            pubsub_cell(w, "nats-tls", &[100.0, 100.0, 100.0]),
+            pubsub_cell(w, "starling", &[100.0, 200.0, 100.0]),
+        ];
+        let lines = go_client_lines(&cells);
+        // vs NATS-TLS: 0.90×, 1.20×, 1.10× → 1.10×; vs Rust: 0.90×, 0.60×, 1.10× → 0.90× ≥ 0.85×.
+        assert!(
+            lines[0].starts_with("[starling-go] 1p1s-256B vs NATS-TLS:")
+                && lines[0].contains("→ median 1.10×")
+                && lines[0].contains("**met** (by 10 %)"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].contains("0.90×, 0.60×, 1.10× → median 0.90× (target ≥ 0.85×): **met**"),
+            "{lines:?}"
+        );
+        // The other workloads did not run.
+        assert_eq!(lines.len(), 2 * NATS_TARGETS.len(), "{lines:?}");
+        assert!(lines[2].ends_with("not measured") && lines[3].ends_with("not measured"));
+        // No Go run, no Go lines.
+        assert!(!targets(&cells[1..]).iter().any(|l| l.contains(GO_CLIENT)));
+        assert!(targets(&cells).iter().any(|l| l.contains(GO_CLIENT)));
     }
 
     fn durable_cell(system: &str, trials: &[f64]) -> Cell {

@@ -95,6 +95,7 @@ func next(t *testing.T, sub *starling.Subscription) starling.Event {
 }
 
 func TestPublishSubscribeEveryWay(t *testing.T) {
+	t.Parallel()
 	s := startSingle(t)
 	c := s.connect(t, starling.TokenCredentials(appToken))
 	ctx := ctxT(t)
@@ -158,6 +159,7 @@ func TestPublishSubscribeEveryWay(t *testing.T) {
 }
 
 func TestResumeFromAPositionAndFromATime(t *testing.T) {
+	t.Parallel()
 	s := startSingle(t)
 	c := s.connect(t, starling.TokenCredentials(appToken))
 	ctx := ctxT(t)
@@ -222,6 +224,7 @@ func TestResumeFromAPositionAndFromATime(t *testing.T) {
 }
 
 func TestCachePutGetDeleteAndTTL(t *testing.T) {
+	t.Parallel()
 	s := startSingle(t)
 	c := s.connect(t, starling.TokenCredentials(appToken))
 	ctx := ctxT(t)
@@ -293,6 +296,7 @@ func TestCachePutGetDeleteAndTTL(t *testing.T) {
 }
 
 func TestAuthenticationRefusals(t *testing.T) {
+	t.Parallel()
 	s := startSingle(t)
 	ctx := ctxT(t)
 	app := s.connect(t, starling.TokenCredentials(appToken))
@@ -376,6 +380,7 @@ func indexOf(s, sub string) int {
 }
 
 func TestTrustModesAndCredentialsDirectory(t *testing.T) {
+	t.Parallel()
 	s := startSingle(t)
 	ctx := ctxT(t)
 	fp := starling.CertificateFingerprint(s.setup.Server.DER)
@@ -436,6 +441,7 @@ func TestTrustModesAndCredentialsDirectory(t *testing.T) {
 }
 
 func TestPublishWindowBoundsUnackedBytes(t *testing.T) {
+	t.Parallel()
 	s := startSingle(t)
 	cfg := s.config(t, starling.TokenCredentials(appToken))
 	cfg.PublishWindowBytes = starling.MinPublishWindowBytes
@@ -476,6 +482,7 @@ func TestPublishWindowBoundsUnackedBytes(t *testing.T) {
 }
 
 func TestCallbackAndIteratorForms(t *testing.T) {
+	t.Parallel()
 	s := startSingle(t)
 	c := s.connect(t, starling.TokenCredentials(appToken))
 	ctx := ctxT(t)
@@ -524,6 +531,7 @@ var timeZero = time.Unix(0, 0)
 // acknowledged at that level, and what was acknowledged is delivered (and,
 // persisted on a durable topic, survives a restart).
 func TestEveryAckLevel(t *testing.T) {
+	t.Parallel()
 	testbroker.Bin(t)
 	for _, level := range []string{"received", "committed", "persisted"} {
 		t.Run(level, func(t *testing.T) {
@@ -571,6 +579,7 @@ func TestEveryAckLevel(t *testing.T) {
 // A user removed from the users document is cut off: its subscription ends
 // with Unauthorized (not retried) and its requests fail with it.
 func TestRevokedUserIsCutOff(t *testing.T) {
+	t.Parallel()
 	s := startSingle(t)
 	c := s.connect(t, starling.TokenCredentials(readerToken))
 	ctx := ctxT(t)
@@ -601,6 +610,7 @@ func TestRevokedUserIsCutOff(t *testing.T) {
 // windows: the broker is pushed back and, under drop_new, drops what does
 // not fit instead of the client buffering it all.
 func TestSlowSubscriberIsPushedBackNotBuffered(t *testing.T) {
+	t.Parallel()
 	testbroker.Bin(t)
 	setup := testbroker.NewSetup(t, usersDoc())
 	setup.Extra = "slow_subscriber_policy: drop_new\nsubscriber_queue_capacity: 4\n"
@@ -659,6 +669,7 @@ func TestSlowSubscriberIsPushedBackNotBuffered(t *testing.T) {
 // A request larger than the broker's max_frame_bytes is refused before
 // anything is sent, and the client goes on.
 func TestFrameTooLargeIsRefusedLocally(t *testing.T) {
+	t.Parallel()
 	s := startSingle(t)
 	c := s.connect(t, starling.TokenCredentials(appToken))
 	ctx := ctxT(t)

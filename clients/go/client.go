@@ -34,6 +34,8 @@ type Client struct {
 	wg        sync.WaitGroup
 	spawnMu   sync.Mutex
 	closeOnce sync.Once
+	// inbox is the reply inbox of this client's requests.
+	inbox *inbox
 	// lastTopic is the last topic published to, already validated.
 	lastTopic atomic.Pointer[string]
 }
@@ -69,7 +71,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	tr := &quic.Transport{Conn: udp}
 	cctx, cancel := context.WithCancel(context.Background())
-	c := &Client{cfg: cfg, tr: tr, ctx: cctx, cancel: cancel}
+	c := &Client{cfg: cfg, tr: tr, ctx: cctx, cancel: cancel, inbox: newInbox()}
 	boot, err := connectNode(ctx, cfg, &dialer{cfg: cfg, tr: tr, addr: cfg.Server, role: rolePlain}, c.logf)
 	if err != nil {
 		cancel()

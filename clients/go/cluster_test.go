@@ -118,6 +118,7 @@ func routedTo(t *testing.T, c *Client, kind placement.Kind, key string) string {
 }
 
 func TestClusterRoutesToOwnersAndFollowsMoved(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, []string{"a", "b"}, []string{"a", "b"})
 	c := tc.client(t, "a")
 	ctx, cancel := context.WithTimeout(context.Background(), testbroker.Soon)
@@ -189,6 +190,7 @@ func TestClusterRoutesToOwnersAndFollowsMoved(t *testing.T) {
 }
 
 func TestClusterDrainLosesNoAckedMessage(t *testing.T) {
+	t.Parallel()
 	three := []string{"a", "b", "c"}
 	tc := startCluster(t, three, three)
 	c := tc.client(t, "a")

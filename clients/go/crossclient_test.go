@@ -132,6 +132,7 @@ func compare(t *testing.T, want [][]byte, rust []cliEvent, gos []starling.Event)
 }
 
 func TestGoPublishesRustSubscribes(t *testing.T) {
+	t.Parallel()
 	s := startSingle(t)
 	rust := newCLI(t, s, appToken)
 	c := s.connect(t, starling.TokenCredentials(appToken))
@@ -156,6 +157,7 @@ func TestGoPublishesRustSubscribes(t *testing.T) {
 }
 
 func TestRustPublishesGoSubscribes(t *testing.T) {
+	t.Parallel()
 	s := startSingle(t)
 	rust := newCLI(t, s, appToken)
 	c := s.connect(t, starling.TokenCredentials(appToken))

@@ -30,6 +30,9 @@ var (
 	ErrInternal           = errors.New("starling: internal broker error")
 	ErrLimitExceeded      = errors.New("starling: broker limit exceeded")
 	ErrForbidden          = errors.New("starling: forbidden")
+	// ErrNoResponders: a request found no subscriber on its topic, so
+	// nobody can answer it (code 14, the REQUEST feature).
+	ErrNoResponders = errors.New("starling: no responders")
 )
 
 var codeSentinels = map[wire.ErrorCode]error{
@@ -46,12 +49,18 @@ var codeSentinels = map[wire.ErrorCode]error{
 	wire.CodeInternal:           ErrInternal,
 	wire.CodeLimitExceeded:      ErrLimitExceeded,
 	wire.CodeForbidden:          ErrForbidden,
+	wire.CodeNoResponders:       ErrNoResponders,
 }
 
 // Client-side failures.
 var (
 	// ErrClosed: the client (or the stream a request was on) was closed.
 	ErrClosed = errors.New("starling: closed")
+	// ErrInvalidHeader: a header name breaks the header rules; nothing was
+	// sent.
+	ErrInvalidHeader = errors.New("starling: invalid header")
+	// ErrNotARequest: Reply was given an event without a reply-to header.
+	ErrNotARequest = errors.New("starling: the event is not a request (no reply-to header)")
 	// ErrInvalidTopic: a topic breaks the topic rules; nothing was sent.
 	ErrInvalidTopic = errors.New("starling: invalid topic")
 	// ErrInvalidKey: a cache key is empty or longer than 1024 bytes.

@@ -109,7 +109,7 @@ func (d *dialer) dial(ctx context.Context, alpn string) (*conn, error) {
 
 // hello is the Hello frame this client sends.
 func hello(cfg Config, r role) *wire.Hello {
-	features := wire.FeaturesBase
+	features := wire.FeaturesClient
 	if r == roleRouted {
 		features |= wire.FeatureCluster
 	}

@@ -9,6 +9,7 @@ package starling
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,9 +112,15 @@ func (n *node) publishStream(ctx context.Context, topic string) (*rpcStream, err
 	})
 }
 
-// eventConn is the connection for the next subscription (round-robin).
-func (n *node) eventConn(ctx context.Context) (*conn, error) {
+// eventConn is the connection for the next subscription (round-robin),
+// except that a reply inbox's subscription always takes the first: the
+// broker binds an inbox token to the connection that first subscribed to it
+// (docs/subjects.md), so a resubscription must come from the same one.
+func (n *node) eventConn(ctx context.Context, topic string) (*conn, error) {
 	i := n.nextEvents.Add(1) % uint64(len(n.eventConns))
+	if strings.HasPrefix(topic, inboxPrefix+".") {
+		i = 0
+	}
 	return n.eventConns[i].get(ctx, connAlive, n.dialer(wire.ALPNEvents))
 }
 

@@ -12,6 +12,9 @@ type Position = wire.Position
 
 // Event is one delivered message.
 type Event struct {
+	// Topic is the topic the message was published to: the subscribed
+	// topic, or on a wildcard subscription the matching topic's name.
+	Topic string
 	// Seq is this subscription's own sequence number of the event:
 	// consecutive, except for gaps where the broker dropped events for this
 	// subscriber. It starts at the broker's number of the first event.
@@ -20,9 +23,26 @@ type Event struct {
 	Position Position
 	// Payload is the published message. It stays valid after later calls.
 	Payload []byte
+	// Headers are the message's headers (nil for none); delivered live
+	// only: events replayed to a resuming subscriber come without them.
+	Headers []Header
 }
 
+// Header returns the value of the event's first header named name.
+func (e Event) Header(name string) (string, bool) { return headerValue(e.Headers, name) }
+
+// ReplyTo is the reply inbox of a request (its reply-to header), "" when
+// the event is not a request.
+func (e Event) ReplyTo() string {
+	v, _ := headerValue(e.Headers, ReplyToHeader)
+	return v
+}
+
+// Message is the event's payload and headers.
+func (e Event) Message() Message { return Message{Payload: e.Payload, Headers: e.Headers} }
+
 type numbering struct {
+	topic   string
 	seen    wire.SeenStreams
 	last    Position
 	hasLast bool
@@ -41,7 +61,8 @@ func newNumbering(resume Position) numbering {
 	return n
 }
 
-func (n *numbering) number(b *wire.EventBatch, out []Event) []Event {
+func (n *numbering) number(d delivery, out []Event) []Event {
+	b := d.batch
 	skip := n.seen.Skip(Position{Stream: b.Stream, Seq: b.FirstSeq}, len(b.Events))
 	events := b.Events[min(skip, len(b.Events)):]
 	if len(events) == 0 {
@@ -60,8 +81,14 @@ func (n *numbering) number(b *wire.EventBatch, out []Event) []Event {
 	k := uint64(len(events))
 	n.last, n.hasLast = Position{Stream: b.Stream, Seq: first + k}, true
 	n.nextSeq, n.started = seq0+k, true
+	base := len(out)
 	for i, p := range events {
-		out = append(out, Event{Seq: seq0 + uint64(i), Position: Position{Stream: b.Stream, Seq: first + uint64(i)}, Payload: p})
+		out = append(out, Event{Topic: n.topic, Seq: seq0 + uint64(i), Position: Position{Stream: b.Stream, Seq: first + uint64(i)}, Payload: p})
+	}
+	for _, h := range d.headers {
+		if i := int(h.Index) - skip; i >= 0 && i < len(events) {
+			out[base+i].Headers = h.Headers
+		}
 	}
 	return out
 }

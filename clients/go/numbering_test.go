@@ -1,17 +1,18 @@
 package starling
 
 import (
+	"fmt"
 	"testing"
 
 	"starling.invalid/starling/wire"
 )
 
-func batch(stream, first uint64, n int) *wire.EventBatch {
+func batch(stream, first uint64, n int) delivery {
 	b := &wire.EventBatch{Stream: stream, FirstSeq: first}
 	for i := range n {
 		b.Events = append(b.Events, []byte{byte(i)})
 	}
-	return b
+	return delivery{batch: b}
 }
 
 func seqs(es []Event) [][2]uint64 {
@@ -89,14 +90,56 @@ func TestResumePointFollowsTheNewestStream(t *testing.T) {
 
 func TestHelloAsksForTheRoleAndTheToken(t *testing.T) {
 	h := hello(Config{ClientName: "me"}, rolePlain)
-	if h.MinVersion != 2 || h.MaxVersion != 2 || h.Features != wire.FeaturesBase || h.HasAuthToken {
+	const asked = wire.FeaturesClient
+	if h.MinVersion != 2 || h.MaxVersion != 2 || h.Features != asked || h.HasAuthToken {
 		t.Fatalf("%+v", h)
 	}
 	h = hello(Config{Credentials: TokenCredentials("s3cret")}, roleRouted)
-	if h.Features != wire.FeaturesBase|wire.FeatureCluster|wire.FeatureAuthToken || string(h.AuthToken) != "s3cret" {
+	if h.Features != asked|wire.FeatureCluster|wire.FeatureAuthToken || string(h.AuthToken) != "s3cret" {
 		t.Fatalf("%+v", h)
 	}
 	if s := TokenCredentials("s3cret").String(); s != "token(<redacted>)" {
 		t.Fatal(s)
+	}
+}
+
+// Headers go to the events their indexes name, counted from the batch's
+// first event even when a replay's first events are skipped.
+func TestNumberingAttachesHeaders(t *testing.T) {
+	n := newNumbering(Position{Stream: 4, Seq: 11})
+	d := batch(4, 10, 3)
+	d.headers = []wire.IndexedHeaders{
+		{Index: 0, Headers: []Header{{Name: "skipped", Value: "x"}}},
+		{Index: 2, Headers: []Header{{Name: "a", Value: "1"}}},
+	}
+	n.topic = "t"
+	got := n.number(d, nil)
+	if len(got) != 2 || got[0].Headers != nil || got[0].Topic != "t" {
+		t.Fatalf("events %+v", got)
+	}
+	if v, ok := got[1].Header("a"); !ok || v != "1" || got[1].Position.Seq != 12 {
+		t.Fatalf("event %+v", got[1])
+	}
+}
+
+// A wildcard subscription numbers each topic on its own, and forgets its
+// numberings (keeping their drop counts) past maxTopicNumberings topics.
+func TestWildcardNumberingIsPerTopicAndBounded(t *testing.T) {
+	s := &Subscription{wildcard: true, perTopic: map[string]*numbering{}}
+	number := func(topic string, first uint64) []Event {
+		d := batch(9, first, 1)
+		d.topic = topic
+		return s.numberOf(d).number(d, nil)
+	}
+	number("a", 0)
+	number("b", 5)
+	if got := number("a", 3); got[0].Seq != 3 || got[0].Topic != "a" || s.DroppedEvents() != 2 {
+		t.Fatalf("%+v, dropped %d", got, s.DroppedEvents())
+	}
+	for i := range maxTopicNumberings {
+		number(fmt.Sprintf("t%d", i), 0)
+	}
+	if len(s.perTopic) > maxTopicNumberings || s.DroppedEvents() != 2 {
+		t.Fatalf("%d numberings, dropped %d", len(s.perTopic), s.DroppedEvents())
 	}
 }

@@ -25,13 +25,13 @@ func checkTopic(topic string) error {
 // ctx ends first (the message was then not sent). A refusal by the broker is
 // not reported to the caller; use PublishAcked to know.
 func (c *Client) Publish(ctx context.Context, topic string, payload []byte) error {
-	return c.publish(ctx, topic, [][]byte{payload}, false, false)
+	return c.publishSingle(ctx, topic, payload, nil, false)
 }
 
 // PublishAcked sends one message and waits for the broker's PublishAck, given
 // at the broker's ack_level (received, committed or persisted).
 func (c *Client) PublishAcked(ctx context.Context, topic string, payload []byte) error {
-	return c.publish(ctx, topic, [][]byte{payload}, false, true)
+	return c.publishSingle(ctx, topic, payload, nil, true)
 }
 
 // PublishBatch sends several messages to one topic in one frame (one frame
@@ -41,10 +41,71 @@ func (c *Client) PublishBatch(ctx context.Context, topic string, payloads [][]by
 	if len(payloads) == 0 {
 		return nil
 	}
-	return c.publish(ctx, topic, payloads, true, acked)
+	return c.publish(ctx, topic, payloads, nil, true, acked)
 }
 
-func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, batch, acked bool) error {
+// PublishMessage sends one message with its headers; with acked it waits
+// for the broker's ack, else it returns as Publish does. Headers need a
+// broker that grants HEADERS (ErrUnsupported otherwise, nothing sent), and
+// names are checked first (ErrInvalidHeader). A broker refuses headers
+// beyond its max_headers_per_message or max_header_bytes_per_message
+// (ErrLimitExceeded), on a durable topic and on a cluster member
+// (ErrInvalidRequest) for now.
+func (c *Client) PublishMessage(ctx context.Context, topic string, m Message, acked bool) error {
+	if err := checkHeaders(m.Headers); err != nil {
+		return err
+	}
+	return c.publishSingle(ctx, topic, m.Payload, m.Headers, acked)
+}
+
+// PublishMessages sends several messages with their headers to one topic in
+// one frame, as PublishBatch does; headers as for PublishMessage.
+func (c *Client) PublishMessages(ctx context.Context, topic string, ms []Message, acked bool) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	payloads := make([][]byte, len(ms))
+	var hs []wire.IndexedHeaders
+	for i, m := range ms {
+		if err := checkHeaders(m.Headers); err != nil {
+			return err
+		}
+		payloads[i] = m.Payload
+		if len(m.Headers) > 0 {
+			hs = append(hs, wire.IndexedHeaders{Index: uint32(i), Headers: m.Headers})
+		}
+	}
+	return c.publish(ctx, topic, payloads, hs, true, acked)
+}
+
+// headersOf returns the headers of message i among hs (sorted by index).
+func headersOf(hs []wire.IndexedHeaders, i int) []Header {
+	for _, h := range hs {
+		if int(h.Index) == i {
+			return h.Headers
+		}
+	}
+	return nil
+}
+
+// headersSize is the encoded size of a frame's header lists.
+func headersSize(hs []wire.IndexedHeaders) int {
+	if len(hs) == 0 {
+		return 0
+	}
+	n := 4
+	for _, e := range hs {
+		n += 8
+		for _, h := range e.Headers {
+			n += 4 + len(h.Name) + len(h.Value)
+		}
+	}
+	return n
+}
+
+// checkPublish checks the client is open and topic valid (the last topic
+// published to is known valid).
+func (c *Client) checkPublish(topic string) error {
 	if err := c.open(); err != nil {
 		return err
 	}
@@ -52,7 +113,45 @@ func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, b
 		if err := checkTopic(topic); err != nil {
 			return err
 		}
-		c.lastTopic.Store(&topic)
+		valid := topic
+		c.lastTopic.Store(&valid)
+	}
+	return nil
+}
+
+var errNoHeaders = fmt.Errorf("%w: message headers (the broker did not grant HEADERS)", ErrUnsupported)
+
+// publishSingle sends one message in a Publish frame: the hot path, which
+// allocates nothing per fire-and-forget message.
+func (c *Client) publishSingle(ctx context.Context, topic string, payload []byte, hs []Header, acked bool) error {
+	if err := c.checkPublish(topic); err != nil {
+		return err
+	}
+	if acked {
+		var cancel context.CancelFunc
+		ctx, cancel = c.requestContext(ctx)
+		defer cancel()
+	}
+	timeout := c.cfg.RequestTimeout
+	err := c.routed(ctx, placement.Topic, []byte(topic), func(n *node) error {
+		s, err := n.publishStream(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if len(hs) > 0 && !s.info.Has(wire.FeatureHeaders) {
+			return errNoHeaders
+		}
+		return publishOne(ctx, timeout, s, topic, payload, hs, acked)
+	})
+	if err != nil {
+		return inOperation(err, "publish", []byte(topic))
+	}
+	return nil
+}
+
+func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, hs []wire.IndexedHeaders, batch, acked bool) error {
+	if err := c.checkPublish(topic); err != nil {
+		return err
 	}
 	if acked {
 		var cancel context.CancelFunc
@@ -66,38 +165,49 @@ func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, b
 		if err != nil {
 			return err
 		}
+		if len(hs) > 0 && !s.info.Has(wire.FeatureHeaders) {
+			return errNoHeaders
+		}
 		if !batch || !s.info.Has(wire.FeatureBatchPublish) {
-			for _, p := range payloads {
-				if err := publishOne(ctx, timeout, s, topic, p, acked); err != nil {
+			for i, p := range payloads {
+				if err := publishOne(ctx, timeout, s, topic, p, headersOf(hs, i), acked); err != nil {
 					return err
 				}
 			}
 			return nil
 		}
-		build := func(id uint64, ack wire.AckMode) wire.Frame {
-			return &wire.PublishBatch{RequestID: id, Ack: ack, Topic: topic, Payloads: payloads}
-		}
 		if !acked {
-			size := 8 + 1 + 2 + len(topic) + 4
+			size := 8 + 1 + 2 + len(topic) + 4 + headersSize(hs)
 			for _, p := range payloads {
 				size += 4 + len(p)
 			}
-			return s.send(ctx, timeout, size, build)
+			return s.send(ctx, timeout, size, func(dst []byte, id uint64, ack wire.AckMode) []byte {
+				f := wire.PublishBatch{RequestID: id, Ack: ack, Topic: topic, Payloads: payloads, Headers: hs}
+				return wire.AppendPublishBatch(dst, &f)
+			})
 		}
-		f, err := s.call(ctx, func(id uint64) wire.Frame { return build(id, wire.Ack) })
+		f, err := s.call(ctx, func(id uint64) wire.Frame {
+			return &wire.PublishBatch{RequestID: id, Ack: wire.Ack, Topic: topic, Payloads: payloads, Headers: hs}
+		})
 		return expectAck(f, err, len(payloads))
 	})
 	return inOperation(err, "publish", []byte(topic))
 }
 
-func publishOne(ctx context.Context, timeout time.Duration, s *rpcStream, topic string, payload []byte, acked bool) error {
-	build := func(id uint64, ack wire.AckMode) wire.Frame {
-		return &wire.Publish{RequestID: id, Ack: ack, Topic: topic, Payload: payload}
-	}
+func publishOne(ctx context.Context, timeout time.Duration, s *rpcStream, topic string, payload []byte, hs []Header, acked bool) error {
 	if !acked {
-		return s.send(ctx, timeout, 8+1+2+len(topic)+4+len(payload), build)
+		size := 8 + 1 + 2 + len(topic) + 4 + len(payload)
+		if len(hs) > 0 {
+			size += headersSize([]wire.IndexedHeaders{{Headers: hs}}) - 8
+		}
+		return s.send(ctx, timeout, size, func(dst []byte, id uint64, ack wire.AckMode) []byte {
+			f := wire.Publish{RequestID: id, Ack: ack, Topic: topic, Payload: payload, Headers: hs}
+			return wire.AppendPublish(dst, &f)
+		})
 	}
-	f, err := s.call(ctx, func(id uint64) wire.Frame { return build(id, wire.Ack) })
+	f, err := s.call(ctx, func(id uint64) wire.Frame {
+		return &wire.Publish{RequestID: id, Ack: wire.Ack, Topic: topic, Payload: payload, Headers: hs}
+	})
 	return expectAck(f, err, 1)
 }
 

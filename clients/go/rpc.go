@@ -1,10 +1,13 @@
 package starling
 
 // rpcStream: one bidirectional request/response stream (a publish stream or
-// a cache stream). Callers hand encoded frames to a writer goroutine through
-// a bounded queue, so a slow broker pushes back on callers and a cancelled
-// caller never leaves half a frame on the wire. A reader goroutine hands
-// each answer to its waiter by request id and answers Pings.
+// a cache stream). Callers encode their frames, whole, into the stream's
+// pending buffer (bounded: past pendingBytes they wait, so a slow broker
+// pushes back on callers, and a cancelled caller never leaves half a frame
+// on the wire); a writer goroutine swaps the buffer out and writes it in one
+// call, so a burst of publishes costs one write and no allocation per
+// message. A reader goroutine hands each answer to its waiter by request id
+// and answers Pings.
 
 import (
 	"context"
@@ -20,12 +23,9 @@ import (
 	"starling.invalid/starling/wire"
 )
 
-const (
-	// rpcQueueDepth is how many frames a stream queues before callers wait.
-	rpcQueueDepth = 1024
-	// coalesceBytes is the most the writer gathers into one write.
-	coalesceBytes = 256 << 10
-)
+// pendingBytes is how many encoded bytes a stream holds for its writer
+// before callers wait (one frame is always taken, whatever its size).
+const pendingBytes = 256 << 10
 
 type answer struct {
 	frame wire.Frame
@@ -33,9 +33,16 @@ type answer struct {
 }
 
 type rpcStream struct {
-	s       *quic.Stream
-	info    ServerInfo
-	queue   chan []byte
+	s    *quic.Stream
+	info ServerInfo
+
+	// wmu guards the pending buffer the writer takes whole.
+	wmu     sync.Mutex
+	wbuf    []byte
+	wspare  []byte
+	wdone   bool          // the writer finished: nothing more is written
+	wake    chan struct{} // (1 slot) wbuf became non-empty
+	drained chan struct{} // closed when the writer takes wbuf; nil until a caller waits
 	closing chan struct{}
 	dead    chan struct{}
 	done    sync.WaitGroup
@@ -58,7 +65,7 @@ func openRPC(ctx context.Context, c *conn, w *window, log func(string, error)) (
 	if err != nil {
 		return nil, fmt.Errorf("starling: opening a stream: %w", err)
 	}
-	r := &rpcStream{s: s, info: c.info, queue: make(chan []byte, rpcQueueDepth),
+	r := &rpcStream{s: s, info: c.info, wake: make(chan struct{}, 1),
 		closing: make(chan struct{}), dead: make(chan struct{}),
 		pending: map[uint64]func(answer){}, window: w, log: log}
 	r.done.Add(2)
@@ -98,11 +105,88 @@ func (r *rpcStream) fail(err error) {
 	}
 }
 
-func (r *rpcStream) encode(f wire.Frame) ([]byte, error) {
-	if n := wire.PayloadLen(f); n > int(r.info.MaxFrameBytes) {
-		return nil, &FrameTooLargeError{Len: n, Max: int(r.info.MaxFrameBytes)}
+// appendFn appends one encoded frame, whole, to dst.
+type appendFn func(dst []byte) []byte
+
+// put appends the frame app encodes to the pending buffer, waiting (while
+// ctx allows; the one bounded returns, when not nil, made only then) when
+// the buffer is over pendingBytes. A frame whose payload is over the
+// broker's max_frame_bytes is refused, nothing written.
+func (r *rpcStream) put(ctx context.Context, bounded func() context.Context, app appendFn) error {
+	select {
+	case <-r.dead:
+		return r.err()
+	default:
 	}
-	return wire.Encode(f), nil
+	for {
+		r.wmu.Lock()
+		if r.wdone {
+			r.wmu.Unlock()
+			return r.err()
+		}
+		if len(r.wbuf) < pendingBytes {
+			start := len(r.wbuf)
+			r.wbuf = app(r.wbuf)
+			if n := len(r.wbuf) - start - wire.HeaderLen; n > int(r.info.MaxFrameBytes) {
+				r.wbuf = r.wbuf[:start]
+				r.wmu.Unlock()
+				return &FrameTooLargeError{Len: n, Max: int(r.info.MaxFrameBytes)}
+			}
+			first := start == 0
+			r.wmu.Unlock()
+			if first {
+				select {
+				case r.wake <- struct{}{}:
+				default:
+				}
+			}
+			return nil
+		}
+		if r.drained == nil {
+			r.drained = make(chan struct{})
+		}
+		drained := r.drained
+		r.wmu.Unlock()
+		if bounded != nil {
+			ctx, bounded = bounded(), nil
+		}
+		select {
+		case <-drained:
+		case <-r.dead:
+			return r.err()
+		case <-r.closing:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// take hands the writer the pending buffer (and wakes waiting callers);
+// last marks the writer finished.
+func (r *rpcStream) take(last bool) []byte {
+	r.wmu.Lock()
+	buf := r.wbuf
+	r.wbuf, r.wspare = r.wspare[:0], nil
+	if last {
+		r.wdone = true
+	}
+	if r.drained != nil {
+		close(r.drained)
+		r.drained = nil
+	}
+	r.wmu.Unlock()
+	return buf
+}
+
+// giveBack returns a written buffer for reuse (a very large one is dropped).
+func (r *rpcStream) giveBack(buf []byte) {
+	if cap(buf) > 4*pendingBytes {
+		return
+	}
+	r.wmu.Lock()
+	r.wspare = buf[:0]
+	r.wmu.Unlock()
 }
 
 func (r *rpcStream) register(id uint64, cb func(answer)) error {
@@ -125,19 +209,6 @@ func (r *rpcStream) forget(id uint64) {
 	r.mu.Unlock()
 }
 
-func (r *rpcStream) enqueue(ctx context.Context, b []byte) error {
-	select {
-	case r.queue <- b:
-		return nil
-	case <-r.dead:
-		return r.err()
-	case <-r.closing:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 func (r *rpcStream) err() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -151,15 +222,12 @@ func (r *rpcStream) err() error {
 // an Error (or Moved) answer comes back as a *ServerError.
 func (r *rpcStream) call(ctx context.Context, build func(id uint64) wire.Frame) (wire.Frame, error) {
 	id := r.nextID.Add(1)
-	b, err := r.encode(build(id))
-	if err != nil {
-		return nil, err
-	}
+	f := build(id)
 	ch := make(chan answer, 1)
 	if err := r.register(id, func(a answer) { ch <- a }); err != nil {
 		return nil, err
 	}
-	if err := r.enqueue(ctx, b); err != nil {
+	if err := r.put(ctx, nil, func(dst []byte) []byte { return wire.Append(dst, f) }); err != nil {
 		r.forget(id)
 		return nil, err
 	}
@@ -177,7 +245,7 @@ func (r *rpcStream) call(ctx context.Context, build func(id uint64) wire.Frame) 
 // with an ack, whose answer gives the credit back. It waits (for credit or
 // room in the queue) at most timeout, or until ctx's earlier deadline; the
 // timer is made only when it has to wait.
-func (r *rpcStream) send(ctx context.Context, timeout time.Duration, size int, build func(id uint64, ack wire.AckMode) wire.Frame) error {
+func (r *rpcStream) send(ctx context.Context, timeout time.Duration, size int, build func(dst []byte, id uint64, ack wire.AckMode) []byte) error {
 	var bounded context.Context
 	var cancel context.CancelFunc
 	wait := func() context.Context {
@@ -206,8 +274,8 @@ func (r *rpcStream) send(ctx context.Context, timeout time.Duration, size int, b
 	if mark > 0 {
 		ack = wire.Ack
 	}
-	b, err := r.encode(build(id, ack))
-	if err == nil && mark > 0 {
+	var err error
+	if mark > 0 {
 		err = r.register(id, func(a answer) {
 			if a.err != nil && r.log != nil {
 				r.log("a publish window mark was refused", a.err)
@@ -216,12 +284,9 @@ func (r *rpcStream) send(ctx context.Context, timeout time.Duration, size int, b
 		})
 	}
 	if err == nil {
-		select {
-		case r.queue <- b:
-		default:
-			if err = r.enqueue(wait(), b); err != nil && mark > 0 {
-				r.forget(id)
-			}
+		err = r.put(ctx, wait, func(dst []byte) []byte { return build(dst, id, ack) })
+		if err != nil && mark > 0 {
+			r.forget(id)
 		}
 	}
 	if err != nil && mark > 0 {
@@ -240,50 +305,28 @@ func boundedContext(ctx context.Context, timeout time.Duration) (context.Context
 
 func (r *rpcStream) writeLoop() {
 	defer r.done.Done()
-	var buf []byte
 	for {
-		var first []byte
+		last := false
 		select {
-		case first = <-r.queue:
+		case <-r.wake:
 		case <-r.dead:
 			return
 		case <-r.closing:
-			// Write what is queued, then finish the stream.
-			buf = buf[:0]
-			for more := true; more; {
-				select {
-				case b := <-r.queue:
-					buf = append(buf, b...)
-				default:
-					more = false
-				}
+			// Write what is pending, then finish the stream.
+			last = true
+		}
+		buf := r.take(last)
+		if len(buf) > 0 {
+			if _, err := r.s.Write(buf); err != nil {
+				r.fail(fmt.Errorf("starling: stream write: %w", err))
+				return
 			}
-			if len(buf) > 0 {
-				if _, err := r.s.Write(buf); err != nil {
-					r.fail(err)
-					return
-				}
-			}
+		}
+		if last {
 			_ = r.s.Close()
 			return
 		}
-		buf = append(buf[:0], first...)
-	gather:
-		for len(buf) < coalesceBytes {
-			select {
-			case b := <-r.queue:
-				buf = append(buf, b...)
-			default:
-				break gather
-			}
-		}
-		if _, err := r.s.Write(buf); err != nil {
-			r.fail(fmt.Errorf("starling: stream write: %w", err))
-			return
-		}
-		if cap(buf) > 4*coalesceBytes {
-			buf = nil
-		}
+		r.giveBack(buf)
 	}
 }
 
@@ -312,9 +355,15 @@ func (r *rpcStream) dispatch(f wire.Frame) error {
 	var a answer
 	switch f := f.(type) {
 	case *wire.Ping:
+		pong := &wire.Pong{Nonce: f.Nonce}
+		r.wmu.Lock()
+		if !r.wdone {
+			r.wbuf = wire.Append(r.wbuf, pong)
+		}
+		r.wmu.Unlock()
 		select {
-		case r.queue <- wire.Encode(&wire.Pong{Nonce: f.Nonce}):
-		default: // a full queue: the broker's Ping waits for the next one
+		case r.wake <- struct{}{}:
+		default:
 		}
 		return nil
 	case *wire.Pong:

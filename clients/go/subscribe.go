@@ -6,13 +6,17 @@ package starling
 // slow-subscriber policy), answers Pings, and, when the stream ends without
 // the user asking (the owner moved or drained, the connection broke),
 // subscribes again at the topic's owner of the moment, resuming from one past
-// the last event it received.
+// the last event it received. A wildcard subscription (a pattern such as
+// orders.* or orders.>, docs/subjects.md) is live only: each batch comes
+// after a BatchTopic naming its topic, its events are numbered per topic, and
+// it resubscribes live.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"iter"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +53,17 @@ func FromTime(t time.Time) StartAt {
 	return StartAt{Kind: wire.StartTime, TimeMs: uint64(ms)}
 }
 
+// IsPattern reports whether topic is a subscription pattern: one of its
+// '.'-separated tokens is `*` or `>` (docs/subjects.md).
+func IsPattern(topic string) bool {
+	for tok := range strings.SplitSeq(topic, ".") {
+		if tok == "*" || tok == ">" {
+			return true
+		}
+	}
+	return false
+}
+
 // resubscribePause is the pause between resubscription attempts.
 const resubscribePause = 200 * time.Millisecond
 
@@ -59,27 +74,53 @@ type subStream struct {
 	rd *wire.Reader
 }
 
-// Subscription is a subscription to one topic. Read it with Next or All;
-// Close ends it. It is not safe for concurrent readers.
-type Subscription struct {
+// delivery is one EventBatch with what preceded it on the stream: its topic
+// (BatchTopic, wildcard subscriptions only) and its messages' headers
+// (EventHeaders).
+type delivery struct {
+	batch   *wire.EventBatch
 	topic   string
-	batches chan *wire.EventBatch
-	stop    context.CancelFunc
-	done    chan struct{}
+	headers []wire.IndexedHeaders
+}
+
+// Subscription is a subscription to one topic or pattern. Read it with Next
+// or All; Close ends it. It is not safe for concurrent readers.
+type Subscription struct {
+	topic    string
+	wildcard bool
+	batches  chan delivery
+	stop     context.CancelFunc
+	done     chan struct{}
 
 	mu     sync.Mutex
 	err    error
 	id     uint64
 	closed atomic.Bool
 
-	ready   []Event
+	ready   []Event // the numbered events of the last batch, reused
+	readyAt int     // the next of them Next returns
 	num     numbering
 	resume  Position
 	started StartAt
+	// perTopic numbers a wildcard subscription's events, one numbering per
+	// topic (its topics are those the broker delivers; each has streams of
+	// its own).
+	perTopic map[string]*numbering
+	// forgotten is the dropped count of numberings cleared from perTopic.
+	forgotten uint64
 }
 
-// Topic is the subscribed topic.
+// maxTopicNumberings bounds a wildcard subscription's numberings: past it
+// they are all forgotten (each topic's numbering restarts from the broker's
+// sequence numbers), so a pattern matching ever new topics (a reply inbox
+// gets one per request) does not grow without bound.
+const maxTopicNumberings = 4096
+
+// Topic is the subscribed topic or pattern.
 func (s *Subscription) Topic() string { return s.topic }
+
+// IsWildcard reports whether the subscription is to a pattern.
+func (s *Subscription) IsWildcard() bool { return s.wildcard }
 
 // ID is the broker's id of the current subscription stream.
 func (s *Subscription) ID() uint64 {
@@ -89,12 +130,20 @@ func (s *Subscription) ID() uint64 {
 }
 
 // DroppedEvents is how many events the broker dropped for this subscriber so
-// far (gaps within a stream).
-func (s *Subscription) DroppedEvents() uint64 { return s.num.dropped }
+// far (gaps within a stream; on a wildcard subscription, summed over its
+// topics).
+func (s *Subscription) DroppedEvents() uint64 {
+	n := s.num.dropped + s.forgotten
+	for _, t := range s.perTopic {
+		n += t.dropped
+	}
+	return n
+}
 
 // ResumePoint is one past the last event Next returned (or the position the
 // subscription was opened with); the zero Position before any event of a
-// live or time subscription. Pass it to FromPosition to continue.
+// live or time subscription. Pass it to FromPosition to continue. A wildcard
+// subscription cannot be resumed: its ResumePoint stays zero.
 func (s *Subscription) ResumePoint() Position { return s.resume }
 
 // Next returns the next event, waiting for it while ctx allows. After the
@@ -104,21 +153,43 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 	if s.closed.Load() {
 		return Event{}, ErrClosed
 	}
-	for len(s.ready) == 0 {
+	for s.readyAt == len(s.ready) {
 		select {
-		case b, ok := <-s.batches:
+		case d, ok := <-s.batches:
 			if !ok {
 				return Event{}, s.Err()
 			}
-			s.ready = s.num.number(b, s.ready[:0])
+			s.ready, s.readyAt = s.numberOf(d).number(d, s.ready[:0]), 0
 		case <-ctx.Done():
 			return Event{}, ctx.Err()
 		}
 	}
-	e := s.ready[0]
-	s.ready = s.ready[1:]
-	s.resume = Position{Stream: e.Position.Stream, Seq: e.Position.Seq + 1}
+	e := s.ready[s.readyAt]
+	s.ready[s.readyAt] = Event{}
+	s.readyAt++
+	if !s.wildcard {
+		s.resume = Position{Stream: e.Position.Stream, Seq: e.Position.Seq + 1}
+	}
 	return e, nil
+}
+
+// numberOf is the numbering of d's topic.
+func (s *Subscription) numberOf(d delivery) *numbering {
+	if !s.wildcard {
+		return &s.num
+	}
+	n, ok := s.perTopic[d.topic]
+	if !ok {
+		if len(s.perTopic) >= maxTopicNumberings {
+			for _, t := range s.perTopic {
+				s.forgotten += t.dropped
+			}
+			clear(s.perTopic)
+		}
+		n = &numbering{topic: d.topic}
+		s.perTopic[d.topic] = n
+	}
+	return n
 }
 
 // All iterates over the events until the subscription ends or ctx is done;
@@ -156,6 +227,15 @@ func (s *Subscription) Close() error {
 // moved, the connection broke) it subscribes again at the owner of the
 // moment from one past the last event received, and ends with an error only
 // when no broker accepted it within three request timeouts.
+//
+// topic may be a pattern (docs/subjects.md): `*` as a whole token matches
+// exactly one token (orders.*), `>` as the last token one or more
+// (orders.>). The subscription then receives the live events of every
+// matching topic, existing or created later, each Event naming its topic.
+// A pattern needs a broker that grants WILDCARDS (ErrUnsupported
+// otherwise, nothing sent) and start Live (ErrInvalidTopic otherwise); a
+// broker in a cluster refuses it for now (ErrInvalidRequest), and it
+// resubscribes live.
 func (c *Client) Subscribe(ctx context.Context, topic string, start StartAt) (*Subscription, error) {
 	if err := c.open(); err != nil {
 		return nil, err
@@ -163,14 +243,22 @@ func (c *Client) Subscribe(ctx context.Context, topic string, start StartAt) (*S
 	if reason := wire.ValidateTopic(topic); reason != "" {
 		return nil, fmt.Errorf("%w: %q: %s", ErrInvalidTopic, topic, reason)
 	}
+	wildcard := IsPattern(topic)
+	if wildcard && start.Kind != wire.StartLive {
+		return nil, fmt.Errorf("%w: %q: a wildcard subscription is live only (no resume position or start time)", ErrInvalidTopic, topic)
+	}
 	first, err := c.subscribeRouted(ctx, topic, start)
 	if err != nil {
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.Background())
-	s := &Subscription{topic: topic, batches: make(chan *wire.EventBatch, c.cfg.SubscriptionBuffer),
+	s := &Subscription{topic: topic, wildcard: wildcard, batches: make(chan delivery, c.cfg.SubscriptionBuffer),
 		stop: stop, done: make(chan struct{}), id: first.id, started: start,
 		num: newNumbering(start.Position), resume: start.Position}
+	s.num.topic = topic
+	if wildcard {
+		s.perTopic = map[string]*numbering{}
+	}
 	unhook := context.AfterFunc(c.ctx, stop)
 	if !c.spawn(func() {
 		defer unhook()
@@ -225,12 +313,15 @@ func (c *Client) subscribeRouted(ctx context.Context, topic string, start StartA
 }
 
 func openSubscription(ctx context.Context, n *node, topic string, start StartAt) (*subStream, error) {
-	c, err := n.eventConn(ctx)
+	c, err := n.eventConn(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
 	if start.Kind == wire.StartTime && !c.info.Has(wire.FeatureSubscribeFromTime) {
 		return nil, fmt.Errorf("%w: subscribing from a time (the broker did not grant SUBSCRIBE_FROM_TIME)", ErrUnsupported)
+	}
+	if IsPattern(topic) && !c.info.Has(wire.FeatureWildcards) {
+		return nil, fmt.Errorf("%w: wildcard subscription %q (the broker did not grant WILDCARDS)", ErrUnsupported, topic)
 	}
 	st, err := c.q.OpenStreamSync(ctx)
 	if err != nil {
@@ -284,7 +375,7 @@ func (s *Subscription) run(ctx context.Context, c *Client, cur *subStream) {
 			return
 		}
 		from := s.started
-		if rp.p.Stream != 0 {
+		if rp.p.Stream != 0 && !s.wildcard {
 			from = FromPosition(rp.p)
 		}
 		deadline := time.Now().Add(3 * c.cfg.RequestTimeout)
@@ -331,6 +422,7 @@ func (s *Subscription) pump(ctx context.Context, cur *subStream, rp *resumePoint
 		}
 		cur.s.CancelRead(0)
 	}()
+	var next delivery
 	for {
 		f, err := cur.rd.ReadFrame()
 		if err != nil {
@@ -338,12 +430,29 @@ func (s *Subscription) pump(ctx context.Context, cur *subStream, rp *resumePoint
 		}
 		switch f := f.(type) {
 		case *wire.EventBatch:
+			if s.wildcard && next.topic == "" {
+				return protocolErr("an event_batch without its batch_topic on a wildcard subscription")
+			}
+			if n := len(next.headers); n > 0 && int(next.headers[n-1].Index) >= len(f.Events) {
+				return protocolErr("event_headers index %d past the batch's %d events", next.headers[n-1].Index, len(f.Events))
+			}
+			next.batch = f
 			select {
-			case s.batches <- f:
-				rp.advance(f.Stream, f.FirstSeq, len(f.Events))
+			case s.batches <- next:
+				if !s.wildcard {
+					rp.advance(f.Stream, f.FirstSeq, len(f.Events))
+				}
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+			next = delivery{}
+		case *wire.BatchTopic:
+			if !s.wildcard {
+				return protocolErr("a batch_topic on a subscription to one topic")
+			}
+			next.topic = f.Topic
+		case *wire.EventHeaders:
+			next.headers = f.Entries
 		case *wire.Ping:
 			if err := wire.WriteFrame(cur.s, &wire.Pong{Nonce: f.Nonce}); err != nil {
 				return err

@@ -21,7 +21,8 @@ cargo=${CARGO:-cargo}
 target=${CARGO_TARGET_DIR:-$repo/target}
 tools=${STARLING_GO_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/starling/go-tools}
 
-step() { echo "==> clients/go: $*" >&2; }
+# Each step says how long the run has taken so far (SECONDS), so a slow phase shows in the log.
+step() { echo "==> clients/go [${SECONDS}s]: $*" >&2; }
 
 command -v go >/dev/null || { echo "clients/go/test.sh: go is not installed (Go >= 1.26 is needed)" >&2; exit 1; }
 

@@ -468,5 +468,26 @@ func Append(dst []byte, f Frame) []byte {
 	return f.appendBody(dst)
 }
 
+// AppendPublish appends f as Append does, without boxing it in a Frame, so
+// a caller's Publish can stay on its stack (the publish hot path).
+func AppendPublish(dst []byte, f *Publish) []byte {
+	return f.appendBody(appendHeader(dst, KindPublish, f.bodyLen()))
+}
+
+// AppendPublishBatch appends f as Append does, without boxing it in a Frame.
+func AppendPublishBatch(dst []byte, f *PublishBatch) []byte {
+	return f.appendBody(appendHeader(dst, KindPublishBatch, f.bodyLen()))
+}
+
+func appendHeader(dst []byte, k Kind, n int) []byte {
+	if n > maxU32 {
+		n = maxU32
+	}
+	dst = putU8(dst, FramingVersion)
+	dst = putU8(dst, uint8(k))
+	dst = putU16(dst, 0)
+	return putU32(dst, uint32(n))
+}
+
 // Encode returns f encoded in a fresh buffer.
 func Encode(f Frame) []byte { return Append(make([]byte, 0, EncodedLen(f)), f) }

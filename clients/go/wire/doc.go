@@ -50,18 +50,19 @@ const (
 	// FeatureSubscribeFromTime: Subscribe may carry StartTimeMs.
 	FeatureSubscribeFromTime uint64 = 32
 	// FeatureWildcards: a Subscribe topic may be a pattern (orders.*,
-	// orders.>), its EventBatches each preceded by a BatchTopic. This client
-	// does not ask for it (its subscriptions name one topic).
+	// orders.>), its EventBatches each preceded by a BatchTopic.
 	FeatureWildcards uint64 = 64
 	// FeatureHeaders: messages may carry headers (Publish and PublishBatch
 	// end with their header lists, and EventHeaders precedes a batch with
-	// headers). This client does not ask for it yet; it encodes and decodes
-	// the frames.
+	// headers).
 	FeatureHeaders uint64 = 128
 	// FeatureRequest: a Publish whose headers hold reply-to is a request,
-	// answered with CodeNoResponders when its topic has no subscriber. This
-	// client does not ask for it.
+	// answered with CodeNoResponders when its topic has no subscriber.
 	FeatureRequest uint64 = 256
 	// FeaturesBase is what every client connection asks for.
 	FeaturesBase = FeatureBatchPublish | FeatureCache | FeatureSubscribeFromTime
+	// FeaturesClient is what the client's plain and routing connections ask
+	// for: the base set, wildcard subscriptions, headers and request/reply
+	// (as the Rust SDK does; a peer's connection asks for none of the three).
+	FeaturesClient = FeaturesBase | FeatureWildcards | FeatureHeaders | FeatureRequest
 )

@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -59,7 +60,11 @@ func NewCA(tb testing.TB, name string) *CA {
 	return &CA{cert: cert, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
 }
 
-var serial = big.NewInt(100)
+// serial numbers every certificate issued; tests that run in parallel
+// issue concurrently.
+var serial atomic.Int64
+
+func init() { serial.Store(100) }
 
 func (ca *CA) issue(tb testing.TB, cn string, server bool) Leaf {
 	tb.Helper()
@@ -67,9 +72,8 @@ func (ca *CA) issue(tb testing.TB, cn string, server bool) Leaf {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	serial = new(big.Int).Add(serial, big.NewInt(1))
 	tmpl := &x509.Certificate{
-		SerialNumber: serial,
+		SerialNumber: big.NewInt(serial.Add(1)),
 		Subject:      pkix.Name{CommonName: cn},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,9 +47,20 @@ func TokenHash(token string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// FreePort is a loopback port free for UDP and TCP at the time of asking.
+// handedOut holds every port FreePort returned: tests run in parallel, and
+// a port released by one FreePort call must not be returned to another test
+// before the first test's broker binds it.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// FreePort is a loopback port free for UDP and TCP at the time of asking,
+// never returned before in this process.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	for range 50 {
 		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		if err != nil {
@@ -59,7 +71,10 @@ func FreePort(tb testing.TB) int {
 		_ = u.Close()
 		if err == nil {
 			_ = t.Close()
-			return port
+			if !handedOut.ports[port] {
+				handedOut.ports[port] = true
+				return port
+			}
 		}
 	}
 	tb.Fatal("no free port")
@@ -118,8 +133,26 @@ type Options struct {
 	MembersFile string
 }
 
-// Start starts a broker and waits until its HTTP health check answers.
+// Start starts a broker and waits until its HTTP health check answers. A
+// broker that exits at start is started again on fresh ports (twice at
+// most) when the test did not choose its port: another socket of the
+// process (a client's, on an ephemeral port) may have taken one of them
+// since FreePort released it.
 func (s *Setup) Start(tb testing.TB, o Options) *Broker {
+	tb.Helper()
+	for attempt := 1; ; attempt++ {
+		retry := o.Port == 0 && attempt < 3
+		b, exited := s.start(tb, o, retry)
+		if !exited {
+			return b
+		}
+		tb.Logf("broker exited at start (attempt %d), trying fresh ports:\n%s", attempt, b.Log())
+	}
+}
+
+// start starts one broker; with mayRetry a broker that exits before it is
+// healthy is reported (true) rather than failing the test.
+func (s *Setup) start(tb testing.TB, o Options, mayRetry bool) (*Broker, bool) {
 	tb.Helper()
 	bin := Bin(tb)
 	if o.Port == 0 {
@@ -170,11 +203,14 @@ func (s *Setup) Start(tb testing.TB, o Options) *Broker {
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return b
+				return b, false
 			}
 		}
 		select {
 		case <-b.exited:
+			if mayRetry {
+				return b, true
+			}
 			tb.Fatalf("broker %s exited at start:\n%s", name, b.Log())
 		case <-time.After(50 * time.Millisecond):
 		}

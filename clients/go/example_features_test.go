@@ -1,0 +1,83 @@
+package starling_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+
+	"starling.invalid/starling"
+)
+
+// Which subscription topics are patterns (docs/subjects.md).
+func ExampleIsPattern() {
+	for _, t := range []string{"orders.eu", "orders.*", "orders.>", "ord*.eu", "a.*.b"} {
+		fmt.Println(t, starling.IsPattern(t))
+	}
+	// Output:
+	// orders.eu false
+	// orders.* true
+	// orders.> true
+	// ord*.eu false
+	// a.*.b true
+}
+
+// A request's reply inbox is its reply-to header.
+func ExampleEvent_ReplyTo() {
+	req := starling.Event{Topic: "svc.echo", Payload: []byte("ping"),
+		Headers: []starling.Header{{Name: starling.ReplyToHeader, Value: "_INBOX.0123456789abcdef0123456789abcdef.1"}}}
+	fmt.Println(req.ReplyTo())
+	fmt.Println(starling.Event{Payload: []byte("plain")}.ReplyTo() == "")
+	// Output:
+	// _INBOX.0123456789abcdef0123456789abcdef.1
+	// true
+}
+
+// A responder and a requester (needs a broker granting REQUEST).
+func ExampleClient_Request() {
+	ctx := context.Background()
+	var client *starling.Client // from starling.Connect
+	if client == nil {
+		return
+	}
+	go func() {
+		_ = client.Respond(ctx, "svc.echo", func(_ context.Context, req starling.Event) (starling.Message, error) {
+			return starling.Message{Payload: req.Payload}, nil
+		})
+	}()
+	reply, err := client.Request(ctx, "svc.echo", []byte("ping"))
+	switch {
+	case errors.Is(err, starling.ErrNoResponders):
+		fmt.Println("nobody subscribes to svc.echo")
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Printf("%s\n", reply.Payload)
+	}
+}
+
+// A message with headers, and a wildcard subscription reading them with
+// each event's topic (needs a broker granting HEADERS and WILDCARDS).
+func ExampleClient_PublishMessage() {
+	ctx := context.Background()
+	var client *starling.Client // from starling.Connect
+	if client == nil {
+		return
+	}
+	sub, err := client.Subscribe(ctx, "orders.*", starling.Live())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+	m := starling.Message{Payload: []byte("hello"),
+		Headers: []starling.Header{{Name: "traceparent", Value: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}}
+	if err := client.PublishMessage(ctx, "orders.eu", m, true); err != nil {
+		log.Fatal(err)
+	}
+	e, err := sub.Next(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	trace, _ := e.Header("traceparent")
+	fmt.Println(e.Topic, string(e.Payload), trace)
+}
