@@ -166,8 +166,7 @@ fn fields(frame: &Frame) -> String {
                 ("resume_seq", seq.to_string()),
                 ("start_time_ms", time),
             ];
-            // Listed only for a queue-group subscription (`QUEUE_GROUPS`), which no case of
-            // this file is yet: readers of the file that predate groups still match it.
+            // Listed only for a queue-group subscription (`QUEUE_GROUPS`).
             if let Some(group) = &s.group {
                 fields.push(("group", js(group)));
             }
@@ -456,6 +455,24 @@ fn generated_valid() -> Vec<(String, Frame)> {
             }),
         ),
         (
+            "subscribe.group_max",
+            Frame::Subscribe(Subscribe {
+                group: Some("Az09-_.".repeat(9) + "z"),
+                request_id: 7,
+                topic: "orders.*".into(),
+                start: StartAt::Live,
+            }),
+        ),
+        (
+            "subscribe.group_with_time",
+            Frame::Subscribe(Subscribe {
+                group: Some("g".into()),
+                request_id: 8,
+                topic: "t".into(),
+                start: StartAt::TimeMs(5),
+            }),
+        ),
+        (
             "subscribe.resume_seq_zero",
             Frame::Subscribe(Subscribe {
                 group: None,
@@ -654,6 +671,26 @@ fn frame_with_payload(kind: u8, payload: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A `Subscribe` of topic `t` from `(stream, 1)` (live when `stream` is 0, a position
+/// otherwise) with `start_time_ms` 7 when `stream` is nonzero (else `NO_START_TIME`), ending
+/// with `tail` as is: the group field's bytes, length prefix included (see [`named`]).
+fn subscribe_group(stream: u64, tail: &[u8]) -> Vec<u8> {
+    let mut p = vec![0, 0, 0, 0, 0, 0, 0, 9, 0, 1, b't'];
+    p.extend_from_slice(&stream.to_be_bytes());
+    let (seq, time) = if stream == 0 { (0, u64::MAX) } else { (1, 7) };
+    p.extend_from_slice(&u64::to_be_bytes(seq));
+    p.extend_from_slice(&u64::to_be_bytes(time));
+    p.extend_from_slice(tail);
+    frame_with_payload(0x20, &p)
+}
+
+/// A string field: `name` behind its u16 length.
+fn named(name: &[u8]) -> Vec<u8> {
+    let mut out = u16::try_from(name.len()).unwrap().to_be_bytes().to_vec();
+    out.extend_from_slice(name);
+    out
+}
+
 /// Malformed frames beyond the hand-written files: header errors, topic rules, counts.
 fn generated_invalid() -> Vec<(String, Vec<u8>, u32)> {
     let publish = |topic: &[u8]| {
@@ -729,6 +766,24 @@ fn generated_invalid() -> Vec<(String, Vec<u8>, u32)> {
                     0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, b't', 0xff, 0xff, 0xff, 0xff,
                 ],
             ),
+            LIMIT,
+        ),
+        ("subscribe.group_65_bytes", subscribe_group(0, &named(&[b'g'; 65])), LIMIT),
+        ("subscribe.group_space", subscribe_group(0, &named(b"a b")), LIMIT),
+        ("subscribe.group_slash", subscribe_group(0, &named(b"a/b")), LIMIT),
+        ("subscribe.group_non_ascii", subscribe_group(0, &named("\u{e9}".as_bytes())), LIMIT),
+        ("subscribe.group_bad_utf8", subscribe_group(0, &named(b"\xff")), LIMIT),
+        ("subscribe.group_empty", subscribe_group(0, &[0, 0, b'x']), LIMIT),
+        ("subscribe.group_overrun", subscribe_group(0, &[0, 9, b'a', b'b']), LIMIT),
+        ("subscribe.group_two_bytes", subscribe_group(0, &[0, 1]), LIMIT),
+        (
+            "subscribe.group_after_resume_and_time",
+            subscribe_group(1, &named(b"g")),
+            LIMIT,
+        ),
+        (
+            "subscribe.group_then_trailing",
+            subscribe_group(0, &[0, 1, b'g', 0]),
             LIMIT,
         ),
         (
@@ -868,11 +923,6 @@ fn valid_cases() -> Vec<(String, Vec<u8>, Frame)> {
         let name = stem(&path);
         let wire = common::parse_hex(&fs::read_to_string(&path).unwrap());
         let frame = decode(&wire, LIMIT).unwrap().unwrap();
-        // A queue-group `Subscribe` (`QUEUE_GROUPS`) stays out of this file until its readers
-        // (the Go wire package) know the field; `tests/vectors.rs` checks it.
-        if matches!(&frame, Frame::Subscribe(s) if s.group.is_some()) {
-            continue;
-        }
         out.push((name, wire, frame));
     }
     for (name, frame) in generated_valid() {
@@ -897,8 +947,8 @@ fn invalid_cases(valid: &[(String, Vec<u8>, Frame)]) -> Vec<(String, Vec<u8>, u3
     out.extend(generated_invalid());
     // Every proper truncation of each valid payload, the header saying so (a decoder must not
     // read past payload_len), except the cut right before an optional trailing field
-    // (Subscribe's start time, the header list of Publish and PublishBatch), which is the same
-    // request without it, a valid frame.
+    // (Subscribe's start time and group, the header list of Publish and PublishBatch), which
+    // is the same request without it, a valid frame.
     for (name, wire, frame) in valid {
         let payload = &wire[8..];
         // Short payloads are cut everywhere; long ones (255-byte topics, 1 KiB keys) at their
@@ -909,7 +959,8 @@ fn invalid_cases(valid: &[(String, Vec<u8>, Frame)]) -> Vec<(String, Vec<u8>, u3
             let short = frame_with_payload(wire[1], &payload[..cut]);
             if decode(&short, LIMIT).is_ok() {
                 assert!(
-                    matches!(frame, Frame::Subscribe(s) if matches!(s.start, StartAt::TimeMs(_)))
+                    matches!(frame, Frame::Subscribe(s)
+                        if matches!(s.start, StartAt::TimeMs(_)) || s.group.is_some())
                         || matches!(frame, Frame::Publish(p) if !p.headers.is_empty())
                         || matches!(frame, Frame::PublishBatch(p) if !p.headers.is_empty()),
                     "{name} cut at {cut} decodes"

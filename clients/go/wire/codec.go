@@ -129,8 +129,11 @@ func decodePublishAck(b *body) Frame { return &PublishAck{RequestID: b.u64(), Co
 
 func (f *Subscribe) bodyLen() int {
 	n := 8 + strLen(f.Topic) + 16
-	if f.Start.Kind == StartTime {
+	if f.Start.Kind == StartTime || f.Group != "" {
 		n += 8
+	}
+	if f.Group != "" {
+		n += strLen(f.Group)
 	}
 	return n
 }
@@ -143,8 +146,14 @@ func (f *Subscribe) appendBody(d []byte) []byte {
 		p = f.Start.Position
 	}
 	d = putPosition(d, p)
-	if f.Start.Kind == StartTime {
+	switch {
+	case f.Start.Kind == StartTime:
 		d = putU64(d, f.Start.TimeMs)
+	case f.Group != "":
+		d = putU64(d, NoStartTime)
+	}
+	if f.Group != "" {
+		d = putStr(d, f.Group)
 	}
 	return d
 }
@@ -161,6 +170,21 @@ func decodeSubscribe(b *body) Frame {
 		ms = b.u64()
 		if b.err != nil {
 			return f
+		}
+	}
+	// A group is at least 3 bytes (its length and one byte): fewer left after
+	// the time are trailing bytes, as they were before groups existed.
+	if len(b.buf) >= 3 {
+		f.Group = b.str()
+		if b.err != nil {
+			return f
+		}
+		if reason := ValidateGroup(f.Group); reason != "" {
+			b.fail(reason)
+			return f
+		}
+		if ms == NoStartTime {
+			hasTime = false
 		}
 	}
 	switch {

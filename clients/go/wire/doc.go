@@ -27,6 +27,14 @@ const MaxTopicLen = 255
 // MaxKeyLen is the longest cache key in bytes (keys are also non-empty).
 const MaxKeyLen = 1024
 
+// MaxGroupLen is the longest queue-group name in bytes (names are also
+// non-empty, see ValidateGroup).
+const MaxGroupLen = 64
+
+// NoStartTime is the start_time_ms of a queue-group Subscribe without a start
+// time (all bits set).
+const NoStartTime = ^uint64(0)
+
 // ALPN names a connection offers in its TLS handshake.
 const (
 	// ALPNEvents is offered by publish and subscribe connections.
@@ -59,10 +67,15 @@ const (
 	// FeatureRequest: a Publish whose headers hold reply-to is a request,
 	// answered with CodeNoResponders when its topic has no subscriber.
 	FeatureRequest uint64 = 256
+	// FeatureQueueGroups: a Subscribe may end with a queue-group name
+	// (Subscribe.Group), which is then preceded by start_time_ms.
+	FeatureQueueGroups uint64 = 512
 	// FeaturesBase is what every client connection asks for.
 	FeaturesBase = FeatureBatchPublish | FeatureCache | FeatureSubscribeFromTime
 	// FeaturesClient is what the client's plain and routing connections ask
-	// for: the base set, wildcard subscriptions, headers and request/reply
-	// (as the Rust SDK does; a peer's connection asks for none of the three).
-	FeaturesClient = FeaturesBase | FeatureWildcards | FeatureHeaders | FeatureRequest
+	// for: the base set, wildcard subscriptions, headers, request/reply and
+	// queue groups (as the Rust SDK does; a peer's connection asks for none
+	// of the four).
+	FeaturesClient = FeaturesBase | FeatureWildcards | FeatureHeaders | FeatureRequest |
+		FeatureQueueGroups
 )

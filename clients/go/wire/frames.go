@@ -113,10 +113,15 @@ type StartAt struct {
 }
 
 // Subscribe opens a subscription (0x20).
+//
+// A non-empty Group joins that queue group (feature QueueGroups): the frame
+// then always carries start_time_ms, NoStartTime when Start is not a time,
+// and the group name after it (docs/protocol.md, section 5.3).
 type Subscribe struct {
 	RequestID uint64
 	Topic     string
 	Start     StartAt
+	Group     string
 }
 
 // SubscribeOk accepts a subscription (0x21).

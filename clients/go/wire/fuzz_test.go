@@ -16,7 +16,8 @@ var errEOF = io.EOF
 // streaming Reader in small pieces. It checks that nothing panics, that both
 // ways agree, and that every decoded frame re-encodes to its input bytes
 // (the header's reserved flags aside). Its seed corpus is every vector of
-// proto/vectors/frames.json, so `go test` runs them as regression cases.
+// proto/vectors/frames.json (queue-group Subscribe frames and their malformed
+// variants among them), so `go test` runs them as regression cases.
 func FuzzDecode(f *testing.F) {
 	v := loadVectors(f)
 	for _, c := range v.Valid {

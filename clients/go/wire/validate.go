@@ -1,6 +1,6 @@
 package wire
 
-// The topic and cache key rules, shared by senders and the decoder.
+// The topic, cache key and queue-group name rules, shared by senders and the decoder.
 
 import (
 	"unicode"
@@ -40,6 +40,27 @@ func ValidateKey(key []byte) string {
 	}
 	if len(key) > MaxKeyLen {
 		return "key longer than 1024 bytes"
+	}
+	return ""
+}
+
+// ValidateGroup checks a queue-group name: 1..=MaxGroupLen bytes of ASCII
+// letters, digits, '-', '_' and '.'. It returns "" when the name is valid,
+// else the reason, worded as the reference implementation words it.
+func ValidateGroup(group string) string {
+	if group == "" {
+		return "group name is empty"
+	}
+	if len(group) > MaxGroupLen {
+		return "group name longer than 64 bytes"
+	}
+	for i := 0; i < len(group); i++ {
+		c := group[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '-' || c == '_' || c == '.'
+		if !ok {
+			return "group name holds a character other than A-Z a-z 0-9 - _ ."
+		}
 	}
 	return ""
 }

@@ -236,8 +236,12 @@ func render(f wire.Frame) map[string]any {
 		case wire.StartTime:
 			ms = n(f.Start.TimeMs)
 		}
-		return map[string]any{"request_id": n(f.RequestID), "topic": f.Topic, "resume_stream": n(stream),
+		m := map[string]any{"request_id": n(f.RequestID), "topic": f.Topic, "resume_stream": n(stream),
 			"resume_seq": n(seq), "start_time_ms": ms}
+		if f.Group != "" {
+			m["group"] = f.Group
+		}
+		return m
 	case *wire.SubscribeOk:
 		return map[string]any{"request_id": n(f.RequestID), "subscription_id": n(f.SubscriptionID)}
 	case *wire.Unsubscribe:
@@ -475,6 +479,9 @@ func build(typ string, m map[string]any) (wire.Frame, error) {
 			s.Start = wire.StartAt{Kind: wire.StartTime, TimeMs: fs.u64("start_time_ms")}
 		case stream != 0:
 			s.Start = wire.StartAt{Kind: wire.StartPosition, Position: wire.Position{Stream: stream, Seq: seq}}
+		}
+		if m["group"] != nil {
+			s.Group = fs.str("group")
 		}
 		f = s
 	case "subscribe_ok":
