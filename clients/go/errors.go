@@ -63,6 +63,9 @@ var (
 	ErrNotARequest = errors.New("starling: the event is not a request (no reply-to header)")
 	// ErrInvalidTopic: a topic breaks the topic rules; nothing was sent.
 	ErrInvalidTopic = errors.New("starling: invalid topic")
+	// ErrInvalidGroup: a queue-group name is empty, longer than 64 bytes or
+	// holds a character other than A-Z a-z 0-9 - _ .; nothing was sent.
+	ErrInvalidGroup = errors.New("starling: invalid queue group name")
 	// ErrInvalidKey: a cache key is empty or longer than 1024 bytes.
 	ErrInvalidKey = errors.New("starling: invalid cache key")
 	// ErrUnsupported: the broker did not grant a feature the call needs.

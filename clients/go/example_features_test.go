@@ -81,3 +81,36 @@ func ExampleClient_PublishMessage() {
 	trace, _ := e.Header("traceparent")
 	fmt.Println(e.Topic, string(e.Payload), trace)
 }
+
+// Workers sharing a queue: each job goes to one member of the group
+// "workers" (needs a broker granting QUEUE_GROUPS).
+func ExampleClient_SubscribeGroup() {
+	ctx := context.Background()
+	var client *starling.Client // from starling.Connect
+	if client == nil {
+		return
+	}
+	jobs, err := client.SubscribeGroup(ctx, "jobs", "workers")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer jobs.Close()
+	for job, err := range jobs.All(ctx) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("working on %s\n", job.Payload)
+	}
+}
+
+// Group names are checked before anything is sent.
+func ExampleValidateGroup() {
+	for _, g := range []string{"workers", "billing.eu-1", "", "two words"} {
+		fmt.Printf("%q %v\n", g, errors.Is(starling.ValidateGroup(g), starling.ErrInvalidGroup))
+	}
+	// Output:
+	// "workers" false
+	// "billing.eu-1" false
+	// "" true
+	// "two words" true
+}

@@ -2,7 +2,8 @@ package starling
 
 // Event numbering of a subscription: drops the events a replay sends twice
 // (wire.SeenStreams), gives the rest one continuous sequence, and counts the
-// events the broker dropped for a slow subscriber (gaps within a stream).
+// events the broker dropped for a slow subscriber (gaps within a stream,
+// except on a queue-group member, whose gaps are the other members' share).
 
 import "starling.invalid/starling/wire"
 
@@ -49,6 +50,9 @@ type numbering struct {
 	nextSeq uint64
 	started bool
 	dropped uint64
+	// shared: a queue-group member's numbering, whose gaps are the other
+	// members' events: neither counted as dropped nor left in Seq.
+	shared bool
 }
 
 // newNumbering counts everything before a resume point as received.
@@ -70,7 +74,7 @@ func (n *numbering) number(d delivery, out []Event) []Event {
 	}
 	first := b.FirstSeq + uint64(skip)
 	var gap uint64
-	if n.hasLast && n.last.Stream == b.Stream && first > n.last.Seq {
+	if n.hasLast && n.last.Stream == b.Stream && first > n.last.Seq && !n.shared {
 		gap = first - n.last.Seq
 	}
 	n.dropped += gap

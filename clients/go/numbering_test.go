@@ -143,3 +143,23 @@ func TestWildcardNumberingIsPerTopicAndBounded(t *testing.T) {
 		t.Fatalf("%d numberings, dropped %d", len(s.perTopic), s.DroppedEvents())
 	}
 }
+
+// A queue-group member's gaps are the other members' share: not drops, and
+// its own Seq stays consecutive.
+func TestSharedNumberingCountsNoGaps(t *testing.T) {
+	n := numbering{shared: true}
+	var got [][2]uint64
+	got = append(got, seqs(n.number(batch(3, 10, 2), nil))...)
+	got = append(got, seqs(n.number(batch(3, 20, 1), nil))...)
+	got = append(got, seqs(n.number(batch(3, 31, 2), nil))...)
+	want := [][2]uint64{{10, 10}, {11, 11}, {12, 20}, {13, 31}, {14, 32}}
+	if !equal(got, want) || n.dropped != 0 {
+		t.Fatalf("got %v dropped %d, want %v and 0", got, n.dropped, want)
+	}
+	plain := numbering{}
+	plain.number(batch(3, 10, 2), nil)
+	plain.number(batch(3, 20, 1), nil)
+	if plain.dropped != 8 {
+		t.Fatalf("a plain subscription's gap: dropped %d, want 8", plain.dropped)
+	}
+}

@@ -9,7 +9,8 @@ package starling
 // the last event it received. A wildcard subscription (a pattern such as
 // orders.* or orders.>, docs/subjects.md) is live only: each batch comes
 // after a BatchTopic naming its topic, its events are numbered per topic, and
-// it resubscribes live.
+// it resubscribes live. A queue-group subscription (group.go) is live only
+// too, and its positions' gaps are the other members' share, not drops.
 
 import (
 	"context"
@@ -88,6 +89,7 @@ type delivery struct {
 type Subscription struct {
 	topic    string
 	wildcard bool
+	group    string // the queue group joined, "" for none
 	batches  chan delivery
 	stop     context.CancelFunc
 	done     chan struct{}
@@ -122,6 +124,10 @@ func (s *Subscription) Topic() string { return s.topic }
 // IsWildcard reports whether the subscription is to a pattern.
 func (s *Subscription) IsWildcard() bool { return s.wildcard }
 
+// Group is the queue group the subscription joined (SubscribeGroup), "" for
+// a plain subscription.
+func (s *Subscription) Group() string { return s.group }
+
 // ID is the broker's id of the current subscription stream.
 func (s *Subscription) ID() uint64 {
 	s.mu.Lock()
@@ -131,7 +137,8 @@ func (s *Subscription) ID() uint64 {
 
 // DroppedEvents is how many events the broker dropped for this subscriber so
 // far (gaps within a stream; on a wildcard subscription, summed over its
-// topics).
+// topics). A queue-group member's gaps are the other members' share: they
+// are not counted, so it stays 0.
 func (s *Subscription) DroppedEvents() uint64 {
 	n := s.num.dropped + s.forgotten
 	for _, t := range s.perTopic {
@@ -143,7 +150,9 @@ func (s *Subscription) DroppedEvents() uint64 {
 // ResumePoint is one past the last event Next returned (or the position the
 // subscription was opened with); the zero Position before any event of a
 // live or time subscription. Pass it to FromPosition to continue. A wildcard
-// subscription cannot be resumed: its ResumePoint stays zero.
+// subscription cannot be resumed: its ResumePoint stays zero. A queue-group
+// member's ResumePoint follows its own events but is of no use to
+// FromPosition for the group: a group subscription is live only.
 func (s *Subscription) ResumePoint() Position { return s.resume }
 
 // Next returns the next event, waiting for it while ctx allows. After the
@@ -186,7 +195,7 @@ func (s *Subscription) numberOf(d delivery) *numbering {
 			}
 			clear(s.perTopic)
 		}
-		n = &numbering{topic: d.topic}
+		n = &numbering{topic: d.topic, shared: s.group != ""}
 		s.perTopic[d.topic] = n
 	}
 	return n
@@ -237,6 +246,12 @@ func (s *Subscription) Close() error {
 // broker in a cluster refuses it for now (ErrInvalidRequest), and it
 // resubscribes live.
 func (c *Client) Subscribe(ctx context.Context, topic string, start StartAt) (*Subscription, error) {
+	return c.subscribe(ctx, topic, start, "")
+}
+
+// subscribe is Subscribe, joining group unless it is "" (then start must be
+// Live: SubscribeGroup checked it and the name).
+func (c *Client) subscribe(ctx context.Context, topic string, start StartAt, group string) (*Subscription, error) {
 	if err := c.open(); err != nil {
 		return nil, err
 	}
@@ -247,15 +262,15 @@ func (c *Client) Subscribe(ctx context.Context, topic string, start StartAt) (*S
 	if wildcard && start.Kind != wire.StartLive {
 		return nil, fmt.Errorf("%w: %q: a wildcard subscription is live only (no resume position or start time)", ErrInvalidTopic, topic)
 	}
-	first, err := c.subscribeRouted(ctx, topic, start)
+	first, err := c.subscribeRouted(ctx, topic, start, group)
 	if err != nil {
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.Background())
-	s := &Subscription{topic: topic, wildcard: wildcard, batches: make(chan delivery, c.cfg.SubscriptionBuffer),
+	s := &Subscription{topic: topic, wildcard: wildcard, group: group, batches: make(chan delivery, c.cfg.SubscriptionBuffer),
 		stop: stop, done: make(chan struct{}), id: first.id, started: start,
 		num: newNumbering(start.Position), resume: start.Position}
-	s.num.topic = topic
+	s.num.topic, s.num.shared = topic, group != ""
 	if wildcard {
 		s.perTopic = map[string]*numbering{}
 	}
@@ -300,19 +315,19 @@ func (c *Client) SubscribeFunc(ctx context.Context, topic string, start StartAt,
 
 // subscribeRouted opens a subscription stream at the topic's owner,
 // following Moved and Unavailable answers.
-func (c *Client) subscribeRouted(ctx context.Context, topic string, start StartAt) (*subStream, error) {
+func (c *Client) subscribeRouted(ctx context.Context, topic string, start StartAt, group string) (*subStream, error) {
 	ctx, cancel := c.requestContext(ctx)
 	defer cancel()
 	var out *subStream
 	err := c.routed(ctx, placement.Topic, []byte(topic), func(n *node) error {
-		s, err := openSubscription(ctx, n, topic, start)
+		s, err := openSubscription(ctx, n, topic, start, group)
 		out = s
 		return err
 	})
 	return out, inOperation(err, "subscribe", []byte(topic))
 }
 
-func openSubscription(ctx context.Context, n *node, topic string, start StartAt) (*subStream, error) {
+func openSubscription(ctx context.Context, n *node, topic string, start StartAt, group string) (*subStream, error) {
 	c, err := n.eventConn(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -322,6 +337,9 @@ func openSubscription(ctx context.Context, n *node, topic string, start StartAt)
 	}
 	if IsPattern(topic) && !c.info.Has(wire.FeatureWildcards) {
 		return nil, fmt.Errorf("%w: wildcard subscription %q (the broker did not grant WILDCARDS)", ErrUnsupported, topic)
+	}
+	if group != "" && !c.info.Has(wire.FeatureQueueGroups) {
+		return nil, fmt.Errorf("%w: queue group %q (the broker did not grant QUEUE_GROUPS)", ErrUnsupported, group)
 	}
 	st, err := c.q.OpenStreamSync(ctx)
 	if err != nil {
@@ -335,7 +353,7 @@ func openSubscription(ctx context.Context, n *node, topic string, start StartAt)
 		st.CancelWrite(0)
 		return nil, err
 	}
-	if err := wire.WriteFrame(st, &wire.Subscribe{RequestID: 1, Topic: topic, Start: start}); err != nil {
+	if err := wire.WriteFrame(st, &wire.Subscribe{RequestID: 1, Topic: topic, Start: start, Group: group}); err != nil {
 		return fail(fmt.Errorf("starling: sending Subscribe: %w", err))
 	}
 	rd := wire.NewReader(st, c.info.MaxFrameBytes+responseSlack)
@@ -375,12 +393,12 @@ func (s *Subscription) run(ctx context.Context, c *Client, cur *subStream) {
 			return
 		}
 		from := s.started
-		if rp.p.Stream != 0 && !s.wildcard {
+		if rp.p.Stream != 0 && !s.wildcard && s.group == "" {
 			from = FromPosition(rp.p)
 		}
 		deadline := time.Now().Add(3 * c.cfg.RequestTimeout)
 		for cur = nil; cur == nil; {
-			next, err := c.subscribeRouted(ctx, s.topic, from)
+			next, err := c.subscribeRouted(ctx, s.topic, from, s.group)
 			switch {
 			case err == nil:
 				cur = next
@@ -481,7 +499,7 @@ func transient(err error) bool {
 	}
 	var de *wire.DecodeError
 	if errors.As(err, &de) || errors.Is(err, ErrProtocol) || errors.Is(err, ErrConfig) ||
-		errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInvalidTopic) {
+		errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInvalidTopic) || errors.Is(err, ErrInvalidGroup) {
 		return false
 	}
 	return true
