@@ -8,7 +8,7 @@
 # its output is printed when it fails. A table of each binary's time ends the output.
 # The build is scripts/cargo-build.sh, the one cargo build of `make test` (the e2e test binary
 # and the binaries the other phases run come out of the same invocation, so no phase compiles
-# the workspace again with other features); the e2e binary is not run here.
+# the workspace again with other features); the e2e suite's binary is not run here.
 #
 #   scripts/unit-tests.sh
 set -uo pipefail
@@ -25,7 +25,8 @@ CARGO=$cargo STARLING_CARGO_PROFILE=$profile ./scripts/cargo-build.sh --json "$w
 echo "== build: $((SECONDS - t0))s" >&2
 
 # One line per test binary: its package's directory, the binary, a label. The binaries that
-# start brokers (broker's tests/) first. Not the e2e suite's (e2e/run.sh runs it against a cluster).
+# start brokers (broker's tests/) first. Not the e2e suite (e2e/run.sh runs it against a
+# cluster); the e2e library's own unit tests run here.
 python3 - "$work/build.json" >"$work/list" <<'EOF'
 import json, os, sys
 first, rest = [], []
@@ -37,9 +38,9 @@ for line in open(sys.argv[1]):
     if m.get("reason") != "compiler-artifact" or not m.get("executable") or not m["profile"]["test"]:
         continue
     pkg = os.path.dirname(m["manifest_path"])
-    if os.path.basename(pkg) == "e2e":
-        continue
     t = m["target"]
+    if os.path.basename(pkg) == "e2e" and "test" in t["kind"]:
+        continue
     label = f"{os.path.basename(pkg)}/{t['kind'][0]}:{t['name']}"
     row = f"{pkg}\t{m['executable']}\t{label}"
     (first if os.path.basename(pkg) == "broker" and "test" in t["kind"] else rest).append(row)
