@@ -154,6 +154,6 @@ for t in "${failed[@]}"; do
 done
 total=$(( ${#pool[@]} + ${#alone[@]} ))
 if [[ ${#failed[@]} -gt 0 ]]; then
-  die "e2e: ${#failed[@]} of $total tests failed: ${failed[*]}"
+  die "e2e: ${#failed[@]} of $total tests failed: ${failed[*]}$([[ -e "$LOGS/${alone[0]:-none}.rc" || ${#alone[@]} -eq 0 ]] || echo " (not run, as a test failed first: ${alone[*]})")"
 fi
 log "e2e: all $total tests passed"
