@@ -6,7 +6,9 @@
 #   4. the CRD and the operator, helm-installed into starling-system with e2e/values-e2e.yaml,
 #   5. the `starling` CLI, which the autoscaling test drives load with.
 # Everything is built in one cargo invocation, in the profile $STARLING_CARGO_PROFILE (default
-# `release`; `make test` and `make demo` set `ci`), while the cluster comes up.
+# `release`; `make test` and `make demo` set `ci`), while the cluster comes up: for the e2e
+# suite (STARLING_E2E_BUILD=suite, set by e2e/run.sh) scripts/cargo-build.sh, the whole
+# workspace with the e2e test binary; else the four binaries.
 # Writes $STARLING_E2E_DIR/e2e.env with KUBECONFIG and the image refs for the next steps.
 source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
 cd "$REPO_ROOT"
@@ -29,10 +31,20 @@ if [[ "${STARLING_USE_EXISTING_CLUSTER:-0}" != 1 ]]; then
   up_pid=$!
   export KUBECONFIG="$KUBECONFIG_PATH"
 fi
-log "cargo build --profile $PROFILE: broker, operator, CLI and bench (the autoscaling test's load generator)"
+# The e2e suite (e2e/run.sh sets STARLING_E2E_BUILD=suite): scripts/cargo-build.sh, the one
+# cargo build of `make test`, which `make test`'s unit phase has already run (then this finds
+# every unit fresh), and which builds the e2e test binary with the same features as the
+# binaries in the images, so e2e/run.sh compiles nothing more. Otherwise (`make demo`): the
+# binaries the demo needs, in one invocation.
 build_rc=0
-cargo build --profile "$PROFILE" -q -p starling-broker -p starling-operator -p starling-cli -p starling-bench \
-  || build_rc=$?
+if [[ "${STARLING_E2E_BUILD:-bins}" == suite ]]; then
+  log "cargo build --profile $PROFILE of the workspace (scripts/cargo-build.sh): the images' binaries, the CLI and bench the tests drive, the e2e test binary"
+  STARLING_CARGO_PROFILE=$PROFILE "$REPO_ROOT/scripts/cargo-build.sh" -q || build_rc=$?
+else
+  log "cargo build --profile $PROFILE: broker, operator, CLI and bench (the autoscaling test's load generator)"
+  cargo build --profile "$PROFILE" -q -p starling-broker -p starling-operator -p starling-cli -p starling-bench \
+    || build_rc=$?
+fi
 if [[ -n "$up_pid" ]]; then
   up_rc=0
   wait "$up_pid" || up_rc=$?
@@ -41,7 +53,9 @@ if [[ -n "$up_pid" ]]; then
 fi
 [[ $build_rc -eq 0 ]] || die "cargo build --profile $PROFILE failed"
 
-"$E2E_DIR/images/build.sh"
+# The binaries are built: the image script packs them without a cargo invocation of its own
+# (one with `-p starling-broker` alone would unify features differently and compile again).
+STARLING_IMAGES_PREBUILT=1 STARLING_CARGO_PROFILE=$PROFILE "$E2E_DIR/images/build.sh"
 # shellcheck disable=SC1091
 source "$STATE_DIR/images.env"
 [[ -n "${BROKER_IMAGE:-}" && -n "${OPERATOR_IMAGE:-}" ]] || die "image build did not produce both images"

@@ -50,13 +50,23 @@ mkdir -p "$OUT"
 PROFILE=${STARLING_CARGO_PROFILE:-release}
 # cargo's output directory of a profile: `dev` builds into debug/, every other profile into its name.
 PROFILE_DIR=$([[ "$PROFILE" == dev ]] && echo debug || echo "$PROFILE")
-log "cargo build --profile $PROFILE -p starling-broker"
-cargo build --profile "$PROFILE" -p starling-broker || die "building starling-broker failed"
+# STARLING_IMAGES_PREBUILT=1 (e2e/setup.sh, after its build): the binaries are there, no
+# cargo invocation here (`-p starling-broker` alone unifies features differently from the
+# caller's build and would compile the workspace again).
+PREBUILT=${STARLING_IMAGES_PREBUILT:-0}
+if [[ "$PREBUILT" == 1 ]]; then
+  log "binaries already built (STARLING_IMAGES_PREBUILT=1): $TARGET_DIR/$PROFILE_DIR"
+else
+  log "cargo build --profile $PROFILE -p starling-broker"
+  cargo build --profile "$PROFILE" -p starling-broker || die "building starling-broker failed"
+fi
 
 BUILD_OPERATOR=1
 if [[ "${STARLING_SKIP_OPERATOR:-0}" == 1 ]]; then
   BUILD_OPERATOR=0
   log "operator: skipped (STARLING_SKIP_OPERATOR=1)"
+elif [[ "$PREBUILT" == 1 ]]; then
+  [[ -x "$TARGET_DIR/$PROFILE_DIR/starling-operator" ]] || die "STARLING_IMAGES_PREBUILT=1 but $TARGET_DIR/$PROFILE_DIR/starling-operator is missing"
 else
   log "cargo build --profile $PROFILE -p starling-operator"
   if ! cargo build --profile "$PROFILE" -p starling-operator; then

@@ -45,6 +45,17 @@ const LOAD_RATE: u32 = 400;
 /// The acked probe stream: far below every threshold.
 const PROBE_INTERVAL: Duration = Duration::from_millis(100);
 const MOVE_TIMEOUT: Duration = Duration::from_secs(600);
+/// The autoscaler's windows on this test's BrokerCluster: as short as a steady signal allows
+/// (the load is twice small's capacity against an 80% threshold, the quiet probe a twentieth
+/// against 50%), since every second of a window is a second of the suite's critical path.
+const SCALE_UP_WINDOW: &str = "15s";
+const SCALE_DOWN_WINDOW: &str = "20s";
+const COOLDOWN: &str = "15s";
+/// The operator scrapes every broker this often: each window holds several rounds, and a
+/// round that missed a just-restarted broker (which never moves the cluster) passes sooner.
+const SCRAPE_INTERVAL: &str = "2s";
+/// How often the test reads the cluster's status while it waits for a move.
+const STATUS_POLL: Duration = Duration::from_secs(2);
 /// How long after a move settled every key written before must be readable again.
 const KEYS_SETTLE: Duration = Duration::from_secs(30);
 
@@ -116,7 +127,7 @@ impl Recorder {
     }
 }
 
-/// Polls the cluster every 5 s until `done` holds, recording each poll. Returns the cluster
+/// Polls the cluster every [`STATUS_POLL`] until `done` holds, recording each poll. Returns the cluster
 /// and the probe's last number sent at the last poll before `status.effectiveTier` left
 /// `from` (the start of the move, to within one poll), or at the end when it never left.
 async fn watch_until(
@@ -151,7 +162,7 @@ async fn watch_until(
             Instant::now() < deadline,
             "{phase}: not reached within {MOVE_TIMEOUT:?}"
         );
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        tokio::time::sleep(STATUS_POLL).await;
     }
 }
 
@@ -489,11 +500,11 @@ async fn autoscaling_moves_small_to_medium_and_back() {
                 min_tier: Tier::Small,
                 max_tier: Tier::Medium,
                 scale_up_threshold: 80,
-                scale_up_window: "30s".into(),
+                scale_up_window: SCALE_UP_WINDOW.into(),
                 scale_down_threshold: 50,
-                scale_down_window: "45s".into(),
-                cooldown: "30s".into(),
-                scrape_interval: "5s".into(),
+                scale_down_window: SCALE_DOWN_WINDOW.into(),
+                cooldown: COOLDOWN.into(),
+                scrape_interval: SCRAPE_INTERVAL.into(),
             }),
             // Each topic batch and every ownership, upstream and resume step, in the pod logs
             // the test keeps (a lost message is looked up in them).
@@ -586,7 +597,7 @@ async fn autoscaling_moves_small_to_medium_and_back() {
     let reason = a.last_change_reason.clone().unwrap_or_default();
     assert!(
         reason.starts_with("tier small→medium: publish ")
-            && reason.contains("> 80% of 200 for 30s"),
+            && reason.contains(&format!("> 80% of 200 for {SCALE_UP_WINDOW}")),
         "{reason}"
     );
     assert!(a.last_change_time.is_some());
