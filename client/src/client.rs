@@ -164,8 +164,9 @@ impl Client {
 
     /// Answers request `event` (one with a `reply-to` header, as [`Client::request`] sends):
     /// publishes `payload` to its reply inbox and waits for the broker's ack. The broker
-    /// allows it when the request was delivered to this connection recently (its
-    /// `max_reply_inboxes_per_user` latest) or the user may publish there; else
+    /// allows it when the request was delivered recently to any connection of this client's
+    /// user (the user's `max_reply_inboxes_per_user` latest grants) or the user may publish
+    /// there; else
     /// [`ClientError::Forbidden`]. [`ClientError::NotARequest`] for an event without
     /// `reply-to`.
     pub async fn reply(
