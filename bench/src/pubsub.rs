@@ -22,6 +22,9 @@ use super::tracker::{Tracker, Window};
 
 /// Measured duration when neither `--duration` nor `--count` is given.
 const DEFAULT_DURATION: Duration = Duration::from_secs(5);
+/// How long an acked run waits for each topic to take its first acked publish (a replicated
+/// durable topic refuses publishes with `Unavailable` until its Raft group has a leader).
+const TOPIC_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A validated pub/sub workload.
 #[derive(Debug, Clone)]
@@ -174,6 +177,23 @@ pub(crate) async fn run(
             Some(c) => c.clone(),
             None => Client::connect(pub_cfg.clone()).await?,
         });
+    }
+
+    // Acked runs: each topic first takes one acked publish, retried until it is accepted,
+    // before anything subscribes or is measured (a replicated durable topic has no leader
+    // until its first use). The live subscriptions opened below start after it.
+    if a.ack_window.is_some()
+        && let Some(client) = pub_clients.first()
+    {
+        let deadline = std::time::Instant::now() + TOPIC_READY_TIMEOUT;
+        for t in 0..a.topics {
+            while let Err(e) = client.publish_acked(&topic(t), &b"ready?"[..]).await {
+                if std::time::Instant::now() >= deadline {
+                    return Err(e.into());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
     }
 
     let clock = Clock::start();

@@ -59,7 +59,7 @@ pub mod state_machine;
 pub mod topic;
 pub mod types;
 
-pub use batch::{Applied, Batch};
+pub use batch::{Applied, BATCH_VERSION, Batch};
 pub use committed::Committed;
 pub use config::ReplicaConfig;
 pub use error::ReplicaError;
