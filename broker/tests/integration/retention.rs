@@ -151,7 +151,7 @@ async fn many_resuming_subscribers_share_the_retained_tail() {
     .await;
     let rss_growth = rss_bytes().saturating_sub(rss_before);
     // A copy per replay would be RESUMERS × the tail, over 800 MiB; shared, the growth is the
-XX is a third of the copies because the
+    // queues' bookkeeping. The bound is a third of the copies because the
     // RSS is the test process's: the binary's other tests run beside this one in it (141 MiB
     // was seen once that way, against a bound of 128 MiB before 2026-11-28).
     let copies = RESUMERS as u64 * retained as u64;
