@@ -548,23 +548,29 @@ impl TopicTask {
             if frames.is_empty() {
                 continue;
             }
-            self.shared
-                .counters
-                .replayed_events
-                .fetch_add(u64::from(events), Ordering::Relaxed);
-            let item = Queued {
-                frame: Frames::Run(frames.into()),
-                events,
-                enqueued: Instant::now(),
-            };
-            let offer = sub.offer(item).await;
-            if offer.schedule {
-                self.shared.lanes.schedule(Arc::clone(sub)).await;
-            }
-            if offer.outcome == Outcome::Closed {
+            if self.replay_run(sub, frames, events).await == Outcome::Closed {
                 return;
             }
         }
+    }
+
+    /// Queues a run of replayed `frames` (`events` events) to `sub` alone, counts them as
+    /// replayed and schedules its lane; what the offer did.
+    async fn replay_run(&self, sub: &Arc<Subscriber>, frames: Vec<Bytes>, events: u32) -> Outcome {
+        self.shared
+            .counters
+            .replayed_events
+            .fetch_add(u64::from(events), Ordering::Relaxed);
+        let item = Queued {
+            frame: Frames::Run(frames.into()),
+            events,
+            enqueued: Instant::now(),
+        };
+        let offer = sub.offer(item).await;
+        if offer.schedule {
+            self.shared.lanes.schedule(Arc::clone(sub)).await;
+        }
+        offer.outcome
     }
 
     /// Opens (recovering) the topic's log if it is durable and owned here, copies what other
@@ -1003,17 +1009,7 @@ impl TopicTask {
                 tracing::debug!(topic = %self.name, ?from, events, records = frames.len(), "resume: replaying from disk");
                 m.storage_replayed_records
                     .fetch_add(frames.len() as u64, Ordering::Relaxed);
-                m.replayed_events
-                    .fetch_add(u64::from(events), Ordering::Relaxed);
-                let item = Queued {
-                    frame: Frames::Run(frames.into()),
-                    events,
-                    enqueued: Instant::now(),
-                };
-                let offer = sub.offer(item).await;
-                if offer.schedule {
-                    self.shared.lanes.schedule(Arc::clone(sub)).await;
-                }
+                self.replay_run(sub, frames, events).await;
             }
             if done {
                 return;
