@@ -72,6 +72,9 @@ struct Upstream {
     owner: String,
     task: JoinHandle<()>,
     at: At,
+    /// `true` while the subscription at the owner is open (it has answered `SubscribeOk`), so
+    /// every event the owner accepts from then on is relayed here.
+    live: tokio::sync::watch::Receiver<bool>,
     /// Set when the upstream retires (see [`RETIRE_LIMIT`]).
     retiring: Arc<AtomicBool>,
 }
@@ -183,6 +186,7 @@ impl Upstreams {
             };
             let at = Arc::new(parking_lot::Mutex::new(from.position()));
             let retiring = Arc::new(AtomicBool::new(false));
+            let (live_tx, live) = tokio::sync::watch::channel(false);
             tracing::debug!(%topic, owner = %owner.id, ?from, "upstream subscription");
             let task = tokio::spawn(run(
                 Arc::downgrade(self),
@@ -193,6 +197,7 @@ impl Upstreams {
                     since,
                 },
                 Arc::clone(&retiring),
+                live_tx,
             ));
             tasks.insert(
                 topic,
@@ -200,6 +205,7 @@ impl Upstreams {
                     owner: owner.id,
                     task,
                     at,
+                    live,
                     retiring,
                 },
             );
@@ -207,6 +213,23 @@ impl Upstreams {
         self.metrics
             .cluster_upstreams
             .set(i64::try_from(tasks.len()).unwrap_or(i64::MAX));
+    }
+
+    /// Waits, at most `limit`, until the upstream of `topic` (if there is one) is subscribed at
+    /// the owner; returns whether it is (`true` too when `topic` has no upstream here). A live
+    /// subscription at a broker that relays its topic waits for this before its `SubscribeOk`:
+    /// an upstream that subscribes at the owner only after the client saw `SubscribeOk` starts
+    /// at the owner's live events of that moment, and a publish the client made in between
+    /// would never reach it.
+    pub async fn wait_live(&self, topic: &str, limit: Duration) -> bool {
+        let live = self.tasks.lock().get(topic).map(|up| up.live.clone());
+        let Some(mut live) = live else {
+            return true;
+        };
+        matches!(
+            tokio::time::timeout(limit, live.wait_for(|open| *open)).await,
+            Ok(Ok(_))
+        )
     }
 
     /// Stops every upstream, for good (the drain).
@@ -252,13 +275,15 @@ impl Start {
 /// Holds the subscription at `owner` and relays into the local topic until aborted, keeping
 /// `start.at` current; every new subscription resumes from it (or from the start time while
 /// nothing was relayed). Once `retiring` is set it goes on only while the former owner still
-/// places the topic on itself (see [`RETIRE_LIMIT`]).
+/// places the topic on itself (see [`RETIRE_LIMIT`]). `live` is `true` while a subscription at
+/// the owner is open.
 async fn run(
     upstreams: Weak<Upstreams>,
     topic: String,
     owner: Member,
     mut start: Start,
     retiring: Arc<AtomicBool>,
+    live: tokio::sync::watch::Sender<bool>,
 ) {
     let at = Arc::clone(&start.at);
     loop {
@@ -305,6 +330,7 @@ async fn run(
                 continue;
             }
         };
+        live.send_replace(true);
         strong
             .metrics
             .cluster_forwarded
@@ -338,6 +364,7 @@ async fn run(
                 None => sub.next_event().await,
             };
         }
+        live.send_replace(false);
         tracing::debug!(%topic, "upstream subscription ended; resubscribing");
         tokio::time::sleep(RETRY_PAUSE).await;
     }

@@ -9,7 +9,9 @@
 //! for a plain client (an upstream subscription at the owner feeds the local topic; a new one
 //! starts where the subscription asked, position or time, or where the local topic's relay
 //! stopped; a resume position the local retained tail does not reach back to is first fed
-//! from the owner by a catch-up of its own, `cluster::catchup`), answered
+//! from the owner by a catch-up of its own, `cluster::catchup`; a live one is answered only
+//! once the upstream is subscribed at the owner, so every publish made after its `SubscribeOk`
+//! reaches it), answered
 //! with `Moved` for a routing client or a peer, and ended with a `Moved` error when a
 //! membership change moves the topic away from this broker while a routing client or a peer
 //! is subscribed (they resume at the new owner), after a short grace and a drain of what this
@@ -327,6 +329,12 @@ pub async fn serve_subscription(
     tracing::debug!(id, topic = %req.topic, ?role, "subscription ended");
 }
 
+/// How long a live subscription to a topic another member owns waits for its upstream to be
+/// subscribed at the owner before its `SubscribeOk` (see `register`). Bounded so an
+/// unreachable owner delays the answer by at most this: the subscription is then served all
+/// the same and gets the owner's events from when its upstream connects.
+const UPSTREAM_LIVE_WAIT: Duration = Duration::from_secs(5);
+
 /// Queues `frame` to the subscriber, after whatever is queued (its one writer, the lane,
 /// writes it).
 async fn send(h: &Handles, sub: &Arc<Subscriber>, frame: &Frame) {
@@ -438,6 +446,21 @@ async fn register(
         && h.cluster.route(Kind::Topic, req.topic.as_bytes()) != Route::Local
     {
         h.upstreams.seed(&req.topic, req.start);
+    }
+    if role == Role::Plain
+        && pattern.is_none()
+        && req.start == StartAt::Live
+        && h.cluster.route(Kind::Topic, req.topic.as_bytes()) != Route::Local
+    {
+        // A live subscription to a topic another member owns: its `SubscribeOk` waits until
+        // the upstream is subscribed at the owner, so a publish the client makes after it is
+        // relayed here (before, an upstream still connecting started after such a publish and
+        // the subscriber never got it). A subscription from a position or a time needs no
+        // wait: the upstream replays from there.
+        reconcile_upstreams(&h.upstreams, &h.subscriptions);
+        if !h.upstreams.wait_live(&req.topic, UPSTREAM_LIVE_WAIT).await {
+            tracing::debug!(topic = %req.topic, "upstream not yet subscribed at the owner; answering SubscribeOk anyway");
+        }
     }
     let ok = Frame::SubscribeOk(SubscribeOk {
         request_id: req.request_id,

@@ -48,16 +48,17 @@ async fn a_pattern_receives_every_matching_topic_old_and_new_and_nothing_else() 
     ] {
         c.publish_acked(topic, msg).await.expect("publish");
     }
-    // Per topic in publish order; topics interleave as they were published (one publisher).
+    // Per topic in publish order. Different topics interleave in no promised order
+    // (docs/subjects.md): each topic is its own task, and an ack at the default `received`
+    // level does not wait for the fan-out, so `us-1` may overtake `eu-1` (seen under load).
     let got = recv_topics(&mut one, 3).await;
-    assert_eq!(
-        got,
-        [
-            ("orders.eu".to_string(), "eu-1".to_string()),
-            ("orders.us".into(), "us-1".into()),
-            ("orders.eu".into(), "eu-2".into()),
-        ]
-    );
+    let mut by_topic: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (t, m) in got {
+        by_topic.entry(t).or_default().push(m);
+    }
+    assert_eq!(by_topic["orders.eu"], ["eu-1", "eu-2"]);
+    assert_eq!(by_topic["orders.us"], ["us-1"]);
+    assert_eq!(by_topic.len(), 2);
     let got = recv_topics(&mut tail, 4).await;
     let mut by_topic: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (t, m) in got {
