@@ -19,6 +19,8 @@
 //! - [`cache`]: the sharded TTL cache.
 //! - [`transport`], [`tls`] and [`tls_reload`]: quinn configuration, certificates and the
 //!   client CA, and their reload.
+//! - [`client_settings`]: the broker's knobs as the SDK's settings (path tuning, profile), for
+//!   its peer links and the bench.
 //! - [`http`], [`http_slots`], [`metrics`], [`health`]: the observability surface, and the HTTP
 //!   listener's slots (probes keep their own).
 //! - [`memory_limit`]: the cgroup memory limit the config's worst case is checked against at start.
@@ -29,6 +31,7 @@ pub mod auth;
 pub mod broker;
 pub mod cache;
 pub mod cli;
+pub mod client_settings;
 pub mod cluster;
 pub mod durable;
 pub mod error;
