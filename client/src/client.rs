@@ -16,7 +16,6 @@ use crate::ClientError;
 use crate::checks::check_topic;
 use crate::cluster::{Router, Target, is_moved};
 use crate::config::ClientConfig;
-use crate::error::Operation;
 use crate::feed::BATCH_BUFFER;
 use crate::handshake::{Role, ServerInfo};
 use crate::node::Node;
@@ -193,7 +192,6 @@ impl Client {
                 async move { node.publish(topic, payload, headers, acked).await }
             })
             .await
-            .map_err(|e| e.in_operation(Operation::Publish, topic.as_bytes()))
     }
 
     /// Publishes several messages to one topic in one frame; with `acked`,
@@ -213,7 +211,6 @@ impl Client {
                 async move { node.publish_batch(topic, payloads, acked).await }
             })
             .await
-            .map_err(|e| e.in_operation(Operation::Publish, topic.as_bytes()))
     }
 
     /// Queues an acked batch now and returns a future for its ack, so a caller can keep many
@@ -360,7 +357,6 @@ impl Client {
                 async move { node.cache_put(key, value, ttl).await }
             })
             .await
-            .map_err(|e| e.in_operation(Operation::CacheWrite, &key))
     }
 
     /// The value under `key`, or `None` when absent or expired.
@@ -373,7 +369,6 @@ impl Client {
                 async move { node.cache_get(key).await }
             })
             .await
-            .map_err(|e| e.in_operation(Operation::CacheRead, &key))
     }
 
     /// Deletes `key`; `true` when it existed.
@@ -386,7 +381,6 @@ impl Client {
                 async move { node.cache_delete(key).await }
             })
             .await
-            .map_err(|e| e.in_operation(Operation::CacheWrite, &key))
     }
 
     /// The cluster's membership as the bootstrap broker sees it now.
@@ -476,7 +470,6 @@ impl Inner {
             |node: Arc<Node>| async move { node.subscribe(topic, start, group).await },
         )
         .await
-        .map_err(|e| e.in_operation(Operation::Subscribe, topic.as_bytes()))
     }
 
     /// The node for a request, and the member id when it is a member's own node.

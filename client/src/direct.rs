@@ -18,7 +18,6 @@ use starling_proto::{ClusterInfo, Frame, Role, StartAt};
 use crate::ClientError;
 use crate::checks::check_topic;
 use crate::config::ClientConfig;
-use crate::error::Operation;
 use crate::handshake::ServerInfo;
 use crate::node::Node;
 use crate::subscription::Subscription;
@@ -56,11 +55,8 @@ impl Direct {
         payloads: Vec<Bytes>,
         acked: bool,
     ) -> Result<(), ClientError> {
-        let node = self.open()?;
         check_topic(topic)?;
-        node.publish_batch(topic, payloads, acked)
-            .await
-            .map_err(|e| e.in_operation(Operation::Publish, topic.as_bytes()))
+        self.open()?.publish_batch(topic, payloads, acked).await
     }
 
     /// Queues an acked batch now and returns a future for its ack, as
@@ -81,11 +77,8 @@ impl Direct {
         topic: &str,
         start: StartAt,
     ) -> Result<Subscription, ClientError> {
-        let node = self.open()?;
         check_topic(topic)?;
-        node.subscribe(topic, start, None)
-            .await
-            .map_err(|e| e.in_operation(Operation::Subscribe, topic.as_bytes()))
+        self.open()?.subscribe(topic, start, None).await
     }
 
     /// Stores `value` under `key` at this broker; `true` when it replaced a live value.
@@ -95,29 +88,17 @@ impl Direct {
         value: impl Into<Bytes>,
         ttl: Option<Duration>,
     ) -> Result<bool, ClientError> {
-        let key = key.into();
-        self.open()?
-            .cache_put(key.clone(), value.into(), ttl)
-            .await
-            .map_err(|e| e.in_operation(Operation::CacheWrite, &key))
+        self.open()?.cache_put(key.into(), value.into(), ttl).await
     }
 
     /// The value under `key` at this broker.
     pub async fn cache_get(&self, key: impl Into<Bytes>) -> Result<Option<Bytes>, ClientError> {
-        let key = key.into();
-        self.open()?
-            .cache_get(key.clone())
-            .await
-            .map_err(|e| e.in_operation(Operation::CacheRead, &key))
+        self.open()?.cache_get(key.into()).await
     }
 
     /// Deletes `key` at this broker; `true` when it existed.
     pub async fn cache_delete(&self, key: impl Into<Bytes>) -> Result<bool, ClientError> {
-        let key = key.into();
-        self.open()?
-            .cache_delete(key.clone())
-            .await
-            .map_err(|e| e.in_operation(Operation::CacheWrite, &key))
+        self.open()?.cache_delete(key.into()).await
     }
 
     /// The cluster's membership as this broker sees it now.

@@ -76,6 +76,9 @@ impl Node {
         self.request_timeout
     }
 
+    // Every request below names its operation and topic or key in a `Forbidden` answer
+    // (`ClientError::in_operation`): the layers beneath only see an `Error` frame.
+
     /// One message, acked or fire-and-forget.
     pub(crate) async fn publish(
         &self,
@@ -94,6 +97,7 @@ impl Node {
                 self.request_timeout,
             )
             .await
+            .map_err(|e| e.in_operation(Operation::Publish, topic.as_bytes()))
     }
 
     /// Several messages to one topic in one frame.
@@ -112,6 +116,7 @@ impl Node {
                 self.request_timeout,
             )
             .await
+            .map_err(|e| e.in_operation(Operation::Publish, topic.as_bytes()))
     }
 
     /// An acked batch queued now, its ack awaited by the future returned (the order on the
@@ -144,6 +149,7 @@ impl Node {
         self.subscriber
             .subscribe(&self.connector, topic, start, group, self.request_timeout)
             .await
+            .map_err(|e| e.in_operation(Operation::Subscribe, topic.as_bytes()))
     }
 
     /// Cache put.
@@ -154,22 +160,25 @@ impl Node {
         ttl: Option<Duration>,
     ) -> Result<bool, ClientError> {
         self.cache
-            .put(&self.connector, key, value, ttl, self.request_timeout)
+            .put(&self.connector, key.clone(), value, ttl, self.request_timeout)
             .await
+            .map_err(|e| e.in_operation(Operation::CacheWrite, &key))
     }
 
     /// Cache get.
     pub(crate) async fn cache_get(&self, key: Bytes) -> Result<Option<Bytes>, ClientError> {
         self.cache
-            .get(&self.connector, key, self.request_timeout)
+            .get(&self.connector, key.clone(), self.request_timeout)
             .await
+            .map_err(|e| e.in_operation(Operation::CacheRead, &key))
     }
 
     /// Cache delete.
     pub(crate) async fn cache_delete(&self, key: Bytes) -> Result<bool, ClientError> {
         self.cache
-            .delete(&self.connector, key, self.request_timeout)
+            .delete(&self.connector, key.clone(), self.request_timeout)
             .await
+            .map_err(|e| e.in_operation(Operation::CacheWrite, &key))
     }
 
     /// Asks the broker for the cluster's membership on a short-lived stream.

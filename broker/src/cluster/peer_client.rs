@@ -16,22 +16,31 @@
 //! Unlike the SDK's `Client`, nothing here routes or resubscribes: the member serves what it is
 //! sent, and the broker follows owners and resubscribes itself (`upstream`, `catchup`).
 
+use std::ops::Deref;
 use std::time::Duration;
 
 use bytes::Bytes;
-use starling_client::{ClientConfig, ClientError, Direct, ProtocolError, Subscription};
-use starling_proto::{
-    ClusterInfo, Frame, LogChunk, LogClaim, LogRead, Position, ReplicaRpc, Role, StartAt,
-};
+use starling_client::{ClientConfig, ClientError, Direct, ProtocolError};
+use starling_proto::{Frame, LogChunk, LogClaim, LogRead, Position, ReplicaRpc, Role};
 
 /// A log page holds whole records, which may be up to twice a frame (the storage's record
 /// limit), plus the page's own fields: its answer may take two frames' worth of bytes.
 const LOG_CHUNK_FRAMES: u32 = 2;
 
-/// The link to one other member. Clones share its connections.
+/// The link to one other member: a [`Direct`] link of the `Peer` role (its publishes, cache
+/// requests, subscriptions and `ClusterInfo`, through `Deref`) and the peer calls. Clones share
+/// its connections.
 #[derive(Clone, Debug)]
 pub struct PeerClient {
     link: Direct,
+}
+
+impl Deref for PeerClient {
+    type Target = Direct;
+
+    fn deref(&self) -> &Direct {
+        &self.link
+    }
 }
 
 impl PeerClient {
@@ -43,59 +52,6 @@ impl PeerClient {
         })
     }
 
-    /// Publishes `payloads` to `topic` at the member, fire-and-forget or acked.
-    pub async fn publish_batch(
-        &self,
-        topic: &str,
-        payloads: Vec<Bytes>,
-        acked: bool,
-    ) -> Result<(), ClientError> {
-        self.link.publish_batch(topic, payloads, acked).await
-    }
-
-    /// Queues an acked batch at the member now; the future returned waits for its ack.
-    pub async fn publish_batch_pipelined(
-        &self,
-        topic: &str,
-        payloads: Vec<Bytes>,
-    ) -> Result<impl Future<Output = Result<(), ClientError>> + Send + 'static, ClientError> {
-        self.link.publish_batch_pipelined(topic, payloads).await
-    }
-
-    /// A subscription at the member from `start`; it ends when its stream does.
-    pub async fn subscribe_at(
-        &self,
-        topic: &str,
-        start: StartAt,
-    ) -> Result<Subscription, ClientError> {
-        self.link.subscribe_at(topic, start).await
-    }
-
-    /// Stores `value` under `key` at the member.
-    pub async fn cache_put(
-        &self,
-        key: Bytes,
-        value: Bytes,
-        ttl: Option<Duration>,
-    ) -> Result<bool, ClientError> {
-        self.link.cache_put(key, value, ttl).await
-    }
-
-    /// The value under `key` at the member.
-    pub async fn cache_get(&self, key: Bytes) -> Result<Option<Bytes>, ClientError> {
-        self.link.cache_get(key).await
-    }
-
-    /// Deletes `key` at the member.
-    pub async fn cache_delete(&self, key: Bytes) -> Result<bool, ClientError> {
-        self.link.cache_delete(key).await
-    }
-
-    /// The membership as the member sees it now.
-    pub async fn cluster_info(&self) -> Result<ClusterInfo, ClientError> {
-        self.link.cluster_info().await
-    }
-
     /// Reads one page (about `max_bytes` of records, at least one record) of durable topic
     /// `topic`'s log at the member, from `from` on (`None`: from its start).
     pub async fn log_read(
@@ -104,19 +60,15 @@ impl PeerClient {
         from: Option<Position>,
         max_bytes: u32,
     ) -> Result<LogChunk, ClientError> {
-        check_topic(topic)?;
         let read = Frame::LogRead(LogRead {
             request_id: 1,
-            topic: topic.to_string(),
+            topic: checked(topic)?,
             from,
             max_bytes,
         });
-        let timeout = self.link.request_timeout();
-        match self
-            .link
-            .exchange(read, "log_chunk", LOG_CHUNK_FRAMES, timeout)
-            .await?
-        {
+        let within = self.link.request_timeout();
+        let answer = self.link.exchange(read, "log_chunk", LOG_CHUNK_FRAMES, within).await?;
+        match answer {
             Frame::LogChunk(chunk) => Ok(chunk),
             other => Err(unexpected("log_chunk", &other)),
         }
@@ -132,10 +84,9 @@ impl PeerClient {
         from_addr: &str,
         timeout: Duration,
     ) -> Result<u64, ClientError> {
-        check_topic(topic)?;
         let claim = Frame::LogClaim(LogClaim {
             request_id: 1,
-            topic: topic.to_string(),
+            topic: checked(topic)?,
             from_id: from_id.to_string(),
             from_addr: from_addr.to_string(),
         });
@@ -154,32 +105,23 @@ impl PeerClient {
         rpc: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, ClientError> {
-        check_topic(topic)?;
         let request = Frame::ReplicaRpc(ReplicaRpc {
             request_id: 1,
-            topic: topic.to_string(),
+            topic: checked(topic)?,
             rpc,
         });
-        match self
-            .link
-            .exchange(request, "replica_rpc", 1, timeout)
-            .await?
-        {
+        match self.link.exchange(request, "replica_rpc", 1, timeout).await? {
             Frame::ReplicaRpc(reply) => Ok(reply.rpc),
             other => Err(unexpected("replica_rpc", &other)),
         }
     }
-
-    /// Flushes queued publishes, then closes the link's connections.
-    pub async fn close(&self) {
-        self.link.close().await;
-    }
 }
 
-/// A topic name is checked before anything is sent, as the SDK checks its own requests'.
-fn check_topic(topic: &str) -> Result<(), ClientError> {
+/// `topic`, checked before anything is sent, as the SDK checks its own requests' topics.
+fn checked(topic: &str) -> Result<String, ClientError> {
     starling_proto::validate_topic(topic)
-        .map_err(|why| ClientError::InvalidTopic(format!("{topic:?}: {why}")))
+        .map_err(|why| ClientError::InvalidTopic(format!("{topic:?}: {why}")))?;
+    Ok(topic.to_string())
 }
 
 /// The error for an answer of the wrong kind.
