@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use starling_client::{Credentials, Profile};
+use starling_client::Credentials;
+use starling_config::Profile;
 use starling_config::SlowSubscriberPolicy;
 
 /// `--output`.

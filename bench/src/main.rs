@@ -65,7 +65,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use starling_client::{Credentials, Profile};
+use starling_client::Credentials;
+use starling_config::Profile;
 
 use crate::args::{BenchArgs, Output, parse_duration};
 

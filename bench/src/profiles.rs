@@ -163,7 +163,7 @@ pub(crate) async fn run(
 mod tests {
     use super::*;
     use clap::Parser;
-    use starling_client::Profile;
+    use starling_config::Profile;
 
     #[derive(Parser)]
     struct Wrap {

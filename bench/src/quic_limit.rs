@@ -17,8 +17,9 @@ use bytes::Bytes;
 use quinn::{Connection, Endpoint, VarInt};
 use rustls::pki_types::CertificateDer;
 use starling_broker::tls::{TlsMaterial, default_names};
-use starling_client::{ALPN_PUBSUB, PathTuning, Profile, TransportTuning};
-use starling_config::{BrokerConfig, ConfigOverrides, compose};
+use starling_broker::client_settings::{path_tuning, sdk_profile};
+use starling_client::{ALPN_PUBSUB, PathTuning, TransportTuning};
+use starling_config::{BrokerConfig, ConfigOverrides, Profile, compose};
 use tokio::sync::mpsc;
 
 use super::args::QuicLimitArgs;
@@ -51,7 +52,7 @@ pub(crate) async fn run(a: &QuicLimitArgs, profile: Profile) -> Result<RunResult
         ..RunConfig::default()
     };
     let cfg = broker_config(a, profile)?;
-    let path = PathTuning::from_config(&cfg);
+    let path = path_tuning(&cfg);
     let mut result = RunResult::new("quic-limit", true, &a.name, "quic-limit", config);
     let (server, cert) = server(&cfg)?;
     let addr = server.local_addr().map_err(quic("server address"))?;
@@ -234,7 +235,7 @@ fn client(
         .with_no_client_auth();
     crypto.alpn_protocols = vec![ALPN_PUBSUB.to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(crypto).map_err(quic("tls"))?;
-    let t = TransportTuning::for_profile(profile);
+    let t = TransportTuning::for_profile(sdk_profile(profile));
     let varint = |v: u64| VarInt::from_u64(v).map_err(quic("window"));
     let mut transport = quinn::TransportConfig::default();
     transport
@@ -358,7 +359,7 @@ mod tests {
 
     fn path(initial_mtu: Option<u16>, max_mtu: Option<u16>) -> Result<PathTuning, String> {
         broker_config(&args(initial_mtu, max_mtu), Profile::Balanced)
-            .map(|c| PathTuning::from_config(&c))
+            .map(|c| path_tuning(&c))
             .map_err(|e| e.to_string())
     }
 
@@ -420,7 +421,7 @@ mod tests {
     fn the_socket_buffer_option_sets_both_udp_buffers() {
         let mut a = args(None, None);
         a.socket_buffer = Some(4 << 20);
-        let t = PathTuning::from_config(&broker_config(&a, Profile::Balanced).expect("config"));
+        let t = path_tuning(&broker_config(&a, Profile::Balanced).expect("config"));
         assert_eq!(
             (t.udp_recv_buffer_bytes, t.udp_send_buffer_bytes),
             (4 << 20, 4 << 20)

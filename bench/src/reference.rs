@@ -4,7 +4,7 @@
 
 use std::str::FromStr;
 
-use starling_client::Profile;
+use starling_config::Profile;
 
 /// `bench/profiles.txt`, as compiled into the binary.
 pub(crate) const PROFILES_TXT: &str = include_str!("../profiles.txt");

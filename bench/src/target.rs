@@ -6,10 +6,11 @@
 
 use std::net::SocketAddr;
 
+use starling_broker::client_settings::{path_tuning, sdk_profile};
 use starling_client::{
-    ClientConfig, Credentials, PathTuning, Profile, Trust, certificate_fingerprint,
+    ClientConfig, Credentials, Trust, certificate_fingerprint,
 };
-use starling_config::{AuthMode, ConfigOverrides, SlowSubscriberPolicy, compose};
+use starling_config::{AuthMode, ConfigOverrides, Profile, SlowSubscriberPolicy, compose};
 
 use super::args::TargetArgs;
 use super::embedded::{BROKER_THREAD, EmbeddedBroker};
@@ -92,7 +93,7 @@ impl Target {
         // buffers, congestion controller, ACK frequency), so a broker set up for jumbo frames
         // is measured with a client that is too.
         if let Some(c) = &broker_config {
-            base.transport.path = PathTuning::from_config(c);
+            base.transport.path = path_tuning(c);
         }
         if let (Some(given), Some(seen)) = (t.policy, reported)
             && given != seen
@@ -209,7 +210,7 @@ impl Target {
 
 fn client_config(g: &Globals, server: String, trust: Trust) -> ClientConfig {
     let mut cfg = ClientConfig::new(server, trust)
-        .with_profile(g.profile)
+        .with_profile(sdk_profile(g.profile))
         .with_client_name(format!("starling-bench/{}", env!("CARGO_PKG_VERSION")));
     cfg.request_timeout = g.timeout;
     cfg.connect_timeout = g.timeout;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use starling_client::Profile;
+use starling_config::Profile;
 use starling_config::SlowSubscriberPolicy;
 
 use super::args::{CacheArgs, PubSubArgs, TargetArgs};

@@ -19,6 +19,10 @@
 //! - [`cache`]: the sharded TTL cache.
 //! - [`transport`], [`tls`] and [`tls_reload`]: quinn configuration, certificates and the
 //!   client CA, and their reload.
+//! - [`watched`]: the one poller of the documents re-read while the broker runs (users, member
+//!   list, TLS files).
+//! - [`client_settings`]: the broker's knobs as the SDK's settings (path tuning, profile), for
+//!   its peer links and the bench.
 //! - [`http`], [`http_slots`], [`metrics`], [`health`]: the observability surface, and the HTTP
 //!   listener's slots (probes keep their own).
 //! - [`memory_limit`]: the cgroup memory limit the config's worst case is checked against at start.
@@ -29,6 +33,7 @@ pub mod auth;
 pub mod broker;
 pub mod cache;
 pub mod cli;
+pub mod client_settings;
 pub mod cluster;
 pub mod durable;
 pub mod error;
@@ -45,6 +50,7 @@ pub mod telemetry;
 pub mod tls;
 pub mod tls_reload;
 pub mod transport;
+pub mod watched;
 
 pub use broker::{Broker, RunningBroker};
 pub use error::BrokerError;

@@ -1,6 +1,7 @@
 //! Hot reload of the listener's TLS material: the server certificate and key
 //! (`tls_cert_file`/`tls_key_file`) and the client CA (`auth_client_ca_file`) are read again
-//! every `auth_reload_interval_ms` (a mounted Secret changes them in place). When any of them
+//! every `auth_reload_interval_ms` (a mounted Secret changes them in place; the broker's one
+//! poller, [`crate::watched`]). When any of them
 //! changed and the new set loads, new connections are served with it
 //! (`Endpoint::set_server_config`, and the per-grant configs of `server::buffers`);
 //! established connections keep theirs. A set that does not load (a renewal caught half
@@ -21,6 +22,7 @@ use crate::metrics::Metrics;
 use crate::server::buffers::Buffers;
 use crate::tls::{ClientCa, TlsMaterial};
 use crate::transport;
+use crate::watched::{self, Watched};
 
 /// The files of the listener's TLS material.
 #[derive(Debug, Clone)]
@@ -70,6 +72,60 @@ impl TlsFiles {
     }
 }
 
+/// The listener's TLS files as the poller watches them ([`crate::watched`]): a set of contents
+/// unlike the last one seen is loaded once; one that does not load is counted once, and tried
+/// again only when the files change again.
+struct TlsDocument {
+    files: TlsFiles,
+    /// The contents last seen, loaded or not.
+    seen: Vec<Vec<u8>>,
+    /// The material in force.
+    material: TlsMaterial,
+    buffers: Arc<Buffers>,
+    endpoint: quinn::Endpoint,
+    metrics: Arc<Metrics>,
+}
+
+impl Watched for TlsDocument {
+    type Doc = Vec<Vec<u8>>;
+
+    fn read(&self) -> impl Future<Output = Result<Vec<Vec<u8>>, String>> + Send {
+        let contents = self.files.contents();
+        async move { Ok(contents) }
+    }
+
+    fn apply(&mut self, now: Vec<Vec<u8>>) -> Result<(), String> {
+        if now == self.seen {
+            return Ok(());
+        }
+        self.seen = now;
+        let loaded = self.files.load(&self.seen).and_then(|(new, ca)| {
+            let server = new.unwrap_or_else(|| self.material.clone());
+            let crypto = transport::server_crypto(&server, ca.as_ref())?;
+            Ok((server, crypto))
+        });
+        match loaded {
+            Ok((server, crypto)) => {
+                let fingerprint = server.fingerprint();
+                self.endpoint
+                    .set_server_config(Some(self.buffers.set_crypto(crypto)));
+                self.material = server;
+                self.metrics.tls_reloads.with_label_values(&["applied"]).inc();
+                tracing::info!(%fingerprint, "TLS material reloaded: new connections use it");
+                Ok(())
+            }
+            Err(e) => {
+                self.metrics.tls_reloads.with_label_values(&["failed"]).inc();
+                Err(e.to_string())
+            }
+        }
+    }
+
+    fn failure(&self) -> String {
+        "changed TLS files do not load; the material in force stays".into()
+    }
+}
+
 /// Polls `files` every `every` and installs changed material for new connections until `stop`.
 /// `initial` is the material the listener started with.
 pub async fn run(
@@ -79,37 +135,16 @@ pub async fn run(
     endpoint: quinn::Endpoint,
     metrics: Arc<Metrics>,
     every: Duration,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
-    let mut seen = files.contents();
-    let mut material = initial;
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep(every) => {}
-            _ = stop.changed() => return,
-        }
-        let now = files.contents();
-        if now == seen {
-            continue;
-        }
-        seen = now;
-        let loaded = files.load(&seen).and_then(|(new, ca)| {
-            let server = new.unwrap_or_else(|| material.clone());
-            let crypto = transport::server_crypto(&server, ca.as_ref())?;
-            Ok((server, crypto))
-        });
-        match loaded {
-            Ok((server, crypto)) => {
-                let fingerprint = server.fingerprint();
-                endpoint.set_server_config(Some(buffers.set_crypto(crypto)));
-                material = server;
-                metrics.tls_reloads.with_label_values(&["applied"]).inc();
-                tracing::info!(%fingerprint, "TLS material reloaded: new connections use it");
-            }
-            Err(e) => {
-                metrics.tls_reloads.with_label_values(&["failed"]).inc();
-                tracing::warn!(error = %e, "changed TLS files do not load; the material in force stays");
-            }
-        }
-    }
+    let seen = files.contents();
+    let document = TlsDocument {
+        files,
+        seen,
+        material: initial,
+        buffers,
+        endpoint,
+        metrics,
+    };
+    watched::poll(document, every, stop).await;
 }

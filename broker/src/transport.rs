@@ -1,6 +1,7 @@
 //! Builds the quinn endpoint configuration from the broker config: windows, stream limits,
 //! idle timeout and keep-alive, plus the path settings the SDK applies too (datagram sizes,
-//! congestion controller, ACK frequency: `starling_client::PathTuning`). A connection granted
+//! congestion controller, ACK frequency: `starling_client::PathTuning`, filled from the
+//! broker's knobs by [`crate::client_settings::path_tuning`]). A connection granted
 //! less than the configured windows (see `server::buffers`) gets [`transport_config_with`] its
 //! [`Windows`]. [`listener`] binds the QUIC listener's UDP socket with the configured kernel
 //! buffers.
@@ -11,6 +12,8 @@ use std::time::Duration;
 use quinn::{IdleTimeout, TransportConfig, VarInt};
 use starling_client::{PathTuning, UdpBuffers};
 use starling_config::BrokerConfig;
+
+use crate::client_settings::path_tuning;
 
 use crate::error::{BrokerError, TlsError};
 use crate::tls::{ClientCa, TlsMaterial};
@@ -50,7 +53,7 @@ impl Windows {
 /// The transport parameters a client connection gets with the configured windows and path
 /// settings (the discovery bound not yet settled by a peer's route).
 pub fn transport_config(cfg: &BrokerConfig) -> Result<TransportConfig, BrokerError> {
-    transport_config_with(cfg, Windows::configured(cfg), &PathTuning::from_config(cfg))
+    transport_config_with(cfg, Windows::configured(cfg), &path_tuning(cfg))
 }
 
 /// The transport parameters of a connection granted `windows` on a path tuned by `path` (the
@@ -93,7 +96,7 @@ pub fn listener(
     cfg: &BrokerConfig,
     server: quinn::ServerConfig,
 ) -> Result<(quinn::Endpoint, UdpBuffers), BrokerError> {
-    PathTuning::from_config(cfg)
+    path_tuning(cfg)
         .endpoint(cfg.quic_listen, Some(server))
         .map_err(|source| BrokerError::Bind {
             addr: cfg.quic_listen,

@@ -9,15 +9,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use starling_placement::Kind;
-use starling_proto::{
-    ClusterInfo, LogChunk, LogClaim, LogRead, Position, ReplicaRpc, StartAt, validate_topic,
-};
+use starling_proto::{ClusterInfo, Position, StartAt};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ClientError;
+use crate::checks::check_topic;
 use crate::cluster::{Router, Target, is_moved};
 use crate::config::ClientConfig;
-use crate::error::Operation;
 use crate::feed::BATCH_BUFFER;
 use crate::handshake::{Role, ServerInfo};
 use crate::node::Node;
@@ -37,8 +35,6 @@ pub(crate) struct Inner {
     router: Option<Router>,
     request_timeout: Duration,
     closed: AtomicBool,
-    /// A broker's client for its peers (`ClientConfig::as_peer`).
-    peer: bool,
     /// The reply inbox of this client's requests.
     inbox: crate::request::Inbox,
 }
@@ -50,8 +46,7 @@ impl Client {
     /// stream is opened on first use.
     pub async fn connect(cfg: ClientConfig) -> Result<Client, ClientError> {
         cfg.validate()?;
-        let role = if cfg.peer { Role::Peer } else { Role::Plain };
-        let bootstrap = Arc::new(Node::connect(&cfg, role).await?);
+        let bootstrap = Arc::new(Node::connect(&cfg, Role::Plain).await?);
         let router = if cfg.cluster_routing {
             match bootstrap.cluster_info().await {
                 Ok(info) => Some(Router::new(&cfg, info)),
@@ -68,7 +63,6 @@ impl Client {
             router,
             request_timeout: cfg.request_timeout,
             closed: AtomicBool::new(false),
-            peer: cfg.peer,
             inbox: crate::request::Inbox::new(),
         });
         if let Some(router) = &inner.router {
@@ -198,7 +192,6 @@ impl Client {
                 async move { node.publish(topic, payload, headers, acked).await }
             })
             .await
-            .map_err(|e| e.in_operation(Operation::Publish, topic.as_bytes()))
     }
 
     /// Publishes several messages to one topic in one frame; with `acked`,
@@ -218,29 +211,20 @@ impl Client {
                 async move { node.publish_batch(topic, payloads, acked).await }
             })
             .await
-            .map_err(|e| e.in_operation(Operation::Publish, topic.as_bytes()))
     }
 
     /// Queues an acked batch now and returns a future for its ack, so a caller can keep many
     /// acked batches in flight while their order on the wire stays the call order. Not routed:
-    /// it always goes to the bootstrap broker (broker-to-broker forwarding uses it).
+    /// it always goes to the bootstrap broker.
     pub async fn publish_batch_pipelined(
         &self,
         topic: &str,
         payloads: Vec<Bytes>,
     ) -> Result<impl Future<Output = Result<(), ClientError>> + Send + 'static, ClientError> {
-        let inner = self.open()?;
-        check_topic(topic)?;
-        let name = topic.to_string();
-        let ack = inner
+        self.open()?
             .bootstrap
-            .publish_batch_deferred(topic, payloads)
+            .publish_batch_pipelined(topic, payloads)
             .await
-            .map_err(|e| e.in_operation(Operation::Publish, name.as_bytes()))?;
-        Ok(async move {
-            ack.await
-                .map_err(|e| e.in_operation(Operation::Publish, name.as_bytes()))
-        })
     }
 
     /// Subscribes to `topic`; returns once the broker accepted the subscription. `topic` may
@@ -332,10 +316,6 @@ impl Client {
         let inner = self.open()?;
         check_topic(topic)?;
         let first = inner.subscribe_routed(topic, start, group).await?;
-        if inner.peer {
-            // A broker's link to a peer: the broker resubscribes by itself (cluster::upstream).
-            return Ok(first);
-        }
         let (tx, rx) = mpsc::channel(BATCH_BUFFER);
         let (stop_tx, stop_rx) = oneshot::channel();
         let id = first.id();
@@ -377,7 +357,6 @@ impl Client {
                 async move { node.cache_put(key, value, ttl).await }
             })
             .await
-            .map_err(|e| e.in_operation(Operation::CacheWrite, &key))
     }
 
     /// The value under `key`, or `None` when absent or expired.
@@ -390,7 +369,6 @@ impl Client {
                 async move { node.cache_get(key).await }
             })
             .await
-            .map_err(|e| e.in_operation(Operation::CacheRead, &key))
     }
 
     /// Deletes `key`; `true` when it existed.
@@ -403,74 +381,11 @@ impl Client {
                 async move { node.cache_delete(key).await }
             })
             .await
-            .map_err(|e| e.in_operation(Operation::CacheWrite, &key))
     }
 
     /// The cluster's membership as the bootstrap broker sees it now.
     pub async fn cluster_info(&self) -> Result<ClusterInfo, ClientError> {
         self.open()?.bootstrap.cluster_info().await
-    }
-
-    /// Reads one page (about `max_bytes` of records, at least one record) of durable topic
-    /// `topic`'s log at the bootstrap broker, from `from` on (`None`: from its start). A
-    /// request between brokers: the broker answers it only on a peer connection
-    /// ([`ClientConfig::as_peer`]).
-    pub async fn log_read(
-        &self,
-        topic: &str,
-        from: Option<Position>,
-        max_bytes: u32,
-    ) -> Result<LogChunk, ClientError> {
-        check_topic(topic)?;
-        let read = LogRead {
-            request_id: 1,
-            topic: topic.to_string(),
-            from,
-            max_bytes,
-        };
-        self.open()?.bootstrap.log_read(read).await
-    }
-
-    /// Tells the bootstrap broker, the owner of durable topic `topic`, that member `from_id`
-    /// at `from_addr` holds a log of it; returns the records the owner copied from there,
-    /// once it has. Waits up to `timeout` (copying a long log takes a while). A request
-    /// between brokers, answered only on a peer connection.
-    pub async fn log_claim(
-        &self,
-        topic: &str,
-        from_id: &str,
-        from_addr: &str,
-        timeout: Duration,
-    ) -> Result<u64, ClientError> {
-        check_topic(topic)?;
-        let claim = LogClaim {
-            request_id: 1,
-            topic: topic.to_string(),
-            from_id: from_id.to_string(),
-            from_addr: from_addr.to_string(),
-        };
-        let done = self.open()?.bootstrap.log_claim(claim, timeout).await?;
-        Ok(done.records)
-    }
-
-    /// Sends one Raft RPC of replicated topic `topic` (`rpc`: one frame of the replica
-    /// crate's codec) to the bootstrap broker on a stream of its own, and returns the reply's
-    /// codec frame; the whole call within `timeout`. A request between brokers, answered only
-    /// on a peer connection.
-    pub async fn replica_rpc(
-        &self,
-        topic: &str,
-        rpc: Bytes,
-        timeout: Duration,
-    ) -> Result<Bytes, ClientError> {
-        check_topic(topic)?;
-        let request = ReplicaRpc {
-            request_id: 1,
-            topic: topic.to_string(),
-            rpc,
-        };
-        let reply = self.open()?.bootstrap.replica_rpc(request, timeout).await?;
-        Ok(reply.rpc)
     }
 
     /// The membership epoch this client routes on (`None`: not routing).
@@ -555,7 +470,6 @@ impl Inner {
             |node: Arc<Node>| async move { node.subscribe(topic, start, group).await },
         )
         .await
-        .map_err(|e| e.in_operation(Operation::Subscribe, topic.as_bytes()))
     }
 
     /// The node for a request, and the member id when it is a member's own node.
@@ -626,10 +540,6 @@ fn unix_ms(t: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-fn check_topic(topic: &str) -> Result<(), ClientError> {
-    validate_topic(topic).map_err(|why| ClientError::InvalidTopic(format!("{topic:?}: {why}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -643,15 +553,5 @@ mod tests {
             1_767_225_600_000
         );
         assert_eq!(unix_ms(UNIX_EPOCH - Duration::from_secs(1)), 0);
-    }
-
-    #[test]
-    fn topics_are_checked_before_sending() {
-        assert!(check_topic("orders").is_ok());
-        let err = check_topic("a b").map_err(|e| e.to_string());
-        assert_eq!(
-            err,
-            Err("invalid topic: \"a b\": topic contains whitespace".into())
-        );
     }
 }

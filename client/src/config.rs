@@ -1,18 +1,17 @@
 //! [`ClientConfig`]: where to connect, whom to trust, who the client is and how big the pools
-//! and QUIC windows are. Pool sizes and windows come from the same profile tables
-//! the broker uses (`starling-config`).
+//! and QUIC windows are. Pool sizes and windows come from the client's [`Profile`]
+//! (`profile.rs`).
 
 use std::time::Duration;
 
-use starling_config::{ClientTuning, Profile};
-
 use crate::credentials::{ADDRESS_FILE, CA_FILE, Credentials, CredentialsDir};
-use crate::path::PathTuning;
+use crate::profile::Profile;
+use crate::tuning::{ClientTuning, TransportTuning};
 use crate::trust::Trust;
 use crate::window::{MAX_PUBLISH_WINDOW, MIN_PUBLISH_WINDOW};
 
 /// Default port of the broker's QUIC listener.
-pub const DEFAULT_PORT: u16 = starling_config::DEFAULT_QUIC_PORT;
+pub const DEFAULT_PORT: u16 = starling_proto::DEFAULT_QUIC_PORT;
 
 /// Default of [`ClientConfig::publish_window_bytes`]: 8 MiB per publish stream.
 pub const DEFAULT_PUBLISH_WINDOW: u64 = 8 * 1024 * 1024;
@@ -23,46 +22,6 @@ pub const DEFAULT_CACHE_STREAM_DEPTH: u32 = 64;
 /// Largest accepted [`ClientConfig::cache_stream_depth`]: a stream's queue holds 1024 requests,
 /// so a deeper stream would only make callers wait for room in it.
 pub const MAX_CACHE_STREAM_DEPTH: u32 = 1024;
-
-/// QUIC transport settings of the client's connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TransportTuning {
-    /// Per-stream receive window on publish/subscribe connections (bytes).
-    pub event_stream_recv_window: u64,
-    /// Connection receive window on publish/subscribe connections (bytes).
-    pub event_conn_recv_window: u64,
-    /// Per-stream receive window on cache connections (bytes).
-    pub cache_stream_recv_window: u64,
-    /// Connection receive window on cache connections (bytes).
-    pub cache_conn_recv_window: u64,
-    /// Interval of QUIC keep-alive packets.
-    pub keep_alive_interval: Duration,
-    /// A connection silent for this long is considered dead.
-    pub idle_timeout: Duration,
-    /// Send window of every connection: how much written data may wait unacknowledged.
-    /// `None`: quinn's default (about 10 MB). A broker's peer links set
-    /// `cluster_peer_window_bytes`.
-    pub send_window: Option<u64>,
-    /// UDP socket buffers, datagram sizes, congestion controller and ACK frequency.
-    pub path: PathTuning,
-}
-
-impl TransportTuning {
-    /// The windows, timers and path settings of a profile.
-    pub fn for_profile(profile: Profile) -> Self {
-        let c = profile.config();
-        TransportTuning {
-            event_stream_recv_window: c.event_stream_recv_window,
-            event_conn_recv_window: c.event_conn_recv_window,
-            cache_stream_recv_window: c.cache_stream_recv_window,
-            cache_conn_recv_window: c.cache_conn_recv_window,
-            keep_alive_interval: Duration::from_millis(c.keep_alive_interval_ms),
-            idle_timeout: Duration::from_millis(c.idle_timeout_ms),
-            send_window: None,
-            path: PathTuning::from_config(&c),
-        }
-    }
-}
 
 /// Everything [`Client::connect`](crate::Client::connect) needs.
 #[derive(Debug, Clone)]
@@ -96,7 +55,7 @@ pub struct ClientConfig {
     /// what a client holds for a slow broker. `None`: unbounded, bounded only by QUIC flow
     /// control. Default [`DEFAULT_PUBLISH_WINDOW`]; accepted: [`MIN_PUBLISH_WINDOW`] (64 KiB)
     /// to [`MAX_PUBLISH_WINDOW`] (1 GiB). Acked publishes are bounded by their callers
-    /// instead, and broker-to-broker links ([`ClientConfig::as_peer`]) have none.
+    /// instead.
     pub publish_window_bytes: Option<u64>,
     /// Cache operations one cache stream carries at once before the next stream of the pool
     /// is used. Streams fill in order, the first connection's first, so a client with fewer
@@ -118,8 +77,6 @@ pub struct ClientConfig {
     /// Who the client is to the broker (see [`Credentials`]); `Debug` never shows a token or
     /// a private key.
     pub credentials: Credentials,
-    /// Broker-to-broker links only: ask for the `PEER` role (see [`ClientConfig::as_peer`]).
-    pub peer: bool,
 }
 
 impl ClientConfig {
@@ -131,8 +88,8 @@ impl ClientConfig {
             server_name: None,
             trust,
             profile,
-            tuning: ClientTuning::resolve(profile, None),
-            transport: TransportTuning::for_profile(profile),
+            tuning: profile.pools(),
+            transport: profile.transport(),
             client_name: format!("starling-client/{}", env!("CARGO_PKG_VERSION")),
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(10),
@@ -141,7 +98,6 @@ impl ClientConfig {
             cluster_routing: true,
             cluster_refresh: Duration::from_secs(5),
             credentials: Credentials::None,
-            peer: false,
         }
     }
 
@@ -155,21 +111,6 @@ impl ClientConfig {
     /// certificate presented in TLS.
     pub fn with_credentials(mut self, credentials: Credentials) -> Self {
         self.credentials = credentials;
-        self
-    }
-
-    /// Makes this a broker-to-broker link: the connection asks for the `PEER` role
-    /// (`starling_proto::Role::Peer`), which a broker grants only to a client certificate whose
-    /// common name is the peer identity (`starling:peer`) signed by its client CA, so give the
-    /// member's peer certificate with [`ClientConfig::with_credentials`]. No routing: the peer
-    /// serves every request itself. No publish window either: a member may serve a peer's
-    /// fire-and-forget publish for a topic it no longer owns, but refuses an acked one
-    /// (`Moved`), so a window's ack requests would lose messages in a membership change; the
-    /// link's own small QUIC windows bound it instead.
-    pub fn as_peer(mut self) -> Self {
-        self.peer = true;
-        self.cluster_routing = false;
-        self.publish_window_bytes = None;
         self
     }
 
@@ -188,8 +129,8 @@ impl ClientConfig {
     /// Switches to `profile`, re-resolving pool sizes and QUIC windows.
     pub fn with_profile(mut self, profile: Profile) -> Self {
         self.profile = profile;
-        self.tuning = ClientTuning::resolve(profile, None);
-        self.transport = TransportTuning::for_profile(profile);
+        self.tuning = profile.pools();
+        self.transport = profile.transport();
         self
     }
 
@@ -207,7 +148,7 @@ impl ClientConfig {
 
     /// Checks the pool sizes, timeouts and datagram sizes.
     pub(crate) fn validate(&self) -> Result<(), crate::ClientError> {
-        let (min_mtu, max_mtu) = starling_config::validate::QUIC_MTU_RANGE;
+        let (min_mtu, max_mtu) = starling_proto::quic::QUIC_MTU_RANGE;
         let path = &self.transport.path;
         for (name, value) in [("initial_mtu", path.initial_mtu), ("max_mtu", path.max_mtu)] {
             if !(min_mtu..=max_mtu).contains(&value) {
@@ -291,22 +232,12 @@ mod tests {
     fn with_profile_reresolves_pools_and_windows() {
         let cfg = ClientConfig::new("h:1", Trust::Insecure).with_profile(Profile::Throughput);
         assert_eq!(cfg.profile, Profile::Throughput);
-        assert_eq!(cfg.tuning, ClientTuning::resolve(Profile::Throughput, None));
-        let c = Profile::Throughput.config();
-        assert_eq!(
-            cfg.transport.event_stream_recv_window,
-            c.event_stream_recv_window
-        );
-        assert_eq!(
-            cfg.transport.cache_conn_recv_window,
-            c.cache_conn_recv_window
-        );
+        assert_eq!(cfg.tuning, ClientTuning::for_profile(Profile::Throughput));
+        assert_eq!(cfg.transport, Profile::Throughput.transport());
+        assert_eq!(cfg.transport.event_stream_recv_window, 128 << 20);
         let back = cfg.with_profile(Profile::Latency);
         assert_eq!(back.tuning.pub_conn_pool, 2);
-        assert_eq!(
-            back.transport.event_conn_recv_window,
-            Profile::Latency.config().event_conn_recv_window
-        );
+        assert_eq!(back.transport.event_conn_recv_window, 64 << 20);
     }
 
     #[test]
@@ -375,16 +306,17 @@ mod tests {
     }
 
     #[test]
-    fn peers_do_not_route_and_credentials_are_kept() {
+    fn credentials_are_kept_by_the_other_settings() {
         let cfg = ClientConfig::new("h:1", Trust::Insecure);
-        assert_eq!(
-            (cfg.peer, cfg.credentials.clone()),
-            (false, Credentials::None)
-        );
-        let peer = cfg.with_credentials(Credentials::token("t")).as_peer();
-        assert!(peer.peer && !peer.cluster_routing);
-        assert_eq!(peer.publish_window_bytes, None);
-        assert_eq!(peer.credentials, Credentials::Token("t".into()));
+        assert_eq!(cfg.credentials, Credentials::None);
+        let cfg = cfg
+            .with_credentials(Credentials::token("t"))
+            .without_cluster_routing()
+            .with_publish_window(None)
+            .with_profile(Profile::Latency);
+        assert!(!cfg.cluster_routing);
+        assert_eq!(cfg.publish_window_bytes, None);
+        assert_eq!(cfg.credentials, Credentials::Token("t".into()));
     }
 
     #[test]

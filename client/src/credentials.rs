@@ -38,8 +38,8 @@ pub enum Credentials {
     None,
     /// A token user: the token goes in `Hello.auth_token` with the `AUTH_TOKEN` feature bit.
     Token(String),
-    /// A certificate user (or, with [`ClientConfig::as_peer`](crate::ClientConfig::as_peer),
-    /// another broker): the client certificate is presented in the TLS handshake.
+    /// A certificate user (or, on a broker's peer link, another broker): the client
+    /// certificate is presented in the TLS handshake.
     Certificate {
         /// The certificate chain, leaf first (PEM).
         cert_pem: Vec<u8>,

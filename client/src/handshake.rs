@@ -10,30 +10,10 @@ use crate::error::ProtocolError;
 /// Largest handshake answer accepted before the server's own limit is known.
 const HANDSHAKE_MAX_FRAME: u32 = 64 * 1024;
 
-/// What a connection announces about itself in `Hello`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) enum Role {
-    /// An ordinary client: the server forwards requests it does not own.
-    #[default]
-    Plain,
-    /// A routing client talking to the member it believes owns the request: the server
-    /// answers `Moved` when it does not own a subscription or cache key.
-    Routed,
-    /// Another broker of the cluster, identified by its peer certificate.
-    Peer,
-}
-
-impl Role {
-    /// The feature bits this role asks for (the protocol's mapping, [`starling_proto::Role`]).
-    fn features(self) -> u64 {
-        let role = match self {
-            Role::Plain => starling_proto::Role::Plain,
-            Role::Routed => starling_proto::Role::Routed,
-            Role::Peer => starling_proto::Role::Peer,
-        };
-        role.requested()
-    }
-}
+// What a connection announces about itself in `Hello`: the protocol's roles, whose feature
+// bits `Role::requested` gives. A `Client` connects as `Plain` and its member nodes as
+// `Routed`; a `Direct` link as its caller says.
+pub(crate) use starling_proto::Role;
 
 /// What the server said about itself in `HelloOk`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +66,7 @@ pub(crate) fn hello(client_name: &str, role: Role, token: Option<&str>) -> Frame
     Frame::Hello(Hello {
         min_version: PROTOCOL_VERSION,
         max_version: PROTOCOL_VERSION,
-        features: role.features() | auth,
+        features: role.requested() | auth,
         client_name: client_name.to_string(),
         auth_token: token.map(|t| bytes::Bytes::copy_from_slice(t.as_bytes())),
     })
@@ -173,7 +153,7 @@ mod tests {
         assert!(routed.features & features::WILDCARDS != 0);
         assert!(routed.features & features::HEADERS != 0);
         assert!(routed.features & features::QUEUE_GROUPS != 0);
-        // A peer's upstream subscriptions name single topics: never patterns.
+        // A broker's peer link (`Direct` as `Peer`) names single topics: never patterns.
         let peer = hello_of(Role::Peer, None);
         assert_eq!(peer.features, features::BASE | features::PEER);
         assert_eq!(peer.auth_token, None);
@@ -183,7 +163,7 @@ mod tests {
     fn a_token_user_sends_the_token_and_the_auth_token_bit() {
         for role in [Role::Plain, Role::Routed] {
             let h = hello_of(role, Some("s3cret"));
-            assert_eq!(h.features, role.features() | features::AUTH_TOKEN);
+            assert_eq!(h.features, role.requested() | features::AUTH_TOKEN);
             assert_eq!(h.auth_token.as_deref(), Some(&b"s3cret"[..]));
         }
         // No token, no bit: a certificate user is known by its certificate.

@@ -46,8 +46,10 @@
 //! ends with `Unauthorized` when it tries to resubscribe. The `Debug` output of
 //! [`Credentials`] and [`ClientConfig`] never shows a token or a private key.
 //!
-//! A broker's links to its peers use [`ClientConfig::as_peer`] with the member's
-//! `starling:peer` certificate as `Certificate` credentials.
+//! A [`Direct`] link talks to one broker only: no routing, no resubscription, and any request
+//! frame on a stream of its own ([`Direct::exchange`]). The broker's links to the other
+//! members are built on it, asking for the `Peer` role, which a broker grants only to its
+//! members' `starling:peer` certificate.
 //!
 //! # Wildcard subscriptions
 //! [`Client::subscribe`] takes a pattern too: `orders.*` (`*` is one `.`-separated token) or
@@ -95,8 +97,8 @@
 //! ```
 //!
 //! # Pools and routing
-//! A [`Client`] keeps three pools sized by the profile's client knobs
-//! (`starling_config::ClientTuning`), all opened lazily and reopened on the
+//! A [`Client`] keeps three pools sized by its [`ClientTuning`] (a [`Profile`]'s
+//! [`Profile::pools`] unless set), all opened lazily and reopened on the
 //! next use after their connection died:
 //! - publish: `pub_conn_pool` connections × `pub_streams_per_conn` streams; a
 //!   topic always hashes (FNV-1a) to the same stream, so one client's
@@ -112,9 +114,11 @@
 //! | module | job |
 //! | --- | --- |
 //! | `client` | [`Client`], the public entry point |
-//! | `config` | [`ClientConfig`], [`TransportTuning`] |
+//! | `config` | [`ClientConfig`] |
+//! | `tuning` | [`ClientTuning`] (pool sizes), [`TransportTuning`] (QUIC windows, timers, path) |
+//! | `profile` | [`Profile`]: the SDK's presets of both |
 //! | `trust` | [`Trust`] |
-//! | `path` | [`PathTuning`]: UDP socket buffers, MTU, congestion control, ACK frequency; the quinn endpoints (the broker's listener too) |
+//! | `path` | [`PathTuning`], [`CongestionController`]: UDP socket buffers, MTU, congestion control, ACK frequency; the quinn endpoints (the broker's listener too) |
 //! | `route_mtu` | the largest UDP payload the route towards a peer carries (`IP_MTU`/`IPV6_MTU`), which caps path MTU discovery |
 //! | `credentials` | [`Credentials`], the credentials directory ([`CredentialsDir`]) |
 //! | `error` | [`ClientError`], [`ProtocolError`] |
@@ -128,8 +132,10 @@
 //! | `slot` | lazily (re)opened pool entries |
 //! | `routing` | topic → stream hashing, round-robin, fill-first |
 //! | `rpc`, `pending` | request/response streams (publish, cache) |
+//! | `checks` | what is checked before a request is sent (topic names) |
 //! | `publisher`, `subscriber`, `pump`, `cache` | the three pools |
-//! | `node` | the three pools to one broker, and `ClusterInfo` |
+//! | `node` | the three pools to one broker, and one-request streams (`ClusterInfo`) |
+//! | `direct` | [`Direct`]: one node on its own, unrouted, without resubscription |
 //! | `cluster` | membership, owner of each topic/key, member nodes |
 //! | `relay` | routed subscriptions that follow their topic's owner |
 #![forbid(unsafe_code)]
@@ -141,11 +147,13 @@
 
 mod addr;
 mod cache;
+mod checks;
 mod client;
 mod cluster;
 mod config;
 mod connector;
 mod credentials;
+mod direct;
 mod error;
 mod feed;
 mod fingerprint;
@@ -154,6 +162,7 @@ mod message;
 mod node;
 mod path;
 mod pending;
+mod profile;
 mod publisher;
 mod pump;
 mod relay;
@@ -167,23 +176,26 @@ mod subscription;
 mod tls;
 mod transport;
 mod trust;
+mod tuning;
 mod verify;
 mod window;
 
 pub use client::Client;
 pub use config::{
     ClientConfig, DEFAULT_CACHE_STREAM_DEPTH, DEFAULT_PORT, DEFAULT_PUBLISH_WINDOW,
-    MAX_CACHE_STREAM_DEPTH, TransportTuning,
+    MAX_CACHE_STREAM_DEPTH,
 };
 pub use credentials::{Credentials, CredentialsDir, CredentialsError};
+pub use direct::Direct;
 pub use error::{ClientError, ProtocolError};
 pub use fingerprint::sha256 as certificate_fingerprint;
 pub use handshake::ServerInfo;
 pub use message::Message;
-pub use path::{BufferGrant, PathTuning, UdpBuffers};
-pub use starling_config::{ClientTuning, Profile};
-pub use starling_proto::{Header, Position, StartAt};
+pub use path::{BufferGrant, CongestionController, PathTuning, UdpBuffers};
+pub use profile::Profile;
+pub use starling_proto::{Header, Position, Role, StartAt};
 pub use subscription::{Event, Subscription};
 pub use tls::{ALPN_CACHE, ALPN_PUBSUB};
 pub use trust::Trust;
+pub use tuning::{ClientTuning, TransportTuning};
 pub use window::{MAX_PUBLISH_WINDOW, MIN_PUBLISH_WINDOW};

@@ -1,20 +1,19 @@
 //! [`Node`]: the three pools (publish, events, cache) to ONE broker, sharing one QUIC endpoint,
-//! plus the `ClusterInfo` query. [`Client`](crate::Client) routes over one node per cluster
-//! member.
+//! plus one-request streams on its control connection (the `ClusterInfo` query, and any
+//! request a [`Direct`](crate::Direct) link sends). [`Client`](crate::Client) routes over one
+//! node per cluster member.
 
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use starling_proto::{
-    ClusterInfo, ClusterInfoRequest, Frame, FrameDecoder, Header, LogChunk, LogClaim, LogClaimed,
-    LogRead, ReplicaRpc, read_frame,
-};
+use starling_proto::{ClusterInfo, ClusterInfoRequest, Frame, FrameDecoder, Header, read_frame};
 
 use crate::ClientError;
+use crate::checks::check_topic;
 use crate::cache::CachePool;
 use crate::config::ClientConfig;
 use crate::connector::{Conn, Connector};
-use crate::error::ProtocolError;
+use crate::error::{Operation, ProtocolError};
 use crate::handshake::{Role, ServerInfo};
 use crate::publisher::Publisher;
 use crate::slot::LazySlot;
@@ -72,6 +71,14 @@ impl Node {
         &self.info
     }
 
+    /// The limit on one request.
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    // Every request below names its operation and topic or key in a `Forbidden` answer
+    // (`ClientError::in_operation`): the layers beneath only see an `Error` frame.
+
     /// One message, acked or fire-and-forget.
     pub(crate) async fn publish(
         &self,
@@ -90,6 +97,7 @@ impl Node {
                 self.request_timeout,
             )
             .await
+            .map_err(|e| e.in_operation(Operation::Publish, topic.as_bytes()))
     }
 
     /// Several messages to one topic in one frame.
@@ -108,17 +116,27 @@ impl Node {
                 self.request_timeout,
             )
             .await
+            .map_err(|e| e.in_operation(Operation::Publish, topic.as_bytes()))
     }
 
-    /// An acked batch queued now, its ack awaited later.
-    pub(crate) async fn publish_batch_deferred(
+    /// An acked batch queued now, its ack awaited by the future returned (the order on the
+    /// wire is the call order); the topic is checked first.
+    pub(crate) async fn publish_batch_pipelined(
         &self,
         topic: &str,
         payloads: Vec<Bytes>,
     ) -> Result<impl Future<Output = Result<(), ClientError>> + Send + 'static, ClientError> {
-        self.publisher
+        check_topic(topic)?;
+        let name = topic.to_string();
+        let ack = self
+            .publisher
             .publish_batch_deferred(&self.connector, topic, payloads, self.request_timeout)
             .await
+            .map_err(|e| e.in_operation(Operation::Publish, name.as_bytes()))?;
+        Ok(async move {
+            ack.await
+                .map_err(|e| e.in_operation(Operation::Publish, name.as_bytes()))
+        })
     }
 
     /// A subscription on this broker, starting at `start`.
@@ -131,6 +149,7 @@ impl Node {
         self.subscriber
             .subscribe(&self.connector, topic, start, group, self.request_timeout)
             .await
+            .map_err(|e| e.in_operation(Operation::Subscribe, topic.as_bytes()))
     }
 
     /// Cache put.
@@ -141,22 +160,25 @@ impl Node {
         ttl: Option<Duration>,
     ) -> Result<bool, ClientError> {
         self.cache
-            .put(&self.connector, key, value, ttl, self.request_timeout)
+            .put(&self.connector, key.clone(), value, ttl, self.request_timeout)
             .await
+            .map_err(|e| e.in_operation(Operation::CacheWrite, &key))
     }
 
     /// Cache get.
     pub(crate) async fn cache_get(&self, key: Bytes) -> Result<Option<Bytes>, ClientError> {
         self.cache
-            .get(&self.connector, key, self.request_timeout)
+            .get(&self.connector, key.clone(), self.request_timeout)
             .await
+            .map_err(|e| e.in_operation(Operation::CacheRead, &key))
     }
 
     /// Cache delete.
     pub(crate) async fn cache_delete(&self, key: Bytes) -> Result<bool, ClientError> {
         self.cache
-            .delete(&self.connector, key, self.request_timeout)
+            .delete(&self.connector, key.clone(), self.request_timeout)
             .await
+            .map_err(|e| e.in_operation(Operation::CacheWrite, &key))
     }
 
     /// Asks the broker for the cluster's membership on a short-lived stream.
@@ -165,48 +187,6 @@ impl Node {
         match self.one_shot(request, "cluster_info", 1).await? {
             Frame::ClusterInfo(info) => Ok(info),
             other => Err(unexpected("cluster_info", &other)),
-        }
-    }
-
-    /// Reads one page of a durable topic's log from the broker (a peer request).
-    pub(crate) async fn log_read(&self, read: LogRead) -> Result<LogChunk, ClientError> {
-        // A page holds whole log records, which may be up to twice a frame (the storage's
-        // record limit), plus the page's own fields.
-        match self.one_shot(Frame::LogRead(read), "log_chunk", 2).await? {
-            Frame::LogChunk(chunk) => Ok(chunk),
-            other => Err(unexpected("log_chunk", &other)),
-        }
-    }
-
-    /// Tells the broker (a topic's owner) that this member holds a log of the topic; answers
-    /// once the owner has read it (a peer request).
-    pub(crate) async fn log_claim(
-        &self,
-        claim: LogClaim,
-        timeout: Duration,
-    ) -> Result<LogClaimed, ClientError> {
-        match self
-            .one_shot_within(Frame::LogClaim(claim), "log_claimed", 1, timeout)
-            .await?
-        {
-            Frame::LogClaimed(done) => Ok(done),
-            other => Err(unexpected("log_claimed", &other)),
-        }
-    }
-
-    /// Sends one Raft RPC of a replicated topic on a stream of its own and reads its reply
-    /// (a peer request), all within `timeout`.
-    pub(crate) async fn replica_rpc(
-        &self,
-        rpc: ReplicaRpc,
-        timeout: Duration,
-    ) -> Result<ReplicaRpc, ClientError> {
-        match self
-            .one_shot_within(Frame::ReplicaRpc(rpc), "replica_rpc", 1, timeout)
-            .await?
-        {
-            Frame::ReplicaRpc(reply) => Ok(reply),
-            other => Err(unexpected("replica_rpc", &other)),
         }
     }
 
@@ -219,11 +199,12 @@ impl Node {
         expected: &'static str,
         frames: u32,
     ) -> Result<Frame, ClientError> {
-        self.one_shot_within(request, expected, frames, self.request_timeout)
+        self.exchange(request, expected, frames, self.request_timeout)
             .await
     }
 
-    async fn one_shot_within(
+    /// [`Node::one_shot`] within `timeout` instead of the request timeout.
+    pub(crate) async fn exchange(
         &self,
         request: Frame,
         expected: &'static str,

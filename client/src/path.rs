@@ -1,7 +1,8 @@
 //! [`PathTuning`]: how QUIC connections use their network path (UDP socket buffers, datagram
-//! sizes, congestion controller, ACK frequency), from the broker knobs of the same names, and
-//! the quinn endpoints bound with it. The SDK's endpoints and the broker's listener are both
-//! built here, so the knobs mean the same on either side.
+//! sizes, congestion controller, ACK frequency), and the quinn endpoints bound with it. The
+//! SDK's endpoints and the broker's listener are both built here, so the settings mean the same
+//! on either side; the broker fills it from its knobs of the same names
+//! (`starling_broker::transport::path_tuning`).
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -12,14 +13,37 @@ use std::time::Duration;
 use quinn::congestion::{BbrConfig, CubicConfig, NewRenoConfig};
 use quinn::{AckFrequencyConfig, EndpointConfig, MtuDiscoveryConfig, TransportConfig, VarInt};
 use socket2::{Domain, Protocol, Socket, Type};
-use starling_config::validate::QUINN_MAX_UDP_PAYLOAD;
-use starling_config::{BrokerConfig, CongestionController};
+use starling_proto::quic::{QUIC_MTU_RANGE, QUINN_MAX_UDP_PAYLOAD};
 
-/// How connections use their network path. [`PathTuning::from_config`] takes it from the
-/// broker knobs `udp_recv_buffer_bytes`, `udp_send_buffer_bytes`, `quic_initial_mtu`,
+/// The congestion controller of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum CongestionController {
+    /// CUBIC (quinn's default).
+    #[default]
+    Cubic,
+    /// NewReno.
+    NewReno,
+    /// BBR.
+    Bbr,
+}
+
+impl CongestionController {
+    /// The name the broker's `quic_congestion_controller` knob uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CongestionController::Cubic => "cubic",
+            CongestionController::NewReno => "new_reno",
+            CongestionController::Bbr => "bbr",
+        }
+    }
+}
+
+/// How connections use their network path. Each field is the client's side of a broker knob:
+/// `udp_recv_buffer_bytes`, `udp_send_buffer_bytes`, `quic_initial_mtu`,
 /// `quic_max_mtu_discovery`, `quic_max_mtu_from_route`, `quic_congestion_controller`,
-/// `quic_ack_eliciting_threshold` and `quic_max_ack_delay_us` (see `docs/configuration.md`).
-/// A connection uses [`PathTuning::towards`] its peer, which settles the discovery bound.
+/// `quic_ack_eliciting_threshold` and `quic_max_ack_delay_us` (see `docs/configuration.md`);
+/// [`PathTuning::default`] is what every broker profile sets. A connection uses
+/// [`PathTuning::towards`] its peer, which settles the discovery bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PathTuning {
     /// Receive buffer asked of the kernel for each endpoint's UDP socket (bytes); 0 leaves the
@@ -46,22 +70,24 @@ pub struct PathTuning {
     pub max_ack_delay: Option<Duration>,
 }
 
-impl PathTuning {
-    /// The path settings of a broker config (a profile's, or a broker's resolved one).
-    pub fn from_config(c: &BrokerConfig) -> PathTuning {
-        let bytes = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+impl Default for PathTuning {
+    /// The OS's socket buffers, datagrams from 1200 bytes up to what the route carries (at most
+    /// 6550), CUBIC, no ACK frequency: what every broker profile sets.
+    fn default() -> PathTuning {
         PathTuning {
-            udp_recv_buffer_bytes: bytes(c.udp_recv_buffer_bytes),
-            udp_send_buffer_bytes: bytes(c.udp_send_buffer_bytes),
-            initial_mtu: c.quic_initial_mtu,
-            max_mtu: c.quic_max_mtu_discovery,
-            max_mtu_from_route: c.quic_max_mtu_from_route,
-            congestion_controller: c.quic_congestion_controller,
-            ack_eliciting_threshold: c.quic_ack_eliciting_threshold,
-            max_ack_delay: c.quic_max_ack_delay_us.map(Duration::from_micros),
+            udp_recv_buffer_bytes: 0,
+            udp_send_buffer_bytes: 0,
+            initial_mtu: QUIC_MTU_RANGE.0,
+            max_mtu: QUIC_MTU_RANGE.1,
+            max_mtu_from_route: true,
+            congestion_controller: CongestionController::Cubic,
+            ack_eliciting_threshold: None,
+            max_ack_delay: None,
         }
     }
+}
 
+impl PathTuning {
     /// The tuning of one connection to `peer`: with `max_mtu_from_route`, the discovery bound
     /// is capped at the largest UDP payload the route towards `peer` carries (1452, quinn's
     /// default, where the kernel cannot say), and the initial size at that bound.
@@ -69,7 +95,7 @@ impl PathTuning {
         if !self.max_mtu_from_route {
             return *self;
         }
-        let (min_mtu, _) = starling_config::validate::QUIC_MTU_RANGE;
+        let (min_mtu, _) = QUIC_MTU_RANGE;
         let route = crate::route_mtu::udp_payload_towards(peer)
             .map_or(QUINN_DEFAULT_MAX_MTU, |p| {
                 u16::try_from(p).unwrap_or(u16::MAX)
@@ -253,12 +279,12 @@ fn warn_once(warned: &AtomicBool, grant: BufferGrant, what: &str, knob: &str, sy
 #[cfg(test)]
 mod tests {
     use super::*;
-    use starling_config::Profile;
+    use crate::Profile;
 
     #[test]
     fn every_profile_keeps_the_os_buffers_and_follows_the_route_up_to_6550() {
         for p in Profile::ALL {
-            let t = PathTuning::from_config(&p.config());
+            let t = p.transport().path;
             assert_eq!(
                 (t.udp_recv_buffer_bytes, t.udp_send_buffer_bytes),
                 (0, 0),
@@ -279,7 +305,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn towards_caps_the_bound_at_the_route_and_settles_it() {
-        let base = PathTuning::from_config(&Profile::Balanced.config());
+        let base = PathTuning::default();
         let loopback: SocketAddr = "127.0.0.1:7400".parse().unwrap();
         // Loopback carries 65535-byte datagrams: the configured bound stays.
         let t = base.towards(loopback);
@@ -301,11 +327,11 @@ mod tests {
 
     #[test]
     fn the_route_bound_is_at_least_quics_minimum_and_caps_the_initial_size() {
-        let mut t = PathTuning::from_config(&Profile::Balanced.config());
+        let mut t = PathTuning::default();
         t.initial_mtu = 6550;
         // The discard port of an address in TEST-NET-1: routed (or not) but never reached.
         let settled = t.towards("192.0.2.1:9".parse().unwrap());
-        let (min_mtu, max_mtu) = starling_config::validate::QUIC_MTU_RANGE;
+        let (min_mtu, max_mtu) = QUIC_MTU_RANGE;
         assert!(
             (min_mtu..=max_mtu).contains(&settled.max_mtu),
             "{settled:?}"
@@ -315,7 +341,7 @@ mod tests {
 
     #[test]
     fn the_endpoint_accepts_the_discovery_bound_and_at_least_quinns_default() {
-        let mut t = PathTuning::from_config(&Profile::Balanced.config());
+        let mut t = PathTuning::default();
         t.max_mtu = 6550;
         assert_eq!(t.max_udp_payload(), 6550);
         t.max_mtu = 1300;
@@ -347,7 +373,7 @@ mod tests {
         let t = PathTuning {
             udp_recv_buffer_bytes: small,
             udp_send_buffer_bytes: small,
-            ..PathTuning::from_config(&Profile::Balanced.config())
+            ..PathTuning::default()
         };
         let (endpoint, buffers) = t
             .endpoint("127.0.0.1:0".parse().expect("addr"), None)

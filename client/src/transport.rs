@@ -7,7 +7,8 @@ use std::sync::Arc;
 use quinn::{IdleTimeout, TransportConfig, VarInt};
 
 use crate::ClientError;
-use crate::config::{ClientConfig, TransportTuning};
+use crate::config::ClientConfig;
+use crate::tuning::TransportTuning;
 use crate::tls::{ALPN_CACHE, ALPN_PUBSUB, quic_crypto};
 
 /// What a connection is used for; decides ALPN and windows.
@@ -130,7 +131,7 @@ pub(crate) fn endpoint_for(
 mod tests {
     use super::*;
     use crate::Trust;
-    use starling_config::Profile;
+    use crate::Profile;
 
     #[test]
     fn every_profile_builds_transport_configs() {

@@ -1,6 +1,9 @@
 //! Client-side pool sizing, from the same profile and tier tables the broker uses.
 //!
-//! These knobs size an SDK's connection and stream pools; the broker itself does not read them.
+//! These are a client's connection and stream pools per profile: the broker's links to its peers
+//! use them (`cluster::peers`), and the memory-fit formula's peer term counts them. The Rust SDK
+//! does not depend on this crate: its presets (`starling_client::Profile::pools`) hold the same
+//! values, and a test of the SDK checks them against this table.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -51,7 +51,7 @@ pub use resolve::{ENV_PREFIX, Layer, Sources, compose, resolve};
 pub use tier::{MAX_REPLICAS, Resources, TierSizing};
 pub use tier_overrides::{TierOverride, TierTable};
 
-/// Default UDP port of the QUIC listener.
-pub const DEFAULT_QUIC_PORT: u16 = 7400;
+/// Default UDP port of the QUIC listener (the protocol's, `starling_proto::quic`).
+pub const DEFAULT_QUIC_PORT: u16 = starling_proto::DEFAULT_QUIC_PORT;
 /// Default TCP port of the HTTP listener (`/metrics`, `/healthz`, `/readyz`, `/config`).
 pub const DEFAULT_HTTP_PORT: u16 = 9400;

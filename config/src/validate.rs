@@ -28,20 +28,8 @@ pub const PENDING_CONNECTION_BYTES: u64 =
     2 * PENDING_CONNECTION_WINDOW + HANDSHAKE_FRAME_BYTES as u64 + 8;
 /// Bytes reserved in a frame for the EventBatch header and per-event prefixes of a full batch.
 pub const EVENT_BATCH_OVERHEAD: u64 = 64;
-/// Smallest and largest accepted UDP payload sizes of `quic_initial_mtu` and
-/// `quic_max_mtu_discovery`: QUIC's minimum datagram size, and the largest datagram whose
-/// segmentation-offload batches Linux accepts. quinn 0.11 hands the kernel up to 10 datagrams
-/// of the path's MTU in one `sendmsg` (`MAX_TRANSMIT_SEGMENTS` in `quinn/src/connection.rs`);
-/// Linux refuses a batch over 65,507 bytes, an IPv4 datagram's largest UDP payload, with
-/// `EMSGSIZE`, and quinn-udp 0.5 takes that for a lost MTU probe and drops the batch without a
-/// word. Above 6550 (10 × 6550 = 65,500) every full batch is lost: measured on loopback,
-/// 8952 ran at 0.73–0.76× of 1452 until black-hole detection fell back to 1200, and 6551–7000
-/// crawled at about 5 MB/s (`docs/benchmarks/optimisation-log.md`, "Jumbo datagrams on loopback").
-pub const QUIC_MTU_RANGE: (u16, u16) = (1200, 6550);
-/// The largest UDP payload a quinn endpoint accepts from its peers by default (1500-byte
-/// Ethernet minus the IPv4 and UDP headers). A `quic_max_mtu_discovery` above it raises it to
-/// match, on the broker and in the SDK.
-pub const QUINN_MAX_UDP_PAYLOAD: u16 = 1472;
+// The UDP datagram sizes are the protocol's (`starling_proto::quic`), shared with the SDK.
+pub use starling_proto::quic::{QUIC_MTU_RANGE, QUINN_MAX_UDP_PAYLOAD};
 /// Largest accepted `udp_recv_buffer_bytes` and `udp_send_buffer_bytes` (256 MiB).
 pub const MAX_UDP_BUFFER_BYTES: u64 = 256 << 20;
 /// Largest accepted `quic_ack_eliciting_threshold`.

@@ -23,6 +23,7 @@
 //! | [`event_batch`] | [`encode_event_batch`]: encode-once fan-out of events |
 //! | [`io`] | [`read_frame`] / [`write_frame`] over tokio I/O traits |
 //! | [`position`] | [`Position`] of an event in a topic's streams, [`SeenStreams`] |
+//! | [`quic`] | below the frames: the default port, the UDP datagram sizes both ends accept |
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(
@@ -50,6 +51,7 @@ pub mod kind;
 pub mod limits;
 pub mod messages;
 pub mod position;
+pub mod quic;
 pub mod request;
 pub mod validate;
 mod wire;
@@ -72,5 +74,6 @@ pub use messages::{
 };
 pub use messages::{DECODED_ITEM_BYTES, decoded_bytes, headers_len, indexed_headers_len};
 pub use position::{Position, SeenStreams};
+pub use quic::DEFAULT_QUIC_PORT;
 pub use request::{INBOX_PREFIX, REPLY_TO};
 pub use validate::{is_subscription_pattern, validate_header_name, validate_key, validate_topic};

@@ -1,7 +1,8 @@
-//! Re-reads the users document every `auth_reload_interval_ms`. A changed document that
-//! compiles replaces the table ([`Auth::install`]: live connections get the new permissions,
-//! those of removed users are closed); one that cannot be read or does not compile is logged
-//! and counted (`starling_auth_reload_errors_total`), and the last good table stays in force.
+//! Re-reads the users document every `auth_reload_interval_ms` (the broker's one poller,
+//! [`crate::watched`]). A changed document that compiles replaces the table
+//! ([`Auth::install`]: live connections get the new permissions, those of removed users are
+//! closed); one that cannot be read or does not compile is logged and counted
+//! (`starling_auth_reload_errors_total`), and the last good table stays in force.
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -11,46 +12,76 @@ use tokio::sync::watch;
 
 use super::Auth;
 use super::source::UsersSource;
+use crate::watched::{self, Watched};
+
+/// The users document as the poller watches it.
+struct UsersDocument {
+    auth: Weak<Auth>,
+    source: UsersSource,
+    /// The text of the table in force.
+    last: Option<String>,
+}
+
+impl UsersDocument {
+    fn count_error(&self) {
+        if let Some(auth) = self.auth.upgrade() {
+            auth.metrics().auth_reload_errors.inc();
+        }
+    }
+}
+
+impl Watched for UsersDocument {
+    type Doc = String;
+
+    fn alive(&self) -> bool {
+        self.auth.strong_count() > 0
+    }
+
+    fn read(&self) -> impl Future<Output = Result<String, String>> + Send {
+        async move {
+            let read = self.source.read_text().await;
+            read.map_err(|e| {
+                self.count_error();
+                e.to_string()
+            })
+        }
+    }
+
+    fn apply(&mut self, text: String) -> Result<(), String> {
+        if self.last.as_deref() == Some(text.as_str()) {
+            return Ok(());
+        }
+        let Some(auth) = self.auth.upgrade() else {
+            return Ok(());
+        };
+        let users = Users::parse(&text).map_err(|e| {
+            self.count_error();
+            e.to_string()
+        })?;
+        let count = users.len();
+        let revoked = auth.install(users);
+        self.last = Some(text);
+        tracing::info!(source = %self.source.describe(), users = count, revoked, "users document reloaded");
+        Ok(())
+    }
+
+    fn failure(&self) -> String {
+        format!(
+            "cannot reload the users document ({}); the last good one stays in force",
+            self.source.describe()
+        )
+    }
+}
 
 /// Polls `source` every `every` until `stop` (or until the broker is gone). `last` is the text
 /// of the table in force.
 pub async fn poll(
     auth: Weak<Auth>,
     source: UsersSource,
-    mut last: Option<String>,
+    last: Option<String>,
     every: Duration,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
-    let mut last_error: Option<String> = None;
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep(every) => {}
-            _ = stop.changed() => return,
-        }
-        let Some(auth) = auth.upgrade() else { return };
-        let outcome = match source.read_text().await {
-            Ok(text) if last.as_deref() == Some(text.as_str()) => Ok(None),
-            Ok(text) => Users::parse(&text)
-                .map(|users| Some((text, users)))
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
-        match outcome {
-            Ok(None) => last_error = None,
-            Ok(Some((text, users))) => {
-                last_error = None;
-                let count = users.len();
-                let revoked = auth.install(users);
-                last = Some(text);
-                tracing::info!(source = %source.describe(), users = count, revoked, "users document reloaded");
-            }
-            Err(e) => {
-                auth.metrics().auth_reload_errors.inc();
-                if last_error.as_deref() != Some(e.as_str()) {
-                    tracing::warn!(source = %source.describe(), error = %e, "cannot reload the users document; the last good one stays in force");
-                }
-                last_error = Some(e);
-            }
-        }
-    }
+    let document = UsersDocument { auth, source, last };
+    watched::poll(document, every, stop).await;
 }

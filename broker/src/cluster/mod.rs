@@ -1,6 +1,7 @@
 //! Clustering: who the members are ([`members`], read by [`source`]), which member owns each
 //! topic and cache key (the shared rendezvous function), the links to the other members
-//! ([`peers`]), the upstream subscriptions a non-owner holds for its own subscribers
+//! ([`peers`], each a [`peer_client::PeerClient`]: the SDK's `Direct` link with the calls only
+//! members make of each other), the upstream subscriptions a non-owner holds for its own subscribers
 //! ([`upstream`]) and the catch-ups from the owner for one resuming from before its retained
 //! tail ([`catchup`]), the cache hand-off after a membership change ([`handoff`]), the durable logs'
 //! hand-off to a topic's new owner ([`log_peers`]), the Raft RPCs of replicated topics
@@ -17,6 +18,7 @@ pub mod forward;
 pub mod handoff;
 pub mod log_peers;
 pub mod members;
+pub mod peer_client;
 pub mod peers;
 pub mod pod_ips;
 pub mod replica_link;

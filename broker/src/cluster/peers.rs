@@ -1,5 +1,5 @@
-//! Links to the other members: one `starling_client::Client` per member, opened on first use,
-//! asking for the `PEER` role ([`ClientConfig::as_peer`]) with this broker's peer certificate
+//! Links to the other members: one [`PeerClient`] per member, opened on first use,
+//! asking for the `PEER` role with this broker's peer certificate
 //! (`cluster_peer_cert_file`/`cluster_peer_key_file`, common name `starling:peer`, signed by the
 //! cluster CA). The certificate files are read again on every dial, so a renewed certificate is
 //! used from the next link on without a restart.
@@ -21,10 +21,11 @@ use std::time::{Duration, Instant};
 
 use std::path::PathBuf;
 
-use starling_client::{Client, ClientConfig, ClientError, Credentials, PathTuning, Trust};
+use starling_client::{ClientConfig, ClientError, ClientTuning, Credentials, Trust};
 use starling_config::BrokerConfig;
 
 use super::Member;
+use super::peer_client::PeerClient;
 use super::pod_ips::{PodIps, at_ip, host_of};
 use crate::metrics::Metrics;
 
@@ -63,7 +64,7 @@ struct Link {
 
 #[derive(Default)]
 struct LinkState {
-    client: Option<Client>,
+    client: Option<PeerClient>,
     down_since: Option<(Instant, String)>,
 }
 
@@ -117,23 +118,42 @@ impl Peers {
     /// `fingerprint` (trusted in a peer when no `ca.crt` lies next to `tls_cert_file`).
     pub fn new(cfg: &BrokerConfig, fingerprint: [u8; 32], metrics: Arc<Metrics>) -> Peers {
         let timeout = Duration::from_millis(cfg.cluster_peer_timeout_ms);
+        // No publish window: a member may serve a peer's fire-and-forget publish for a topic it
+        // no longer owns, but refuses an acked one (`Moved`), so a window's ack requests would
+        // lose messages in a membership change; the link's own small QUIC windows bound it
+        // instead. No routing either (a `PeerClient` never routes): the peer serves every
+        // request itself.
         let mut template = ClientConfig::new("peer:0", Trust::Fingerprint(fingerprint))
-            .with_profile(cfg.profile)
-            .as_peer()
+            .without_cluster_routing()
+            .with_publish_window(None)
+            .with_profile(crate::client_settings::sdk_profile(cfg.profile))
             .with_client_name(format!("starling-broker/{}", env!("CARGO_PKG_VERSION")));
         template.connect_timeout = timeout;
+        // The pools the memory-fit formula's peer term counts (`starling_config::memory`).
+        let pools = starling_config::ClientTuning::resolve(cfg.profile, None);
+        template.tuning = ClientTuning {
+            pub_conn_pool: pools.pub_conn_pool,
+            pub_streams_per_conn: pools.pub_streams_per_conn,
+            event_conn_pool: pools.event_conn_pool,
+            cache_conn_pool: pools.cache_conn_pool,
+            cache_streams_per_conn: pools.cache_streams_per_conn,
+        };
         // Members are close: small windows carry their traffic, and keep what a peer link can
-        // make this broker hold within the memory-fit formula's peer term.
+        // make this broker hold within the memory-fit formula's peer term. The stream windows,
+        // keep-alive and idle timeout are the profile's.
         let window = cfg.cluster_peer_window_bytes;
+        let profile = cfg.profile.config();
         let t = &mut template.transport;
         t.event_conn_recv_window = window;
-        t.event_stream_recv_window = t.event_stream_recv_window.min(window);
+        t.event_stream_recv_window = profile.event_stream_recv_window.min(window);
         t.cache_conn_recv_window = window;
-        t.cache_stream_recv_window = t.cache_stream_recv_window.min(window);
+        t.cache_stream_recv_window = profile.cache_stream_recv_window.min(window);
+        t.keep_alive_interval = Duration::from_millis(profile.keep_alive_interval_ms);
+        t.idle_timeout = Duration::from_millis(profile.idle_timeout_ms);
         t.send_window = Some(window);
         // The links use this broker's own path settings (its socket buffers, MTU, congestion
         // controller and ACK frequency), not just its profile's.
-        t.path = PathTuning::from_config(cfg);
+        t.path = crate::client_settings::path_tuning(cfg);
         template.request_timeout = Duration::from_secs(10).max(timeout * 4);
         let identity = cfg
             .cluster_peer_cert_file
@@ -175,18 +195,18 @@ impl Peers {
 
     /// The link to `member`, connecting if needed; `Unavailable` at once while a failed dial or
     /// request marked it unreachable less than `cluster_peer_timeout_ms` ago.
-    pub async fn client(&self, member: &Member) -> Result<Client, Unavailable> {
+    pub async fn client(&self, member: &Member) -> Result<PeerClient, Unavailable> {
         self.link(member, true).await
     }
 
     /// [`Peers::client`] for a request that must not fail fast: dials even while the member is
     /// marked unreachable. The drain's cache hand-off uses it: what it gives up on is lost
     /// with the process, and the mark may date from the member's previous process.
-    pub async fn client_now(&self, member: &Member) -> Result<Client, Unavailable> {
+    pub async fn client_now(&self, member: &Member) -> Result<PeerClient, Unavailable> {
         self.link(member, false).await
     }
 
-    async fn link(&self, member: &Member, fail_fast: bool) -> Result<Client, Unavailable> {
+    async fn link(&self, member: &Member, fail_fast: bool) -> Result<PeerClient, Unavailable> {
         let link = {
             let mut links = self.links.lock();
             let stale = links.get(&member.id).is_some_and(|l| l.addr != member.addr);
@@ -214,7 +234,7 @@ impl Peers {
             });
         }
         let connected = match self.dial(member.addr.clone()) {
-            Ok(cfg) => Client::connect(cfg).await,
+            Ok(cfg) => PeerClient::connect(cfg).await,
             Err(e) => Err(e),
         };
         let connected = match connected {
@@ -250,7 +270,7 @@ impl Peers {
     /// Connects to `member` at its pod's current IP, keeping its name for TLS; `None` without
     /// a pod lookup, when the lookup fails or finds no IP, or when that address does not answer
     /// either.
-    async fn connect_by_pod_ip(&self, member: &Member) -> Option<Client> {
+    async fn connect_by_pod_ip(&self, member: &Member) -> Option<PeerClient> {
         let ip = match self.pod_ips.as_ref()?.ip(&member.id).await {
             Ok(ip) => ip?,
             Err(e) => {
@@ -260,7 +280,7 @@ impl Peers {
         };
         let mut cfg = self.dial(at_ip(&member.addr, ip)?).ok()?;
         cfg.server_name = host_of(&member.addr).map(str::to_string);
-        match Client::connect(cfg).await {
+        match PeerClient::connect(cfg).await {
             Ok(client) => {
                 tracing::info!(member = %member.id, addr = %member.addr, %ip, "peer reached at its pod IP: its name does not answer (a restarted pod whose DNS record is still cached?)");
                 Some(client)

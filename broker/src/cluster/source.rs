@@ -1,7 +1,7 @@
 //! Where the member list comes from: a members file, or the operator's members ConfigMap read
 //! through the Kubernetes API with the pod's service account. Both are polled every
-//! `cluster_poll_interval_ms`; a list that fails to read or parse is logged and the last good
-//! one stays in force.
+//! `cluster_poll_interval_ms` (the broker's one poller, [`crate::watched`]); a list that fails
+//! to read or parse is logged and the last good one stays in force.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use super::pod_ips::PodIps;
 use super::{Cluster, MemberSet, MembersError};
+use crate::watched::{self, Watched};
 
 /// ConfigMap key holding the member list.
 pub const CONFIGMAP_KEY: &str = "members";
@@ -179,29 +180,36 @@ impl Source {
     }
 }
 
+/// The member list as the poller watches it ([`crate::watched`]): every list read is handed to
+/// the view, which ignores one it already has.
+struct MemberList {
+    cluster: Arc<Cluster>,
+    source: Source,
+}
+
+impl Watched for MemberList {
+    type Doc = MemberSet;
+
+    fn read(&self) -> impl Future<Output = Result<MemberSet, String>> + Send {
+        async move { self.source.read().await.map_err(|e| e.to_string()) }
+    }
+
+    fn apply(&mut self, set: MemberSet) -> Result<(), String> {
+        self.cluster.apply(set);
+        Ok(())
+    }
+
+    fn failure(&self) -> String {
+        "cannot read the member list; keeping the last one".into()
+    }
+}
+
 /// Re-reads the list every `every` and applies changes until `stop`.
 pub async fn poll(
     cluster: Arc<Cluster>,
     source: Source,
     every: Duration,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
-    let mut failing = false;
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep(every) => {}
-            _ = stop.changed() => return,
-        }
-        match source.read().await {
-            Ok(set) => {
-                failing = false;
-                cluster.apply(set);
-            }
-            Err(e) if !failing => {
-                failing = true;
-                tracing::warn!(error = %e, "cannot read the member list; keeping the last one");
-            }
-            Err(_) => {}
-        }
-    }
+    watched::poll(MemberList { cluster, source }, every, stop).await;
 }

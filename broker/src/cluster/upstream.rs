@@ -417,7 +417,7 @@ pub(super) fn gather(first: Event, sub: &mut Subscription) -> Run {
 
 /// Whether `owner` still places `topic` on itself, by the member list it reports (a retiring
 /// upstream's question: has the former owner learned of the change yet?).
-async fn still_owns(client: &starling_client::Client, owner: &Member, topic: &str) -> bool {
+async fn still_owns(client: &super::peer_client::PeerClient, owner: &Member, topic: &str) -> bool {
     match client.cluster_info().await {
         Ok(info) => {
             starling_placement::owner(

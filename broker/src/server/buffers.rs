@@ -31,7 +31,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use prometheus::IntGauge;
-use starling_client::PathTuning;
 use starling_config::BrokerConfig;
 use starling_config::validate::{CONNECTION_WINDOW_FLOOR, PENDING_CONNECTION_WINDOW};
 
@@ -210,7 +209,7 @@ impl Buffers {
         remote: SocketAddr,
     ) -> Result<Arc<quinn::ServerConfig>, BrokerError> {
         let stream_window = self.cfg.event_stream_recv_window.min(tentative.recv);
-        let path = PathTuning::from_config(&self.cfg).towards(remote);
+        let path = crate::client_settings::path_tuning(&self.cfg).towards(remote);
         let key = (stream_window, path.initial_mtu, path.max_mtu);
         let mut configs = self.configs.lock();
         if let Some(c) = configs.pending.get(&key) {

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use starling_broker::cluster::peer_client::PeerClient;
 use starling_client::Subscription;
 use starling_placement::Kind;
 
@@ -225,8 +226,8 @@ async fn a_stranger_without_the_peer_certificate_is_not_a_peer() {
     let ids = ["a", "b"];
     let c = TestCluster::start("stranger", &ids).await;
     // Asking for PEER without a certificate: refused in the Starling handshake.
-    let bare = c.config("a").as_peer();
-    let err = starling_client::Client::connect(bare)
+    let bare = c.config("a");
+    let err = PeerClient::connect(bare)
         .await
         .expect_err("PEER without the peer certificate is refused");
     assert!(
@@ -236,14 +237,13 @@ async fn a_stranger_without_the_peer_certificate_is_not_a_peer() {
     // A `starling:peer` certificate from another CA: the TLS handshake fails.
     let rogue =
         starling_testkit::pki::Ca::new("rogue CA").client(starling_broker::auth::PEER_IDENTITY);
-    let forged =
-        c.config("a")
-            .as_peer()
-            .with_credentials(starling_client::Credentials::Certificate {
-                cert_pem: rogue.cert.into_bytes(),
-                key_pem: rogue.key.into_bytes(),
-            });
-    let err = starling_client::Client::connect(forged)
+    let forged = c
+        .config("a")
+        .with_credentials(starling_client::Credentials::Certificate {
+            cert_pem: rogue.cert.into_bytes(),
+            key_pem: rogue.key.into_bytes(),
+        });
+    let err = PeerClient::connect(forged)
         .await
         .expect_err("a peer certificate from another CA is refused");
     assert!(

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use starling_broker::cluster::replica_link::replica_id;
 use starling_client::ClientError;
-use starling_proto::ErrorCode;
+use starling_proto::{ErrorCode, Frame, ReplicaRpc};
 use starling_replica::{Node, ReplicaConfig, ReplicatedTopic};
 use starling_storage::RealFs;
 
@@ -173,10 +173,16 @@ async fn a_replicated_topic_runs_over_the_peer_links_and_survives_its_leader() {
 async fn raft_rpcs_are_refused_on_a_client_connection() {
     let ids = ["a", "b"];
     let c = TestCluster::start("replica-forbidden", &ids).await;
-    let client = c.plain_client("a").await;
-    let got = client
-        .replica_rpc(TOPIC, Bytes::from_static(b"\x00\x00\x00\x02{}"), SOON)
-        .await;
+    // A user's SDK sending the frame itself, on a connection of the plain role.
+    let client = starling_client::Direct::connect(c.config("a"), starling_proto::Role::Plain)
+        .await
+        .expect("a plain connection");
+    let rpc = Frame::ReplicaRpc(ReplicaRpc {
+        request_id: 1,
+        topic: TOPIC.to_string(),
+        rpc: Bytes::from_static(b"\x00\x00\x00\x02{}"),
+    });
+    let got = client.exchange(rpc, "replica_rpc", 1, SOON).await;
     match got {
         Err(ClientError::Server { code, .. }) => assert_eq!(code, ErrorCode::Forbidden),
         other => panic!("expected Forbidden, got {other:?}"),
