@@ -2,7 +2,8 @@
 //! `RaftLogStorage` (storage-v2) and `RaftLogReader` for [`LogStore`].
 //!
 //! - The Raft log index is the record position: entry `i` is the record at
-//!   `Position { stream: 1, seq: i }` with one event; its payload is the entry ([`codec`]).
+//!   `Position { stream: 1, seq: i }` with one event; its payload is the entry in the binary
+//!   format of [`entry_codec`] (older builds wrote JSON, which is still read).
 //! - `append` writes every entry of the call, then fsyncs once (group commit) and only then
 //!   reports the entries flushed to the library ([`openraft::storage::LogFlushed`]); the
 //!   library counts a replica towards a commit quorum only after that report.
@@ -36,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use starling_storage::{Fs, FsyncPolicy, Log, LogConfig, Position};
 
 use crate::codec;
+use crate::entry_codec;
 use crate::meta;
 use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
 
@@ -150,7 +152,7 @@ impl<F: Fs> Inner<F> {
             None => Ok(None),
             Some(Err(e)) => Err(read_err(e)),
             Some(Ok(r)) if r.position.seq == index => {
-                codec::decode_body(&r.payload, self.max_record)
+                entry_codec::decode_entry(&r.payload, self.max_record)
                     .map(Some)
                     .map_err(read_err)
             }
@@ -190,7 +192,7 @@ impl<F: Fs> Inner<F> {
             if index >= end {
                 break;
             }
-            let entry: Entry = codec::decode_body(&r.payload, self.max_record).map_err(read_err)?;
+            let entry = entry_codec::decode_entry(&r.payload, self.max_record).map_err(read_err)?;
             out.push(entry);
         }
         Ok(out)
@@ -284,7 +286,7 @@ impl<F: Fs> RaftLogStorage<TypeConfig> for LogStore<F> {
             let mut inner = self.inner.lock();
             let mut result = Ok(());
             for entry in entries {
-                let appended = codec::encode_body(&entry)
+                let appended = entry_codec::encode_entry(&entry)
                     .map_err(write_err)
                     .and_then(|payload| {
                         inner
