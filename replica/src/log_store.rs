@@ -20,8 +20,9 @@
 //!   re-applies from an older point once the leader tells it the commit index), and
 //!   writing it at every commit costs two fsyncs per publish on every replica.
 //!
-//! The storage log is synchronous; its calls run inline on the Raft core's task (a write and
-//! an fsync per `append` call, as openraft's own examples do with their stores).
+//! The storage log is synchronous. Writes run inline on the Raft core's task; the fsync of an
+//! `append` call runs on a blocking thread (`spawn_blocking`, outside the store's lock), and
+//! the flushed callback fires after it. Truncation and purge (rare) run inline.
 
 use std::fmt::Debug;
 use std::io;
@@ -282,7 +283,7 @@ impl<F: Fs> RaftLogStorage<TypeConfig> for LogStore<F> {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let result = {
+        let (written, view) = {
             let mut inner = self.inner.lock();
             let mut result = Ok(());
             for entry in entries {
@@ -300,7 +301,17 @@ impl<F: Fs> RaftLogStorage<TypeConfig> for LogStore<F> {
                 }
                 inner.last = Some(entry.log_id);
             }
-            result.and_then(|()| inner.log.sync().map(|_| ()).map_err(write_err))
+            (result, inner.log.view())
+        };
+        // The fsync runs on a blocking thread, outside the lock: the runtime's worker keeps
+        // serving (the peer links, the replication tasks reading this log), and readers are
+        // not held up. The library waits for the callback before its next log write.
+        let result = match written {
+            Ok(()) => match tokio::task::spawn_blocking(move || view.sync()).await {
+                Ok(synced) => synced.map(|_| ()).map_err(write_err),
+                Err(e) => Err(write_err(e)),
+            },
+            Err(e) => Err(e),
         };
         match result {
             Ok(()) => {
