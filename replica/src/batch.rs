@@ -1,13 +1,14 @@
 //! What one Raft entry of a topic carries ([`Batch`]: the message payloads of one publish)
 //! and what applying it answers ([`Applied`]).
 //!
-//! A batch starts with a format version. Version 1 wrote each payload as a JSON array of
-//! byte values (about 3.6 bytes of JSON per payload byte, and slow to parse); version 2, what
-//! this build writes, writes each payload as one base64 string (4 bytes per 3, parsed at
-//! memory speed). Both are read: a payload is decoded from either form, so a log written by
-//! an older build still opens. Adding message headers later is a version 3 whose decoder
-//! fills them; a replica refuses an entry whose version it does not know ([`Batch::check`])
-//! rather than guess.
+//! A batch starts with a format version: what its content is (version 1 and 2: message
+//! payloads only). How it is written is the entry codec's: this build stores it, and sends it
+//! in appends, in the binary format of [`crate::entry_codec`] (payload bytes as they are).
+//! The serde JSON below is what older builds stored and sent, and what snapshots and appends
+//! to a peer that reads only JSON still use: version 1 wrote each payload as a JSON array of
+//! byte values, version 2 as one base64 string. Both are read. Adding message headers later
+//! is a version 3 whose decoder fills them; a replica refuses an entry whose version it does
+//! not know ([`Batch::check`]) rather than guess.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;

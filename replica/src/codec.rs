@@ -88,6 +88,12 @@ pub fn frame_len(buf: &[u8], max: usize) -> Result<Option<usize>, CodecError> {
 
 /// Parses exactly one frame of at most `max` bytes (prefix included).
 pub fn decode_frame<T: DeserializeOwned>(buf: &[u8], max: usize) -> Result<T, CodecError> {
+    decode_body(frame_body(buf, max)?, max)
+}
+
+/// The body of exactly one frame of at most `max` bytes (prefix included): refuses a
+/// truncated frame, bytes after its end, and a length over the bound.
+pub fn frame_body(buf: &[u8], max: usize) -> Result<&[u8], CodecError> {
     let Some(total) = frame_len(buf, max)? else {
         return Err(CodecError::Truncated {
             have: buf.len(),
@@ -103,5 +109,5 @@ pub fn decode_frame<T: DeserializeOwned>(buf: &[u8], max: usize) -> Result<T, Co
     if buf.len() > total {
         return Err(CodecError::Trailing(buf.len() - total));
     }
-    decode_body(&buf[FRAME_HEADER..], max)
+    Ok(&buf[FRAME_HEADER..])
 }

@@ -12,6 +12,7 @@
 //! | `snapshot_every` | 10 000 | entries applied between snapshots (then the Raft log is purged up to the snapshot, keeping `keep_after_snapshot`) |
 //! | `keep_after_snapshot` | 1 000 | Raft log entries kept behind a snapshot, so a follower a little behind catches up from the log, not a snapshot |
 //! | `max_entries_per_append` | 300 | entries per replication RPC |
+//! | `max_entries_in_flight` | 4 | entries a broker's proposer keeps submitted and not yet committed at once (more batches queue and are merged into the next entry) |
 //! | `retention` | none | retention of the committed log (what readers and snapshots see) |
 //!
 //! When the broker adopts the crate these become knobs of `config/` (the knob table); the
@@ -47,6 +48,8 @@ pub struct ReplicaConfig {
     pub keep_after_snapshot: u64,
     /// Entries per replication RPC.
     pub max_entries_per_append: u64,
+    /// Entries submitted and not yet committed at once, per topic (the broker's proposer).
+    pub max_entries_in_flight: usize,
     /// Retention of the committed log.
     pub retention: RetentionPolicy,
 }
@@ -64,6 +67,7 @@ impl Default for ReplicaConfig {
             snapshot_every: 10_000,
             keep_after_snapshot: 1_000,
             max_entries_per_append: 300,
+            max_entries_in_flight: 4,
             retention: RetentionPolicy::default(),
         }
     }

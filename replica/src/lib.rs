@@ -33,6 +33,8 @@
 //!
 //! - [`types`]: the openraft type configuration.
 //! - [`batch`]: the entry payload (a versioned batch of messages).
+//! - [`entry_codec`], [`wire`]: the binary formats of stored entries and records, and of
+//!   appends on the wire.
 //! - [`committed`]: the committed log's records, and what readers get.
 //! - [`config`]: the knobs.
 //! - [`error`]: typed errors.
@@ -47,6 +49,7 @@ pub mod batch;
 pub mod codec;
 pub mod committed;
 pub mod config;
+pub mod entry_codec;
 pub mod error;
 pub mod guard;
 pub mod log_store;
@@ -58,6 +61,7 @@ pub mod snapshot;
 pub mod state_machine;
 pub mod topic;
 pub mod types;
+pub mod wire;
 
 pub use batch::{Applied, BATCH_VERSION, Batch};
 pub use committed::Committed;
@@ -65,5 +69,5 @@ pub use config::ReplicaConfig;
 pub use error::ReplicaError;
 pub use network::{Transport, TransportError};
 pub use simnet::SimNet;
-pub use topic::{Created, ReplicatedTopic, TopicStatus};
+pub use topic::{Created, Pending, ReplicatedTopic, TopicStatus};
 pub use types::{Node, NodeId, TypeConfig};

@@ -2,7 +2,8 @@
 //! `RaftLogStorage` (storage-v2) and `RaftLogReader` for [`LogStore`].
 //!
 //! - The Raft log index is the record position: entry `i` is the record at
-//!   `Position { stream: 1, seq: i }` with one event; its payload is the entry ([`codec`]).
+//!   `Position { stream: 1, seq: i }` with one event; its payload is the entry in the binary
+//!   format of [`entry_codec`] (older builds wrote JSON, which is still read).
 //! - `append` writes every entry of the call, then fsyncs once (group commit) and only then
 //!   reports the entries flushed to the library ([`openraft::storage::LogFlushed`]); the
 //!   library counts a replica towards a commit quorum only after that report.
@@ -19,8 +20,9 @@
 //!   re-applies from an older point once the leader tells it the commit index), and
 //!   writing it at every commit costs two fsyncs per publish on every replica.
 //!
-//! The storage log is synchronous; its calls run inline on the Raft core's task (a write and
-//! an fsync per `append` call, as openraft's own examples do with their stores).
+//! The storage log is synchronous. Writes run inline on the Raft core's task; the fsync of an
+//! `append` call runs on a blocking thread (`spawn_blocking`, outside the store's lock), and
+//! the flushed callback fires after it. Truncation and purge (rare) run inline.
 
 use std::fmt::Debug;
 use std::io;
@@ -36,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use starling_storage::{Fs, FsyncPolicy, Log, LogConfig, Position};
 
 use crate::codec;
+use crate::entry_codec;
 use crate::meta;
 use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
 
@@ -150,7 +153,7 @@ impl<F: Fs> Inner<F> {
             None => Ok(None),
             Some(Err(e)) => Err(read_err(e)),
             Some(Ok(r)) if r.position.seq == index => {
-                codec::decode_body(&r.payload, self.max_record)
+                entry_codec::decode_entry(&r.payload, self.max_record)
                     .map(Some)
                     .map_err(read_err)
             }
@@ -190,7 +193,7 @@ impl<F: Fs> Inner<F> {
             if index >= end {
                 break;
             }
-            let entry: Entry = codec::decode_body(&r.payload, self.max_record).map_err(read_err)?;
+            let entry = entry_codec::decode_entry(&r.payload, self.max_record).map_err(read_err)?;
             out.push(entry);
         }
         Ok(out)
@@ -280,11 +283,11 @@ impl<F: Fs> RaftLogStorage<TypeConfig> for LogStore<F> {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let result = {
+        let (written, view) = {
             let mut inner = self.inner.lock();
             let mut result = Ok(());
             for entry in entries {
-                let appended = codec::encode_body(&entry)
+                let appended = entry_codec::encode_entry(&entry)
                     .map_err(write_err)
                     .and_then(|payload| {
                         inner
@@ -298,7 +301,17 @@ impl<F: Fs> RaftLogStorage<TypeConfig> for LogStore<F> {
                 }
                 inner.last = Some(entry.log_id);
             }
-            result.and_then(|()| inner.log.sync().map(|_| ()).map_err(write_err))
+            (result, inner.log.view())
+        };
+        // The fsync runs on a blocking thread, outside the lock: the runtime's worker keeps
+        // serving (the peer links, the replication tasks reading this log), and readers are
+        // not held up. The library waits for the callback before its next log write.
+        let result = match written {
+            Ok(()) => match tokio::task::spawn_blocking(move || view.sync()).await {
+                Ok(synced) => synced.map(|_| ()).map_err(write_err),
+                Err(e) => Err(write_err(e)),
+            },
+            Err(e) => Err(e),
         };
         match result {
             Ok(()) => {

@@ -2,6 +2,8 @@
 //! [`Transport`] that moves request and reply frames between replicas (the broker's QUIC
 //! peer links in production, [`crate::simnet::SimNet`] in tests).
 //!
+//! Appends go in the binary format ([`crate::wire`]); a peer that refuses one as malformed (a
+//! build from before it) gets JSON appends for [`JSON_FALLBACK`], then binary is tried again.
 //! An append of several entries whose frame would be over the bound is reported as too large,
 //! with a hint of half as many entries, and the library sends fewer at a time. An
 //! unreachable peer is reported to the library as such, and it backs off for one
@@ -9,12 +11,15 @@
 //! loop); any other transport failure is a network error; no reply within the library's
 //! hard deadline for the RPC is a timeout.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::RPCTypes;
+use parking_lot::Mutex;
+use tokio::time::Instant;
 use openraft::error::{
     InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError, Timeout,
     Unreachable,
@@ -65,6 +70,22 @@ pub trait Transport: Send + Sync + 'static {
     fn call(&self, from: NodeId, to: NodeId, frame: Vec<u8>) -> CallFuture<'_>;
 }
 
+/// How long a peer that refused a binary append gets JSON appends before the next try.
+pub const JSON_FALLBACK: Duration = Duration::from_secs(60);
+
+/// Until when each peer gets JSON appends (it refused a binary one).
+type JsonUntil = Arc<Mutex<HashMap<NodeId, Instant>>>;
+
+/// Whether `e` is a peer refusing a request frame as malformed: what a build that reads only
+/// JSON answers to a binary append (in process, or through a broker's `InvalidRequest`).
+fn refused_as_malformed(e: &TransportError) -> bool {
+    match e {
+        TransportError::Codec(CodecError::Body(_)) => true,
+        TransportError::Refused { reason, .. } => reason.contains("malformed body"),
+        _ => false,
+    }
+}
+
 /// Makes one [`Link`] per peer for a replica's Raft.
 #[derive(Clone)]
 pub struct NetworkFactory {
@@ -72,6 +93,7 @@ pub struct NetworkFactory {
     transport: Arc<dyn Transport>,
     max_frame: usize,
     backoff: Duration,
+    json_until: JsonUntil,
 }
 
 impl NetworkFactory {
@@ -88,6 +110,7 @@ impl NetworkFactory {
             transport,
             max_frame,
             backoff,
+            json_until: Arc::default(),
         }
     }
 }
@@ -102,6 +125,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             transport: Arc::clone(&self.transport),
             max_frame: self.max_frame,
             backoff: self.backoff,
+            json_until: Arc::clone(&self.json_until),
         }
     }
 }
@@ -113,11 +137,48 @@ pub struct Link {
     transport: Arc<dyn Transport>,
     max_frame: usize,
     backoff: Duration,
+    json_until: JsonUntil,
 }
 
 type Rpcs<E> = RPCError<NodeId, Node, E>;
 
 impl Link {
+    /// Whether appends to this peer go as JSON for now (it refused a binary one).
+    fn json_only(&self) -> bool {
+        let mut fallback = self.json_until.lock();
+        match fallback.get(&self.target) {
+            Some(until) if Instant::now() < *until => true,
+            Some(_) => {
+                fallback.remove(&self.target);
+                false
+            }
+            None => false,
+        }
+    }
+
+    async fn call(&self, rpc: &Rpc, binary: bool) -> Result<Vec<u8>, TransportError> {
+        let frame = crate::rpc::encode_request(rpc, self.max_frame, binary)?;
+        self.transport.call(self.me, self.target, frame).await
+    }
+
+    /// Sends `rpc` (an append in the binary format unless this peer is known not to read
+    /// it) and brings back the reply; a binary append the peer refuses as malformed is sent
+    /// again as JSON, and the peer gets JSON appends for [`JSON_FALLBACK`].
+    async fn exchange(&self, rpc: &Rpc) -> Result<Vec<u8>, TransportError> {
+        let binary = matches!(rpc, Rpc::Append(_)) && !self.json_only();
+        match self.call(rpc, binary).await {
+            Err(e) if binary && refused_as_malformed(&e) => {
+                tracing::info!(peer = self.target, error = %e,
+                    "replica: the peer does not read binary appends; sending it JSON for a while");
+                self.json_until
+                    .lock()
+                    .insert(self.target, Instant::now() + JSON_FALLBACK);
+                self.call(rpc, false).await
+            }
+            r => r,
+        }
+    }
+
     async fn round_trip<E: std::error::Error>(
         &self,
         rpc: Rpc,
@@ -137,11 +198,8 @@ impl Link {
             }
             _ => RPCError::Network(NetworkError::new(&e)),
         };
-        let frame = codec::encode_frame(&rpc, self.max_frame)
-            .map_err(|e| network(TransportError::Codec(e)))?;
         let ttl = option.hard_ttl();
-        let call = self.transport.call(self.me, self.target, frame);
-        let reply = match tokio::time::timeout(ttl, call).await {
+        let reply = match tokio::time::timeout(ttl, self.exchange(&rpc)).await {
             Ok(r) => r.map_err(network)?,
             Err(_) => {
                 return Err(RPCError::Timeout(Timeout {

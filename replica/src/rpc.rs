@@ -1,6 +1,7 @@
 //! The Raft RPCs as they cross a transport ([`Rpc`], [`RpcReply`]) and the receiving side
 //! ([`RpcServer`]): decode a request frame, hand it to the local Raft, encode the reply. The
-//! frame format is [`crate::codec`]'s; a broker carries these frames over its peer links.
+//! frame format is [`crate::codec`]'s; an append's body is binary ([`crate::wire`]), the
+//! rest JSON. A broker carries these frames over its peer links.
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec::{self, CodecError};
 use crate::guard::VoteGuard;
 use crate::types::{NodeId, Raft, TypeConfig};
+use crate::wire;
 
 /// A request from one replica's Raft to another's.
 #[derive(Debug, Serialize, Deserialize)]
@@ -61,6 +63,25 @@ pub enum ServeError {
     Guarded,
 }
 
+/// The frame of `rpc`, of at most `max` bytes: an append in the binary format of
+/// [`crate::wire`] when `binary`, everything else (and an append when not `binary`) as JSON.
+pub fn encode_request(rpc: &Rpc, max: usize, binary: bool) -> Result<Vec<u8>, CodecError> {
+    match rpc {
+        Rpc::Append(req) if binary => wire::encode_append(req, max),
+        _ => codec::encode_frame(rpc, max),
+    }
+}
+
+/// Parses exactly one request frame of at most `max` bytes: a binary append, or the JSON of
+/// any request (what every build before the binary append sent).
+pub fn decode_request(frame: &[u8], max: usize) -> Result<Rpc, CodecError> {
+    let body = codec::frame_body(frame, max)?;
+    if body.first() == Some(&wire::APPEND_TAG) {
+        return wire::decode_append(body, max).map(Rpc::Append);
+    }
+    codec::decode_body(body, max)
+}
+
 /// Whether `raft` holds any state of its topic: a log entry (a membership included) or a
 /// term above 0 (it voted or campaigned).
 pub fn holds_state(raft: &Raft) -> bool {
@@ -96,7 +117,7 @@ impl RpcServer {
 
     /// Handles one request frame and returns the reply frame.
     pub async fn serve(&self, frame: &[u8]) -> Result<Vec<u8>, ServeError> {
-        let rpc: Rpc = codec::decode_frame(frame, self.max_frame)?;
+        let rpc = decode_request(frame, self.max_frame)?;
         let reply = match rpc {
             Rpc::Append(req) => {
                 self.guard.saw_leader(req.leader_commit.map(|l| l.index));

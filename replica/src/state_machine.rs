@@ -1,8 +1,9 @@
 //! The state machine of a replicated topic: the committed log ([`StateMachine`]), openraft's
 //! `RaftStateMachine` and `RaftSnapshotBuilder`.
 //!
-//! Applying an entry appends a [`CommittedRecord`] at the entry's index to a second storage
-//! log, the committed log, which is what readers read ([`StateMachine::read`]): the applied
+//! Applying an entry appends a [`CommittedRecord`] (in the binary format of
+//! [`crate::entry_codec`]; the JSON of older builds is still read) at the entry's index to a
+//! second storage log, the committed log, which is what readers read ([`StateMachine::read`]): the applied
 //! index is the topic's high-water mark, and a record is there only once a quorum fsynced
 //! it. The committed log is not fsynced per apply: after a crash its unsynced tail is cut by
 //! recovery and the library applies those entries again from the Raft log. It is fsynced
@@ -36,6 +37,7 @@ use starling_storage::{Fs, Log, LogConfig, LogView, now_ms};
 use crate::batch::Applied;
 use crate::codec;
 use crate::committed::{Committed, CommittedRecord};
+use crate::entry_codec;
 use crate::log_store::position;
 use crate::meta;
 use crate::snapshot::{SNAPSHOT_VERSION, SnapshotImage};
@@ -89,7 +91,7 @@ fn generation_dir(dir: &Path, generation: u64) -> PathBuf {
 }
 
 fn decode_record(payload: &[u8], max: usize) -> Result<CommittedRecord, StorageError> {
-    codec::decode_body(payload, max).map_err(sm_read_err)
+    entry_codec::decode_record(payload, max).map_err(sm_read_err)
 }
 
 impl<F: Fs> StateMachine<F> {
@@ -203,7 +205,7 @@ impl<F: Fs> Inner<F> {
 
     fn append(&mut self, record: &CommittedRecord) -> Result<(), StorageError> {
         let log_id = record.log_id();
-        let payload = codec::encode_body(record).map_err(sm_write_err)?;
+        let payload = entry_codec::encode_record(record).map_err(sm_write_err)?;
         self.log
             .append(position(log_id.index), 1, &payload)
             .map_err(|e| StorageIOError::apply(log_id, AnyError::new(&e)))?;
@@ -265,7 +267,7 @@ impl<F: Fs> Inner<F> {
         let (mut log, _) =
             Log::open_in(self.fs.clone(), &dir, self.config).map_err(sm_write_err)?;
         for record in &image.records {
-            let payload = codec::encode_body(record).map_err(sm_write_err)?;
+            let payload = entry_codec::encode_record(record).map_err(sm_write_err)?;
             log.append(position(record.log_id().index), 1, &payload)
                 .map_err(sm_write_err)?;
         }

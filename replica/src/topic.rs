@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{ClientWriteError, RaftError};
+use openraft::raft::ClientWriteResult;
 use openraft::{ChangeMembers, ServerState};
 use starling_storage::{Fs, Position};
 
@@ -26,7 +27,8 @@ use crate::log_store::{LogStore, position};
 use crate::network::{NetworkFactory, Transport};
 use crate::rpc::{Rpc, RpcReply, RpcServer};
 use crate::state_machine::StateMachine;
-use crate::types::{Node, NodeId, Raft};
+use crate::entry_codec;
+use crate::types::{Node, NodeId, Raft, TypeConfig};
 
 /// Encoded bytes kept free in a stored entry for the entry's own fields.
 const ENTRY_OVERHEAD: usize = 1024;
@@ -65,6 +67,26 @@ pub struct ReplicatedTopic<F: Fs> {
     max_record: usize,
     transport: Arc<dyn Transport>,
     max_frame: usize,
+}
+
+/// A batch handed to Raft ([`ReplicatedTopic::submit`]), not yet known to be committed.
+pub struct Pending {
+    rx: tokio::sync::oneshot::Receiver<ClientWriteResult<TypeConfig>>,
+}
+
+impl Pending {
+    /// Resolves with the batch's position in the committed log once its entry is committed
+    /// and applied here, or [`ReplicaError::NotLeader`] when this replica was not (or stopped
+    /// being) the leader before the entry committed: then nothing is acknowledged.
+    pub async fn committed(self) -> Result<Position, ReplicaError> {
+        match self.rx.await {
+            Ok(Ok(written)) => Ok(position(written.log_id.index)),
+            Ok(Err(e)) => Err(write_error(RaftError::APIError(e))),
+            Err(_) => Err(ReplicaError::Stopped(
+                "the Raft stopped before the entry committed".into(),
+            )),
+        }
+    }
 }
 
 /// What [`ReplicatedTopic::create`] did.
@@ -212,24 +234,35 @@ impl<F: Fs> ReplicatedTopic<F> {
     /// Publishes one batch of messages; resolves with its position in the committed log once
     /// it is committed (see the module doc), or [`ReplicaError::NotLeader`].
     pub async fn publish(&self, messages: Vec<Vec<u8>>) -> Result<Position, ReplicaError> {
-        let batch = Batch::new(messages);
+        self.submit(messages).await?.committed().await
+    }
+
+    /// Hands one batch of messages to Raft and returns as soon as it is queued for the log,
+    /// before it commits: [`Pending::committed`] resolves like [`ReplicatedTopic::publish`].
+    /// Batches submitted one after another (by one task, each `submit` awaited before the
+    /// next) take consecutive places in the log, in that order, so a proposer can keep
+    /// several entries in flight and still complete them in order.
+    pub async fn submit(&self, messages: Vec<Vec<u8>>) -> Result<Pending, ReplicaError> {
         let max = self.max_record.saturating_sub(ENTRY_OVERHEAD);
-        // JSON writes a byte as at most 4 characters: check exactly only when the bound is
-        // over the limit.
-        let bound = batch
-            .messages
-            .iter()
-            .map(|m| m.len() * 4 + 2)
-            .sum::<usize>()
-            + 32;
-        if bound > max {
-            let len = codec::encode_body(&batch)?.len();
-            if len > max {
-                return Err(ReplicaError::TooLarge { len, max });
-            }
+        let len = entry_codec::batch_entry_len(&messages);
+        if len > max {
+            return Err(ReplicaError::TooLarge { len, max });
         }
-        let written = self.raft.client_write(batch).await.map_err(write_error)?;
-        Ok(position(written.log_id.index))
+        // A peer that reads only JSON gets the entry as JSON (base64 payloads, 4 bytes per 3):
+        // that must fit a stored entry too.
+        let json = messages
+            .iter()
+            .map(|m| m.len().div_ceil(3).saturating_mul(4).saturating_add(3))
+            .fold(64usize, usize::saturating_add);
+        if json > max {
+            return Err(ReplicaError::TooLarge { len: json, max });
+        }
+        let rx = self
+            .raft
+            .client_write_ff(Batch::new(messages))
+            .await
+            .map_err(stopped)?;
+        Ok(Pending { rx })
     }
 
     /// Up to `max` committed publishes from index `from` on (the oldest retained if `from`

@@ -12,11 +12,12 @@
 //! history), retrying until every replica has answered. With fewer than N members the topic
 //! is not opened: publishes are refused with a retryable error.
 //!
-//! Three tasks per open replica: the proposer (sealed batches in order, the ones waiting
-//! while an entry is in flight merged into the next entry; each batch's outcome reported
-//! when its entry committed or failed), the reader (every committed entry, in index order,
-//! handed to the topic task for delivery: subscribers see committed entries only), and the
-//! watcher (the Raft leader as this replica knows it, for routing publishes, and the
+//! Tasks per open replica: the proposer and its completer (sealed batches in order, up to
+//! `max_entries_in_flight` entries submitted to Raft and not yet committed at once, the
+//! batches waiting while the window is full merged into the next entry; each batch's outcome
+//! reported, in order, when its entry committed or failed), the reader (every committed
+//! entry, in index order, handed to the topic task for delivery: subscribers see committed
+//! entries only), and the watcher (the Raft leader as this replica knows it, for routing publishes, and the
 //! metrics). The broker side of the network is behind [`ReplicaNet`], so this module does
 //! not depend on the cluster module.
 //!
@@ -29,10 +30,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use starling_replica::{
-    Committed, Created, Node, NodeId, ReplicaConfig, ReplicaError, ReplicatedTopic, Transport,
+    Committed, Created, Node, NodeId, Pending, ReplicaConfig, ReplicaError, ReplicatedTopic,
+    Transport,
 };
 use starling_storage::RealFs;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use super::registry::{RegistryFull, ReplicaRegistry};
 
@@ -321,7 +323,12 @@ impl Replication {
         let (committed_tx, committed) = mpsc::channel(COMMITTED_QUEUED);
         let live_from = replica.status().applied.map_or(0, |a| a + 1);
         let max_bytes = (self.config.max_record_bytes as usize / 4).max(64 * 1024);
-        tokio::spawn(propose(Arc::clone(&replica), queued, max_bytes));
+        tokio::spawn(propose(
+            Arc::clone(&replica),
+            queued,
+            max_bytes,
+            self.config.max_entries_in_flight,
+        ));
         tokio::spawn(read(
             Arc::clone(&replica),
             live_from,
@@ -412,14 +419,46 @@ impl ReplicatedLog {
     }
 }
 
-/// Proposes the queued batches in order: each entry carries every batch queued while the
-/// previous one was in flight (up to `max_bytes`), and each batch learns its entry's outcome.
+/// An entry on its way through Raft, with the outcome callbacks of the batches it carries.
+struct InFlight {
+    /// Submitted (its commit awaited by [`complete`]), or refused before it was.
+    entry: Result<Pending, ProposeError>,
+    done: Vec<Done>,
+    /// Frees its place in the window once its outcome is reported.
+    _slot: OwnedSemaphorePermit,
+}
+
+fn propose_error(e: ReplicaError) -> ProposeError {
+    match e {
+        ReplicaError::NotLeader { leader } => ProposeError::NotLeader { leader },
+        e => ProposeError::Failed(e.to_string()),
+    }
+}
+
+/// Proposes the queued batches in order, with up to `in_flight` entries between submission
+/// and commit at once (`ReplicaConfig::max_entries_in_flight`): each entry carries every
+/// batch queued while the window was full (up to `max_bytes`). Entries take their places in
+/// the Raft log in this order ([`ReplicatedTopic::submit`]), and [`complete`] reports their
+/// outcomes in the same order, each only once its entry committed (or failed).
 async fn propose(
     replica: Arc<ReplicatedTopic<RealFs>>,
     mut queued: mpsc::Receiver<Proposal>,
     max_bytes: usize,
+    in_flight: usize,
 ) {
+    let in_flight = in_flight.max(1);
+    let window = Arc::new(Semaphore::new(in_flight));
+    let (flights, submitted) = mpsc::channel(in_flight);
+    let completer = tokio::spawn(complete(submitted));
     while let Some(first) = queued.recv().await {
+        // Wait for a place in the window; what queues meanwhile joins this entry.
+        let slot = match Arc::clone(&window).acquire_owned().await {
+            Ok(slot) => slot,
+            Err(_) => {
+                (first.done)(Err(ProposeError::Failed("the replica stopped".into())));
+                break;
+            }
+        };
         let mut bytes: usize = first.messages.iter().map(Vec::len).sum();
         let mut messages = first.messages;
         let mut done = vec![first.done];
@@ -429,12 +468,31 @@ async fn propose(
             messages.extend(more.messages);
             done.push(more.done);
         }
-        let outcome = match replica.publish(messages).await {
-            Ok(_) => Ok(()),
-            Err(ReplicaError::NotLeader { leader }) => Err(ProposeError::NotLeader { leader }),
-            Err(e) => Err(ProposeError::Failed(e.to_string())),
+        let entry = replica.submit(messages).await.map_err(propose_error);
+        let flight = InFlight {
+            entry,
+            done,
+            _slot: slot,
         };
-        for d in done {
+        if let Err(mpsc::error::SendError(f)) = flights.send(flight).await {
+            for d in f.done {
+                d(Err(ProposeError::Failed("the replica stopped".into())));
+            }
+            break;
+        }
+    }
+    drop(flights);
+    let _ = completer.await;
+}
+
+/// Reports each submitted entry's outcome to its batches, in submission order.
+async fn complete(mut submitted: mpsc::Receiver<InFlight>) {
+    while let Some(flight) = submitted.recv().await {
+        let outcome = match flight.entry {
+            Ok(pending) => pending.committed().await.map(|_| ()).map_err(propose_error),
+            Err(e) => Err(e),
+        };
+        for d in flight.done {
             d(outcome.clone());
         }
     }
