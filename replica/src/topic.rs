@@ -58,7 +58,7 @@ pub struct TopicStatus {
 /// One replica of a replicated topic.
 pub struct ReplicatedTopic<F: Fs> {
     id: NodeId,
-    raft: Raft,
+    pub(crate) raft: Raft,
     committed: StateMachine<F>,
     server: RpcServer,
     guard: Arc<VoteGuard>,
@@ -81,7 +81,7 @@ fn stopped(e: impl std::fmt::Display) -> ReplicaError {
     ReplicaError::Stopped(e.to_string())
 }
 
-fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, Node>>) -> ReplicaError {
+pub(crate) fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, Node>>) -> ReplicaError {
     match e {
         RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ReplicaError::NotLeader {
             leader: f.leader_id,
@@ -202,6 +202,11 @@ impl<F: Fs> ReplicatedTopic<F> {
     /// new (not because its volume was lost): it votes from the start. See [`crate::guard`].
     pub fn founding(&self) {
         self.guard.lift(&self.raft);
+    }
+
+    /// This replica's id.
+    pub fn id(&self) -> NodeId {
+        self.id
     }
 
     /// Whether this replica started blank and is still catching up before it votes.
