@@ -67,6 +67,6 @@ pub use config::ReplicaConfig;
 pub use error::ReplicaError;
 pub use network::{Transport, TransportError};
 pub use simnet::SimNet;
-pub use moves::MembershipView;
+pub use moves::{MembershipView, StepError};
 pub use topic::{Created, ReplicatedTopic, TopicStatus};
 pub use types::{Node, NodeId, TypeConfig};

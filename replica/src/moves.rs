@@ -16,11 +16,46 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use openraft::ChangeMembers;
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use starling_storage::Fs;
 
-use crate::error::ReplicaError;
-use crate::topic::{ReplicatedTopic, write_error};
+use crate::topic::ReplicatedTopic;
 use crate::types::{Node, NodeId};
+
+/// Why a step of a move was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepError {
+    /// A previous membership change is not committed yet: try again later.
+    #[error("a membership change is in progress")]
+    InProgress,
+    /// This replica is not the leader (any more).
+    #[error("not the leader; the leader is {leader:?}")]
+    NotLeader {
+        /// The leader as this replica knows it.
+        leader: Option<NodeId>,
+    },
+    /// openraft refused the change (a new voter that is not a learner, an empty set).
+    #[error("membership change refused: {0}")]
+    Refused(String),
+    /// The replica's Raft stopped.
+    #[error("replica stopped: {0}")]
+    Stopped(String),
+}
+
+fn step_error(e: RaftError<NodeId, ClientWriteError<NodeId, Node>>) -> StepError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => StepError::NotLeader {
+            leader: f.leader_id,
+        },
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(
+            ChangeMembershipError::InProgress(_),
+        )) => StepError::InProgress,
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {
+            StepError::Refused(e.to_string())
+        }
+        RaftError::Fatal(f) => StepError::Stopped(f.to_string()),
+    }
+}
 
 /// The membership as one replica sees it, with the leader's replication progress.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,7 +137,7 @@ impl<F: Fs> ReplicatedTopic<F> {
 
     /// On the leader: adds `nodes` as learners (one membership entry each), without waiting
     /// for them to catch up. A node already in the membership is left as it is.
-    pub async fn add_learners(&self, nodes: BTreeMap<NodeId, Node>) -> Result<(), ReplicaError> {
+    pub async fn add_learners(&self, nodes: BTreeMap<NodeId, Node>) -> Result<(), StepError> {
         for (id, node) in nodes {
             self.raft
                 .change_membership(
@@ -110,7 +145,7 @@ impl<F: Fs> ReplicatedTopic<F> {
                     true,
                 )
                 .await
-                .map_err(write_error)?;
+                .map_err(step_error)?;
         }
         Ok(())
     }
@@ -118,21 +153,21 @@ impl<F: Fs> ReplicatedTopic<F> {
     /// On the leader: makes `voters` the voters, through a joint configuration; the voters
     /// not in it stay as learners. Returns once the new configuration is committed. Every
     /// new voter must already be a learner.
-    pub async fn replace_voters(&self, voters: BTreeSet<NodeId>) -> Result<(), ReplicaError> {
+    pub async fn replace_voters(&self, voters: BTreeSet<NodeId>) -> Result<(), StepError> {
         self.raft
             .change_membership(ChangeMembers::ReplaceAllVoters(voters), true)
             .await
-            .map_err(write_error)?;
+            .map_err(step_error)?;
         Ok(())
     }
 
     /// On the leader: removes the learners `ids` from the membership (the leader stops
     /// sending them the log).
-    pub async fn drop_learners(&self, ids: BTreeSet<NodeId>) -> Result<(), ReplicaError> {
+    pub async fn drop_learners(&self, ids: BTreeSet<NodeId>) -> Result<(), StepError> {
         self.raft
             .change_membership(ChangeMembers::RemoveNodes(ids), false)
             .await
-            .map_err(write_error)?;
+            .map_err(step_error)?;
         Ok(())
     }
 }

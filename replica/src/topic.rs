@@ -81,7 +81,7 @@ fn stopped(e: impl std::fmt::Display) -> ReplicaError {
     ReplicaError::Stopped(e.to_string())
 }
 
-pub(crate) fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, Node>>) -> ReplicaError {
+fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, Node>>) -> ReplicaError {
     match e {
         RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ReplicaError::NotLeader {
             leader: f.leader_id,

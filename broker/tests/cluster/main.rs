@@ -13,6 +13,7 @@ mod late;
 mod meet;
 mod relay_resume;
 mod replica_link;
+mod replica_moves;
 mod replicated;
 mod replicated_sigkill;
 mod rotation;

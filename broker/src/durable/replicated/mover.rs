@@ -19,8 +19,9 @@
 //!    that leave stay learners, so they receive the entry that demoted them. A new set whose
 //!    caught-up members are fewer than its quorum is never entered, so no change leaves the
 //!    topic with fewer caught-up voters than a quorum;
-//! 4. learners outside the desired set are **dropped** once they hold the entry that
-//!    demoted them (or after [`LEARNER_GRACE`], for one that is down).
+//! 4. learners outside the desired set are **dropped** once they have held the entry that
+//!    demoted them for [`DROP_AFTER`] (the heartbeats in between tell them it committed, so
+//!    they can see themselves out, below), or after [`LEARNER_GRACE`], for one that is down.
 //!
 //! One move at a time per topic (the steps are sequential here, and openraft refuses a change
 //! while another is uncommitted); at most `max_concurrent_replica_moves` moves at a time on
@@ -41,7 +42,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use starling_replica::{MembershipView, Node, NodeId, ReplicaError, ReplicatedTopic};
+use starling_replica::{MembershipView, Node, NodeId, ReplicatedTopic, StepError};
 use starling_storage::RealFs;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
@@ -52,6 +53,8 @@ use super::topic::{ReplicaMetrics, ReplicaNet};
 pub const CHECK_EVERY: Duration = Duration::from_millis(250);
 /// A learner within this many entries of the leader's last index is caught up.
 pub const CAUGHT_UP_LAG: u64 = 64;
+/// How long a leaving learner holds the entry that demoted it before it is dropped.
+pub const DROP_AFTER: Duration = Duration::from_secs(1);
 /// A learner outside the desired set that has not received its demotion in this time (it is
 /// down) is dropped anyway.
 pub const LEARNER_GRACE: Duration = Duration::from_secs(10);
@@ -97,9 +100,9 @@ fn quorum(n: usize) -> usize {
     n / 2 + 1
 }
 
-/// The next step from `view` (the leader's) towards `desired` (in placement order); learners
-/// in `stale` are dropped whether or not they hold their demotion.
-pub fn plan(view: &MembershipView, desired: &[NodeId], stale: &BTreeSet<NodeId>) -> Step {
+/// The next step from `view` (the leader's) towards `desired` (in placement order); only the
+/// learners in `droppable` may be dropped (the mover's timing, see the module doc).
+pub fn plan(view: &MembershipView, desired: &[NodeId], droppable: &BTreeSet<NodeId>) -> Step {
     let want: BTreeSet<NodeId> = desired.iter().copied().collect();
     if !view.committed {
         return Step::Wait("a membership change is not committed yet");
@@ -145,7 +148,7 @@ pub fn plan(view: &MembershipView, desired: &[NodeId], stale: &BTreeSet<NodeId>)
         .learners
         .difference(&want)
         .copied()
-        .filter(|id| view.holds_membership(*id) || stale.contains(id))
+        .filter(|id| droppable.contains(id))
         .collect();
     if !extra.is_empty() {
         return Step::DropLearners(extra);
@@ -208,6 +211,7 @@ impl Mover {
         let mut deferred = false;
         let mut retry_at: Option<Instant> = None;
         let mut leaving_since: BTreeMap<NodeId, Instant> = BTreeMap::new();
+        let mut holding_since: BTreeMap<NodeId, Instant> = BTreeMap::new();
         let mut removed_since: Option<Instant> = None;
         let mut changes = self.changes.take();
         loop {
@@ -231,6 +235,7 @@ impl Mover {
                 }
                 deferred = false;
                 leaving_since.clear();
+                holding_since.clear();
                 if removed(&view, desired.as_deref()) {
                     let since = *removed_since.get_or_insert_with(Instant::now);
                     if since.elapsed() >= REMOVE_GRACE {
@@ -251,15 +256,24 @@ impl Mover {
             let now = Instant::now();
             let want: BTreeSet<NodeId> = desired.iter().copied().collect();
             leaving_since.retain(|id, _| view.learners.contains(id) && !want.contains(id));
+            holding_since.retain(|id, _| leaving_since.contains_key(id) && view.holds_membership(*id));
             for id in view.learners.difference(&want) {
                 leaving_since.entry(*id).or_insert(now);
+                if view.holds_membership(*id) {
+                    holding_since.entry(*id).or_insert(now);
+                }
             }
-            let stale: BTreeSet<NodeId> = leaving_since
+            let droppable: BTreeSet<NodeId> = leaving_since
                 .iter()
-                .filter(|(_, at)| now.duration_since(**at) >= LEARNER_GRACE)
+                .filter(|(id, at)| {
+                    now.duration_since(**at) >= LEARNER_GRACE
+                        || holding_since
+                            .get(id)
+                            .is_some_and(|h| now.duration_since(*h) >= DROP_AFTER)
+                })
                 .map(|(id, _)| *id)
                 .collect();
-            let step = plan(&view, &desired, &stale);
+            let step = plan(&view, &desired, &droppable);
             if step == Step::Done {
                 if moving.take().is_some() {
                     self.count(COMPLETED);
@@ -337,8 +351,8 @@ impl Mover {
         match tokio::time::timeout(STEP_TIMEOUT, call).await {
             Ok(Ok(())) => Ok(()),
             // A change still being committed (by this leader or its predecessor): wait.
-            Ok(Err(ReplicaError::Membership(m))) if m.contains("in progress") => Ok(()),
-            Ok(Err(e)) => Err(MoveError::Replica(e)),
+            Ok(Err(StepError::InProgress)) => Ok(()),
+            Ok(Err(e)) => Err(MoveError::Step(e)),
             Err(_) => Err(MoveError::Timeout(STEP_TIMEOUT)),
         }
     }
@@ -349,7 +363,7 @@ impl Mover {
 pub enum MoveError {
     /// openraft refused or failed the change (not the leader any more, stopped, ...).
     #[error(transparent)]
-    Replica(#[from] ReplicaError),
+    Step(#[from] StepError),
     /// The step did not finish in time (its change may still commit).
     #[error("the step did not finish within {0:?}")]
     Timeout(Duration),
@@ -461,22 +475,21 @@ mod tests {
     }
 
     #[test]
-    fn leaving_learners_are_dropped_once_demoted_or_stale() {
-        // 3 holds the demoting entry (index 10): dropped; 5 does not yet: waited for.
+    fn leaving_learners_are_dropped_only_when_droppable() {
         let v = view(&[1, 2, 4], &[3, 5], &[(2, 100), (4, 100), (3, 10), (5, 2)]);
-        assert_eq!(
-            plan(&v, &[1, 2, 4], &BTreeSet::new()),
-            Step::DropLearners(set(&[3]))
-        );
-        let v = view(&[1, 2, 4], &[5], &[(2, 100), (4, 100), (5, 2)]);
+        // 3 holds the demoting entry (index 10), 5 does not.
+        assert!(v.holds_membership(3) && !v.holds_membership(5) && v.holds_membership(1));
         assert!(matches!(
             plan(&v, &[1, 2, 4], &BTreeSet::new()),
             Step::Wait(_)
         ));
         assert_eq!(
-            plan(&v, &[1, 2, 4], &set(&[5])),
-            Step::DropLearners(set(&[5]))
+            plan(&v, &[1, 2, 4], &set(&[3])),
+            Step::DropLearners(set(&[3]))
         );
+        // A learner of the desired set is never dropped.
+        let v = view(&[1, 2, 4], &[], &[(2, 100), (4, 100)]);
+        assert_eq!(plan(&v, &[1, 2, 4], &set(&[4])), Step::Done);
     }
 
     #[test]
