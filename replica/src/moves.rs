@@ -114,7 +114,7 @@ impl<F: Fs> ReplicatedTopic<F> {
         let m = self.raft.metrics().borrow().clone();
         let stored = &m.membership_config;
         let membership = stored.membership();
-        let index = stored.log_id().map(|l| l.index);
+        let index = stored.log_id().as_ref().map(|l| l.index);
         MembershipView {
             id: self.id(),
             is_leader: m.state == openraft::ServerState::Leader,

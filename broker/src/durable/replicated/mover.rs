@@ -221,7 +221,7 @@ impl Mover {
                     Some(c) => c.changed().await,
                     None => std::future::pending().await,
                 } } => if r.is_err() { changes = None },
-                _ = self.stopped.changed() => {}
+                r = self.stopped.changed() => if r.is_err() { return },
             }
             if *self.stopped.borrow() || self.replica.status().stopped.is_some() {
                 return;
