@@ -47,8 +47,6 @@ use starling_storage::RealFs;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
 
-use super::topic::{ReplicaMetrics, ReplicaNet};
-
 /// How often a mover compares the desired set with the membership.
 pub const CHECK_EVERY: Duration = Duration::from_millis(250);
 /// A learner within this many entries of the leader's last index is caught up.
@@ -175,14 +173,13 @@ pub struct Mover {
     pub replica: Arc<ReplicatedTopic<RealFs>>,
     /// The topic.
     pub topic: Arc<str>,
-    /// The cluster side (the desired set).
-    pub net: Arc<dyn ReplicaNet>,
-    /// `durable_replicas`.
-    pub replicas: usize,
+    /// The desired replica set in placement order as this broker sees the member list now
+    /// (`None`: fewer members than `durable_replicas`).
+    pub desired: Desired,
     /// The broker's move permits (`max_concurrent_replica_moves`).
     pub permits: Arc<Semaphore>,
-    /// The counters.
-    pub metrics: ReplicaMetrics,
+    /// `starling_replica_moves_total`, by outcome.
+    pub moves: prometheus::IntCounterVec,
     /// The cluster's membership changes (`None`: only the periodic check).
     pub changes: Option<watch::Receiver<u64>>,
     /// Set when the topic task closes the replica.
@@ -190,6 +187,9 @@ pub struct Mover {
     /// Set by the mover when this replica is out of the topic.
     pub removed: watch::Sender<bool>,
 }
+
+/// The desired replica set of a topic, asked afresh at every check.
+pub type Desired = Box<dyn Fn() -> Option<Vec<NodeId>> + Send + Sync>;
 
 /// A move in progress on this leader.
 struct Moving {
@@ -200,7 +200,7 @@ struct Moving {
 
 impl Mover {
     fn count(&self, outcome: &str) {
-        self.metrics.moves.with_label_values(&[outcome]).inc();
+        self.moves.with_label_values(&[outcome]).inc();
     }
 
     /// Runs until the replica stops or is removed.
@@ -227,7 +227,7 @@ impl Mover {
                 return;
             }
             let view = self.replica.membership_view();
-            let desired = self.net.replica_set(&self.topic, self.replicas);
+            let desired = (self.desired)();
             if !view.is_leader {
                 if moving.take().is_some() {
                     self.count(FAILED);

@@ -357,14 +357,17 @@ impl Replication {
             Arc::clone(&self.leaders),
         ));
         let (removed_tx, removed) = watch::channel(false);
+        let desired: super::mover::Desired = {
+            let (net, topic, n) = (Arc::clone(&self.net), Arc::clone(topic), self.replicas);
+            Box::new(move || net.replica_set(&topic, n))
+        };
         tokio::spawn(
             super::mover::Mover {
                 replica: Arc::clone(&replica),
                 topic: Arc::clone(topic),
-                net: Arc::clone(&self.net),
-                replicas: self.replicas,
+                desired,
                 permits: Arc::clone(&self.move_permits),
-                metrics: self.metrics.clone(),
+                moves: self.metrics.moves.clone(),
                 changes: self.changes.clone(),
                 stopped: stopped.clone(),
                 removed: removed_tx,
