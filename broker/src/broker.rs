@@ -212,6 +212,10 @@ impl Broker {
             config: replica_config(&cfg, replica_links.max_rpc_bytes()),
             metrics: metrics.replica.clone(),
             open: Arc::default(),
+            move_permits: Arc::new(tokio::sync::Semaphore::new(
+                cfg.max_concurrent_replica_moves as usize,
+            )),
+            changes: source.is_some().then(|| cluster.changes()),
         });
         let topics = Topics::new(
             TopicSettings {
@@ -552,6 +556,13 @@ impl RunningBroker {
     /// Raft RPCs to (a replica registers its `server()` here when its topic opens it).
     pub fn replica_registry(&self) -> Arc<ReplicaRegistry> {
         Arc::clone(&self.state.replicas)
+    }
+
+    /// What the replica of replicated topic `topic` open on this broker knows of it (its
+    /// leader, term, voters, learners, applied index), if one is open here.
+    pub fn replica_status(&self, topic: &str) -> Option<starling_replica::TopicStatus> {
+        let open = self.state.topics.replication().open.lock();
+        open.get(topic).map(|replica| replica.status())
     }
 
     /// Raft RPCs to the other members over this broker's peer links: each replicated

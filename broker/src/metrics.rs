@@ -820,6 +820,12 @@ impl Metrics {
                     "1 when the replica here leads the replicated topic, else 0.",
                     &["topic"],
                 )?,
+                moves: counter_vec(
+                    &r,
+                    "starling_replica_moves_total",
+                    "Replica-set moves of replicated topics led here (membership changes towards the placement), by outcome.",
+                    &["outcome"],
+                )?,
             },
             publish_inflight_bytes: gauge(
                 &r,
@@ -914,6 +920,9 @@ impl Metrics {
         for outcome in replica_rpc::ALL {
             m.replica_rpc_calls.with_label_values(&[outcome]);
             m.replica_rpc_served.with_label_values(&[outcome]);
+        }
+        for outcome in crate::durable::replicated::mover::OUTCOMES {
+            m.replica.moves.with_label_values(&[outcome]);
         }
         for op in ["publish", "subscribe", "cache_read", "cache_write"] {
             m.forbidden.with_label_values(&[op]);

@@ -545,4 +545,10 @@ knobs! {
     /// on its next heartbeat) and counted in
     /// `starling_limit_refusals_total{limit="max_replica_rpcs_per_connection"}`.
     max_replica_rpcs_per_connection: u32,
+    /// Most replica-set moves of replicated topics (`docs/replication.md`, "Replica sets
+    /// follow the membership") this broker leads at once: after a membership change every
+    /// topic whose Raft leader is here moves its replicas to its new placement, each move
+    /// catching new replicas up (possibly with a snapshot). A move past it waits for one to
+    /// finish, counted in `starling_replica_moves_total{outcome="deferred"}`.
+    max_concurrent_replica_moves: u32,
 }

@@ -113,6 +113,7 @@ impl Profile {
             cluster_handoff_window_ms: 30_000,
             replica_rpc_timeout_ms: 5_000,
             max_replica_rpcs_per_connection: 256,
+            max_concurrent_replica_moves: 8,
         };
         match self {
             Profile::Balanced => balanced,

@@ -174,6 +174,7 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("cluster_handoff_window_ms", None, Some(3_600_000)),
     range("replica_rpc_timeout_ms", Some(50), Some(600_000)),
     range("max_replica_rpcs_per_connection", Some(1), Some(1 << 16)),
+    range("max_concurrent_replica_moves", Some(1), Some(1 << 16)),
     range("auth_reload_interval_ms", Some(100), Some(60_000)),
     range("cluster_peer_window_bytes", Some(64 * 1024), Some(1 << 30)),
     range("storage_fsync_interval_ms", Some(1), Some(60_000)),

@@ -40,6 +40,7 @@
 //! - [`error`]: typed errors.
 //! - [`meta`]: small files replaced atomically through the storage file layer.
 //! - [`guard`]: a replica that starts with an empty volume votes only once caught up.
+//! - [`moves`]: the steps of a replica-set move (learners, joint consensus, dropping learners).
 
 // openraft's storage and network traits return its `StorageError` and `RPCError` by value
 // (over 200 bytes); the helpers feeding them return the same types rather than box and unbox.
@@ -54,6 +55,7 @@ pub mod error;
 pub mod guard;
 pub mod log_store;
 pub mod meta;
+pub mod moves;
 pub mod network;
 pub mod rpc;
 pub mod simnet;
@@ -69,5 +71,6 @@ pub use config::ReplicaConfig;
 pub use error::ReplicaError;
 pub use network::{Transport, TransportError};
 pub use simnet::SimNet;
+pub use moves::{MembershipView, StepError};
 pub use topic::{Created, Pending, ReplicatedTopic, TopicStatus};
 pub use types::{Node, NodeId, TypeConfig};

@@ -60,7 +60,7 @@ pub struct TopicStatus {
 /// One replica of a replicated topic.
 pub struct ReplicatedTopic<F: Fs> {
     id: NodeId,
-    raft: Raft,
+    pub(crate) raft: Raft,
     committed: StateMachine<F>,
     server: RpcServer,
     guard: Arc<VoteGuard>,
@@ -224,6 +224,11 @@ impl<F: Fs> ReplicatedTopic<F> {
     /// new (not because its volume was lost): it votes from the start. See [`crate::guard`].
     pub fn founding(&self) {
         self.guard.lift(&self.raft);
+    }
+
+    /// This replica's id.
+    pub fn id(&self) -> NodeId {
+        self.id
     }
 
     /// Whether this replica started blank and is still catching up before it votes.

@@ -14,6 +14,7 @@ mod meet;
 mod relay_live;
 mod relay_resume;
 mod replica_link;
+mod replica_moves;
 mod replicated;
 mod replicated_sigkill;
 mod rotation;

@@ -3,17 +3,22 @@
 //!
 //! - [`registry`]: the replicas of topics open on this broker, by topic, which the peer
 //!   stream handler (`server::replica_rpc`) routes each incoming Raft RPC to.
+//! - [`mover`]: keeps each topic's replica set equal to its placement through openraft's
+//!   membership change (on the leader), and notices when the replica here left the topic.
+//! - [`removal`]: deletes the files of a replica that left its topic.
 //! - [`topic`]: one topic's replica as its topic task uses it (open, propose, read the
 //!   committed entries, close), and what all of them share ([`Replication`]).
 //!
 //! The RPCs travel over the peer links through `cluster::replica_link`, which implements
 //! [`ReplicaNet`]; nothing here imports the cluster module.
 
+pub mod mover;
 pub mod registry;
+pub mod removal;
 pub mod topic;
 
 pub use registry::{RegistryFull, ReplicaRegistry};
 pub use topic::{
-    Leaders, OpenError, Proposal, ProposeError, ReplicaMetrics, ReplicaNet, ReplicatedLog,
-    Replication,
+    Leaders, OpenError, Proposal, ProposeError, ReplicaEvent, ReplicaMetrics, ReplicaNet,
+    ReplicatedLog, Replication,
 };

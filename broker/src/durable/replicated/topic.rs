@@ -152,6 +152,8 @@ pub struct ReplicaMetrics {
     pub apply_lag: prometheus::IntGaugeVec,
     /// Whether the replica here leads the topic (1) or not (0), by topic.
     pub is_leader: prometheus::IntGaugeVec,
+    /// Replica-set moves led here, by outcome (`mover::OUTCOMES`).
+    pub moves: prometheus::IntCounterVec,
 }
 
 /// What every replicated topic of this broker shares.
@@ -172,6 +174,12 @@ pub struct Replication {
     pub metrics: ReplicaMetrics,
     /// The replicas open here, for [`Replication::stop_all`].
     pub open: Arc<Open>,
+    /// Replica-set moves at once on this broker (`max_concurrent_replica_moves`; see
+    /// `mover`).
+    pub move_permits: Arc<tokio::sync::Semaphore>,
+    /// The cluster's membership changes, which wake the movers (`None`: they only look
+    /// periodically).
+    pub changes: Option<watch::Receiver<u64>>,
 }
 
 /// The replicas open on this broker, by topic.
@@ -233,6 +241,11 @@ impl ReplicaMetrics {
             applied_index: gauges("applied_index"),
             apply_lag: gauges("apply_lag"),
             is_leader: gauges("is_leader"),
+            moves: prometheus::IntCounterVec::new(
+                prometheus::Opts::new("moves", "moves"),
+                &["outcome"],
+            )
+            .unwrap_or_else(|_| unreachable!("a valid metric name")),
         }
     }
 }
@@ -250,6 +263,8 @@ impl Replication {
             config: ReplicaConfig::default(),
             metrics: ReplicaMetrics::unregistered(),
             open: Arc::default(),
+            move_permits: Arc::new(tokio::sync::Semaphore::new(1)),
+            changes: None,
         })
     }
 
@@ -297,6 +312,12 @@ impl Replication {
                 )));
             }
         };
+        // A removal cut short by a crash is finished before anything opens there.
+        let leftover = dir.clone();
+        tokio::task::spawn_blocking(move || super::removal::finish(&leftover))
+            .await
+            .map_err(|e| ReplicaError::Storage(e.to_string()))?
+            .map_err(|e| ReplicaError::Storage(e.to_string()))?;
         let holds = dir.join("raft").is_dir();
         if !set.contains(&me) && !holds {
             return Err(OpenError::NotAReplica);
@@ -342,6 +363,24 @@ impl Replication {
             stopped.clone(),
             Arc::clone(&self.leaders),
         ));
+        let (removed_tx, removed) = watch::channel(false);
+        let desired: super::mover::Desired = {
+            let (net, topic, n) = (Arc::clone(&self.net), Arc::clone(topic), self.replicas);
+            Box::new(move || net.replica_set(&topic, n))
+        };
+        tokio::spawn(
+            super::mover::Mover {
+                replica: Arc::clone(&replica),
+                topic: Arc::clone(topic),
+                desired,
+                permits: Arc::clone(&self.move_permits),
+                moves: self.metrics.moves.clone(),
+                changes: self.changes.clone(),
+                stopped: stopped.clone(),
+                removed: removed_tx,
+            }
+            .run(),
+        );
         if set.first() == Some(&me) {
             let members: BTreeMap<NodeId, Node> = set
                 .iter()
@@ -359,6 +398,8 @@ impl Replication {
             stop,
             registry: Arc::clone(&self.registry),
             open: Arc::clone(&self.open),
+            removed,
+            dir,
         })
     }
 }
@@ -373,6 +414,19 @@ pub struct ReplicatedLog {
     stop: watch::Sender<bool>,
     registry: Arc<ReplicaRegistry>,
     open: Arc<Open>,
+    /// Set by the mover when this replica left the topic.
+    removed: watch::Receiver<bool>,
+    /// The topic's directory.
+    dir: PathBuf,
+}
+
+/// What a replica hands its topic task next.
+pub enum ReplicaEvent {
+    /// The next committed entry, in index order.
+    Committed(Committed),
+    /// This replica left the topic's membership (see `mover`): close it with
+    /// [`ReplicatedLog::remove`].
+    Removed,
 }
 
 impl ReplicatedLog {
@@ -387,6 +441,40 @@ impl ReplicatedLog {
     /// The next committed entry, in index order (its messages may be empty for none).
     pub async fn next_committed(&mut self) -> Option<Committed> {
         self.committed.recv().await
+    }
+
+    /// The next committed entry, or the news that this replica left the topic; `None` when
+    /// the reader stopped.
+    pub async fn next_event(&mut self) -> Option<ReplicaEvent> {
+        if *self.removed.borrow() {
+            return Some(ReplicaEvent::Removed);
+        }
+        tokio::select! {
+            c = self.committed.recv() => c.map(ReplicaEvent::Committed),
+            r = self.removed.changed() => match r {
+                Ok(()) if *self.removed.borrow() => Some(ReplicaEvent::Removed),
+                // The mover ended without a removal: only entries from now on.
+                _ => self.committed.recv().await.map(ReplicaEvent::Committed),
+            },
+        }
+    }
+
+    /// Closes the replica of a topic it left (see `mover`) and deletes its files.
+    pub async fn remove(self) {
+        let dir = self.dir.clone();
+        let topic = Arc::clone(&self.topic);
+        self.close().await;
+        match tokio::task::spawn_blocking(move || super::removal::remove_files(&dir)).await {
+            Ok(Ok(())) => {
+                tracing::info!(topic = %topic, "replicated topic: left the replica set; files deleted");
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(topic = %topic, error = %e, "replicated topic: deleting a removed replica's files failed");
+            }
+            Err(e) => {
+                tracing::warn!(topic = %topic, error = %e, "replicated topic: deleting a removed replica's files failed");
+            }
+        }
     }
 
     /// The first index the reader handed over live (what was applied before is read back

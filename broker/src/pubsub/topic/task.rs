@@ -36,7 +36,9 @@ use tokio::time::Instant;
 use super::{Attach, TopicMsg, TopicSettings};
 use crate::durable::DurableLog;
 use crate::durable::replicated::topic::{STREAM, seq_of, split_seq};
-use crate::durable::replicated::{OpenError, Proposal, ProposeError, ReplicatedLog};
+use crate::durable::replicated::{
+    OpenError, Proposal, ProposeError, ReplicaEvent, ReplicatedLog,
+};
 use crate::durable::transfer;
 use crate::pubsub::ack::AckToken;
 use crate::pubsub::batcher::{Batch, Batcher};
@@ -179,6 +181,9 @@ pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -
     let settings = &shared.settings;
     let mut epoch = settings.epoch.clone();
     epoch.mark_unchanged();
+    let mut membership = settings.epoch.clone();
+    membership.mark_unchanged();
+    let replicated = settings.replication.enabled() && settings.durability.is_durable(&name);
     let task = TopicTask {
         name,
         data: data_rx,
@@ -192,6 +197,7 @@ pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -
         stream: new_stream_id(),
         next_seq: 0,
         epoch,
+        membership: replicated.then_some(membership),
         retained: Retained::new(
             settings.replay_window,
             settings
@@ -231,6 +237,10 @@ struct TopicTask {
     /// The next sequence number in `stream`.
     next_seq: u64,
     epoch: watch::Receiver<u64>,
+    /// A replicated topic's own view of the membership changes (apart from `epoch`, which
+    /// the publish path reads): at each one a task without its replica open tries to open
+    /// it (this broker may have joined the topic's replica set). `None` for other topics.
+    membership: Option<watch::Receiver<u64>>,
     retained: Retained,
     /// How far each of the owner's streams has been relayed here.
     relayed: SeenStreams,
@@ -261,14 +271,24 @@ enum Durable {
     Unready(String),
 }
 
-/// The next committed entry of a replicated topic's replica (never, for any other topic).
-async fn next_committed(durable: &mut Durable) -> Option<starling_replica::Committed> {
+/// The next event of a replicated topic's replica (never, for any other topic).
+async fn next_committed(durable: &mut Durable) -> Option<ReplicaEvent> {
     match durable {
-        Durable::Replicated(log) => match log.next_committed().await {
+        Durable::Replicated(log) => match log.next_event().await {
             Some(c) => Some(c),
             None => std::future::pending().await,
         },
         _ => std::future::pending().await,
+    }
+}
+
+/// The next change of `membership` (never, without one).
+async fn changed(
+    membership: &mut Option<watch::Receiver<u64>>,
+) -> Result<(), watch::error::RecvError> {
+    match membership {
+        Some(m) => m.changed().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -346,9 +366,17 @@ impl TopicTask {
                     None => break,
                 },
                 _ = maybe_sleep(deadline) => self.batcher.poll_deadline(Instant::now()),
-                entry = next_committed(&mut self.durable) => {
-                    if let Some(entry) = entry {
-                        self.deliver_committed(entry).await;
+                event = next_committed(&mut self.durable) => match event {
+                    Some(ReplicaEvent::Committed(entry)) => self.deliver_committed(entry).await,
+                    Some(ReplicaEvent::Removed) => self.leave_replica().await,
+                    None => {}
+                },
+                changed = changed(&mut self.membership), if self.membership.is_some()
+                    && !matches!(self.durable, Durable::Replicated(_)) =>
+                {
+                    match changed {
+                        Ok(()) => self.open_replica().await,
+                        Err(_) => self.membership = None,
                     }
                 }
                 msg = self.data.recv() => match msg {
@@ -413,6 +441,14 @@ impl TopicTask {
             }
             Err(e) => self.durable_failed(&e),
         };
+    }
+
+    /// The replica here left the topic's replica set (the mover saw it out of the committed
+    /// voters): closed and its files deleted; the task goes on as a relay.
+    async fn leave_replica(&mut self) {
+        if let Durable::Replicated(log) = std::mem::replace(&mut self.durable, Durable::No) {
+            log.remove().await;
+        }
     }
 
     /// Delivers one committed entry of the replicated topic's replica, at its positions.
