@@ -826,6 +826,18 @@ impl Metrics {
                     "Replica-set moves of replicated topics led here (membership changes towards the placement), by outcome.",
                     &["outcome"],
                 )?,
+                under_replicated: gauge_vec(
+                    &r,
+                    "starling_replica_under_replicated",
+                    "1 when the replica here leads the replicated topic and a voter is missing or has not caught up within 10 s, else 0.",
+                    &["topic"],
+                )?,
+                leaderless: gauge_vec(
+                    &r,
+                    "starling_replica_leaderless",
+                    "1 when the replica here knows no leader of the replicated topic, else 0.",
+                    &["topic"],
+                )?,
             },
             publish_inflight_bytes: gauge(
                 &r,
@@ -1144,6 +1156,8 @@ mod tests {
             &m.replica.applied_index,
             &m.replica.apply_lag,
             &m.replica.is_leader,
+            &m.replica.under_replicated,
+            &m.replica.leaderless,
         ] {
             topic_series.with_label_values(&["t"]);
         }

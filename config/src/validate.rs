@@ -60,6 +60,35 @@ pub struct KnobPair {
     pub strict: bool,
 }
 
+/// The few values a numeric knob may take when they are not a range: the shared validation
+/// refuses any other, and the operator's CRD schema lists them as the field's `enum`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KnobOneOf {
+    /// Knob name.
+    pub knob: &'static str,
+    /// The accepted values, ascending.
+    pub values: &'static [u64],
+    /// Why only these, for the refusal's message.
+    pub why: &'static str,
+}
+
+impl KnobOneOf {
+    /// Whether `value` is one of the accepted values.
+    pub fn allows(&self, value: u64) -> bool {
+        self.values.contains(&value)
+    }
+
+    /// The accepted values in words: `1, 3 or 5`.
+    pub fn words(&self) -> String {
+        let all: Vec<String> = self.values.iter().map(u64::to_string).collect();
+        match all.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            Some((last, _)) => last.clone(),
+            None => String::new(),
+        }
+    }
+}
+
 const fn range(knob: &'static str, min: Option<u64>, max: Option<u64>) -> KnobRange {
     KnobRange { knob, min, max }
 }
@@ -178,8 +207,15 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("auth_reload_interval_ms", Some(100), Some(60_000)),
     range("cluster_peer_window_bytes", Some(64 * 1024), Some(1 << 30)),
     range("storage_fsync_interval_ms", Some(1), Some(60_000)),
-    range("durable_replicas", Some(1), Some(5)),
 ];
+
+/// Every knob whose values are a short list ([`KnobOneOf`]). `validate` enforces them, and the
+/// operator turns the same table into the CRD's `enum` and an admission rule.
+pub const KNOB_ONE_OF: &[KnobOneOf] = &[KnobOneOf {
+    knob: "durable_replicas",
+    values: &[1, 3, 5],
+    why: "a majority of an even count tolerates no more failures than one copy fewer",
+}];
 
 /// Every order between two knobs. `validate` enforces them, and the operator turns the same
 /// table into admission rules.
@@ -244,6 +280,12 @@ impl BrokerConfig {
             };
             let ok = r.min.is_none_or(|min| v >= min) && r.max.is_none_or(|max| v <= max);
             c.check(ok, r.knob, reason);
+        }
+        for o in KNOB_ONE_OF {
+            let Some(v) = num(o.knob) else { continue };
+            c.check(o.allows(v), o.knob, || {
+                format!("must be {} ({}), got {v}", o.words(), o.why)
+            });
         }
         for p in KNOB_PAIRS {
             let (Some(l), Some(r)) = (num(p.lhs), num(p.rhs)) else {
@@ -353,17 +395,6 @@ impl BrokerConfig {
                 c.check(false, "durable_topics", || format!("`{topic}`: {e}"));
             }
         }
-        c.check(
-            matches!(self.durable_replicas, 1 | 3 | 5),
-            "durable_replicas",
-            || {
-                format!(
-                    "must be 1, 3 or 5 (a majority of an even count tolerates no more failures \
-                     than one copy fewer), got {}",
-                    self.durable_replicas
-                )
-            },
-        );
         c.check(!self.log_level.trim().is_empty(), "log_level", || {
             "must not be empty".to_string()
         });
@@ -431,6 +462,20 @@ mod tests {
             });
             assert!(msg.is_empty(), "{good}: {msg}");
         }
+    }
+
+    #[test]
+    fn a_one_of_rule_names_its_values_in_words() {
+        use crate::validate::KnobOneOf;
+        let o = |values: &'static [u64]| KnobOneOf {
+            knob: "k",
+            values,
+            why: "",
+        };
+        assert_eq!(o(&[1, 3, 5]).words(), "1, 3 or 5");
+        assert_eq!(o(&[2, 4]).words(), "2 or 4");
+        assert_eq!(o(&[7]).words(), "7");
+        assert!(o(&[1, 3, 5]).allows(3) && !o(&[1, 3, 5]).allows(4));
     }
 
     #[test]

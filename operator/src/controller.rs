@@ -33,9 +33,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, predicates, watcher};
@@ -58,6 +59,7 @@ use crate::events::{self, Planned};
 use crate::live::{ChildStores, own_children};
 use crate::members::{MembersPlan, Observed, plan_members};
 use crate::names::{FIELD_MANAGER, MANAGED_BY_SELECTOR, Names};
+use crate::status::replication::{Observation, Placement};
 use crate::status::{self, StatusInput};
 use crate::tier_change::{self, stage::stage};
 use crate::validate::{ObjectIdentity, ValidatedCluster, validate_observed};
@@ -199,6 +201,12 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         }
     }
 
+    let placement = match &validated {
+        Ok(v) if v.replication().is_some() => {
+            Some(observe_placement(ctx, &namespace, &names, observed.as_ref()).await)
+        }
+        _ => None,
+    };
     let new_status = status::compute(&StatusInput {
         names: &names,
         namespace: &namespace,
@@ -211,6 +219,7 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
             .as_ref()
             .map(|e| (degraded_reason(e), e.to_string())),
         members: members.as_ref(),
+        placement: placement.as_ref(),
         now: Time(now),
     });
     // The reconciler's fields only: the autoscaler's belong to its own field manager.
@@ -243,6 +252,27 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
             };
             Ok(Action::requeue(requeue_after(timers)))
         }
+    }
+}
+
+/// Where the broker pods run: the pods `sts` controls, listed by the cluster's labels and
+/// kept by ownership ([`Placement::of`]), or why they could not be listed (reported as
+/// `ReplicationDegraded` `PlacementUnknown`, not as a failed reconcile). No StatefulSet yet: no
+/// pod.
+async fn observe_placement(
+    ctx: &Context,
+    namespace: &str,
+    names: &Names,
+    sts: Option<&StatefulSet>,
+) -> Observation {
+    let Some(sts) = sts else {
+        return Ok(Placement::default());
+    };
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let selector = names.selector_string();
+    match pods.list(&ListParams::default().labels(&selector)).await {
+        Ok(list) => Ok(Placement::of(&list.items, sts)),
+        Err(e) => Err(Error::kube("list", "Pod", &selector, e).to_string()),
     }
 }
 

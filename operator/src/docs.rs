@@ -46,7 +46,10 @@ fn type_of(schema: &Value) -> String {
     }
     let t = schema.get("type").and_then(Value::as_str).unwrap_or("any");
     if let Some(values) = schema.get("enum").and_then(Value::as_array) {
-        let names: Vec<&str> = values.iter().filter_map(Value::as_str).collect();
+        let names: Vec<String> = values
+            .iter()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+            .collect();
         return format!("`{}`", names.join("` \\| `"));
     }
     match t {

@@ -83,7 +83,7 @@ impl Fake {
             "GET" => match self.objects.get(path) {
                 Some(obj) => (200, obj.clone()),
                 // A collection: every stored object right below it.
-                None if path.ends_with("/brokerusers") => {
+                None if path.ends_with("/brokerusers") || path.ends_with("/pods") => {
                     let prefix = format!("{path}/");
                     let mut items: Vec<(&String, &Value)> = self
                         .objects
@@ -142,6 +142,16 @@ impl Fake {
                 (200, obj)
             }
             "PATCH" => {
+                // The API server keeps an object's UID across applies.
+                let mut body = body;
+                let uid = self
+                    .objects
+                    .get(path)
+                    .and_then(|o| o.pointer("/metadata/uid"))
+                    .cloned();
+                if let (Some(uid), Some(meta)) = (uid, body.get_mut("metadata")) {
+                    meta["uid"] = uid;
+                }
                 self.objects.insert(path.to_string(), body.clone());
                 (200, body)
             }

@@ -19,6 +19,7 @@
 //! - [`tls`]: the self-signed certificate generated when `spec.tls` is unset.
 //! - [`pki`]: the cluster CA and the peer and user certificates it signs. Pure.
 //! - [`live`]: the children's watch caches (metadata only, slimmed).
+//! - [`pods`]: which pods are a cluster's brokers (those its StatefulSet controls). Pure.
 //! - [`apply`]: server-side apply of the children that the API server does not already hold
 //!   as rendered ([`apply::current`]), deletion of unwanted ones, and status writes (one field
 //!   manager per writer).
@@ -64,6 +65,7 @@ pub mod members;
 pub mod metrics;
 pub mod names;
 pub mod pki;
+pub mod pods;
 pub use starling_config::quantity;
 pub mod status;
 pub mod telemetry;

@@ -6,6 +6,10 @@
 //! `Progressing` is true while brokers are being created, replaced or scaled. `Degraded` is true
 //! when the spec was refused or the children could not be applied.
 //!
+//! `ReplicationDegraded` ([`replication`]) says whether the durable topics' replicas can be
+//! kept apart: from the validated `durable_replicas`, the member count and the nodes of the
+//! broker pods. A refused spec keeps the previous one.
+//!
 //! `storage` is read from the same StatefulSet: its data volume claim template and retention
 //! policy, what the operator rendered from `spec.storage` as the API server stored it.
 
@@ -20,6 +24,8 @@ use crate::members::MembersPlan;
 use crate::names::{CONFIG_HASH_ANNOTATION, DATA_VOLUME, Names};
 use crate::validate::storage::rendered_claim;
 use crate::validate::{SpecError, ValidatedCluster};
+
+pub mod replication;
 
 /// What the StatefulSet shows about the rollout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,6 +157,9 @@ pub struct StatusInput<'a> {
     /// The membership step applied by this reconcile (`None` when nothing was applied: the
     /// previous `members` and `membersChangedAt` are kept).
     pub members: Option<&'a MembersPlan>,
+    /// Where the broker pods run, read only when the durable topics are replicated (`None`
+    /// otherwise, or when nothing was read).
+    pub placement: Option<&'a replication::Observation>,
     /// The current time.
     pub now: Time,
 }
@@ -271,14 +280,30 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
         // A refused spec: keep what was reported before.
         None => None,
     };
-    let kept_auth = match auth {
-        Some(_) => None,
-        None => prev
-            .conditions
-            .iter()
-            .find(|c| c.type_ == ConditionType::AuthenticationDisabled.as_str())
-            .cloned(),
+    // Brokers in the member list, at most the desired count: the brokers' own view of how
+    // many replicas a topic can have.
+    let replicated = match input.desired {
+        Ok(v) => {
+            let members = input.members.map(|m| m.members).or(prev.members);
+            let brokers = members.map_or(v.replicas, |m| m.min(v.replicas));
+            Some(replication::condition(
+                v.replication(),
+                brokers,
+                input.placement,
+            ))
+        }
+        Err(_) => None,
     };
+    // A refused spec: keep what was reported before.
+    let kept = |computed: bool, t: ConditionType| {
+        if computed {
+            None
+        } else {
+            prev.conditions.iter().find(|c| c.type_ == t.as_str()).cloned()
+        }
+    };
+    let kept_auth = kept(auth.is_some(), ConditionType::AuthenticationDisabled);
+    let kept_replication = kept(replicated.is_some(), ConditionType::ReplicationDegraded);
     let conditions = [
         Some((ready_reason, ready_msg)),
         Some((prog_reason, prog_msg)),
@@ -289,6 +314,11 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
     .flatten()
     .map(|(reason, message)| condition(reason, message, input, &prev.conditions))
     .chain(kept_auth)
+    .chain(
+        replicated
+            .map(|(reason, message)| condition(reason, message, input, &prev.conditions)),
+    )
+    .chain(kept_replication)
     .collect();
 
     BrokerClusterStatus {

@@ -145,6 +145,15 @@ pub struct ValidatedCluster {
     pub operator_namespace: Option<String>,
 }
 
+impl ValidatedCluster {
+    /// `durable_replicas` when the durable topics are replicated: more than one copy and at
+    /// least one durable topic pattern. `None` for one copy, or when nothing is durable.
+    pub fn replication(&self) -> Option<u32> {
+        (self.config.durable_replicas > 1 && !self.config.durable_topics.is_empty())
+            .then_some(self.config.durable_replicas)
+    }
+}
+
 /// One thing wrong with a spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {

@@ -55,6 +55,10 @@ pub struct TopicStatus {
     /// Why this replica's Raft stopped, if it did (a fatal storage error): it then takes no
     /// part in the topic until reopened.
     pub stopped: Option<String>,
+    /// On the leader, each replica's last log index known to be in its Raft log (the leader
+    /// included; `None` for a replica nothing is known to have reached yet): openraft's
+    /// replication progress. Empty on any other replica.
+    pub matched: BTreeMap<NodeId, Option<u64>>,
 }
 
 /// One replica of a replicated topic.
@@ -292,6 +296,12 @@ impl<F: Fs> ReplicatedTopic<F> {
             applied: m.last_applied.map(|l| l.index),
             last_log: m.last_log_index,
             stopped: m.running_state.as_ref().err().map(ToString::to_string),
+            matched: m
+                .replication
+                .iter()
+                .flatten()
+                .map(|(id, log)| (*id, log.as_ref().map(|l| l.index)))
+                .collect(),
         }
     }
 

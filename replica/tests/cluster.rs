@@ -46,6 +46,26 @@ async fn r3_publish_is_read_back_on_every_replica() {
     assert_eq!(checker.acked.len(), 30);
 }
 
+/// `TopicStatus::matched`: the leader knows how far each replica's log reaches (itself
+/// included), the other replicas know nothing of it.
+#[tokio::test(start_paused = true)]
+async fn the_leader_reports_each_replicas_progress() {
+    let c = Cluster::start(4, &[1, 2, 3], test_config()).await;
+    let leader = c.await_leader(5 * SEC).await.unwrap();
+    let mut checker = Checker::default();
+    let last = publish_n(&c, &mut checker, "a", 5).await;
+    check_all(&c, &mut checker, last).await;
+    tokio::time::sleep(SEC).await;
+    let matched = c.topic(leader).status().matched;
+    assert_eq!(matched.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3]);
+    for (id, index) in &matched {
+        assert!(index.is_some_and(|i| i >= last), "{id}: {index:?} < {last}");
+    }
+    for id in c.live().into_iter().filter(|id| *id != leader) {
+        assert!(c.topic(id).status().matched.is_empty(), "{id}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn r1_publish_is_read_back() {
     let c = Cluster::start(2, &[1], test_config()).await;

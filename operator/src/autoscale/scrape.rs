@@ -12,6 +12,7 @@ use super::fetch::{FetchError, Fetcher};
 use super::prom;
 use super::rates::PodScrape;
 use crate::names::HTTP_PORT_NAME;
+pub use crate::pods::{Owner, owned_by};
 
 /// Longest wait for one broker's `/metrics`.
 pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -62,40 +63,6 @@ pub struct Target {
     pub uid: String,
     /// `podIP:http-port`, when the pod has an IP.
     pub addr: Option<SocketAddr>,
-}
-
-/// The cluster's StatefulSet, whose pods alone are scraped.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner<'a> {
-    /// The StatefulSet's name: its pods are `<name>-<ordinal>`.
-    pub name: &'a str,
-    /// The StatefulSet's UID, as in its pods' controller owner reference.
-    pub uid: &'a str,
-    /// The StatefulSet's `spec.replicas`: its pods' ordinals are below it.
-    pub replicas: u32,
-}
-
-/// Whether a pod is one of the StatefulSet's: a controller owner reference of kind
-/// `StatefulSet` with its UID, and the name `<statefulset>-<ordinal>` with an ordinal below
-/// its replicas. Labels alone prove nothing (any pod may carry the broker labels); a pod name
-/// is unique in its namespace, so a stranger's pod cannot take a running broker's name. Pure.
-pub fn owned_by(pod: &Pod, owner: &Owner<'_>) -> bool {
-    let controlled = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && o.kind == "StatefulSet" && o.uid == owner.uid);
-    let ordinal = pod
-        .metadata
-        .name
-        .as_deref()
-        .and_then(|n| n.strip_prefix(owner.name))
-        .and_then(|rest| rest.strip_prefix('-'))
-        .filter(|o| !o.is_empty() && o.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|o| o.parse::<u32>().ok())
-        .is_some_and(|o| o < owner.replicas);
-    controlled && ordinal
 }
 
 /// The pods to scrape: every pod of the StatefulSet ([`owned_by`]) not being deleted, at its

@@ -1,6 +1,16 @@
 //! The broker pod template: container, probes, drain timing, hardened security context,
 //! volumes and scheduling.
 //!
+//! Scheduling: the brokers spread over nodes when possible (a topology spread on
+//! `kubernetes.io/hostname`, `ScheduleAnyway`). When the durable topics are replicated
+//! ([`ValidatedCluster::replication`]), a lost node or zone must not take several replicas of
+//! a topic, so the pods also prefer nodes without another broker of the cluster (a preferred
+//! pod anti-affinity on `kubernetes.io/hostname`) and spread over zones
+//! (`topology.kubernetes.io/zone`, `ScheduleAnyway`): preferences, never requirements, so a
+//! one-node cluster still schedules every broker, and the `ReplicationDegraded` condition says
+//! when brokers share a node. The spec's own `podTemplate.affinity.podAntiAffinity` or
+//! `podTemplate.topologySpreadConstraints` replace the operator's.
+//!
 //! The pod mounts its ServiceAccount token: brokers read their member list (the
 //! `<cluster>-members` ConfigMap) through the Kubernetes API. Every pod mounts the same TLS
 //! secret (the user's or the generated one) at [`TLS_DIR`], and the cluster's peer certificate
@@ -11,11 +21,11 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
+    Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
     EnvVarSource, HTTPGetAction, KeyToPath, Lifecycle, LifecycleHandler, ObjectFieldSelector,
-    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
+    PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
     SecretVolumeSource, SecurityContext, SleepAction, TopologySpreadConstraint, Volume,
-    VolumeMount,
+    VolumeMount, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -36,6 +46,10 @@ pub const TERMINATION_MARGIN_SECONDS: i64 = 10;
 /// Name of the broker container.
 pub const CONTAINER_NAME: &str = "broker";
 pub use crate::names::DATA_VOLUME;
+/// The node label the brokers spread over, and the replicated brokers' anti-affinity key.
+pub const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
+/// The zone label the brokers of a replicated cluster spread over.
+pub const ZONE_KEY: &str = "topology.kubernetes.io/zone";
 
 /// `terminationGracePeriodSeconds`: the preStop pause, the broker's whole drain
 /// (`drain_timeout_ms`, rounded up) and a margin.
@@ -66,7 +80,7 @@ pub fn template(v: &ValidatedCluster) -> PodTemplateSpec {
             volumes: Some(volumes(v)),
             node_selector: v.pod.node_selector.clone(),
             tolerations: v.pod.tolerations.clone(),
-            affinity: v.pod.affinity.clone(),
+            affinity: affinity(v),
             priority_class_name: v.pod.priority_class_name.clone(),
             topology_spread_constraints: Some(
                 v.pod
@@ -79,18 +93,58 @@ pub fn template(v: &ValidatedCluster) -> PodTemplateSpec {
     }
 }
 
-/// Brokers spread across nodes when possible.
-fn default_spread(v: &ValidatedCluster) -> Vec<TopologySpreadConstraint> {
-    vec![TopologySpreadConstraint {
+/// The cluster's broker pods, for the spread and the anti-affinity.
+fn brokers(v: &ValidatedCluster) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(v.names.selector_labels()),
+        ..LabelSelector::default()
+    }
+}
+
+/// A spread of at most one broker of difference over `key`, never blocking scheduling.
+fn spread(v: &ValidatedCluster, key: &str) -> TopologySpreadConstraint {
+    TopologySpreadConstraint {
         max_skew: 1,
-        topology_key: "kubernetes.io/hostname".to_string(),
+        topology_key: key.to_string(),
         when_unsatisfiable: "ScheduleAnyway".to_string(),
-        label_selector: Some(LabelSelector {
-            match_labels: Some(v.names.selector_labels()),
-            ..LabelSelector::default()
-        }),
+        label_selector: Some(brokers(v)),
         ..TopologySpreadConstraint::default()
-    }]
+    }
+}
+
+/// Brokers spread across nodes when possible, and across zones too when the durable topics
+/// are replicated.
+fn default_spread(v: &ValidatedCluster) -> Vec<TopologySpreadConstraint> {
+    let mut out = vec![spread(v, HOSTNAME_KEY)];
+    if v.replication().is_some() {
+        out.push(spread(v, ZONE_KEY));
+    }
+    out
+}
+
+/// The spec's affinity; when the durable topics are replicated and the spec sets no pod
+/// anti-affinity, with a preferred one that keeps two brokers of the cluster off one node.
+fn affinity(v: &ValidatedCluster) -> Option<Affinity> {
+    let mut out = v.pod.affinity.clone();
+    if v.replication().is_some() {
+        let a = out.get_or_insert_with(Affinity::default);
+        if a.pod_anti_affinity.is_none() {
+            a.pod_anti_affinity = Some(PodAntiAffinity {
+                preferred_during_scheduling_ignored_during_execution: Some(vec![
+                    WeightedPodAffinityTerm {
+                        weight: 100,
+                        pod_affinity_term: PodAffinityTerm {
+                            label_selector: Some(brokers(v)),
+                            topology_key: HOSTNAME_KEY.to_string(),
+                            ..PodAffinityTerm::default()
+                        },
+                    },
+                ]),
+                ..PodAntiAffinity::default()
+            });
+        }
+    }
+    out
 }
 
 /// runAsNonRoot as the image's user, fsGroup so mounted secrets are readable, RuntimeDefault

@@ -4,7 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, PodSpec, Toleration, TopologySpreadConstraint};
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, NodeAffinity, PodAntiAffinity, PodSpec, Toleration,
+    TopologySpreadConstraint,
+};
 use starling_config::{ConfigFile, ConfigOverrides, Profile, Tier, compose};
 
 use super::pod::{PRESTOP_SLEEP_SECONDS, TERMINATION_MARGIN_SECONDS};
@@ -608,6 +611,110 @@ fn scheduling_overrides_and_default_spread() {
         Some(&v.config_hash),
         "the operator's hash wins over a user annotation"
     );
+}
+
+/// Three copies of every durable topic.
+fn replicated(v: &mut ValidatedCluster) {
+    v.config.durable_replicas = 3;
+    v.config.durable_topics = vec!["orders.*".into()];
+}
+
+#[test]
+fn replicated_durable_topics_prefer_distinct_nodes_and_zones() {
+    let v = cluster(Profile::Balanced, Tier::Large, replicated);
+    let pod = pod_spec(&render(&v).statefulset);
+    let selector = Some(v.names.selector_labels());
+    let spread: Vec<(String, String, i32)> = pod
+        .topology_spread_constraints
+        .unwrap_or_default()
+        .into_iter()
+        .inspect(|c| {
+            assert_eq!(
+                c.label_selector.as_ref().and_then(|s| s.match_labels.clone()),
+                selector
+            );
+        })
+        .map(|c| (c.topology_key, c.when_unsatisfiable, c.max_skew))
+        .collect();
+    assert_eq!(
+        spread,
+        vec![
+            (
+                "kubernetes.io/hostname".to_string(),
+                "ScheduleAnyway".to_string(),
+                1
+            ),
+            (
+                "topology.kubernetes.io/zone".to_string(),
+                "ScheduleAnyway".to_string(),
+                1
+            ),
+        ]
+    );
+    let anti = pod
+        .affinity
+        .and_then(|a| a.pod_anti_affinity)
+        .unwrap_or_default();
+    assert!(
+        anti.required_during_scheduling_ignored_during_execution
+            .is_none(),
+        "a preference only: a one-node cluster still schedules every broker"
+    );
+    let preferred = anti
+        .preferred_during_scheduling_ignored_during_execution
+        .unwrap_or_default();
+    assert_eq!(preferred.len(), 1);
+    assert_eq!(preferred[0].weight, 100);
+    assert_eq!(
+        preferred[0].pod_affinity_term.topology_key,
+        "kubernetes.io/hostname"
+    );
+    assert_eq!(
+        preferred[0]
+            .pod_affinity_term
+            .label_selector
+            .as_ref()
+            .and_then(|s| s.match_labels.clone()),
+        selector
+    );
+
+    // One copy, or no durable topic: the plain spread over nodes, no anti-affinity.
+    let one_copy = |v: &mut ValidatedCluster| v.config.durable_topics = vec!["orders.*".into()];
+    let nothing_durable = |v: &mut ValidatedCluster| v.config.durable_replicas = 3;
+    for v in [
+        cluster(Profile::Balanced, Tier::Large, one_copy),
+        cluster(Profile::Balanced, Tier::Large, nothing_durable),
+    ] {
+        assert_eq!(v.replication(), None);
+        let pod = pod_spec(&render(&v).statefulset);
+        assert_eq!(pod.affinity, None);
+        assert_eq!(pod.topology_spread_constraints.map(|s| s.len()), Some(1));
+    }
+
+    // The spec's node affinity is kept beside the operator's anti-affinity; the spec's own
+    // anti-affinity replaces it.
+    let with_affinity = |affinity: Affinity| {
+        let mut v = spec_cluster(BrokerClusterSpec {
+            pod_template: Some(PodTemplateOverrides {
+                affinity: Some(affinity),
+                ..PodTemplateOverrides::default()
+            }),
+            ..BrokerClusterSpec::default()
+        });
+        replicated(&mut v);
+        pod_spec(&render(&v).statefulset).affinity.unwrap_or_default()
+    };
+    let kept = with_affinity(Affinity {
+        node_affinity: Some(NodeAffinity::default()),
+        ..Affinity::default()
+    });
+    assert_eq!(kept.node_affinity, Some(NodeAffinity::default()));
+    assert!(kept.pod_anti_affinity.is_some());
+    let own = with_affinity(Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity::default()),
+        ..Affinity::default()
+    });
+    assert_eq!(own.pod_anti_affinity, Some(PodAntiAffinity::default()));
 }
 
 #[test]

@@ -1225,3 +1225,113 @@ async fn storage_is_rendered_reported_and_never_changed_under_the_statefulset() 
         );
     });
 }
+
+/// A broker pod of the StatefulSet `sts-uid` on `node`, as the API server lists it.
+fn broker_pod(name: &str, owner_uid: &str, node: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": "messaging",
+                        "labels": {"app.kubernetes.io/instance": "events"},
+                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet",
+                                             "name": "events", "uid": owner_uid,
+                                             "controller": true}]},
+           "spec": {"nodeName": node, "containers": []}})
+}
+
+#[tokio::test]
+async fn replicated_clusters_report_brokers_that_share_a_node() {
+    use crate::crd::{DurabilitySpec, StorageSpec};
+    let bc = cluster(BrokerClusterSpec {
+        tier: Tier::Medium,
+        replicas: Some(3),
+        storage: Some(StorageSpec {
+            size: "10Gi".into(),
+            ..StorageSpec::default()
+        }),
+        durability: Some(DurabilitySpec {
+            topics: Some(vec!["orders.*".into()]),
+            ..DurabilitySpec::default()
+        }),
+        config: Some(starling_config::ConfigOverrides {
+            durable_replicas: Some(3),
+            ..starling_config::ConfigOverrides::default()
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    let h = Harness::new(&bc);
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| {
+        assert!(
+            f.paths("GET").contains(&"pods".to_string()),
+            "{:?}",
+            f.paths("GET")
+        );
+        let sts = stored_sts(f);
+        let anti = &sts["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"];
+        assert_eq!(
+            anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+                ["topologyKey"],
+            "kubernetes.io/hostname"
+        );
+        // The StatefulSet as the API server holds it: with a UID, which its pods reference.
+        let path = format!("/apis/apps/v1{NS}statefulsets/events");
+        if let Some(s) = f.objects.get_mut(&path) {
+            s["metadata"]["uid"] = json!("sts-uid");
+        }
+        for (name, uid, node) in [
+            ("events-0", "sts-uid", "n1"),
+            ("events-1", "sts-uid", "n1"),
+            ("events-2", "sts-uid", "n2"),
+            // A pod with the broker labels that the StatefulSet does not control.
+            ("impostor", "other-uid", "n2"),
+        ] {
+            f.objects.insert(
+                format!("/api/v1{NS}pods/{name}"),
+                broker_pod(name, uid, node),
+            );
+        }
+        f.calls.clear();
+    });
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| {
+        let status = f.status_writes().pop().unwrap_or_default();
+        assert_eq!(
+            condition(&status, "ReplicationDegraded"),
+            pair("True", "BrokersShareNode")
+        );
+        let message = status["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "ReplicationDegraded"))
+            .and_then(|c| c["message"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        assert!(message.contains("n1: events-0, events-1"), "{message}");
+        assert!(!message.contains("impostor"), "{message}");
+    });
+
+    // One broker moves to a node of its own.
+    h.with(|f| {
+        f.objects.insert(
+            format!("/api/v1{NS}pods/events-1"),
+            broker_pod("events-1", "sts-uid", "n3"),
+        );
+    });
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| {
+        let status = f.status_writes().pop().unwrap_or_default();
+        assert_eq!(
+            condition(&status, "ReplicationDegraded"),
+            pair("False", "ReplicasApart")
+        );
+    });
+
+    // Pods that cannot be listed: Unknown, and the reconcile still succeeds.
+    h.with(|f| f.fail = Some(("GET", "/pods", 403)));
+    assert!(h.reconcile(&bc).await.is_ok());
+    h.with(|f| {
+        let status = f.status_writes().pop().unwrap_or_default();
+        assert_eq!(
+            condition(&status, "ReplicationDegraded"),
+            pair("Unknown", "PlacementUnknown")
+        );
+    });
+}

@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::BrokerClusterStatus;
 
-/// The three condition types.
+/// The condition types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConditionType {
     /// Every broker is ready with the current config.
@@ -18,15 +18,19 @@ pub enum ConditionType {
     Degraded,
     /// Client authentication is off (`spec.auth.mode: none`).
     AuthenticationDisabled,
+    /// The durable topics' replicas cannot be kept apart (too few brokers, brokers sharing a
+    /// node).
+    ReplicationDegraded,
 }
 
 impl ConditionType {
     /// Every type, in the order they are written.
-    pub const ALL: [ConditionType; 4] = [
+    pub const ALL: [ConditionType; 5] = [
         ConditionType::Ready,
         ConditionType::Progressing,
         ConditionType::Degraded,
         ConditionType::AuthenticationDisabled,
+        ConditionType::ReplicationDegraded,
     ];
 
     /// The condition's `type`.
@@ -36,6 +40,7 @@ impl ConditionType {
             ConditionType::Progressing => "Progressing",
             ConditionType::Degraded => "Degraded",
             ConditionType::AuthenticationDisabled => "AuthenticationDisabled",
+            ConditionType::ReplicationDegraded => "ReplicationDegraded",
         }
     }
 
@@ -53,6 +58,9 @@ impl ConditionType {
             }
             ConditionType::AuthenticationDisabled => {
                 "True when spec.auth.mode is none: anyone who reaches the QUIC port may publish, subscribe and use the cache (development only)."
+            }
+            ConditionType::ReplicationDegraded => {
+                "True when the durable topics are replicated (durable_replicas above 1) and the cluster cannot keep their replicas apart: fewer brokers than durable_replicas, or brokers of the cluster on one node. Read from the member count and the nodes of the pods the StatefulSet controls."
             }
         }
     }
@@ -102,6 +110,11 @@ reasons! {
     UsersDocumentFull => Degraded, "True", "The users document would pass its size budget (960 KiB, under the API server's 1 MiB per Secret): the newest valid BrokerUsers that did not fit are left out (named in the message) and cannot connect; every other user, and every revocation, is still applied.";
     AuthRequired => AuthenticationDisabled, "False", "spec.auth.mode is required: every client authenticates as a BrokerUser and every operation is checked.";
     AuthModeNone => AuthenticationDisabled, "True", "spec.auth.mode is none: clients are not authenticated and nothing is checked.";
+    NotReplicated => ReplicationDegraded, "False", "durable_replicas is 1 or no topic is durable: each durable topic has one copy, on its owner's volume.";
+    ReplicasApart => ReplicationDegraded, "False", "There are at least durable_replicas brokers, and every scheduled broker pod is on a node of its own.";
+    TooFewBrokers => ReplicationDegraded, "True", "The member list has fewer brokers than durable_replicas: no durable topic opens, and every publish to one is refused (Unavailable) until there are enough.";
+    BrokersShareNode => ReplicationDegraded, "True", "Two or more broker pods run on one node (named in the message): a topic with replicas on them loses those copies together when the node is lost with its volumes. The pods only prefer distinct nodes and zones, so a cluster with too few nodes still schedules.";
+    PlacementUnknown => ReplicationDegraded, "Unknown", "The broker pods could not be listed (the message says why), or have not been read yet.";
 }
 
 /// The condition of a type in a status, if present.

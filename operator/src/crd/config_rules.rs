@@ -2,12 +2,14 @@
 //!
 //! The schema itself is `starling_config::ConfigOverrides`'s. On top of it this module attaches:
 //! - one range rule per knob whose bounds hold whatever else is set ([`knob_ranges`]);
+//! - for a knob whose values are a short list ([`knob_one_of`]), that list as the property's
+//!   `enum` and a rule whose message names the values ([`one_of_rule`]);
 //! - order rules between two knobs when both are set ([`knob_pairs`]);
 //! - a refusal of the knobs the operator owns ([`OPERATOR_MANAGED_KNOBS`]);
 //! - at spec level, the lane rule `subscriber_writer_lanes ≤ max_subscriber_writer_lanes`
 //!   with the defaults of the chosen profile and tier filled in ([`lanes_rule`]).
 //!
-//! The range and order tables are `starling_config::validate`'s own (the broker enforces the
+//! The range, one-of and order tables are `starling_config::validate`'s own (the broker enforces the
 //! same ones); tests also probe `starling_config::resolve` at every bound. Admission is a first line: the operator still resolves and validates the full
 //! config and reports anything else as `Degraded`.
 
@@ -34,11 +36,28 @@ pub const OPERATOR_MANAGED_KNOBS: &[&str] = &[
     "storage_dir",
 ];
 
-pub use starling_config::validate::{KNOB_PAIRS, KNOB_RANGES, KnobPair, KnobRange};
+pub use starling_config::validate::{
+    KNOB_ONE_OF, KNOB_PAIRS, KNOB_RANGES, KnobOneOf, KnobPair, KnobRange,
+};
 
 /// Every single-knob range enforced at admission: the broker's own table.
 pub fn knob_ranges() -> Vec<KnobRange> {
     KNOB_RANGES.to_vec()
+}
+
+/// Every knob whose values are a short list, enforced at admission: the broker's own table.
+pub fn knob_one_of() -> Vec<KnobOneOf> {
+    KNOB_ONE_OF.to_vec()
+}
+
+/// The CEL rule and message of one one-of knob. The property also carries the values as its
+/// `enum`; the rule is there for its message, which names them in words as the broker does.
+pub fn one_of_rule(o: &KnobOneOf) -> (String, String) {
+    let tests: Vec<String> = o.values.iter().map(|v| format!("self == {v}")).collect();
+    (
+        tests.join(" || "),
+        format!("config.{} must be {}", o.knob, o.words()),
+    )
 }
 
 /// Every two-knob order enforced at admission when both knobs are set: the broker's own table.
@@ -138,6 +157,13 @@ fn decorate(obj: &mut Map<String, Value>) {
             if let (Some(Value::Object(prop)), Some((rule, message))) =
                 (props.get_mut(r.knob), range_rule(&r))
             {
+                push_rule(prop, &rule, &message);
+            }
+        }
+        for o in knob_one_of() {
+            if let Some(Value::Object(prop)) = props.get_mut(o.knob) {
+                prop.insert("enum".into(), Value::from(o.values.to_vec()));
+                let (rule, message) = one_of_rule(&o);
                 push_rule(prop, &rule, &message);
             }
         }

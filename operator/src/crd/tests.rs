@@ -7,7 +7,8 @@ use serde_json::{Map, Value, json};
 use starling_config::{ConfigError, ConfigOverrides, KNOBS, Profile, Tier, compose, resolve};
 
 use super::config_rules::{
-    KnobRange, OPERATOR_MANAGED_KNOBS, knob_pairs, knob_ranges, pair_rule, range_rule,
+    KnobRange, OPERATOR_MANAGED_KNOBS, knob_one_of, knob_pairs, knob_ranges, one_of_rule,
+    pair_rule, range_rule,
 };
 use super::*;
 
@@ -687,6 +688,55 @@ fn range_rules_match_the_shared_validation_at_every_bound() {
                 r.knob
             );
             assert_eq!(!cel, ok, "{} = {value}: admission disagrees", r.knob);
+        }
+    }
+}
+
+/// A one-of knob (`durable_replicas`: 1, 3 or 5): the schema lists exactly the values as its
+/// `enum`, and the admission rule and the shared validation agree on every value from 0 to one
+/// past the largest, both naming the values.
+#[test]
+fn one_of_rules_match_the_shared_validation_and_the_enum() {
+    let config = schema()
+        .pointer("/properties/spec/properties/config/properties")
+        .cloned()
+        .unwrap_or_default();
+    assert!(!knob_one_of().is_empty());
+    for o in knob_one_of() {
+        assert!(
+            KNOBS.iter().any(|k| k.name == o.knob),
+            "{} is not a knob",
+            o.knob
+        );
+        assert_eq!(
+            config[o.knob]["enum"],
+            json!(o.values),
+            "{}: the CRD's enum",
+            o.knob
+        );
+        let message = one_of_rule(&o).1;
+        assert!(message.contains(&o.words()), "{message}");
+        let largest = o.values.iter().copied().max().unwrap_or(0);
+        for value in 0..=largest + 1 {
+            let ok = o.values.contains(&value);
+            let overrides: ConfigOverrides = serde_json::from_value(json!({ o.knob: value }))
+                .unwrap_or_else(|e| panic!("{e}"));
+            let shared = config_errors_on(o.knob, &overrides);
+            assert_eq!(
+                shared.is_empty(),
+                ok,
+                "{} = {value}: shared validation says {shared:?}",
+                o.knob
+            );
+            if !ok {
+                assert!(
+                    shared.iter().all(|e| e.contains(&o.words())),
+                    "{} = {value}: {shared:?}",
+                    o.knob
+                );
+            }
+            let refused = admit(json!({ "config": { o.knob: value } })).contains(&message);
+            assert_eq!(refused, !ok, "{} = {value}: admission disagrees", o.knob);
         }
     }
 }

@@ -76,6 +76,7 @@ fn compute_with(
         previous,
         apply_error: apply_error.map(|e| (Reason::ApplyFailed, e.to_string())),
         members: None,
+        placement: None,
         now,
     })
 }
@@ -164,7 +165,7 @@ fn counters_selector_endpoints_and_rendered_values() {
         (ep.host.as_str(), ep.quic_port, ep.http_port),
         ("events.messaging.svc", 7400, 9400)
     );
-    assert_eq!(status.conditions.len(), 4);
+    assert_eq!(status.conditions.len(), 5);
     assert!(
         status
             .conditions
@@ -225,6 +226,7 @@ fn refused_spec_is_degraded_and_keeps_the_last_rendered_values() {
         previous: Some(&previous),
         apply_error: None,
         members: None,
+        placement: None,
         now: at(0),
     });
     assert_eq!(
@@ -318,6 +320,7 @@ fn members_are_recorded_and_a_lagging_member_list_is_scaling() {
         previous,
         apply_error: None,
         members,
+        placement: None,
         now: at(20),
     };
     let status = compute(&input(Some(&plan), None));
@@ -413,6 +416,7 @@ fn auth_mode_none_is_reported_in_its_own_condition() {
         previous: Some(&status),
         apply_error: None,
         members: None,
+        placement: None,
         now: at(9),
     });
     assert_eq!(
@@ -475,5 +479,107 @@ fn storage_reports_the_claim_template_and_retention_policy_the_statefulset_has()
     assert_eq!(
         compute_with(&plain, Some(&plain_sts), false, None, None, at(0)).storage,
         None
+    );
+}
+
+/// `ReplicationDegraded` in the computed status: written for every accepted spec, from the
+/// member count and the placement handed in, and kept as it was for a refused spec.
+#[test]
+fn replication_degraded_follows_the_members_and_the_placement() {
+    use crate::members::MembersPlan;
+    use crate::status::replication::{Observation, Placement};
+    let v = cluster(Profile::Balanced, Tier::Medium, |v| {
+        v.replicas = 3;
+        v.config.durable_replicas = 3;
+        v.config.durable_topics = vec!["orders.*".into()];
+    });
+    let ready = sts(3, 3, 3, 3, &v.config_hash, true);
+    let plan = |members| MembersPlan {
+        statefulset_replicas: 3,
+        members,
+        members_changed_at: at(10).0,
+        wait: None,
+    };
+    let shared: Observation = Ok(Placement {
+        nodes: BTreeMap::from([
+            ("n1".to_string(), vec!["events-0".to_string(), "events-1".to_string()]),
+            ("n2".to_string(), vec!["events-2".to_string()]),
+        ]),
+    });
+    let apart: Observation = Ok(Placement {
+        nodes: BTreeMap::from([
+            ("n1".to_string(), vec!["events-0".to_string()]),
+            ("n2".to_string(), vec!["events-1".to_string()]),
+            ("n3".to_string(), vec!["events-2".to_string()]),
+        ]),
+    });
+    let with = |members: &MembersPlan, placement, previous| {
+        compute(&StatusInput {
+            names: &v.names,
+            namespace: "messaging",
+            generation: Some(7),
+            paused: false,
+            desired: Ok(&v),
+            sts: Some(&ready),
+            previous,
+            apply_error: None,
+            members: Some(members),
+            placement: Some(placement),
+            now: at(20),
+        })
+    };
+    let two = plan(2);
+    let three = plan(3);
+    let scaling = with(&two, &apart, None);
+    assert_eq!(
+        reason(&scaling, ConditionType::ReplicationDegraded),
+        r("True", Reason::TooFewBrokers)
+    );
+    let shares = with(&three, &shared, Some(&scaling));
+    assert_eq!(
+        reason(&shares, ConditionType::ReplicationDegraded),
+        r("True", Reason::BrokersShareNode)
+    );
+    let msg = find(Some(&shares), ConditionType::ReplicationDegraded)
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(msg.contains("n1: events-0, events-1"), "{msg}");
+    let fine = with(&three, &apart, Some(&shares));
+    assert_eq!(
+        reason(&fine, ConditionType::ReplicationDegraded),
+        r("False", Reason::ReplicasApart)
+    );
+
+    // One copy: not replicated, whatever the placement.
+    let single = cluster(Profile::Balanced, Tier::Medium, |_| {});
+    let status = compute_with(&single, Some(&ready), false, None, None, at(0));
+    assert_eq!(
+        reason(&status, ConditionType::ReplicationDegraded),
+        r("False", Reason::NotReplicated)
+    );
+
+    // A refused spec keeps the condition as it was.
+    let refused = try_spec(BrokerClusterSpec {
+        replicas: Some(0),
+        ..BrokerClusterSpec::default()
+    })
+    .err()
+    .unwrap_or_else(|| panic!("replicas 0 is refused"));
+    let kept = compute(&StatusInput {
+        names: &v.names,
+        namespace: "messaging",
+        generation: Some(8),
+        paused: false,
+        desired: Err(&refused),
+        sts: None,
+        previous: Some(&shares),
+        apply_error: None,
+        members: None,
+        placement: None,
+        now: at(30),
+    });
+    assert_eq!(
+        reason(&kept, ConditionType::ReplicationDegraded),
+        r("True", Reason::BrokersShareNode)
     );
 }

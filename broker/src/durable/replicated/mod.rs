@@ -1,6 +1,8 @@
 //! Replicated durable topics (`starling-replica`, see `docs/replication.md`): the broker's
 //! side of a topic whose log is a Raft group on several members.
 //!
+//! - [`health`]: whether a topic is under-replicated or leaderless, from its replica's status
+//!   over time (pure; the status watcher of [`topic`] feeds it).
 //! - [`registry`]: the replicas of topics open on this broker, by topic, which the peer
 //!   stream handler (`server::replica_rpc`) routes each incoming Raft RPC to.
 //! - [`mover`]: keeps each topic's replica set equal to its placement through openraft's
@@ -12,6 +14,7 @@
 //! The RPCs travel over the peer links through `cluster::replica_link`, which implements
 //! [`ReplicaNet`]; nothing here imports the cluster module.
 
+pub mod health;
 pub mod mover;
 pub mod registry;
 pub mod removal;

@@ -18,7 +18,7 @@
 //! reported, in order, when its entry committed or failed), the reader (every committed
 //! entry, in index order, handed to the topic task for delivery: subscribers see committed
 //! entries only), and the watcher (the Raft leader as this replica knows it, for routing publishes, and the
-//! metrics). The broker side of the network is behind [`ReplicaNet`], so this module does
+//! metrics, with the under-replicated and leaderless judgement of [`super::health`]). The broker side of the network is behind [`ReplicaNet`], so this module does
 //! not depend on the cluster module.
 //!
 //! Positions: stream [`STREAM`], seq = Raft index × 2^[`SEQ_SHIFT`] + the message's offset in
@@ -36,6 +36,7 @@ use starling_replica::{
 use starling_storage::RealFs;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
+use super::health::Health;
 use super::registry::{RegistryFull, ReplicaRegistry};
 
 /// The stream every position of a replicated topic is in.
@@ -154,6 +155,11 @@ pub struct ReplicaMetrics {
     pub is_leader: prometheus::IntGaugeVec,
     /// Replica-set moves led here, by outcome (`mover::OUTCOMES`).
     pub moves: prometheus::IntCounterVec,
+    /// 1 when the replica here leads the topic and a voter is missing or behind
+    /// ([`super::health`]), by topic.
+    pub under_replicated: prometheus::IntGaugeVec,
+    /// 1 when the replica here knows no leader of the topic, by topic.
+    pub leaderless: prometheus::IntGaugeVec,
 }
 
 /// What every replicated topic of this broker shares.
@@ -246,6 +252,8 @@ impl ReplicaMetrics {
                 &["outcome"],
             )
             .unwrap_or_else(|_| unreachable!("a valid metric name")),
+            under_replicated: gauges("under_replicated"),
+            leaderless: gauges("leaderless"),
         }
     }
 }
@@ -362,6 +370,7 @@ impl Replication {
             self.metrics.clone(),
             stopped.clone(),
             Arc::clone(&self.leaders),
+            self.replicas,
         ));
         let (removed_tx, removed) = watch::channel(false);
         let desired: super::mover::Desired = {
@@ -632,16 +641,19 @@ async fn read(
     }
 }
 
-/// Keeps the leaders map and the metrics current with the replica's state.
+/// Keeps the leaders map and the metrics current with the replica's state (`replicas`:
+/// `durable_replicas`, for the under-replicated judgement of [`super::health`]).
 async fn watch_status(
     replica: Arc<ReplicatedTopic<RealFs>>,
     topic: Arc<str>,
     metrics: ReplicaMetrics,
     stopped: watch::Receiver<bool>,
     leaders: Arc<Leaders>,
+    replicas: usize,
 ) {
     let labels = [&*topic];
     let mut leader = None;
+    let mut health = Health::default();
     let mut tick = tokio::time::interval(WATCH_EVERY);
     while !*stopped.borrow() {
         tick.tick().await;
@@ -671,12 +683,23 @@ async fn watch_status(
             .is_leader
             .with_label_values(&labels)
             .set(i64::from(s.is_leader));
+        let verdict = health.observe(&s, replicas, std::time::Instant::now());
+        metrics
+            .under_replicated
+            .with_label_values(&labels)
+            .set(i64::from(verdict.under_replicated));
+        metrics
+            .leaderless
+            .with_label_values(&labels)
+            .set(i64::from(verdict.leaderless));
     }
     leaders.set(&topic, None);
     for m in [
         &metrics.applied_index,
         &metrics.apply_lag,
         &metrics.is_leader,
+        &metrics.under_replicated,
+        &metrics.leaderless,
     ] {
         let _ = m.remove_label_values(&labels);
     }
