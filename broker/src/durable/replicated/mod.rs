@@ -5,14 +5,18 @@
 //!   stream handler (`server::replica_rpc`) routes each incoming Raft RPC to.
 //! - [`topic`]: one topic's replica as its topic task uses it (open, propose, read the
 //!   committed entries, close), and what all of them share ([`Replication`]).
+//! - [`sync`]: whether each replica open here is in sync with its leader, which the
+//!   broker's readiness waits for ([`ReplicaSync`]).
 //!
 //! The RPCs travel over the peer links through `cluster::replica_link`, which implements
 //! [`ReplicaNet`]; nothing here imports the cluster module.
 
 pub mod registry;
+pub mod sync;
 pub mod topic;
 
 pub use registry::{RegistryFull, ReplicaRegistry};
+pub use sync::ReplicaSync;
 pub use topic::{
     Leaders, OpenError, Proposal, ProposeError, ReplicaMetrics, ReplicaNet, ReplicatedLog,
     Replication,
