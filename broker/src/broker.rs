@@ -29,7 +29,8 @@ use crate::cluster::source::Source;
 use crate::cluster::upstream::Upstreams;
 use crate::cluster::{Cluster, MemberSet, Route};
 use crate::durable::Durability;
-use crate::durable::replicated::{ReplicaRegistry, Replication};
+use crate::durable::replicated::{ReplicaRegistry, ReplicaSync, Replication, sync};
+use crate::durable::escape;
 use crate::error::BrokerError;
 use crate::health::{Health, Phase};
 use crate::http::{self, HttpState};
@@ -196,6 +197,7 @@ impl Broker {
                 .with_pod_ips(source.as_ref().and_then(Source::pod_ips)),
         );
         let durability = Durability::new(&cfg, metrics.storage.clone());
+        let on_disk = Arc::clone(&durability);
         let replica_links = ReplicaLinks::new(
             &cfg,
             Arc::clone(&cluster),
@@ -217,6 +219,10 @@ impl Broker {
             )),
             changes: source.is_some().then(|| cluster.changes()),
         });
+        // Readiness waits for the replicas open here to be in sync with their leaders
+        // (`durable::replicated::sync`): a rolling restart moves on only once they are.
+        let replica_sync = ReplicaSync::new();
+        let replicas_open = Arc::clone(&replication.open);
         let topics = Topics::new(
             TopicSettings {
                 limits: Limits {
@@ -255,6 +261,7 @@ impl Broker {
             cache: Arc::clone(&cache),
             health: Arc::clone(&health),
             config_yaml: cfg.to_yaml(),
+            replicas: Arc::clone(&replica_sync),
         });
         tasks.push(tokio::spawn(http::serve_http(
             http_listener,
@@ -359,6 +366,15 @@ impl Broker {
                 Duration::from_millis(cfg.auth_reload_interval_ms),
                 stop_rx.clone(),
             )));
+        }
+        if state.topics.replication().enabled() {
+            tasks.push(tokio::spawn(sync::run(
+                replicas_open,
+                Arc::clone(&replica_sync),
+                stop_rx.clone(),
+            )));
+            open_replicas_on_disk(&state, on_disk, &replica_sync).await;
+            health.gate_on(replica_sync);
         }
         tasks.push(tokio::spawn(accept_loop(
             server::ingress(&state),
@@ -600,6 +616,12 @@ impl RunningBroker {
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         let _ =
             tokio::time::timeout_at(deadline.into(), state.publishes.wait_none_in_flight()).await;
+        // The replicas stop as soon as the accepted publishes are through: a draining broker
+        // refuses publishes, so a replicated topic it leads would take none until its Raft
+        // stopped and the others elected a leader. Stopped now, the others elect one while
+        // this broker hands off its cache and finishes its subscribers (a rolling restart
+        // keeps the topics writable, `docs/operations.md`).
+        state.topics.replication().stop_all().await;
         let _ = tokio::time::timeout_at(deadline.into(), state.topics.flush_all()).await;
         if state.cluster.is_clustered() {
             // Hand this broker's cache entries to the members that own them in its absence,
@@ -649,7 +671,7 @@ impl RunningBroker {
             .map(server::subscribe::finish_for_drain);
         let _ =
             tokio::time::timeout_at(deadline.into(), futures::future::join_all(finishing)).await;
-        // The replicas stop last: the others elect a new leader for the topics led here.
+        // A replica opened during the drain (a Raft RPC for a topic not open here) stops too.
         state.topics.replication().stop_all().await;
         let _ = self.stop_tx.send(true);
         self.endpoint
@@ -676,4 +698,40 @@ fn replica_config(cfg: &BrokerConfig, max_rpc_bytes: usize) -> starling_replica:
         ..starling_replica::ReplicaConfig::default()
     }
     .within_frame(max_rpc_bytes)
+}
+
+/// Starts the task of every replicated topic whose replica this broker holds on its volume
+/// (a `raft/` directory in the topic's directory), so the replica opens and rejoins its Raft
+/// group at start rather than at the first client or Raft RPC, and readiness waits for each
+/// to open and catch up (`durable::replicated::sync`). After a full restart this is what lets
+/// the replicas elect a leader while no broker is Ready yet (clients reach brokers through the
+/// Service only once they are Ready).
+async fn open_replicas_on_disk(state: &Arc<State>, durability: Arc<Durability>, sync: &ReplicaSync) {
+    let root = state.cfg.storage_dir.clone();
+    let found = tokio::task::spawn_blocking(move || {
+        let Some(root) = root else {
+            return Vec::new();
+        };
+        durability
+            .topics_on_disk()
+            .into_iter()
+            .filter(|t| root.join(escape::dir_name(t)).join("raft").is_dir())
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    let found: Vec<String> = found
+        .into_iter()
+        .filter(|t| state.topics.is_replicated(t))
+        .collect();
+    if found.is_empty() {
+        return;
+    }
+    tracing::info!(topics = found.len(), "opening the replicas found on the volume");
+    sync.expect(found.iter().cloned(), tokio::time::Instant::now());
+    for topic in &found {
+        if let Err(e) = state.topics.reserve(topic) {
+            tracing::warn!(topic = %topic, error = %e, "replica found on the volume: not opened");
+        }
+    }
 }

@@ -1,13 +1,20 @@
-//! The broker's lifecycle state, shared by the HTTP probes and the drain logic.
+//! The broker's lifecycle state and its readiness, shared by the HTTP probes and the drain
+//! logic. Readiness is the phase (`Serving`) and, once set, a gate ([`ReadinessGate`]): the
+//! replicas of replicated topics in sync with their leaders
+//! (`durable::replicated::sync`), so a rolling restart moves on only once a restarted
+//! broker has caught up. The gate never changes what the broker serves: connections, peer
+//! links and Raft RPCs are served in `Serving` whether it holds or not.
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 
 /// Where the broker is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// Listeners are coming up; not ready.
     Starting,
-    /// Serving; ready.
+    /// Serving; ready (unless the gate holds).
     Serving,
     /// SIGTERM received: refusing new work, flushing queued deliveries; not ready.
     Draining,
@@ -15,26 +22,52 @@ pub enum Phase {
     Stopped,
 }
 
-/// Shared lifecycle state. `/healthz` is OK in every phase but `Stopped`; `/readyz` only in
-/// `Serving`.
-#[derive(Debug)]
-pub struct Health(AtomicU8);
+/// Something readiness waits for besides the phase.
+pub trait ReadinessGate: Send + Sync {
+    /// Why the broker must not report ready yet, or `None`.
+    fn blocker(&self) -> Option<String>;
+}
 
-impl Default for Health {
-    fn default() -> Self {
-        Health(AtomicU8::new(Phase::Starting as u8))
+/// Why `/readyz` answers 503.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotReady {
+    /// Not serving (starting, draining or stopped).
+    Phase(Phase),
+    /// Serving, but the gate holds, for this reason.
+    Gate(String),
+}
+
+/// Shared lifecycle state. `/healthz` is OK in every phase but `Stopped`; `/readyz` only in
+/// `Serving`, and only while the gate (if set) does not hold.
+#[derive(Default)]
+pub struct Health {
+    phase: AtomicU8,
+    gate: OnceLock<Arc<dyn ReadinessGate>>,
+}
+
+impl std::fmt::Debug for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Health")
+            .field("phase", &self.phase())
+            .field("gated", &self.gate.get().is_some())
+            .finish()
     }
 }
 
 impl Health {
     /// Moves to `phase`.
     pub fn set(&self, phase: Phase) {
-        self.0.store(phase as u8, Ordering::Release);
+        self.phase.store(phase as u8, Ordering::Release);
+    }
+
+    /// Makes readiness wait for `gate` too (once; a second gate is ignored).
+    pub fn gate_on(&self, gate: Arc<dyn ReadinessGate>) {
+        let _ = self.gate.set(gate);
     }
 
     /// The current phase.
     pub fn phase(&self) -> Phase {
-        match self.0.load(Ordering::Acquire) {
+        match self.phase.load(Ordering::Acquire) {
             0 => Phase::Starting,
             1 => Phase::Serving,
             2 => Phase::Draining,
@@ -42,13 +75,72 @@ impl Health {
         }
     }
 
+    /// Whether `/readyz` should answer 200, and why not.
+    pub fn readiness(&self) -> Result<(), NotReady> {
+        readiness(self.phase(), || self.gate.get().and_then(|g| g.blocker()))
+    }
+
     /// Whether `/readyz` should answer 200.
     pub fn is_ready(&self) -> bool {
-        self.phase() == Phase::Serving
+        self.readiness().is_ok()
     }
 
     /// Whether `/healthz` should answer 200.
     pub fn is_live(&self) -> bool {
         self.phase() != Phase::Stopped
+    }
+}
+
+/// The readiness decision: ready when serving and the gate (asked only then) does not hold.
+pub fn readiness(phase: Phase, gate: impl FnOnce() -> Option<String>) -> Result<(), NotReady> {
+    if phase != Phase::Serving {
+        return Err(NotReady::Phase(phase));
+    }
+    match gate() {
+        Some(why) => Err(NotReady::Gate(why)),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Holds(Option<&'static str>);
+
+    impl ReadinessGate for Holds {
+        fn blocker(&self) -> Option<String> {
+            self.0.map(str::to_string)
+        }
+    }
+
+    #[test]
+    fn ready_only_while_serving_and_the_gate_does_not_hold() {
+        let h = Health::default();
+        assert_eq!(h.readiness(), Err(NotReady::Phase(Phase::Starting)));
+        h.set(Phase::Serving);
+        assert!(h.is_ready(), "no gate");
+        let h = Health::default();
+        h.gate_on(Arc::new(Holds(Some("catching up"))));
+        h.set(Phase::Serving);
+        assert_eq!(h.readiness(), Err(NotReady::Gate("catching up".into())));
+        h.set(Phase::Draining);
+        assert_eq!(h.readiness(), Err(NotReady::Phase(Phase::Draining)));
+        assert!(h.is_live());
+        let h = Health::default();
+        h.gate_on(Arc::new(Holds(None)));
+        h.set(Phase::Serving);
+        assert!(h.is_ready());
+    }
+
+    #[test]
+    fn the_gate_is_not_asked_outside_serving() {
+        let asked = std::cell::Cell::new(false);
+        let r = readiness(Phase::Starting, || {
+            asked.set(true);
+            None
+        });
+        assert_eq!(r, Err(NotReady::Phase(Phase::Starting)));
+        assert!(!asked.get());
     }
 }

@@ -1,4 +1,5 @@
-//! The HTTP listener: `/metrics` (Prometheus text), `/healthz`, `/livez`, `/readyz` and `/config`.
+//! The HTTP listener: `/metrics` (Prometheus text), `/healthz`, `/livez`, `/readyz`, `/config`
+//! and `/replicas` (the replicated topics' replicas open here, JSON).
 //!
 //! The listener has fixed budgets, so a client that opens connections and never finishes a
 //! request (slowloris) cannot hold the port or the broker's memory: at most
@@ -29,7 +30,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::cache::Cache;
-use crate::health::{Health, Phase};
+use crate::durable::replicated::ReplicaSync;
+use crate::health::{Health, NotReady, Phase};
 use crate::http_slots::{HttpSlots, Pool, SlotLimits, SlotRefusal};
 use crate::metrics::{Metrics, http_refusal};
 
@@ -43,6 +45,8 @@ pub struct HttpState {
     pub health: Arc<Health>,
     /// The effective config as YAML.
     pub config_yaml: String,
+    /// The replicas open here and whether each is in sync.
+    pub replicas: Arc<ReplicaSync>,
 }
 
 /// HTTP connections served at once for any endpoint. Probes and scrapes need a few; more go to
@@ -129,11 +133,30 @@ pub fn route(state: &HttpState, method: &Method, path: &str) -> Response<Full<By
             true => text(StatusCode::OK, PLAIN, "ok\n"),
             false => text(StatusCode::SERVICE_UNAVAILABLE, PLAIN, "stopped\n"),
         },
-        "/readyz" => match state.health.phase() {
-            Phase::Serving => text(StatusCode::OK, PLAIN, "ready\n"),
-            Phase::Starting => text(StatusCode::SERVICE_UNAVAILABLE, PLAIN, "starting\n"),
-            Phase::Draining => text(StatusCode::SERVICE_UNAVAILABLE, PLAIN, "draining\n"),
-            Phase::Stopped => text(StatusCode::SERVICE_UNAVAILABLE, PLAIN, "stopped\n"),
+        "/readyz" => match state.health.readiness() {
+            Ok(()) => text(StatusCode::OK, PLAIN, "ready\n"),
+            Err(NotReady::Phase(Phase::Starting | Phase::Serving)) => {
+                text(StatusCode::SERVICE_UNAVAILABLE, PLAIN, "starting\n")
+            }
+            Err(NotReady::Phase(Phase::Draining)) => {
+                text(StatusCode::SERVICE_UNAVAILABLE, PLAIN, "draining\n")
+            }
+            Err(NotReady::Phase(Phase::Stopped)) => {
+                text(StatusCode::SERVICE_UNAVAILABLE, PLAIN, "stopped\n")
+            }
+            Err(NotReady::Gate(why)) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                PLAIN,
+                format!("catching up: {why}\n"),
+            ),
+        },
+        "/replicas" => match serde_json::to_string(&state.replicas.topics()) {
+            Ok(json) => text(StatusCode::OK, "application/json", json),
+            Err(e) => text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                PLAIN,
+                format!("replicas: {e}\n"),
+            ),
         },
         "/config" => text(
             StatusCode::OK,
@@ -143,7 +166,7 @@ pub fn route(state: &HttpState, method: &Method, path: &str) -> Response<Full<By
         _ => text(
             StatusCode::NOT_FOUND,
             PLAIN,
-            "not found: try /metrics, /healthz, /readyz or /config\n",
+            "not found: try /metrics, /healthz, /readyz, /config or /replicas\n",
         ),
     }
 }

@@ -11,6 +11,7 @@ pub mod credentials;
 pub mod http;
 pub mod kube_env;
 pub mod pod_logs;
+pub mod replicas;
 pub mod users;
 pub mod wait;
 

@@ -14,6 +14,14 @@
 //! Replicas that are blank because the topic is being created are not guarded: the replica
 //! that bootstraps it ([`crate::ReplicatedTopic::initialize`]) and the other founding
 //! replicas ([`crate::ReplicatedTopic::founding`]) lift the guard.
+//!
+//! The guard sees every leader's append, so it also keeps, guarded or not, the newest commit
+//! index an append carried here ([`VoteGuard::leader_commit`], in
+//! [`crate::TopicStatus::leader_commit`]): openraft tells a follower its own applied index but
+//! not the leader's commit index, and the broker compares the two to tell a replica in sync
+//! from one still catching up (its readiness).
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -30,6 +38,8 @@ struct State {
 #[derive(Debug, Default)]
 pub struct VoteGuard {
     state: Mutex<State>,
+    /// The newest `leader_commit` seen, plus one (0: none seen since the replica opened).
+    leader_commit: AtomicU64,
 }
 
 impl VoteGuard {
@@ -40,6 +50,7 @@ impl VoteGuard {
                 active,
                 target: None,
             }),
+            leader_commit: AtomicU64::new(0),
         }
     }
 
@@ -59,10 +70,21 @@ impl VoteGuard {
 
     /// Notes a leader's append carrying `leader_commit`; the first one sets the target.
     pub fn saw_leader(&self, leader_commit: Option<u64>) {
+        if let Some(c) = leader_commit {
+            // Commit indexes only grow; an older leader's smaller one changes nothing.
+            self.leader_commit
+                .fetch_max(c.saturating_add(1), Ordering::AcqRel);
+        }
         let mut s = self.state.lock();
         if s.active && s.target.is_none() {
             s.target = Some(leader_commit);
         }
+    }
+
+    /// The newest commit index a leader's append carried to this replica since it opened
+    /// (`None`: no leader's append with a commit index reached it yet).
+    pub fn leader_commit(&self) -> Option<u64> {
+        self.leader_commit.load(Ordering::Acquire).checked_sub(1)
     }
 
     /// Whether a vote request may reach `raft`: the guard is lifted, or lifts now because

@@ -52,6 +52,10 @@ pub struct TopicStatus {
     pub applied: Option<u64>,
     /// The last index in this replica's Raft log (applied or not).
     pub last_log: Option<u64>,
+    /// The newest commit index a leader's append carried to this replica since it opened
+    /// (`None` on a replica no leader has reached yet, and on a leader that never followed):
+    /// a follower whose `applied` is behind it is still catching up.
+    pub leader_commit: Option<u64>,
     /// Why this replica's Raft stopped, if it did (a fatal storage error): it then takes no
     /// part in the topic until reopened.
     pub stopped: Option<String>,
@@ -295,6 +299,7 @@ impl<F: Fs> ReplicatedTopic<F> {
             learners: membership.learner_ids().collect(),
             applied: m.last_applied.map(|l| l.index),
             last_log: m.last_log_index,
+            leader_commit: self.guard.leader_commit(),
             stopped: m.running_state.as_ref().err().map(ToString::to_string),
             matched: m
                 .replication

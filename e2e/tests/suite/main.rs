@@ -18,4 +18,5 @@ mod observability;
 mod operator;
 mod prometheus;
 mod pubsub;
+mod replicated;
 mod rollout;

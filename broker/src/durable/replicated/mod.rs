@@ -10,6 +10,8 @@
 //! - [`removal`]: deletes the files of a replica that left its topic.
 //! - [`topic`]: one topic's replica as its topic task uses it (open, propose, read the
 //!   committed entries, close), and what all of them share ([`Replication`]).
+//! - [`sync`]: whether each replica open here is in sync with its leader, which the
+//!   broker's readiness waits for ([`ReplicaSync`]).
 //!
 //! The RPCs travel over the peer links through `cluster::replica_link`, which implements
 //! [`ReplicaNet`]; nothing here imports the cluster module.
@@ -18,9 +20,11 @@ pub mod health;
 pub mod mover;
 pub mod registry;
 pub mod removal;
+pub mod sync;
 pub mod topic;
 
 pub use registry::{RegistryFull, ReplicaRegistry};
+pub use sync::ReplicaSync;
 pub use topic::{
     Leaders, OpenError, Proposal, ProposeError, ReplicaEvent, ReplicaMetrics, ReplicaNet,
     ReplicatedLog, Replication,
