@@ -90,6 +90,7 @@ mod tests {
             learners: BTreeSet::new(),
             applied: Some(last),
             last_log: Some(last),
+            leader_commit: Some(last),
             stopped: None,
             matched: BTreeMap::from([(1, Some(last)), (2, f2), (3, f3)]),
         }
