@@ -7,9 +7,7 @@
 use std::net::SocketAddr;
 
 use starling_broker::client_settings::{path_tuning, sdk_profile};
-use starling_client::{
-    ClientConfig, Credentials, Trust, certificate_fingerprint,
-};
+use starling_client::{ClientConfig, Credentials, Trust, certificate_fingerprint};
 use starling_config::{AuthMode, ConfigOverrides, Profile, SlowSubscriberPolicy, compose};
 
 use super::args::TargetArgs;

@@ -110,12 +110,18 @@ impl Watched for TlsDocument {
                 self.endpoint
                     .set_server_config(Some(self.buffers.set_crypto(crypto)));
                 self.material = server;
-                self.metrics.tls_reloads.with_label_values(&["applied"]).inc();
+                self.metrics
+                    .tls_reloads
+                    .with_label_values(&["applied"])
+                    .inc();
                 tracing::info!(%fingerprint, "TLS material reloaded: new connections use it");
                 Ok(())
             }
             Err(e) => {
-                self.metrics.tls_reloads.with_label_values(&["failed"]).inc();
+                self.metrics
+                    .tls_reloads
+                    .with_label_values(&["failed"])
+                    .inc();
                 Err(e.to_string())
             }
         }

@@ -119,17 +119,15 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn every_read_is_applied_once_per_interval_and_failures_do_not_stop_it() {
-        let (s, applied, _alive) = script(vec![
-            Ok(1),
-            Err("unreadable".into()),
-            Ok(0),
-            Ok(2),
-            Ok(2),
-        ]);
+        let (s, applied, _alive) =
+            script(vec![Ok(1), Err("unreadable".into()), Ok(0), Ok(2), Ok(2)]);
         let (_stop_tx, stop) = watch::channel(false);
         let task = tokio::spawn(poll(s, EVERY, stop));
         tokio::time::sleep(EVERY / 2).await;
-        assert!(applied.lock().is_empty(), "nothing before the first interval");
+        assert!(
+            applied.lock().is_empty(),
+            "nothing before the first interval"
+        );
         for seen in [vec![1], vec![1], vec![1], vec![1, 2], vec![1, 2, 2]] {
             tokio::time::sleep(EVERY).await;
             assert_eq!(*applied.lock(), seen);

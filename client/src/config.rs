@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use crate::credentials::{ADDRESS_FILE, CA_FILE, Credentials, CredentialsDir};
 use crate::profile::Profile;
-use crate::tuning::{ClientTuning, TransportTuning};
 use crate::trust::Trust;
+use crate::tuning::{ClientTuning, TransportTuning};
 use crate::window::{MAX_PUBLISH_WINDOW, MIN_PUBLISH_WINDOW};
 
 /// Default port of the broker's QUIC listener.

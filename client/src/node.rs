@@ -9,8 +9,8 @@ use bytes::{Bytes, BytesMut};
 use starling_proto::{ClusterInfo, ClusterInfoRequest, Frame, FrameDecoder, Header, read_frame};
 
 use crate::ClientError;
-use crate::checks::check_topic;
 use crate::cache::CachePool;
+use crate::checks::check_topic;
 use crate::config::ClientConfig;
 use crate::connector::{Conn, Connector};
 use crate::error::{Operation, ProtocolError};
@@ -160,7 +160,13 @@ impl Node {
         ttl: Option<Duration>,
     ) -> Result<bool, ClientError> {
         self.cache
-            .put(&self.connector, key.clone(), value, ttl, self.request_timeout)
+            .put(
+                &self.connector,
+                key.clone(),
+                value,
+                ttl,
+                self.request_timeout,
+            )
             .await
             .map_err(|e| e.in_operation(Operation::CacheWrite, &key))
     }

@@ -8,8 +8,8 @@ use quinn::{IdleTimeout, TransportConfig, VarInt};
 
 use crate::ClientError;
 use crate::config::ClientConfig;
-use crate::tuning::TransportTuning;
 use crate::tls::{ALPN_CACHE, ALPN_PUBSUB, quic_crypto};
+use crate::tuning::TransportTuning;
 
 /// What a connection is used for; decides ALPN and windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,8 +130,8 @@ pub(crate) fn endpoint_for(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Trust;
     use crate::Profile;
+    use crate::Trust;
 
     #[test]
     fn every_profile_builds_transport_configs() {

@@ -67,7 +67,10 @@ impl PeerClient {
             max_bytes,
         });
         let within = self.link.request_timeout();
-        let answer = self.link.exchange(read, "log_chunk", LOG_CHUNK_FRAMES, within).await?;
+        let answer = self
+            .link
+            .exchange(read, "log_chunk", LOG_CHUNK_FRAMES, within)
+            .await?;
         match answer {
             Frame::LogChunk(chunk) => Ok(chunk),
             other => Err(unexpected("log_chunk", &other)),
@@ -110,7 +113,11 @@ impl PeerClient {
             topic: checked(topic)?,
             rpc,
         });
-        match self.link.exchange(request, "replica_rpc", 1, timeout).await? {
+        match self
+            .link
+            .exchange(request, "replica_rpc", 1, timeout)
+            .await?
+        {
             Frame::ReplicaRpc(reply) => Ok(reply.rpc),
             other => Err(unexpected("replica_rpc", &other)),
         }

@@ -41,7 +41,7 @@ async fn a_broker_with_path_knobs_set_round_trips_and_exports_its_socket_buffers
     let path = &mut cfg.transport.path;
     path.udp_recv_buffer_bytes = 1 << 20;
     path.initial_mtu = 1400;
-    path.congestion_controller = CongestionController::NewReno;
+    path.congestion_controller = starling_client::CongestionController::NewReno;
     path.ack_eliciting_threshold = Some(4);
     let client = Client::connect(cfg).await.expect("client connects");
     let mut sub = client.subscribe("path").await.expect("subscribe");
