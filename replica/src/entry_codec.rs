@@ -252,9 +252,7 @@ pub fn decode_entry(bytes: &[u8], max: usize) -> Result<Entry, CodecError> {
 pub fn encode_record(record: &CommittedRecord) -> Result<Vec<u8>, CodecError> {
     match record {
         CommittedRecord::Blank { log_id } => encode(RECORD_TAG, log_id, Parts::Blank),
-        CommittedRecord::Batch { log_id, batch } => {
-            encode(RECORD_TAG, log_id, Parts::Batch(batch))
-        }
+        CommittedRecord::Batch { log_id, batch } => encode(RECORD_TAG, log_id, Parts::Batch(batch)),
         CommittedRecord::Membership { log_id, membership } => {
             encode(RECORD_TAG, log_id, Parts::Membership(membership))
         }

@@ -18,8 +18,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::RPCTypes;
-use parking_lot::Mutex;
-use tokio::time::Instant;
 use openraft::error::{
     InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError, Timeout,
     Unreachable,
@@ -29,6 +27,8 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
+use parking_lot::Mutex;
+use tokio::time::Instant;
 
 use crate::codec::{self, CodecError};
 use crate::rpc::{Rpc, RpcReply};

@@ -21,13 +21,13 @@ use crate::batch::Batch;
 use crate::codec;
 use crate::committed::Committed;
 use crate::config::ReplicaConfig;
+use crate::entry_codec;
 use crate::error::ReplicaError;
 use crate::guard::VoteGuard;
 use crate::log_store::{LogStore, position};
 use crate::network::{NetworkFactory, Transport};
 use crate::rpc::{Rpc, RpcReply, RpcServer};
 use crate::state_machine::StateMachine;
-use crate::entry_codec;
 use crate::types::{Node, NodeId, Raft, TypeConfig};
 
 /// Encoded bytes kept free in a stored entry for the entry's own fields.

@@ -22,8 +22,8 @@
 //! truncated, trailing or malformed frames with a typed [`CodecError`], never a panic
 //! (`replica/tests/codec.rs`, proptests).
 
-use openraft::raft::AppendEntriesRequest;
 use openraft::Vote;
+use openraft::raft::AppendEntriesRequest;
 
 use crate::codec::{CodecError, FRAME_HEADER};
 use crate::entry_codec::{self, Cursor};
@@ -57,7 +57,10 @@ fn too_large(len: usize, max: usize) -> CodecError {
 }
 
 /// The frame of an append in the binary format, of at most `max` bytes (prefix included).
-pub fn encode_append(req: &AppendEntriesRequest<TypeConfig>, max: usize) -> Result<Vec<u8>, CodecError> {
+pub fn encode_append(
+    req: &AppendEntriesRequest<TypeConfig>,
+    max: usize,
+) -> Result<Vec<u8>, CodecError> {
     let mut out = Vec::with_capacity(64);
     out.extend_from_slice(&[0; FRAME_HEADER]);
     out.push(APPEND_TAG);
@@ -87,7 +90,10 @@ pub fn encode_append(req: &AppendEntriesRequest<TypeConfig>, max: usize) -> Resu
 
 /// Parses the body of a binary append frame (its first byte [`APPEND_TAG`]) of at most
 /// `max` bytes.
-pub fn decode_append(body: &[u8], max: usize) -> Result<AppendEntriesRequest<TypeConfig>, CodecError> {
+pub fn decode_append(
+    body: &[u8],
+    max: usize,
+) -> Result<AppendEntriesRequest<TypeConfig>, CodecError> {
     let mut c = Cursor::new(body);
     if c.u8()? != APPEND_TAG {
         return Err(CodecError::Body("not a binary append".into()));

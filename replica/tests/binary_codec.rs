@@ -60,19 +60,21 @@ fn append() -> impl Strategy<Value = AppendEntriesRequest<TypeConfig>> {
         proptest::option::of(log_id()),
         proptest::collection::vec(entry(), 0..5),
     )
-        .prop_map(|(term, node, committed, prev_log_id, leader_commit, entries)| {
-            let vote = if committed {
-                Vote::new_committed(term, node)
-            } else {
-                Vote::new(term, node)
-            };
-            AppendEntriesRequest {
-                vote,
-                prev_log_id,
-                entries,
-                leader_commit,
-            }
-        })
+        .prop_map(
+            |(term, node, committed, prev_log_id, leader_commit, entries)| {
+                let vote = if committed {
+                    Vote::new_committed(term, node)
+                } else {
+                    Vote::new(term, node)
+                };
+                AppendEntriesRequest {
+                    vote,
+                    prev_log_id,
+                    entries,
+                    leader_commit,
+                }
+            },
+        )
 }
 
 fn same_append(a: &AppendEntriesRequest<TypeConfig>, b: &AppendEntriesRequest<TypeConfig>) -> bool {

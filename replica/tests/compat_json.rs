@@ -9,7 +9,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::{BasicNode, CommittedLeaderId, EntryPayload, LogId, Membership, StoredMembership, Vote};
+use openraft::{
+    BasicNode, CommittedLeaderId, EntryPayload, LogId, Membership, StoredMembership, Vote,
+};
 use starling_replica::codec;
 use starling_replica::committed::CommittedRecord;
 use starling_replica::entry_codec::RECORD_TAG;
@@ -66,7 +68,9 @@ fn write_old_replica(fs: &FaultFs, config: &ReplicaConfig) -> Vec<Vec<Vec<u8>>> 
         log.append(position(e.log_id.index), 1, &json).unwrap();
         let record = CommittedRecord::of(e.clone());
         let json = codec::encode_body(&record).unwrap();
-        committed.append(position(e.log_id.index), 1, &json).unwrap();
+        committed
+            .append(position(e.log_id.index), 1, &json)
+            .unwrap();
     }
     log.sync().unwrap();
     committed.sync().unwrap();
@@ -92,9 +96,16 @@ fn write_old_replica(fs: &FaultFs, config: &ReplicaConfig) -> Vec<Vec<Vec<u8>>> 
 
 async fn open(fs: &FaultFs, config: ReplicaConfig) -> ReplicatedTopic<FaultFs> {
     let net = SimNet::new(1);
-    let t = ReplicatedTopic::open("t", 1, fs.clone(), Path::new("/data"), config, Arc::new(net.clone()))
-        .await
-        .unwrap();
+    let t = ReplicatedTopic::open(
+        "t",
+        1,
+        fs.clone(),
+        Path::new("/data"),
+        config,
+        Arc::new(net.clone()),
+    )
+    .await
+    .unwrap();
     net.register(1, t.server());
     t
 }
@@ -119,7 +130,10 @@ async fn a_json_replica_of_an_older_build_opens_and_takes_binary_entries() {
     t.wait_applied(4, 10 * SEC).await.unwrap();
     let read = t.read_committed(0, 100).unwrap();
     assert_eq!(read.iter().map(|c| c.index).collect::<Vec<_>>(), [2, 3, 4]);
-    assert_eq!(read.iter().map(|c| c.messages.clone()).collect::<Vec<_>>(), old);
+    assert_eq!(
+        read.iter().map(|c| c.messages.clone()).collect::<Vec<_>>(),
+        old
+    );
 
     await_leader(&t).await;
     let new = vec![b"new".to_vec(), Vec::new()];
@@ -131,7 +145,10 @@ async fn a_json_replica_of_an_older_build_opens_and_takes_binary_entries() {
     let read = t.read_committed(0, 100).unwrap();
     let mut want = old.clone();
     want.push(new.clone());
-    assert_eq!(read.iter().map(|c| c.messages.clone()).collect::<Vec<_>>(), want);
+    assert_eq!(
+        read.iter().map(|c| c.messages.clone()).collect::<Vec<_>>(),
+        want
+    );
     assert_eq!(read.last().unwrap().index, p.seq);
     t.shutdown().await.unwrap();
     drop(t);
@@ -151,13 +168,19 @@ async fn a_json_replica_of_an_older_build_opens_and_takes_binary_entries() {
         })
         .collect();
     assert_eq!(raw.iter().find(|(pos, _)| pos.seq == 2).unwrap().1, b'{');
-    assert_eq!(raw.iter().find(|(pos, _)| pos.seq == p.seq).unwrap().1, RECORD_TAG);
+    assert_eq!(
+        raw.iter().find(|(pos, _)| pos.seq == p.seq).unwrap().1,
+        RECORD_TAG
+    );
     drop(committed);
 
     // And after a restart, both formats read back again.
     let t = open(&fs, config).await;
     t.wait_applied(p.seq, 10 * SEC).await.unwrap();
     let read = t.read_committed(0, 100).unwrap();
-    assert_eq!(read.iter().map(|c| c.messages.clone()).collect::<Vec<_>>(), want);
+    assert_eq!(
+        read.iter().map(|c| c.messages.clone()).collect::<Vec<_>>(),
+        want
+    );
     t.shutdown().await.unwrap();
 }

@@ -126,7 +126,11 @@ async fn a_replica_reading_only_json_is_sent_json_appends() {
         let read = t.read_committed(0, 1000).unwrap();
         for (index, m) in &acked {
             let got = read.iter().find(|c| c.index == *index);
-            assert_eq!(got.map(|c| &c.messages), Some(m), "replica {id}, index {index}");
+            assert_eq!(
+                got.map(|c| &c.messages),
+                Some(m),
+                "replica {id}, index {index}"
+            );
         }
     }
     let seen = mixed.seen.lock().clone();
