@@ -299,7 +299,10 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
         if computed {
             None
         } else {
-            prev.conditions.iter().find(|c| c.type_ == t.as_str()).cloned()
+            prev.conditions
+                .iter()
+                .find(|c| c.type_ == t.as_str())
+                .cloned()
         }
     };
     let kept_auth = kept(auth.is_some(), ConditionType::AuthenticationDisabled);
@@ -314,10 +317,7 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
     .flatten()
     .map(|(reason, message)| condition(reason, message, input, &prev.conditions))
     .chain(kept_auth)
-    .chain(
-        replicated
-            .map(|(reason, message)| condition(reason, message, input, &prev.conditions)),
-    )
+    .chain(replicated.map(|(reason, message)| condition(reason, message, input, &prev.conditions)))
     .chain(kept_replication)
     .collect();
 

@@ -630,7 +630,9 @@ fn replicated_durable_topics_prefer_distinct_nodes_and_zones() {
         .into_iter()
         .inspect(|c| {
             assert_eq!(
-                c.label_selector.as_ref().and_then(|s| s.match_labels.clone()),
+                c.label_selector
+                    .as_ref()
+                    .and_then(|s| s.match_labels.clone()),
                 selector
             );
         })
@@ -702,7 +704,9 @@ fn replicated_durable_topics_prefer_distinct_nodes_and_zones() {
             ..BrokerClusterSpec::default()
         });
         replicated(&mut v);
-        pod_spec(&render(&v).statefulset).affinity.unwrap_or_default()
+        pod_spec(&render(&v).statefulset)
+            .affinity
+            .unwrap_or_default()
     };
     let kept = with_affinity(Affinity {
         node_affinity: Some(NodeAffinity::default()),

@@ -719,8 +719,8 @@ fn one_of_rules_match_the_shared_validation_and_the_enum() {
         let largest = o.values.iter().copied().max().unwrap_or(0);
         for value in 0..=largest + 1 {
             let ok = o.values.contains(&value);
-            let overrides: ConfigOverrides = serde_json::from_value(json!({ o.knob: value }))
-                .unwrap_or_else(|e| panic!("{e}"));
+            let overrides: ConfigOverrides =
+                serde_json::from_value(json!({ o.knob: value })).unwrap_or_else(|e| panic!("{e}"));
             let shared = config_errors_on(o.knob, &overrides);
             assert_eq!(
                 shared.is_empty(),

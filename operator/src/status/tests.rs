@@ -502,7 +502,10 @@ fn replication_degraded_follows_the_members_and_the_placement() {
     };
     let shared: Observation = Ok(Placement {
         nodes: BTreeMap::from([
-            ("n1".to_string(), vec!["events-0".to_string(), "events-1".to_string()]),
+            (
+                "n1".to_string(),
+                vec!["events-0".to_string(), "events-1".to_string()],
+            ),
             ("n2".to_string(), vec!["events-2".to_string()]),
         ]),
     });

@@ -116,17 +116,24 @@ mod tests {
     fn a_follower_that_stops_is_under_replicated_after_the_catch_up_and_clears_when_back() {
         let t0 = Instant::now();
         let mut h = Health::default();
-        let at = |s: u64| t0 + Duration::from_secs(s);
-        assert!(!h.observe(&leading(100, Some(100), Some(100)), 3, at(0)).under_replicated);
+        let mut under = |last, f3, secs| {
+            h.observe(
+                &leading(last, Some(last), f3),
+                3,
+                t0 + Duration::from_secs(secs),
+            )
+            .under_replicated
+        };
+        assert!(!under(100, Some(100), 0));
         // Follower 3 stops at 100 while the log moves on.
-        assert!(!h.observe(&leading(200, Some(200), Some(100)), 3, at(5)).under_replicated);
+        assert!(!under(200, Some(100), 5));
         // First checkpoint after CATCH_UP: the target is 100, which 3 holds.
-        assert!(!h.observe(&leading(300, Some(300), Some(100)), 3, at(10)).under_replicated);
+        assert!(!under(300, Some(100), 10));
         // Second: the target is 300, which 3 never reached.
-        assert!(h.observe(&leading(400, Some(400), Some(100)), 3, at(20)).under_replicated);
-        assert!(h.observe(&leading(410, Some(410), Some(299)), 3, at(25)).under_replicated);
+        assert!(under(400, Some(100), 20));
+        assert!(under(410, Some(299), 25));
         // Back and caught up past the target: in sync at once.
-        assert!(!h.observe(&leading(420, Some(420), Some(400)), 3, at(26)).under_replicated);
+        assert!(!under(420, Some(400), 26));
     }
 
     #[test]
@@ -135,7 +142,10 @@ mod tests {
         let mut h = Health::default();
         // Follower 2 never answered (nothing known of it), even on an idle topic: the new
         // leader's own entry is what it must reach.
-        assert!(!h.observe(&leading(7, None, Some(7)), 3, t0).under_replicated);
+        assert!(
+            !h.observe(&leading(7, None, Some(7)), 3, t0)
+                .under_replicated
+        );
         let v = h.observe(&leading(7, None, Some(7)), 3, t0 + CATCH_UP);
         assert!(v.under_replicated && !v.leaderless);
         // A membership of two voters where three are configured.
@@ -169,7 +179,10 @@ mod tests {
         // Losing the leadership forgets the checkpoints: a new term starts afresh.
         let mut h = Health::default();
         assert!(!h.observe(&leading(1, None, None), 3, t0).under_replicated);
-        assert!(h.observe(&leading(1, None, None), 3, t0 + CATCH_UP).under_replicated);
+        assert!(
+            h.observe(&leading(1, None, None), 3, t0 + CATCH_UP)
+                .under_replicated
+        );
         h.observe(&follower, 3, t0 + CATCH_UP);
         assert!(
             !h.observe(&leading(1, None, None), 3, t0 + CATCH_UP * 2)
