@@ -123,9 +123,15 @@ fn publisher(
             match tokio::time::timeout(PUBLISH_TIMEOUT, c.publish_acked(TOPIC, payload(i))).await {
                 Ok(Ok(())) => lock(&log).acked.push((i, Instant::now())),
                 Ok(Err(e)) => {
+                    // A lost connection, or a refusal (a draining broker refuses every
+                    // publish until it closes its connections): start over on a new
+                    // connection, which the Service gives to a broker that is Ready.
                     let lost_connection = matches!(
                         e,
-                        ClientError::Connection(_) | ClientError::Closed | ClientError::Io(_)
+                        ClientError::Connection(_)
+                            | ClientError::Closed
+                            | ClientError::Io(_)
+                            | ClientError::Server { .. }
                     );
                     lock(&log)
                         .errors
