@@ -140,10 +140,7 @@ impl<F: Fs> ReplicatedTopic<F> {
     pub async fn add_learners(&self, nodes: BTreeMap<NodeId, Node>) -> Result<(), StepError> {
         for (id, node) in nodes {
             self.raft
-                .change_membership(
-                    ChangeMembers::AddNodes(BTreeMap::from([(id, node)])),
-                    true,
-                )
+                .change_membership(ChangeMembers::AddNodes(BTreeMap::from([(id, node)])), true)
                 .await
                 .map_err(step_error)?;
         }

@@ -64,9 +64,12 @@ fn moving_topics(before: &[&str], after: &[&str], count: usize) -> Vec<String> {
     panic!("no {count} topics move between {before:?} and {after:?}");
 }
 
+/// The voters and the learners of a topic, as its leader sees them.
+type Membership = (BTreeSet<u64>, BTreeSet<u64>);
+
 /// What the running brokers' replicas say of `topic`: the leader's voters and learners, and
 /// which brokers have a replica of it open.
-fn replica_state(c: &TestCluster, topic: &str) -> (Option<(BTreeSet<u64>, BTreeSet<u64>)>, BTreeSet<String>) {
+fn replica_state(c: &TestCluster, topic: &str) -> (Option<Membership>, BTreeSet<String>) {
     let mut leader = None;
     let mut open = BTreeSet::new();
     for (id, b) in &c.running {
@@ -91,8 +94,7 @@ async fn wait_placed(c: &TestCluster, topics: &[String], members: &[&str]) {
         let want_open: BTreeSet<String> = want.iter().cloned().collect();
         loop {
             let (leader, open) = replica_state(c, topic);
-            if leader.as_ref() == Some(&(want_ids.clone(), BTreeSet::new())) && open == want_open
-            {
+            if leader.as_ref() == Some(&(want_ids.clone(), BTreeSet::new())) && open == want_open {
                 break;
             }
             assert!(
@@ -145,7 +147,10 @@ async fn publish_until(client: Client, topics: Vec<String>, stop: Arc<AtomicBool
 async fn publish_marker(client: &Client, topic: &str, marker: u64) {
     let deadline = Instant::now() + MOVE_DEADLINE;
     while let Err(e) = client.publish_acked(topic, payload(marker)).await {
-        assert!(Instant::now() < deadline, "{topic}: marker never acked: {e}");
+        assert!(
+            Instant::now() < deadline,
+            "{topic}: marker never acked: {e}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -167,7 +172,10 @@ async fn read_back(c: &TestCluster, at: &str, topic: &str, marker: u64) -> Vec<(
                 }
                 got.push((i, ev.position));
             }
-            other => panic!("{topic} at {at}: reading back stopped after {} events: {other:?}", got.len()),
+            other => panic!(
+                "{topic} at {at}: reading back stopped after {} events: {other:?}",
+                got.len()
+            ),
         }
     }
     drop(sub);
@@ -183,10 +191,21 @@ async fn check_read_back(c: &TestCluster, at: &[String], topic: &str, acked: &[u
         let got = read_back(c, id, topic, marker).await;
         let seen: Vec<u64> = got.iter().map(|g| g.0).collect();
         let unique: BTreeSet<u64> = seen.iter().copied().collect();
-        assert_eq!(unique.len(), seen.len(), "{topic} at {id}: a message read twice");
+        assert_eq!(
+            unique.len(),
+            seen.len(),
+            "{topic} at {id}: a message read twice"
+        );
         let acked_set: BTreeSet<u64> = acked.iter().copied().collect();
-        let acked_seen: Vec<u64> = seen.iter().copied().filter(|i| acked_set.contains(i)).collect();
-        assert_eq!(acked_seen, acked, "{topic} at {id}: every acked message once, in order");
+        let acked_seen: Vec<u64> = seen
+            .iter()
+            .copied()
+            .filter(|i| acked_set.contains(i))
+            .collect();
+        assert_eq!(
+            acked_seen, acked,
+            "{topic} at {id}: every acked message once, in order"
+        );
         assert!(
             got.windows(2)
                 .all(|w| (w[0].1.stream, w[0].1.seq) < (w[1].1.stream, w[1].1.seq)),
@@ -280,12 +299,19 @@ async fn scaling_3_5_3_moves_every_replica_set_to_its_placement_without_losing_a
         let marker = (3 << 40) + k as u64;
         publish_marker(&at_a, topic, marker).await;
         let acked = acked.get(topic).cloned().unwrap_or_default();
-        assert!(acked.len() >= 10, "{topic}: only {} publishes acked", acked.len());
+        assert!(
+            acked.len() >= 10,
+            "{topic}: only {} publishes acked",
+            acked.len()
+        );
         check_read_back(&c, &final_set, topic, &acked, marker).await;
     }
     println!(
         "replica moves 3 → 5 → 3: acked {:?}, refused {refused}",
-        acked.iter().map(|(t, a)| (t.as_str(), a.len())).collect::<Vec<_>>()
+        acked
+            .iter()
+            .map(|(t, a)| (t.as_str(), a.len()))
+            .collect::<Vec<_>>()
     );
     at_a.close().await;
     c.shutdown().await;

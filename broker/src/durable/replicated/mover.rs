@@ -256,7 +256,8 @@ impl Mover {
             let now = Instant::now();
             let want: BTreeSet<NodeId> = desired.iter().copied().collect();
             leaving_since.retain(|id, _| view.learners.contains(id) && !want.contains(id));
-            holding_since.retain(|id, _| leaving_since.contains_key(id) && view.holds_membership(*id));
+            holding_since
+                .retain(|id, _| leaving_since.contains_key(id) && view.holds_membership(*id));
             for id in view.learners.difference(&want) {
                 leaving_since.entry(*id).or_insert(now);
                 if view.holds_membership(*id) {

@@ -36,9 +36,7 @@ use tokio::time::Instant;
 use super::{Attach, TopicMsg, TopicSettings};
 use crate::durable::DurableLog;
 use crate::durable::replicated::topic::{STREAM, seq_of, split_seq};
-use crate::durable::replicated::{
-    OpenError, Proposal, ProposeError, ReplicaEvent, ReplicatedLog,
-};
+use crate::durable::replicated::{OpenError, Proposal, ProposeError, ReplicaEvent, ReplicatedLog};
 use crate::durable::transfer;
 use crate::pubsub::ack::AckToken;
 use crate::pubsub::batcher::{Batch, Batcher};
