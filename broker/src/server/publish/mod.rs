@@ -283,6 +283,11 @@ fn plan(cluster: &Cluster, topics: &Topics, role: Role, ack: AckMode, topic: &st
             .find(|m| replica_id(&m.id) == leader)
         {
             return match (role, ack) {
+                // Brokers without a replica send a replicated topic's publishes to its
+                // placement owner, which need not lead it (after a leader change or a replica
+                // move): the owner passes them on to the leader, one hop; any other replica
+                // refuses them (never forwarded twice there).
+                (Role::Peer, AckMode::Ack) if route == Route::Local => Plan::Forward(m.clone()),
                 (Role::Peer, AckMode::Ack) => Plan::Moved(m.clone()),
                 (Role::Peer, AckMode::None) => Plan::Local(epoch),
                 _ => Plan::Forward(m.clone()),
