@@ -72,9 +72,5 @@ pub use error::ReplicaError;
 pub use moves::{MembershipView, StepError};
 pub use network::{Transport, TransportError};
 pub use simnet::SimNet;
-<<<<<<< HEAD
 pub use topic::{Created, Pending, ReplicatedTopic, TopicStatus};
-=======
-pub use topic::{Created, ReplicatedTopic, TopicStatus};
->>>>>>> wt/repmove
 pub use types::{Node, NodeId, TypeConfig};

@@ -69,14 +69,7 @@ type Membership = (BTreeSet<u64>, BTreeSet<u64>);
 
 /// What the running brokers' replicas say of `topic`: the leader's voters and learners, and
 /// which brokers have a replica of it open.
-<<<<<<< HEAD
-fn replica_state(
-    c: &TestCluster,
-    topic: &str,
-) -> (Option<(BTreeSet<u64>, BTreeSet<u64>)>, BTreeSet<String>) {
-=======
 fn replica_state(c: &TestCluster, topic: &str) -> (Option<Membership>, BTreeSet<String>) {
->>>>>>> wt/repmove
     let mut leader = None;
     let mut open = BTreeSet::new();
     for (id, b) in &c.running {
