@@ -29,8 +29,8 @@ use crate::cluster::source::Source;
 use crate::cluster::upstream::Upstreams;
 use crate::cluster::{Cluster, MemberSet, Route};
 use crate::durable::Durability;
-use crate::durable::replicated::{ReplicaRegistry, ReplicaSync, Replication, sync};
 use crate::durable::escape;
+use crate::durable::replicated::{ReplicaRegistry, ReplicaSync, Replication, sync};
 use crate::error::BrokerError;
 use crate::health::{Health, Phase};
 use crate::http::{self, HttpState};
@@ -695,7 +695,11 @@ fn replica_config(cfg: &BrokerConfig, max_rpc_bytes: usize) -> starling_replica:
 /// to open and catch up (`durable::replicated::sync`). After a full restart this is what lets
 /// the replicas elect a leader while no broker is Ready yet (clients reach brokers through the
 /// Service only once they are Ready).
-async fn open_replicas_on_disk(state: &Arc<State>, durability: Arc<Durability>, sync: &ReplicaSync) {
+async fn open_replicas_on_disk(
+    state: &Arc<State>,
+    durability: Arc<Durability>,
+    sync: &ReplicaSync,
+) {
     let root = state.cfg.storage_dir.clone();
     let found = tokio::task::spawn_blocking(move || {
         let Some(root) = root else {
@@ -716,7 +720,10 @@ async fn open_replicas_on_disk(state: &Arc<State>, durability: Arc<Durability>, 
     if found.is_empty() {
         return;
     }
-    tracing::info!(topics = found.len(), "opening the replicas found on the volume");
+    tracing::info!(
+        topics = found.len(),
+        "opening the replicas found on the volume"
+    );
     sync.expect(found.iter().cloned(), tokio::time::Instant::now());
     for topic in &found {
         if let Err(e) = state.topics.reserve(topic) {

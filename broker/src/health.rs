@@ -5,9 +5,9 @@
 //! broker has caught up. The gate never changes what the broker serves: connections, peer
 //! links and Raft RPCs are served in `Serving` whether it holds or not.
 
+use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
 
 /// Where the broker is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -67,7 +67,8 @@ struct Log {
 }
 
 fn lock(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
-    log.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    log.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Whether a publisher may simply publish again after `e` (the broker was draining, the
@@ -107,9 +108,11 @@ fn publisher(
                 match tokio::time::timeout(PUBLISH_TIMEOUT, Client::connect(cfg.clone())).await {
                     Ok(Ok(c)) => client = Some(c),
                     Ok(Err(e)) => {
-                        lock(&log)
-                            .errors
-                            .push((Instant::now(), format!("connect: {e}"), retryable(&e)));
+                        lock(&log).errors.push((
+                            Instant::now(),
+                            format!("connect: {e}"),
+                            retryable(&e),
+                        ));
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                     Err(_) => {
@@ -230,7 +233,11 @@ async fn check_at(user: &UserCredentials, addr: String, at: &str, acked: &[u32])
                     assert!(prev < *g, "{at}: {g} read after {prev}: out of order");
                 }
             }
-            let lost: Vec<u32> = acked.iter().copied().filter(|a| !seen.contains(a)).collect();
+            let lost: Vec<u32> = acked
+                .iter()
+                .copied()
+                .filter(|a| !seen.contains(a))
+                .collect();
             assert!(
                 lost.is_empty(),
                 "{at}: {} of {} acked messages lost: {:?}",
@@ -238,7 +245,11 @@ async fn check_at(user: &UserCredentials, addr: String, at: &str, acked: &[u32])
                 acked.len(),
                 &lost[..lost.len().min(20)]
             );
-            eprintln!("{at}: read back {} messages, every one of the {} acked", got.len(), acked.len());
+            eprintln!(
+                "{at}: read back {} messages, every one of the {} acked",
+                got.len(),
+                acked.len()
+            );
             return;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -279,7 +290,10 @@ async fn stop_publishers(
 }
 
 fn pod_addr(ip: Option<IpAddr>, name: &str) -> String {
-    format!("{}:7400", ip.unwrap_or_else(|| panic!("pod {name} has no IP")))
+    format!(
+        "{}:7400",
+        ip.unwrap_or_else(|| panic!("pod {name} has no IP"))
+    )
 }
 
 #[tokio::test]
@@ -295,8 +309,14 @@ async fn losing_the_leaders_pod_and_volume_loses_no_acked_message() {
         .await
         .expect("the topic has a leader");
     let pods = ns.broker_pods(CLUSTER).await.expect("pods");
-    let old = pods.iter().find(|p| p.name == leader).expect("the leader's pod").clone();
-    let old_replica = replicas::of_topic(&old, TOPIC).await.expect("the leader's replica");
+    let old = pods
+        .iter()
+        .find(|p| p.name == leader)
+        .expect("the leader's pod")
+        .clone();
+    let old_replica = replicas::of_topic(&old, TOPIC)
+        .await
+        .expect("the leader's replica");
     let followers: Vec<_> = pods.iter().filter(|p| p.name != leader).cloned().collect();
     assert_eq!(followers.len(), 2, "two followers: {pods:?}");
     eprintln!(
@@ -312,11 +332,24 @@ async fn losing_the_leaders_pod_and_volume_loses_no_acked_message() {
         .iter()
         .enumerate()
         .map(|(n, p)| {
-            let cfg = user.config(pod_addr(p.ip, &p.name)).without_cluster_routing();
-            publisher(cfg, n as u32 * PUBLISHER_SPAN, Arc::clone(&log), stop_rx.clone())
+            let cfg = user
+                .config(pod_addr(p.ip, &p.name))
+                .without_cluster_routing();
+            publisher(
+                cfg,
+                n as u32 * PUBLISHER_SPAN,
+                Arc::clone(&log),
+                stop_rx.clone(),
+            )
         })
         .collect();
-    let at_loss = acked_past(&log, 1, 300, "persisted publishes acked through both followers").await;
+    let at_loss = acked_past(
+        &log,
+        1,
+        300,
+        "persisted publishes acked through both followers",
+    )
+    .await;
 
     // The leader's claim is deleted first (its protection finalizer holds it while a pod
     // names it), then its pod, at once.
@@ -362,19 +395,37 @@ async fn losing_the_leaders_pod_and_volume_loses_no_acked_message() {
     .expect("the lost broker comes back");
     let back_after = lost_at.elapsed();
     let at_back = lock(&log).acked.len();
-    acked_past(&log, at_back, 200, "publishes acked after the pod came back").await;
+    acked_past(
+        &log,
+        at_back,
+        200,
+        "publishes acked after the pod came back",
+    )
+    .await;
     // Caught up under the same identity: the same replica id, one of the same voters, in sync.
     let caught_up = wait::until(
         "the new pod's replica in sync",
         Duration::from_secs(60),
-        || async { replicas::of_topic(&back, TOPIC).await.filter(|r| r.in_sync()) },
+        || async {
+            replicas::of_topic(&back, TOPIC)
+                .await
+                .filter(|r| r.in_sync())
+        },
     )
     .await
     .expect("the emptied replica catches up");
-    assert_eq!(caught_up.replica, old_replica.replica, "the same replica id");
+    assert_eq!(
+        caught_up.replica, old_replica.replica,
+        "the same replica id"
+    );
     let (acked, errors) = stop_publishers(stop_tx, publishers, &log).await;
 
-    let (gap, gap_from) = longest_gap(&acked, lost_at.checked_sub(Duration::from_secs(1)).unwrap_or(lost_at));
+    let (gap, gap_from) = longest_gap(
+        &acked,
+        lost_at
+            .checked_sub(Duration::from_secs(1))
+            .unwrap_or(lost_at),
+    );
     let first_after = acked
         .iter()
         .map(|a| a.1)
@@ -397,9 +448,21 @@ async fn losing_the_leaders_pod_and_volume_loses_no_acked_message() {
 
     // Every acked message at the emptied broker (caught up) and at a survivor.
     let numbers: Vec<u32> = acked.iter().map(|a| a.0).collect();
-    check_at(&user, pod_addr(back.ip, &back.name), "the new pod", &numbers).await;
+    check_at(
+        &user,
+        pod_addr(back.ip, &back.name),
+        "the new pod",
+        &numbers,
+    )
+    .await;
     let survivor = &followers[0];
-    check_at(&user, pod_addr(survivor.ip, &survivor.name), "a survivor", &numbers).await;
+    check_at(
+        &user,
+        pod_addr(survivor.ip, &survivor.name),
+        "a survivor",
+        &numbers,
+    )
+    .await;
     ns.delete().await;
 }
 
@@ -441,7 +504,9 @@ async fn look(ns: &TestNamespace, new_hash: Option<&str>) -> Option<Look> {
         .count();
     let mut in_sync = InSync::new();
     for p in &states {
-        let terminating = pods.iter().any(|(n, u, t)| *n == p.name && *u == p.uid && *t);
+        let terminating = pods
+            .iter()
+            .any(|(n, u, t)| *n == p.name && *u == p.uid && *t);
         let ok = !terminating
             && replicas::of_topic(p, TOPIC)
                 .await
@@ -475,9 +540,15 @@ async fn a_rolling_restart_keeps_an_r3_topic_writable_and_waits_for_its_replicas
     let cfg = user.config(ns.service_addr(CLUSTER).await.expect("address"));
     let publishers = vec![publisher(cfg, 0, Arc::clone(&log), stop_rx)];
     acked_past(&log, 1, 200, "persisted publishes acked before the roll").await;
-    let mut last = wait::until("every replica in sync before the roll", Duration::from_secs(60), || async {
-        look(&ns, None).await.filter(|l| l.in_sync.len() == 3 && l.in_sync.values().all(|s| *s))
-    })
+    let mut last = wait::until(
+        "every replica in sync before the roll",
+        Duration::from_secs(60),
+        || async {
+            look(&ns, None)
+                .await
+                .filter(|l| l.in_sync.len() == 3 && l.in_sync.values().all(|s| *s))
+        },
+    )
     .await
     .expect("in sync before the roll");
 
@@ -573,7 +644,10 @@ async fn a_rolling_restart_keeps_an_r3_topic_writable_and_waits_for_its_replicas
         errors.len(),
         gap_from.saturating_duration_since(rolling_from)
     );
-    assert!(gap < MAX_GAP, "the topic acked nothing for {gap:?} during the roll");
+    assert!(
+        gap < MAX_GAP,
+        "the topic acked nothing for {gap:?} during the roll"
+    );
 
     let numbers: Vec<u32> = acked.iter().map(|a| a.0).collect();
     for p in ns.broker_pods(CLUSTER).await.expect("pods") {

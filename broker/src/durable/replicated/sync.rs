@@ -404,7 +404,10 @@ mod tests {
     fn a_follower_behind_within_max_lag_under_load_stays_in_sync() {
         let t0 = Instant::now();
         let mut t = Tracker::default();
-        assert_eq!(t.observe(&follower(Some(100), Some(100)), t0), Verdict::InSync);
+        assert_eq!(
+            t.observe(&follower(Some(100), Some(100)), t0),
+            Verdict::InSync
+        );
         // The leader's commit always a little ahead of what this replica applied, as under
         // steady load: every observation sees applied < the newest commit.
         let mut applied = 100;
@@ -420,7 +423,10 @@ mod tests {
     fn a_follower_that_stops_applying_falls_out_of_sync_after_max_lag() {
         let t0 = Instant::now();
         let mut t = Tracker::default();
-        assert_eq!(t.observe(&follower(Some(100), Some(100)), t0), Verdict::InSync);
+        assert_eq!(
+            t.observe(&follower(Some(100), Some(100)), t0),
+            Verdict::InSync
+        );
         assert_eq!(
             t.observe(&follower(Some(100), Some(120)), t0 + ms(100)),
             Verdict::InSync
