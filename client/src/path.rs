@@ -327,8 +327,10 @@ mod tests {
 
     #[test]
     fn the_route_bound_is_at_least_quics_minimum_and_caps_the_initial_size() {
-        let mut t = PathTuning::default();
-        t.initial_mtu = 6550;
+        let t = PathTuning {
+            initial_mtu: 6550,
+            ..PathTuning::default()
+        };
         // The discard port of an address in TEST-NET-1: routed (or not) but never reached.
         let settled = t.towards("192.0.2.1:9".parse().unwrap());
         let (min_mtu, max_mtu) = QUIC_MTU_RANGE;
@@ -341,8 +343,10 @@ mod tests {
 
     #[test]
     fn the_endpoint_accepts_the_discovery_bound_and_at_least_quinns_default() {
-        let mut t = PathTuning::default();
-        t.max_mtu = 6550;
+        let mut t = PathTuning {
+            max_mtu: 6550,
+            ..PathTuning::default()
+        };
         assert_eq!(t.max_udp_payload(), 6550);
         t.max_mtu = 1300;
         assert_eq!(t.max_udp_payload(), 1472);

@@ -37,14 +37,12 @@ impl Watched for UsersDocument {
         self.auth.strong_count() > 0
     }
 
-    fn read(&self) -> impl Future<Output = Result<String, String>> + Send {
-        async move {
-            let read = self.source.read_text().await;
-            read.map_err(|e| {
-                self.count_error();
-                e.to_string()
-            })
-        }
+    async fn read(&self) -> Result<String, String> {
+        let read = self.source.read_text().await;
+        read.map_err(|e| {
+            self.count_error();
+            e.to_string()
+        })
     }
 
     fn apply(&mut self, text: String) -> Result<(), String> {

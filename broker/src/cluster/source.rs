@@ -190,8 +190,8 @@ struct MemberList {
 impl Watched for MemberList {
     type Doc = MemberSet;
 
-    fn read(&self) -> impl Future<Output = Result<MemberSet, String>> + Send {
-        async move { self.source.read().await.map_err(|e| e.to_string()) }
+    async fn read(&self) -> Result<MemberSet, String> {
+        self.source.read().await.map_err(|e| e.to_string())
     }
 
     fn apply(&mut self, set: MemberSet) -> Result<(), String> {
