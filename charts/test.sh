@@ -294,8 +294,9 @@ if prs:
     alerts = [r for g in got for r in g["rules"] if "alert" in r]
     check(sorted(r["alert"] for r in alerts) == sorted([
         "StarlingBrokerNotReady", "StarlingEventsDropped", "StarlingPeerDown", "StarlingLanesStalled",
-        "StarlingRetentionAtCap", "StarlingOperatorReconcileErrors", "StarlingAutoscalerStuck"]),
-          "full: the seven alerts")
+        "StarlingRetentionAtCap", "StarlingTopicUnderReplicated", "StarlingTopicLeaderless",
+        "StarlingReplicaLeaderChurn", "StarlingOperatorReconcileErrors", "StarlingAutoscalerStuck"]),
+          "full: the ten alerts")
     check(all(r["annotations"].get("summary") and r["annotations"].get("description")
               and r["annotations"]["runbook_url"].endswith("docs/operations.md#" + r["alert"].lower())
               and r["labels"].get("severity") in ("warning", "critical") for r in alerts),
