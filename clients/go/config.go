@@ -69,7 +69,9 @@ type Config struct {
 	CacheStreamDepth int
 	// SubscriptionBuffer is how many event batches a subscription holds for
 	// a slow reader before it stops reading from the broker, which then
-	// applies its slow-subscriber policy (0: 64).
+	// applies its slow-subscriber policy (0: 64); and how many deliveries a
+	// Consumer holds before it stops reading (the consumer's MaxAckPending
+	// bounds what the broker sends ahead anyway).
 	SubscriptionBuffer int
 	// DisableClusterRouting sends every request to Server, which forwards
 	// what it does not own. By default the client asks for the membership

@@ -66,6 +66,10 @@ var (
 	// ErrInvalidGroup: a queue-group name is empty, longer than 64 bytes or
 	// holds a character other than A-Z a-z 0-9 - _ .; nothing was sent.
 	ErrInvalidGroup = errors.New("starling: invalid queue group name")
+	// ErrInvalidConsumer: a durable consumer name is empty, longer than 64
+	// bytes or holds a character other than A-Z a-z 0-9 - _ ., or its
+	// ConsumerOptions break the protocol's rules; nothing was sent.
+	ErrInvalidConsumer = errors.New("starling: invalid durable consumer")
 	// ErrInvalidKey: a cache key is empty or longer than 1024 bytes.
 	ErrInvalidKey = errors.New("starling: invalid cache key")
 	// ErrUnsupported: the broker did not grant a feature the call needs.
@@ -83,8 +87,9 @@ type ServerError struct {
 	Code wire.ErrorCode
 	// Message is the broker's human-readable detail.
 	Message string
-	// Op is "publish", "subscribe", "cache_read" or "cache_write" ("" for
-	// the handshake and stream-level errors).
+	// Op is "publish", "subscribe", "consume" (a durable consumer member),
+	// "cache_read" or "cache_write" ("" for the handshake and stream-level
+	// errors).
 	Op string
 	// Name is the topic or cache key.
 	Name string

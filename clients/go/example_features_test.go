@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"starling.invalid/starling"
 )
@@ -113,4 +114,53 @@ func ExampleValidateGroup() {
 	// "billing.eu-1" false
 	// "" true
 	// "two words" true
+}
+
+// A worker of the durable consumer "senders" of the durable topic
+// jobs.email: each job goes to one worker, and a job not acked (its worker
+// crashed, or it took longer than AckWait) goes to another (needs a broker
+// granting CONSUMERS, and jobs.email among its durable_topics).
+func ExampleClient_Consume() {
+	ctx := context.Background()
+	var client *starling.Client // from starling.Connect
+	if client == nil {
+		return
+	}
+	send := func([]byte) error { return nil }
+	jobs, err := client.Consume(ctx, "jobs.email", "senders", starling.ConsumerOptions{
+		AckWait:    time.Minute,
+		MaxDeliver: 5,
+		Backoff:    []time.Duration{time.Second, 10 * time.Second},
+		DeadLetter: "jobs.email.dead",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer jobs.Close() // sends the last acks and waits for the broker to have them
+	for job, err := range jobs.All(ctx) {
+		if err != nil {
+			log.Fatal(err) // the stream ended: Consume again to go on
+		}
+		if err := send(job.Payload); err != nil {
+			_ = job.Nak(ctx, starling.NakBackoff) // again after the backoff schedule
+			continue
+		}
+		_ = job.Ack(ctx)
+	}
+}
+
+// A message id makes a retried publish safe: the topic stores a repeat of
+// an id within its window once (needs a broker granting DEDUP).
+func ExampleMessage_WithMsgID() {
+	m := starling.Message{Payload: []byte("order 42")}.WithMsgID("order-42")
+	id, _ := m.MsgID()
+	fmt.Println(id, m.Headers[0].Name)
+	var client *starling.Client // from starling.Connect
+	if client != nil {
+		ctx := context.Background()
+		for range 3 { // the broker delivers it once
+			_ = client.PublishMessage(ctx, "orders", m, true)
+		}
+	}
+	// Output: order-42 Starling-Msg-Id
 }

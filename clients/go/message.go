@@ -1,8 +1,9 @@
 package starling
 
 // Messages with headers (the HEADERS feature, docs/protocol.md section 5.2):
-// what a publisher sends and a subscriber receives besides the payload, and
-// the checks made before a header is sent.
+// what a publisher sends and a subscriber receives besides the payload, the
+// message id of publish de-duplication (the DEDUP feature, a reserved
+// header), and the checks made before a header is sent.
 
 import (
 	"fmt"
@@ -19,6 +20,10 @@ type Header = wire.Header
 // (docs/subjects.md, Request and reply).
 const ReplyToHeader = "reply-to"
 
+// MsgIDHeader is the reserved header holding a message's id for publish
+// de-duplication (Message.WithMsgID).
+const MsgIDHeader = wire.MsgIDHeader
+
 // Message is a payload with its headers, as PublishMessage sends it and a
 // reply arrives.
 type Message struct {
@@ -30,6 +35,32 @@ type Message struct {
 
 // Header returns the value of the first header named name.
 func (m Message) Header(name string) (string, bool) { return headerValue(m.Headers, name) }
+
+// WithMsgID returns the message with message id id (the MsgIDHeader header,
+// replacing any the message has; m's own Headers are not modified). Its
+// topic drops a repeat of an id it saw within its window (the broker's
+// dedup_window_ms, 2 minutes by default) and answers the repeat with the
+// original's ack, so a publish retried after a lost ack is delivered once;
+// in a batch each message is checked on its own. Publishing it needs a
+// broker that grants DEDUP (ErrUnsupported otherwise, nothing sent). The
+// broker refuses an empty id (ErrInvalidRequest) and one longer than its
+// max_msg_id_bytes (128 by default, ErrLimitExceeded), and, for now, an id
+// on a replicated topic (ErrInvalidRequest), as it does every header. A
+// durable topic keeps ids in its log and rebuilds its window from it when
+// the log opens, so a repeat is dropped across a broker restart too.
+func (m Message) WithMsgID(id string) Message {
+	hs := make([]Header, 0, len(m.Headers)+1)
+	for _, h := range m.Headers {
+		if h.Name != MsgIDHeader {
+			hs = append(hs, h)
+		}
+	}
+	m.Headers = append(hs, Header{Name: MsgIDHeader, Value: id})
+	return m
+}
+
+// MsgID is the message's id (its first MsgIDHeader header), if it has one.
+func (m Message) MsgID() (string, bool) { return wire.MsgID(m.Headers) }
 
 func headerValue(hs []Header, name string) (string, bool) {
 	for _, h := range hs {

@@ -24,8 +24,10 @@ type Event struct {
 	Position Position
 	// Payload is the published message. It stays valid after later calls.
 	Payload []byte
-	// Headers are the message's headers (nil for none); delivered live
-	// only: events replayed to a resuming subscriber come without them.
+	// Headers are the message's headers (nil for none): on live events,
+	// and on events a resuming subscriber is replayed from a durable
+	// topic's log; events replayed from the retained tail in memory
+	// (replay_window_ms) come without them.
 	Headers []Header
 }
 
@@ -38,6 +40,10 @@ func (e Event) ReplyTo() string {
 	v, _ := headerValue(e.Headers, ReplyToHeader)
 	return v
 }
+
+// MsgID is the message id its publisher gave the event (Message.WithMsgID),
+// if any; where Headers are given, as every header.
+func (e Event) MsgID() (string, bool) { return wire.MsgID(e.Headers) }
 
 // Message is the event's payload and headers.
 func (e Event) Message() Message { return Message{Payload: e.Payload, Headers: e.Headers} }

@@ -49,8 +49,10 @@ func (c *Client) PublishBatch(ctx context.Context, topic string, payloads [][]by
 // broker that grants HEADERS (ErrUnsupported otherwise, nothing sent), and
 // names are checked first (ErrInvalidHeader). A broker refuses headers
 // beyond its max_headers_per_message or max_header_bytes_per_message
-// (ErrLimitExceeded), on a durable topic and on a cluster member
-// (ErrInvalidRequest) for now.
+// (ErrLimitExceeded), and on a replicated topic (ErrInvalidRequest) for now;
+// a durable topic keeps them in its log. A message with a message id
+// (Message.WithMsgID) is de-duplicated by its topic and needs a broker that
+// grants DEDUP (ErrUnsupported otherwise, nothing sent).
 func (c *Client) PublishMessage(ctx context.Context, topic string, m Message, acked bool) error {
 	if err := checkHeaders(m.Headers); err != nil {
 		return err
@@ -59,7 +61,10 @@ func (c *Client) PublishMessage(ctx context.Context, topic string, m Message, ac
 }
 
 // PublishMessages sends several messages with their headers to one topic in
-// one frame, as PublishBatch does; headers as for PublishMessage.
+// one frame, as PublishBatch does; headers as for PublishMessage. Each
+// message may have its own message id: the broker drops each repeat on its
+// own (an id repeated within the batch too) and delivers the others, and an
+// acked batch of repeats only is acked once the originals were.
 func (c *Client) PublishMessages(ctx context.Context, topic string, ms []Message, acked bool) error {
 	if len(ms) == 0 {
 		return nil
@@ -121,6 +126,27 @@ func (c *Client) checkPublish(topic string) error {
 
 var errNoHeaders = fmt.Errorf("%w: message headers (the broker did not grant HEADERS)", ErrUnsupported)
 
+var errNoDedup = fmt.Errorf("%w: publish de-duplication by message id (the broker did not grant DEDUP; it would deliver a repeat)", ErrUnsupported)
+
+// checkGranted refuses headers the stream's broker did not grant: any
+// header without HEADERS, a message id without DEDUP.
+func checkGranted(info ServerInfo, hs []wire.IndexedHeaders) error {
+	if len(hs) == 0 {
+		return nil
+	}
+	if !info.Has(wire.FeatureHeaders) {
+		return errNoHeaders
+	}
+	if !info.Has(wire.FeatureDedup) {
+		for _, e := range hs {
+			if _, ok := wire.MsgID(e.Headers); ok {
+				return errNoDedup
+			}
+		}
+	}
+	return nil
+}
+
 // publishSingle sends one message in a Publish frame: the hot path, which
 // allocates nothing per fire-and-forget message.
 func (c *Client) publishSingle(ctx context.Context, topic string, payload []byte, hs []Header, acked bool) error {
@@ -138,8 +164,10 @@ func (c *Client) publishSingle(ctx context.Context, topic string, payload []byte
 		if err != nil {
 			return err
 		}
-		if len(hs) > 0 && !s.info.Has(wire.FeatureHeaders) {
-			return errNoHeaders
+		if len(hs) > 0 {
+			if err := checkGranted(s.info, []wire.IndexedHeaders{{Headers: hs}}); err != nil {
+				return err
+			}
 		}
 		return publishOne(ctx, timeout, s, topic, payload, hs, acked)
 	})
@@ -165,8 +193,8 @@ func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, h
 		if err != nil {
 			return err
 		}
-		if len(hs) > 0 && !s.info.Has(wire.FeatureHeaders) {
-			return errNoHeaders
+		if err := checkGranted(s.info, hs); err != nil {
+			return err
 		}
 		if !batch || !s.info.Has(wire.FeatureBatchPublish) {
 			for i, p := range payloads {

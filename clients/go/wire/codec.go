@@ -424,6 +424,151 @@ func (f *Pong) bodyLen() int               { return 8 }
 func (f *Pong) appendBody(d []byte) []byte { return putU64(d, f.Nonce) }
 func decodePong(b *body) Frame             { return &Pong{Nonce: b.u64()} }
 
+func (f *ConsumerOpen) bodyLen() int {
+	return 8 + strLen(f.Topic) + strLen(f.Consumer) + 8 + 4 + 4 + 1 + 16 + strLen(f.DeadLetter) +
+		4 + 8*len(f.BackoffMs)
+}
+
+func (f *ConsumerOpen) appendBody(d []byte) []byte {
+	d = putU64(d, f.RequestID)
+	d = putStr(d, f.Topic)
+	d = putStr(d, f.Consumer)
+	d = putU64(d, f.AckWaitMs)
+	d = putU32(d, f.MaxDeliver)
+	d = putU32(d, f.MaxAckPending)
+	var a, b uint64
+	switch f.Start.Kind {
+	case ConsumerStartPosition:
+		a, b = f.Start.Position.Stream, f.Start.Position.Seq
+	case ConsumerStartTime:
+		a = f.Start.TimeMs
+	}
+	d = putU8(d, uint8(f.Start.Kind))
+	d = putU64(d, a)
+	d = putU64(d, b)
+	d = putStr(d, f.DeadLetter)
+	d = putU32(d, uint32(len(f.BackoffMs)))
+	for _, ms := range f.BackoffMs {
+		d = putU64(d, ms)
+	}
+	return d
+}
+
+func decodeConsumerOpen(b *body) Frame {
+	f := &ConsumerOpen{RequestID: b.u64(), Topic: b.topic(), Consumer: b.str()}
+	if b.err == nil {
+		if reason := ValidateConsumer(f.Consumer); reason != "" {
+			b.fail(reason)
+		}
+	}
+	if f.AckWaitMs = b.u64(); b.err == nil && f.AckWaitMs == 0 {
+		b.fail("ack_wait_ms is 0")
+	}
+	f.MaxDeliver = b.u32()
+	if f.MaxAckPending = b.u32(); b.err == nil && f.MaxAckPending == 0 {
+		b.fail("max_ack_pending is 0")
+	}
+	kind, x, y := ConsumerStartKind(b.u8()), b.u64(), b.u64()
+	if b.err == nil {
+		switch {
+		case kind == ConsumerStartFirst && x == 0 && y == 0, kind == ConsumerStartLast && x == 0 && y == 0:
+			f.Start = ConsumerStart{Kind: kind}
+		case kind == ConsumerStartPosition && x == 0:
+			b.fail("consumer start position with stream 0")
+		case kind == ConsumerStartPosition:
+			f.Start = ConsumerStart{Kind: kind, Position: Position{Stream: x, Seq: y}}
+		case kind == ConsumerStartTime && y == 0:
+			f.Start = ConsumerStart{Kind: kind, TimeMs: x}
+		case kind <= ConsumerStartTime:
+			b.fail("unused consumer start field is not 0")
+		default:
+			b.fail("unknown consumer start kind")
+		}
+	}
+	if dl := b.str(); b.err == nil && dl != "" {
+		if ValidateTopic(dl) != "" {
+			b.fail("invalid dead-letter topic")
+		}
+		f.DeadLetter = dl
+	}
+	n := b.count(8)
+	if b.err == nil && n > MaxBackoffSteps {
+		b.fail("backoff schedule longer than 16 steps")
+	}
+	if b.err == nil && n > 0 {
+		f.BackoffMs = make([]uint64, n)
+		for i := range f.BackoffMs {
+			f.BackoffMs[i] = b.u64()
+		}
+	}
+	return f
+}
+
+func (f *ConsumerOk) bodyLen() int { return 16 }
+
+func (f *ConsumerOk) appendBody(d []byte) []byte { return putU64(putU64(d, f.RequestID), f.MemberID) }
+
+func decodeConsumerOk(b *body) Frame { return &ConsumerOk{RequestID: b.u64(), MemberID: b.u64()} }
+
+func (f *ConsumerMessage) bodyLen() int {
+	n := 16 + 4 + 8 + blobLen(f.Payload)
+	if len(f.Headers) > 0 {
+		n += headersLen(f.Headers)
+	}
+	return n
+}
+
+func (f *ConsumerMessage) appendBody(d []byte) []byte {
+	d = putPosition(d, f.Position)
+	d = putU32(d, f.Delivery)
+	d = putU64(d, f.TimestampMs)
+	d = putBlob(d, f.Payload)
+	if len(f.Headers) > 0 {
+		d = putHeaders(d, f.Headers)
+	}
+	return d
+}
+
+func decodeConsumerMessage(b *body) Frame {
+	f := &ConsumerMessage{Position: Position{Stream: b.u64(), Seq: b.u64()}}
+	if f.Delivery = b.u32(); b.err == nil && f.Delivery == 0 {
+		b.fail("delivery 0")
+	}
+	f.TimestampMs = b.u64()
+	f.Payload = b.blob()
+	if b.err == nil && !b.atEnd() {
+		f.Headers = b.headers()
+	}
+	return f
+}
+
+func (f *ConsumerAck) bodyLen() int { return 16 + 1 + 8 }
+
+func (f *ConsumerAck) appendBody(d []byte) []byte {
+	d = putPosition(d, f.Position)
+	d = putU8(d, uint8(f.Op))
+	if f.Op == OpNak {
+		return putU64(d, f.DelayMs)
+	}
+	return putU64(d, 0)
+}
+
+func decodeConsumerAck(b *body) Frame {
+	f := &ConsumerAck{Position: Position{Stream: b.u64(), Seq: b.u64()}, Op: ConsumerAckOp(b.u8()), DelayMs: b.u64()}
+	if b.err == nil {
+		switch f.Op {
+		case OpNak:
+		case OpAck, OpInProgress, OpTerm:
+			if f.DelayMs != 0 {
+				b.fail("delay_ms set on an op other than nak")
+			}
+		default:
+			b.fail("unknown consumer ack op")
+		}
+	}
+	return f
+}
+
 var decoders = map[Kind]func(*body) Frame{
 	KindHello:              decodeHello,
 	KindHelloOk:            decodeHelloOk,
@@ -452,6 +597,10 @@ var decoders = map[Kind]func(*body) Frame{
 	KindReplicaRpc:         decodeReplicaRpc,
 	KindPing:               decodePing,
 	KindPong:               decodePong,
+	KindConsumerOpen:       decodeConsumerOpen,
+	KindConsumerOk:         decodeConsumerOk,
+	KindConsumerMessage:    decodeConsumerMessage,
+	KindConsumerAck:        decodeConsumerAck,
 }
 
 // DecodePayload decodes a complete payload of a frame of type k. Blob fields

@@ -31,6 +31,26 @@ const MaxKeyLen = 1024
 // non-empty, see ValidateGroup).
 const MaxGroupLen = 64
 
+// MaxConsumerLen is the longest durable consumer name in bytes (names are
+// also non-empty, see ValidateConsumer).
+const MaxConsumerLen = 64
+
+// MaxBackoffSteps is the most entries of a consumer's backoff schedule
+// (ConsumerOpen.BackoffMs).
+const MaxBackoffSteps = 16
+
+// BackoffDelay is the ConsumerAck.DelayMs of a nak that waits the
+// consumer's backoff schedule (all bits set).
+const BackoffDelay = ^uint64(0)
+
+// MsgIDHeader is the reserved header holding a message's publisher-chosen
+// id for publish de-duplication (FeatureDedup); names compare exactly.
+const MsgIDHeader = "Starling-Msg-Id"
+
+// MaxMsgIDLen is the most bytes a message id may have on any broker (a
+// broker's max_msg_id_bytes, 128 by default, may be lower).
+const MaxMsgIDLen = 1024
+
 // NoStartTime is the start_time_ms of a queue-group Subscribe without a start
 // time (all bits set).
 const NoStartTime = ^uint64(0)
@@ -70,12 +90,22 @@ const (
 	// FeatureQueueGroups: a Subscribe may end with a queue-group name
 	// (Subscribe.Group), which is then preceded by start_time_ms.
 	FeatureQueueGroups uint64 = 512
+	// FeatureConsumers: a client-opened stream may start with ConsumerOpen
+	// to join a durable consumer of a durable topic, and then carries its
+	// ConsumerMessage deliveries and the member's ConsumerAcks
+	// (docs/protocol.md, section 5.8).
+	FeatureConsumers uint64 = 1024
+	// FeatureDedup: a message whose headers hold MsgIDHeader carries a
+	// publisher-chosen id, and its topic drops a repeat of an id it saw
+	// within its window, answering the repeat with the original's ack
+	// (docs/protocol.md, section 5.2, De-duplication). Needs FeatureHeaders.
+	FeatureDedup uint64 = 2048
 	// FeaturesBase is what every client connection asks for.
 	FeaturesBase = FeatureBatchPublish | FeatureCache | FeatureSubscribeFromTime
 	// FeaturesClient is what the client's plain and routing connections ask
-	// for: the base set, wildcard subscriptions, headers, request/reply and
-	// queue groups (as the Rust SDK does; a peer's connection asks for none
-	// of the four).
+	// for: the base set, wildcard subscriptions, headers, request/reply,
+	// queue groups, durable consumers and publish de-duplication (as the
+	// Rust SDK does; a peer's connection asks for none of these).
 	FeaturesClient = FeaturesBase | FeatureWildcards | FeatureHeaders | FeatureRequest |
-		FeatureQueueGroups
+		FeatureQueueGroups | FeatureConsumers | FeatureDedup
 )

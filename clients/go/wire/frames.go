@@ -2,6 +2,8 @@ package wire
 
 // One struct per frame type, fields in wire order (docs/protocol.md, section 5).
 
+import "strconv"
+
 // Frame is one protocol frame. Each frame type is a struct in this file;
 // [Append] encodes any of them and [Decoder] decodes them.
 type Frame interface {
@@ -267,6 +269,112 @@ type Ping struct{ Nonce uint64 }
 // Pong answers a Ping with its nonce (0x61).
 type Pong struct{ Nonce uint64 }
 
+// ConsumerStartKind is where a new durable consumer starts reading its
+// topic's log (the start_kind byte of ConsumerOpen).
+type ConsumerStartKind uint8
+
+const (
+	// ConsumerStartFirst starts at the oldest message the log holds.
+	ConsumerStartFirst ConsumerStartKind = 0
+	// ConsumerStartLast starts at the newest message the log holds (and
+	// everything after it).
+	ConsumerStartLast ConsumerStartKind = 1
+	// ConsumerStartPosition starts at ConsumerStart.Position (its stream
+	// nonzero).
+	ConsumerStartPosition ConsumerStartKind = 2
+	// ConsumerStartTime starts at the first message stamped at or after
+	// ConsumerStart.TimeMs (Unix milliseconds).
+	ConsumerStartTime ConsumerStartKind = 3
+)
+
+// ConsumerStart is where a new durable consumer starts; the zero value is
+// ConsumerStartFirst. Only the field its Kind names is encoded.
+type ConsumerStart struct {
+	Kind     ConsumerStartKind
+	Position Position
+	TimeMs   uint64
+}
+
+// ConsumerOpen joins (creating it if needed) durable consumer Consumer of
+// durable topic Topic as a new member (0x70, FeatureConsumers): the first
+// frame of a client-opened stream, answered with ConsumerOk (then
+// ConsumerMessages) or Error. An empty DeadLetter is none; MaxDeliver 0 is
+// no limit; AckWaitMs and MaxAckPending are at least 1; BackoffMs has at
+// most MaxBackoffSteps entries.
+type ConsumerOpen struct {
+	RequestID     uint64
+	Topic         string
+	Consumer      string
+	AckWaitMs     uint64
+	MaxDeliver    uint32
+	MaxAckPending uint32
+	Start         ConsumerStart
+	DeadLetter    string
+	BackoffMs     []uint64
+}
+
+// ConsumerOk accepts a consumer member (0x71); MemberID is the broker's
+// number for it (in its logs and errors).
+type ConsumerOk struct {
+	RequestID uint64
+	MemberID  uint64
+}
+
+// ConsumerMessage is one delivery of one message to a consumer member
+// (0x72): Delivery counts from 1, TimestampMs is when the message was
+// written to the topic's log (Unix ms). Headers are the message's headers
+// as published, encoded after the payload only when not empty; the broker
+// sends them only on a connection it granted FeatureHeaders. A frame that
+// ends right after the payload is the delivery without headers.
+type ConsumerMessage struct {
+	Position    Position
+	Delivery    uint32
+	TimestampMs uint64
+	Payload     []byte
+	Headers     []Header
+}
+
+// ConsumerAckOp is what a member says of a delivery (the op byte of
+// ConsumerAck).
+type ConsumerAckOp uint8
+
+const (
+	// OpAck: processed, never delivered again.
+	OpAck ConsumerAckOp = 0
+	// OpNak: redeliver after ConsumerAck.DelayMs (BackoffDelay: the
+	// consumer's backoff schedule).
+	OpNak ConsumerAckOp = 1
+	// OpInProgress: still working; the delivery's deadline is ack_wait from
+	// now again.
+	OpInProgress ConsumerAckOp = 2
+	// OpTerm: never deliver it again, unprocessed.
+	OpTerm ConsumerAckOp = 3
+)
+
+// String is the op's name as the broker's metrics label it ("ack", "nak",
+// "in_progress", "term"), or "op(N)".
+func (o ConsumerAckOp) String() string {
+	switch o {
+	case OpAck:
+		return "ack"
+	case OpNak:
+		return "nak"
+	case OpInProgress:
+		return "in_progress"
+	case OpTerm:
+		return "term"
+	}
+	return "op(" + strconv.Itoa(int(o)) + ")"
+}
+
+// ConsumerAck is a member's answer to one delivery (0x73); nothing is sent
+// back. DelayMs is a nak's delay and is encoded as 0 for the other ops.
+type ConsumerAck struct {
+	Position Position
+	Op       ConsumerAckOp
+	DelayMs  uint64
+}
+
 // Each frame's Kind.
 
 // Kind is KindHello.
@@ -349,3 +457,15 @@ func (*Ping) Kind() Kind { return KindPing }
 
 // Kind is KindPong.
 func (*Pong) Kind() Kind { return KindPong }
+
+// Kind is KindConsumerOpen.
+func (*ConsumerOpen) Kind() Kind { return KindConsumerOpen }
+
+// Kind is KindConsumerOk.
+func (*ConsumerOk) Kind() Kind { return KindConsumerOk }
+
+// Kind is KindConsumerMessage.
+func (*ConsumerMessage) Kind() Kind { return KindConsumerMessage }
+
+// Kind is KindConsumerAck.
+func (*ConsumerAck) Kind() Kind { return KindConsumerAck }

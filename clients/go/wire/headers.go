@@ -111,3 +111,14 @@ func (b *body) indexed() []IndexedHeaders {
 	}
 	return out
 }
+
+// MsgID is the message id among hs (FeatureDedup): the value of the first
+// header named exactly MsgIDHeader.
+func MsgID(hs []Header) (string, bool) {
+	for _, h := range hs {
+		if h.Name == MsgIDHeader {
+			return h.Value, true
+		}
+	}
+	return "", false
+}

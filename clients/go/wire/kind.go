@@ -34,6 +34,10 @@ const (
 	KindReplicaRpc         Kind = 0x58
 	KindPing               Kind = 0x60
 	KindPong               Kind = 0x61
+	KindConsumerOpen       Kind = 0x70
+	KindConsumerOk         Kind = 0x71
+	KindConsumerMessage    Kind = 0x72
+	KindConsumerAck        Kind = 0x73
 )
 
 var kindNames = map[Kind]string{
@@ -64,6 +68,10 @@ var kindNames = map[Kind]string{
 	KindReplicaRpc:         "replica_rpc",
 	KindPing:               "ping",
 	KindPong:               "pong",
+	KindConsumerOpen:       "consumer_open",
+	KindConsumerOk:         "consumer_ok",
+	KindConsumerMessage:    "consumer_message",
+	KindConsumerAck:        "consumer_ack",
 }
 
 // Known reports whether k is an assigned frame type.

@@ -1,8 +1,9 @@
 package wire
 
-// The topic, cache key and queue-group name rules, shared by senders and the decoder.
+// The topic, cache key, queue-group and consumer name rules, shared by senders and the decoder.
 
 import (
+	"strconv"
 	"unicode"
 	"unicode/utf8"
 )
@@ -48,18 +49,32 @@ func ValidateKey(key []byte) string {
 // letters, digits, '-', '_' and '.'. It returns "" when the name is valid,
 // else the reason, worded as the reference implementation words it.
 func ValidateGroup(group string) string {
-	if group == "" {
-		return "group name is empty"
+	return validateName(group, "group", MaxGroupLen)
+}
+
+// ValidateConsumer checks a durable consumer name: 1..=MaxConsumerLen bytes
+// of ASCII letters, digits, '-', '_' and '.' (the queue-group rule). It
+// returns "" when the name is valid, else the reason, worded as the
+// reference implementation words it.
+func ValidateConsumer(name string) string {
+	return validateName(name, "consumer", MaxConsumerLen)
+}
+
+// validateName is the rule queue-group and consumer names share; what
+// names the kind of name in the reasons.
+func validateName(name, what string, maxLen int) string {
+	if name == "" {
+		return what + " name is empty"
 	}
-	if len(group) > MaxGroupLen {
-		return "group name longer than 64 bytes"
+	if len(name) > maxLen {
+		return what + " name longer than " + strconv.Itoa(maxLen) + " bytes"
 	}
-	for i := 0; i < len(group); i++ {
-		c := group[i]
+	for i := 0; i < len(name); i++ {
+		c := name[i]
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 			c == '-' || c == '_' || c == '.'
 		if !ok {
-			return "group name holds a character other than A-Z a-z 0-9 - _ ."
+			return what + " name holds a character other than A-Z a-z 0-9 - _ ."
 		}
 	}
 	return ""

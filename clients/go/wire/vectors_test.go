@@ -290,6 +290,38 @@ func render(f wire.Frame) map[string]any {
 		return map[string]any{"nonce": n(f.Nonce)}
 	case *wire.Pong:
 		return map[string]any{"nonce": n(f.Nonce)}
+	case *wire.ConsumerOpen:
+		var a, b uint64
+		switch f.Start.Kind {
+		case wire.ConsumerStartPosition:
+			a, b = f.Start.Position.Stream, f.Start.Position.Seq
+		case wire.ConsumerStartTime:
+			a = f.Start.TimeMs
+		}
+		var dl any
+		if f.DeadLetter != "" {
+			dl = f.DeadLetter
+		}
+		backoff := []any{}
+		for _, ms := range f.BackoffMs {
+			backoff = append(backoff, n(ms))
+		}
+		return map[string]any{"request_id": n(f.RequestID), "topic": f.Topic, "consumer": f.Consumer,
+			"ack_wait_ms": n(f.AckWaitMs), "max_deliver": n(uint64(f.MaxDeliver)), "max_ack_pending": n(uint64(f.MaxAckPending)),
+			"start_kind": n(uint64(f.Start.Kind)), "start_a": n(a), "start_b": n(b), "dead_letter": dl, "backoff_ms": backoff}
+	case *wire.ConsumerOk:
+		return map[string]any{"request_id": n(f.RequestID), "member_id": n(f.MemberID)}
+	case *wire.ConsumerMessage:
+		// The position is always given, stream 0 included.
+		out := map[string]any{"position": map[string]any{"stream": n(f.Position.Stream), "seq": n(f.Position.Seq)},
+			"delivery": n(uint64(f.Delivery)), "timestamp_ms": n(f.TimestampMs), "payload": h(f.Payload)}
+		if len(f.Headers) > 0 {
+			out["headers"] = renderHeaders(f.Headers)
+		}
+		return out
+	case *wire.ConsumerAck:
+		return map[string]any{"position": map[string]any{"stream": n(f.Position.Stream), "seq": n(f.Position.Seq)},
+			"op": n(uint64(f.Op)), "delay_ms": n(f.DelayMs)}
 	}
 	return map[string]any{"unknown": fmt.Sprintf("%T", f)}
 }
@@ -424,6 +456,24 @@ func (fs *fields) list(key string) [][]byte {
 	return out
 }
 
+// u64s reads a list of numbers.
+func (fs *fields) u64s(key string) []uint64 {
+	items, ok := fs.m[key].([]any)
+	if !ok {
+		fs.fail(key, "not a list")
+		return nil
+	}
+	var out []uint64
+	for _, it := range items {
+		sub := fields{m: map[string]any{key: it}}
+		out = append(out, sub.u64(key))
+		if sub.err != nil {
+			fs.fail(key, sub.err.Error())
+		}
+	}
+	return out
+}
+
 func (fs *fields) boolean(key string) bool {
 	b, ok := fs.m[key].(bool)
 	if !ok {
@@ -541,6 +591,30 @@ func build(typ string, m map[string]any) (wire.Frame, error) {
 		f = &wire.Ping{Nonce: fs.u64("nonce")}
 	case "pong":
 		f = &wire.Pong{Nonce: fs.u64("nonce")}
+	case "consumer_open":
+		o := &wire.ConsumerOpen{RequestID: fs.u64("request_id"), Topic: fs.str("topic"), Consumer: fs.str("consumer"),
+			AckWaitMs: fs.u64("ack_wait_ms"), MaxDeliver: uint32(fs.u64("max_deliver")), MaxAckPending: uint32(fs.u64("max_ack_pending"))}
+		kind, a, b := wire.ConsumerStartKind(fs.u64("start_kind")), fs.u64("start_a"), fs.u64("start_b")
+		switch kind {
+		case wire.ConsumerStartPosition:
+			o.Start = wire.ConsumerStart{Kind: kind, Position: wire.Position{Stream: a, Seq: b}}
+		case wire.ConsumerStartTime:
+			o.Start = wire.ConsumerStart{Kind: kind, TimeMs: a}
+		default:
+			o.Start = wire.ConsumerStart{Kind: kind}
+		}
+		if m["dead_letter"] != nil {
+			o.DeadLetter = fs.str("dead_letter")
+		}
+		o.BackoffMs = fs.u64s("backoff_ms")
+		f = o
+	case "consumer_ok":
+		f = &wire.ConsumerOk{RequestID: fs.u64("request_id"), MemberID: fs.u64("member_id")}
+	case "consumer_message":
+		f = &wire.ConsumerMessage{Position: fs.position("position"), Delivery: uint32(fs.u64("delivery")),
+			TimestampMs: fs.u64("timestamp_ms"), Payload: fs.bytes("payload"), Headers: fs.headers("headers", m["headers"])}
+	case "consumer_ack":
+		f = &wire.ConsumerAck{Position: fs.position("position"), Op: wire.ConsumerAckOp(fs.u64("op")), DelayMs: fs.u64("delay_ms")}
 	default:
 		return nil, fmt.Errorf("unknown frame type %q", typ)
 	}
