@@ -295,8 +295,9 @@ if prs:
     check(sorted(r["alert"] for r in alerts) == sorted([
         "StarlingBrokerNotReady", "StarlingEventsDropped", "StarlingPeerDown", "StarlingLanesStalled",
         "StarlingRetentionAtCap", "StarlingTopicUnderReplicated", "StarlingTopicLeaderless",
-        "StarlingReplicaLeaderChurn", "StarlingOperatorReconcileErrors", "StarlingAutoscalerStuck"]),
-          "full: the ten alerts")
+        "StarlingReplicaLeaderChurn", "StarlingOperatorReconcileErrors", "StarlingAutoscalerStuck",
+        "StarlingDiskFull"]),
+          "full: the eleven alerts")
     check(all(r["annotations"].get("summary") and r["annotations"].get("description")
               and r["annotations"]["runbook_url"].endswith("docs/operations.md#" + r["alert"].lower())
               and r["labels"].get("severity") in ("warning", "critical") for r in alerts),

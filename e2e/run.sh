@@ -2,10 +2,9 @@
 # `make e2e`: set up the local cluster with the operator (e2e/setup.sh), run the Rust e2e suite
 # against it, $STARLING_E2E_THREADS tests at a time (default 4: each test has its own namespace,
 # and most of a test's time is spent waiting for pods and the operator), each test in its own
-# process, the longest first (by the last run's times), and tear the cluster
-# down again (STARLING_E2E_KEEP=1 keeps it
-# for debugging; an existing cluster given with STARLING_USE_EXISTING_CLUSTER=1 is never torn
-# down).
+# process, the longest first (by the last run's times), and tear the cluster down again; each
+# test's output is kept in $CACHE_DIR/logs/e2e-tests/ (STARLING_E2E_KEEP=1 keeps the cluster for
+# debugging; an existing cluster given with STARLING_USE_EXISTING_CLUSTER=1 is never torn down).
 #
 #   e2e/run.sh              every test
 #   e2e/run.sh access       only the tests whose name contains `access` (cargo's test filter;
@@ -15,6 +14,11 @@ cd "$REPO_ROOT"
 
 teardown() {
   local rc=$?
+  # Every test's output outlives the cluster's state directory: $CACHE_DIR/logs/e2e-tests/.
+  if [[ -d "${LOGS:-}" ]]; then
+    rm -rf "$CACHE_DIR/logs/e2e-tests"
+    cp -r "$LOGS" "$CACHE_DIR/logs/e2e-tests" 2>/dev/null || true
+  fi
   if [[ -s "${STARLING_E2E_TIMINGS:-}" ]]; then
     log "e2e tests by time (seconds from namespace creation to the end of the test):"
     sort -k3 -nr "$STARLING_E2E_TIMINGS" | awk '{ printf "  %7.1f  %s\n", $3, $1 }'
@@ -88,7 +92,8 @@ print("\n".join(sorted(names, key=lambda n: (n in times, -times.get(n, 0), n))))
 # directory), its output in $LOGS/NAME.log; the exit status and the seconds in NAME.rc.
 run_test() {
   local name=$1 t0=$SECONDS rc=0
-  (cd "$E2E_DIR" && "$EXE" --exact "$name") >"$LOGS/$name.log" 2>&1 || rc=$?
+  # --nocapture: a passing test's figures (fail-over gaps, move times) stay in its log too.
+  (cd "$E2E_DIR" && "$EXE" --exact --nocapture "$name") >"$LOGS/$name.log" 2>&1 || rc=$?
   echo "$rc $((SECONDS - t0))" >"$LOGS/$name.rc"
   log "$([[ $rc -eq 0 ]] && echo ok || echo "FAILED (exit $rc)") $name ($((SECONDS - t0)) s)"
 }

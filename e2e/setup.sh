@@ -27,7 +27,10 @@ TARGET_DIR=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
 up_pid=""
 if [[ "${STARLING_USE_EXISTING_CLUSTER:-0}" != 1 ]]; then
   "$E2E_CLUSTER_DIR/install.sh"
-  "$E2E_CLUSTER_DIR/up.sh" > "$STATE_DIR/up.log" 2>&1 &
+  # The log lives outside $STATE_DIR: up.sh may wipe that dir (down.sh) before it starts.
+  UP_LOG="$CACHE_DIR/logs/cluster-up.log"
+  mkdir -p "${UP_LOG%/*}"
+  "$E2E_CLUSTER_DIR/up.sh" > "$UP_LOG" 2>&1 &
   up_pid=$!
   export KUBECONFIG="$KUBECONFIG_PATH"
 fi
@@ -48,7 +51,7 @@ fi
 if [[ -n "$up_pid" ]]; then
   up_rc=0
   wait "$up_pid" || up_rc=$?
-  cat "$STATE_DIR/up.log"
+  cat "$UP_LOG"
   [[ $up_rc -eq 0 ]] || die "the local cluster did not come up (exit $up_rc)"
 fi
 [[ $build_rc -eq 0 ]] || die "cargo build --profile $PROFILE failed"

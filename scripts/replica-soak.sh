@@ -10,5 +10,8 @@ set -euo pipefail
 n="${1:?usage: scripts/replica-soak.sh N [BASE]}"
 base="${2:-1000}"
 cd "$(dirname "$0")/.."
+# The suite's package selection and profile (scripts/cargo-unified.sh): `-p starling-replica`
+# alone would resolve its dependencies' features apart from `make test`'s build and compile
+# them all again.
 REPLICA_SEEDS="$n" REPLICA_SEED_BASE="$base" \
-  cargo test -p starling-replica --test schedules -- --nocapture
+  cargo test --profile "${STARLING_CARGO_PROFILE:-ci}" --workspace --test schedules -- --nocapture

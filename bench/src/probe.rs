@@ -74,6 +74,7 @@ pub(crate) fn process_cpu_s(pid: u32) -> Option<f64> {
 pub(crate) fn threads_cpu_s(prefixes: &[&str]) -> Option<f64> {
     let tasks = std::fs::read_dir("/proc/self/task").ok()?;
     let mut total_ns = 0u128;
+    let (mut matched, mut read) = (0usize, 0usize);
     for task in tasks.flatten() {
         let dir = task.path();
         let Ok(comm) = std::fs::read_to_string(dir.join("comm")) else {
@@ -82,10 +83,20 @@ pub(crate) fn threads_cpu_s(prefixes: &[&str]) -> Option<f64> {
         if !prefixes.iter().any(|p| comm.trim_end().starts_with(p)) {
             continue;
         }
+        matched += 1;
+        // A thread that exited since the directory was listed has no schedstat any more:
+        // skipped (its time is gone either way), not a reason to report nothing.
         let run_ns = std::fs::read_to_string(dir.join("schedstat"))
             .ok()
             .and_then(|s| s.split_whitespace().next()?.parse::<u128>().ok());
-        total_ns += run_ns?;
+        if let Some(ns) = run_ns {
+            total_ns += ns;
+            read += 1;
+        }
+    }
+    // Matching threads but no schedstat for any: the kernel does not keep it.
+    if matched > 0 && read == 0 {
+        return None;
     }
     Some(total_ns as f64 / 1e9)
 }

@@ -273,18 +273,33 @@ pub(crate) async fn run(
         counters,
     );
 
-    // The broker's CPU clock at the window's start and, in duration mode, end.
+    // The broker's CPU clock at the window's start and, in duration mode, end, or when every
+    // producer has stopped if that is sooner: a producer that failed (its broker restarted,
+    // say) ends the run at once instead of at the end of a long `--duration`.
+    let (producers_done, mut done) = watch::channel(false);
+    let producers = async move {
+        let reports = futures::future::join_all(producers).await;
+        let _ = producers_done.send(true);
+        reports
+    };
     let cpu_marks = async {
-        tokio::time::sleep_until(clock.instant(window.start).into()).await;
+        let stopped = done.wait_for(|d| *d);
+        tokio::pin!(stopped);
+        tokio::select! {
+            _ = tokio::time::sleep_until(clock.instant(window.start).into()) => {}
+            _ = &mut stopped => {}
+        }
         let before = target.cpu().await;
         if window.end == u64::MAX {
             return (before, None);
         }
-        tokio::time::sleep_until(clock.instant(window.end).into()).await;
+        tokio::select! {
+            _ = tokio::time::sleep_until(clock.instant(window.end).into()) => {}
+            _ = &mut stopped => {}
+        }
         (before, Some(target.cpu().await))
     };
-    let (reports, (cpu_before, cpu_end)) =
-        futures::join!(futures::future::join_all(producers), cpu_marks);
+    let (reports, (cpu_before, cpu_end)) = futures::join!(producers, cpu_marks);
     let reports = reports
         .into_iter()
         .map(|r| r.map_err(|e| BenchError::Task(e.to_string())))

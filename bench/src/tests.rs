@@ -104,6 +104,34 @@ async fn acked_runs_report_the_publish_to_ack_latency_of_every_measured_message(
     assert!(ack.p50 > 0.0 && ack.p999 >= ack.p50, "{ack:?}");
 }
 
+/// A producer that fails ends the run at once, not at the end of its `--duration`: a run
+/// against a cluster whose broker restarts must exit so its caller can start another (the
+/// autoscaling e2e test's load). The payload here is larger than the broker's largest frame,
+/// so the first publish fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_producer_ends_a_long_run_at_once() {
+    let target = Target::open(&globals(), &embedded(SlowSubscriberPolicy::Block))
+        .await
+        .expect("embedded broker");
+    let mut a = small(Some(100.0));
+    a.count = None;
+    a.duration = Some(Duration::from_secs(600));
+    a.payload = 64 << 20;
+    a.drain_timeout = Duration::from_secs(1);
+    let plan = PubSubPlan::new(a).expect("valid plan");
+    let run = tokio::time::timeout(
+        Duration::from_secs(60),
+        pubsub::run(&target, &plan, "fails", false),
+    )
+    .await;
+    target.close().await;
+    let r = run
+        .expect("the run ended long before its duration")
+        .expect("run");
+    let failure = r.failure.unwrap_or_default();
+    assert!(failure.contains("producer"), "{failure}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cache_run_reports_three_phases() {
     let target = Target::open(&globals(), &embedded(SlowSubscriberPolicy::DropOld))

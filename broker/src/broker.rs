@@ -247,6 +247,11 @@ impl Broker {
                 durability: Arc::clone(&durability),
                 log_peers: Arc::new(PeerLogs::new(Arc::clone(&cluster), Arc::clone(&peers))),
                 replication,
+                dedup: crate::pubsub::dedup::Limits {
+                    window: Duration::from_millis(cfg.dedup_window_ms),
+                    max_ids: cfg.dedup_max_ids as usize,
+                },
+                dedup_max_total_bytes: cfg.dedup_max_total_bytes,
                 inboxes: Arc::new(crate::pubsub::inboxes::Inboxes::new(
                     cfg.max_reply_inboxes_per_user as usize,
                     metrics.reply_grants_evicted.clone(),
@@ -262,6 +267,7 @@ impl Broker {
             health: Arc::clone(&health),
             config_yaml: cfg.to_yaml(),
             replicas: Arc::clone(&replica_sync),
+            volume: durability.volume(),
         });
         tasks.push(tokio::spawn(http::serve_http(
             http_listener,

@@ -1,5 +1,7 @@
-//! The HTTP listener: `/metrics` (Prometheus text), `/healthz`, `/livez`, `/readyz`, `/config`
-//! and `/replicas` (the replicated topics' replicas open here, JSON).
+//! The HTTP listener: `/metrics` (Prometheus text), `/healthz`, `/livez`, `/readyz`, `/config`,
+//! `/replicas` (the replicated topics' replicas open here, JSON) and `/storage` (the storage
+//! volume's free bytes and whether it is full, JSON: what the operator's `DiskFull` condition
+//! reads).
 //!
 //! The listener has fixed budgets, so a client that opens connections and never finishes a
 //! request (slowloris) cannot hold the port or the broker's memory: at most
@@ -30,6 +32,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::cache::Cache;
+use crate::durable::Volume;
 use crate::durable::replicated::ReplicaSync;
 use crate::health::{Health, NotReady, Phase};
 use crate::http_slots::{HttpSlots, Pool, SlotLimits, SlotRefusal};
@@ -47,6 +50,8 @@ pub struct HttpState {
     pub config_yaml: String,
     /// The replicas open here and whether each is in sync.
     pub replicas: Arc<ReplicaSync>,
+    /// The storage volume.
+    pub volume: Arc<Volume>,
 }
 
 /// HTTP connections served at once for any endpoint. Probes and scrapes need a few; more go to
@@ -150,14 +155,8 @@ pub fn route(state: &HttpState, method: &Method, path: &str) -> Response<Full<By
                 format!("catching up: {why}\n"),
             ),
         },
-        "/replicas" => match serde_json::to_string(&state.replicas.topics()) {
-            Ok(json) => text(StatusCode::OK, "application/json", json),
-            Err(e) => text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                PLAIN,
-                format!("replicas: {e}\n"),
-            ),
-        },
+        "/replicas" => json("replicas", &state.replicas.topics()),
+        "/storage" => json("storage", &state.volume.report()),
         "/config" => text(
             StatusCode::OK,
             "application/yaml",
@@ -166,7 +165,19 @@ pub fn route(state: &HttpState, method: &Method, path: &str) -> Response<Full<By
         _ => text(
             StatusCode::NOT_FOUND,
             PLAIN,
-            "not found: try /metrics, /healthz, /readyz, /config or /replicas\n",
+            "not found: try /metrics, /healthz, /readyz, /config, /replicas or /storage\n",
+        ),
+    }
+}
+
+/// `value` as a JSON answer (the endpoint's name in the error, should it not serialise).
+fn json(endpoint: &str, value: &impl serde::Serialize) -> Response<Full<Bytes>> {
+    match serde_json::to_string(value) {
+        Ok(body) => text(StatusCode::OK, "application/json", body),
+        Err(e) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            PLAIN,
+            format!("{endpoint}: {e}\n"),
         ),
     }
 }

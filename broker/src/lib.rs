@@ -35,6 +35,7 @@ pub mod cache;
 pub mod cli;
 pub mod client_settings;
 pub mod cluster;
+pub mod consumer;
 pub mod durable;
 pub mod error;
 pub mod health;

@@ -81,6 +81,30 @@ pub struct Metrics {
     pub queue_group_members: IntGauge,
     /// Queue-group subscriptions refused because this broker is a cluster member.
     pub queue_group_refused_clustered: IntCounter,
+    /// Durable consumers loaded on this broker.
+    pub consumers: IntGauge,
+    /// Members of durable consumers (open consumer streams).
+    pub consumer_members: IntGauge,
+    /// Pending messages per consumer (read, not yet acked, termed or dead-lettered).
+    pub consumer_pending: IntGaugeVec,
+    /// Messages per consumer not yet resolved: pending plus unread in the log's stream.
+    pub consumer_lag: IntGaugeVec,
+    /// Deliveries to consumer members (first ones and redeliveries).
+    pub consumer_deliveries: IntCounter,
+    /// Deliveries after a message's first.
+    pub consumer_redeliveries: IntCounter,
+    /// Members' answers, by op (`ack`, `nak`, `in_progress`, `term`, `ignored`).
+    pub consumer_acks: IntCounterVec,
+    /// Messages past `max_deliver`.
+    pub consumer_dead_lettered: IntCounter,
+    /// Dead-letter publishes that failed (the message is dropped, logged).
+    pub consumer_dead_letter_failures: IntCounter,
+    /// Consumer state files that could not be read or written, log reads that failed.
+    pub consumer_state_errors: IntCounter,
+    /// Bytes of pending messages the durable consumers hold (`consumer_pending_max_bytes`).
+    pub consumer_pending_bytes: IntGauge,
+    /// Times a consumer stopped reading its log at `consumer_pending_max_bytes`.
+    pub consumer_budget_waits: IntCounter,
     /// Events handed to one member of a queue group (once per group).
     pub queue_group_events: IntCounter,
     /// Events no member of a queue group took (the group's slow-subscriber policy dropped
@@ -88,7 +112,11 @@ pub struct Metrics {
     pub queue_group_dropped_events: IntCounter,
     /// Messages with headers accepted into a local topic.
     pub header_messages: IntCounter,
-    /// Publishes with headers refused by reason (`clustered`, `durable`).
+    /// Publishes dropped as repeats of a message id within their topic's window.
+    pub publish_duplicates: IntCounter,
+    /// Bytes held by the topics' de-duplication windows.
+    pub dedup_window_bytes: IntGauge,
+    /// Publishes with headers refused by reason (`replicated`, `clustered_request`).
     pub headers_refused: IntCounterVec,
     /// Requests (single-message publishes carrying `reply-to`, `REQUEST` feature) checked for
     /// responders.
@@ -207,6 +235,9 @@ struct PubsubExport {
     /// difference.
     storage_errors: std::sync::atomic::AtomicU64,
     storage_replayed_records: std::sync::atomic::AtomicU64,
+    /// The limit refusal series is shared with the ingress: the engine's part goes in by
+    /// difference.
+    dedup_refused: std::sync::atomic::AtomicU64,
 }
 
 /// The `reason` values of `starling_auth_failures_total`.
@@ -341,11 +372,23 @@ pub enum Limit {
     HeaderBytesPerMessage,
     /// `max_replica_rpcs_per_connection`: one Raft RPC stream too many on one peer connection.
     ReplicaRpcsPerConnection,
+    /// `max_consumers_per_topic`: one durable consumer too many on a topic.
+    ConsumersPerTopic,
+    /// `max_consumer_members`: one member too many in a durable consumer.
+    ConsumerMembers,
+    /// `max_consumer_ack_pending`: a consumer asking for a larger `max_ack_pending`.
+    ConsumerAckPending,
+    /// `max_msg_id_bytes`: a message with a longer message id (the whole request refused).
+    MsgIdBytes,
+    /// `dedup_max_total_bytes`: a publish whose new message ids do not fit in what the
+    /// topics' de-duplication windows may hold (the whole request refused; counted by the
+    /// topic task, exported from the engine's counters).
+    DedupTotalBytes,
 }
 
 impl Limit {
     /// Every limit, for pre-creating the labelled series.
-    pub const ALL: [Limit; 10] = [
+    pub const ALL: [Limit; 15] = [
         Limit::Topics,
         Limit::Subscriptions,
         Limit::SubscriptionsPerConnection,
@@ -356,6 +399,11 @@ impl Limit {
         Limit::HeadersPerMessage,
         Limit::HeaderBytesPerMessage,
         Limit::ReplicaRpcsPerConnection,
+        Limit::ConsumersPerTopic,
+        Limit::ConsumerMembers,
+        Limit::ConsumerAckPending,
+        Limit::MsgIdBytes,
+        Limit::DedupTotalBytes,
     ];
 
     /// The label value: the knob's name.
@@ -373,6 +421,11 @@ impl Limit {
             Limit::HeadersPerMessage => "max_headers_per_message",
             Limit::HeaderBytesPerMessage => "max_header_bytes_per_message",
             Limit::ReplicaRpcsPerConnection => "max_replica_rpcs_per_connection",
+            Limit::ConsumersPerTopic => "max_consumers_per_topic",
+            Limit::ConsumerMembers => "max_consumer_members",
+            Limit::ConsumerAckPending => "max_consumer_ack_pending",
+            Limit::MsgIdBytes => "max_msg_id_bytes",
+            Limit::DedupTotalBytes => "dedup_max_total_bytes",
         }
     }
 }
@@ -595,6 +648,69 @@ impl Metrics {
                 "starling_queue_group_refused_clustered_total",
                 "Queue-group subscriptions refused because this broker is a member of a cluster.",
             )?,
+            consumers: gauge(
+                &r,
+                "starling_consumers",
+                "Durable consumers loaded on this broker.",
+            )?,
+            consumer_members: gauge(
+                &r,
+                "starling_consumer_members",
+                "Members of durable consumers (open consumer streams).",
+            )?,
+            consumer_pending: gauge_vec(
+                &r,
+                "starling_consumer_pending",
+                "Messages a durable consumer has read and not resolved (acked, termed, dead-lettered).",
+                &["topic", "consumer"],
+            )?,
+            consumer_lag: gauge_vec(
+                &r,
+                "starling_consumer_lag",
+                "Messages of a durable consumer not resolved yet: pending plus unread in the log's newest stream.",
+                &["topic", "consumer"],
+            )?,
+            consumer_deliveries: counter(
+                &r,
+                "starling_consumer_deliveries_total",
+                "Deliveries to durable consumer members, redeliveries included.",
+            )?,
+            consumer_redeliveries: counter(
+                &r,
+                "starling_consumer_redeliveries_total",
+                "Deliveries of a durable consumer's message after its first (timed out, nak'd, member gone).",
+            )?,
+            consumer_acks: counter_vec(
+                &r,
+                "starling_consumer_acks_total",
+                "Durable consumer members' answers, by op.",
+                &["op"],
+            )?,
+            consumer_dead_lettered: counter(
+                &r,
+                "starling_consumer_dead_lettered_total",
+                "Durable consumer messages past max_deliver (published to the dead-letter topic if any).",
+            )?,
+            consumer_dead_letter_failures: counter(
+                &r,
+                "starling_consumer_dead_letter_failures_total",
+                "Dead-letter publishes that failed three times (the message is dropped and logged).",
+            )?,
+            consumer_state_errors: counter(
+                &r,
+                "starling_consumer_state_errors_total",
+                "Durable consumer state files that could not be read or written, and failed log reads.",
+            )?,
+            consumer_pending_bytes: gauge(
+                &r,
+                "starling_consumer_pending_bytes",
+                "Bytes of pending messages the durable consumers hold in memory, each charged its payload plus 96 (consumer_pending_max_bytes).",
+            )?,
+            consumer_budget_waits: counter(
+                &r,
+                "starling_consumer_budget_waits_total",
+                "Times a durable consumer stopped reading its log because its next message did not fit in consumer_pending_max_bytes (read again once acks free room).",
+            )?,
             queue_group_events: counter(
                 &r,
                 "starling_queue_group_events_total",
@@ -610,10 +726,20 @@ impl Metrics {
                 "starling_header_messages_total",
                 "Published messages with headers accepted into a topic (HEADERS feature).",
             )?,
+            publish_duplicates: counter(
+                &r,
+                "starling_publish_duplicates_total",
+                "Published messages dropped as repeats of a message id (Starling-Msg-Id) seen on their topic within dedup_window_ms; each answered with the original's ack.",
+            )?,
+            dedup_window_bytes: gauge(
+                &r,
+                "starling_dedup_window_bytes",
+                "Bytes held by the topics' de-duplication windows (dedup_max_total_bytes).",
+            )?,
             headers_refused: counter_vec(
                 &r,
                 "starling_headers_refused_total",
-                "Publishes with headers refused (InvalidRequest) by reason: clustered (the broker is a cluster member), durable (the topic is durable).",
+                "Publishes with headers refused (InvalidRequest) by reason: replicated (the topic is replicated), clustered_request (a request on a cluster member).",
                 &["reason"],
             )?,
             requests: counter(
@@ -926,7 +1052,7 @@ impl Metrics {
         for limit in Limit::ALL {
             m.limit_refusals.with_label_values(&[limit.label()]);
         }
-        for reason in ["clustered", "durable"] {
+        for reason in ["replicated", "clustered_request"] {
             m.headers_refused.with_label_values(&[reason]);
         }
         for outcome in replica_rpc::ALL {
@@ -994,6 +1120,7 @@ impl Metrics {
             queue_budget,
             storage_errors: std::sync::atomic::AtomicU64::new(0),
             storage_replayed_records: std::sync::atomic::AtomicU64::new(0),
+            dedup_refused: std::sync::atomic::AtomicU64::new(0),
         });
     }
 
@@ -1057,6 +1184,16 @@ impl Metrics {
             &x.storage_replayed_records,
             &self.storage.replayed_records,
         );
+        by_difference(
+            c.dedup_refused.load(Relaxed),
+            &x.dedup_refused,
+            &self
+                .limit_refusals
+                .with_label_values(&[Limit::DedupTotalBytes.label()]),
+        );
+        catch_up(&self.publish_duplicates, c.duplicates.load(Relaxed));
+        self.dedup_window_bytes
+            .set(gauge(c.dedup_bytes.load(Relaxed)));
     }
 
     /// Copies the cache's own counters into the exported series.
@@ -1161,6 +1298,10 @@ mod tests {
         ] {
             topic_series.with_label_values(&["t"]);
         }
+        for consumer_series in [&m.consumer_pending, &m.consumer_lag] {
+            consumer_series.with_label_values(&["t", "c"]);
+        }
+        m.consumer_acks.with_label_values(&["ack"]);
         let rendered: BTreeSet<String> = m
             .render()
             .lines()

@@ -104,6 +104,9 @@ pub(crate) enum Command {
     Pub(PubArgs),
     /// Print each message of a topic as a line.
     Sub(SubArgs),
+    /// Join a durable consumer of a durable topic and print (and ack) each message it
+    /// delivers to this member.
+    Consume(ConsumeArgs),
     /// Send a request and print its reply (exit 5 when nothing subscribes to TOPIC).
     Req(ReqArgs),
     /// Answer every request on a topic or pattern with MSG, until interrupted.
@@ -147,6 +150,13 @@ pub(crate) struct PubArgs {
     /// `=`). Needs a broker that grants HEADERS.
     #[arg(short = 'H', long = "header", value_name = "KEY=VALUE", value_parser = parse_header)]
     pub(crate) headers: Vec<starling_client::Header>,
+    /// Give each message this message id (the `Starling-Msg-Id` header): the topic drops a
+    /// repeat of an id it saw within its de-duplication window (`dedup_window_ms`) and acks
+    /// it like the original, so running the same command again after a lost ack delivers the
+    /// message once. Every message of this run gets the same id (with `--count` or stdin,
+    /// only the first is delivered). Needs a broker granting `DEDUP`.
+    #[arg(long = "msg-id", value_name = "ID")]
+    pub(crate) msg_id: Option<String>,
 }
 
 /// `KEY=VALUE` as a header; the name must be a valid header name.
@@ -211,6 +221,89 @@ pub(crate) struct SubArgs {
     /// needs a broker that supports it (QUEUE_GROUPS), and not on a clustered broker yet.
     #[arg(long, value_name = "NAME")]
     pub(crate) group: Option<String>,
+}
+
+/// `starling consume`.
+#[derive(Debug, Args)]
+pub(crate) struct ConsumeArgs {
+    /// The durable topic.
+    pub(crate) topic: String,
+    /// The consumer's name (1 to 64 of A-Z a-z 0-9 - _ .). Every `starling consume` with the
+    /// same TOPIC and NAME is one member of the same consumer: they share its messages, each
+    /// message to one of them. The consumer, its ack floor and its pending messages live on
+    /// the broker, beside the topic's log, and survive restarts of either side.
+    #[arg(long = "consumer", visible_alias = "name", value_name = "NAME")]
+    pub(crate) name: String,
+    /// Exit after this many messages (each acked first).
+    #[arg(long, value_name = "N")]
+    pub(crate) count: Option<u64>,
+    /// Redeliver a message unacked this long after its delivery (default 30s).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) ack_wait: Option<Duration>,
+    /// Most deliveries of one message (default 0: no limit); past it the message goes to
+    /// --dead-letter, if given, and is not delivered again.
+    #[arg(long, value_name = "N")]
+    pub(crate) max_deliver: Option<u32>,
+    /// Most messages held unacked from the consumer's ack floor on (default 1000; at most
+    /// the broker's max_consumer_ack_pending).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_ack_pending: Option<u32>,
+    /// Redelivery delays after the 1st, 2nd, … failed delivery, the last repeating, e.g.
+    /// 1s,5s,30s (default: at once). At most 16.
+    #[arg(long, value_parser = parse_duration, value_delimiter = ',', value_name = "DURATION,…")]
+    pub(crate) backoff: Vec<Duration>,
+    /// Publish messages past --max-deliver to this topic.
+    #[arg(long, value_name = "TOPIC")]
+    pub(crate) dead_letter: Option<String>,
+    /// Where a new consumer starts: `first` (the oldest message the log holds, the default),
+    /// `last` (its newest message), a position `STREAM:SEQ` (from a JSON line's position), or
+    /// a TIME as for `sub --from-time`. Ignored when the consumer exists: it resumes at its
+    /// ack floor.
+    #[arg(long, value_parser = parse_start, default_value = "first", value_name = "WHERE")]
+    pub(crate) start: StartArg,
+    /// Refuse (nak) each message after printing it instead of acking it: it is redelivered
+    /// after the backoff schedule, and dead-lettered past --max-deliver.
+    #[arg(long)]
+    pub(crate) nak: bool,
+}
+
+/// Where a new consumer starts (`consume --start`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StartArg {
+    /// The oldest message.
+    First,
+    /// The newest message.
+    Last,
+    /// A position: stream and sequence number.
+    Position(u64, u64),
+    /// The first message stamped at or after this time.
+    Time(SystemTime),
+}
+
+/// `first`, `last`, `STREAM:SEQ` or a time argument.
+fn parse_start(text: &str) -> Result<StartArg, String> {
+    match text {
+        "first" => return Ok(StartArg::First),
+        "last" => return Ok(StartArg::Last),
+        _ => {}
+    }
+    if let Some((stream, seq)) = text.split_once(':')
+        && !stream.is_empty()
+        && stream.bytes().all(|b| b.is_ascii_digit())
+    {
+        let parse = |t: &str, what: &str| {
+            t.parse::<u64>()
+                .map_err(|_| format!("`{text}`: {what} `{t}` is not a number"))
+        };
+        let stream = parse(stream, "stream")?;
+        if stream == 0 {
+            return Err(format!("`{text}`: stream 0 is not a position"));
+        }
+        return Ok(StartArg::Position(stream, parse(seq, "sequence number")?));
+    }
+    parse_time(text)
+        .map(StartArg::Time)
+        .map_err(|why| format!("{why}; or first, last or STREAM:SEQ"))
 }
 
 /// `starling cache …`.
@@ -377,6 +470,55 @@ mod tests {
             help.contains("--from-time <TIME>") && help.contains("RFC 3339"),
             "{help}"
         );
+    }
+
+    #[test]
+    fn parses_consume_starts() {
+        let start = |w: &str| match parse(&["consume", "t", "--consumer", "n", "--start", w]) {
+            Ok(Cli {
+                command: Command::Consume(c),
+                ..
+            }) => Ok(c.start),
+            Ok(other) => panic!("unexpected parse: {other:?}"),
+            Err(e) => Err(e.to_string()),
+        };
+        assert_eq!(start("first"), Ok(StartArg::First));
+        assert_eq!(start("last"), Ok(StartArg::Last));
+        assert_eq!(start("7:42"), Ok(StartArg::Position(7, 42)));
+        assert_eq!(
+            start("2026-01-01T00:00:00Z"),
+            Ok(StartArg::Time(
+                std::time::UNIX_EPOCH + Duration::from_secs(1_767_225_600)
+            ))
+        );
+        assert!(start("0:1").is_err_and(|e| e.contains("stream 0")));
+        assert!(start("7:x").is_err_and(|e| e.contains("not a number")));
+        assert!(start("soon").is_err_and(|e| e.contains("STREAM:SEQ")));
+        let Ok(Cli {
+            command: Command::Consume(c),
+            ..
+        }) = parse(&[
+            "consume",
+            "t",
+            "--name",
+            "n",
+            "--backoff",
+            "1s,5s",
+            "--max-deliver",
+            "3",
+        ])
+        else {
+            panic!("consume parses");
+        };
+        assert_eq!(
+            c.backoff,
+            vec![Duration::from_secs(1), Duration::from_secs(5)]
+        );
+        assert_eq!(
+            (c.start, c.max_deliver, c.nak),
+            (StartArg::First, Some(3), false)
+        );
+        assert!(parse(&["consume", "t"]).is_err(), "--consumer is required");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! this command line minus the word `bench` (the harness takes the same global options), so
 //! `starling bench` keeps its command line while this binary links neither the broker nor the
 //! plotting stack. The harness is looked for in `STARLING_BENCH_BIN`, then next to this
-//! executable (where cargo and an install put it), then on `PATH`. Its exit code is ours.
+//! executable (where cargo and an install put it), then on `PATH`. On Unix it replaces this
+//! process, so its exit code and signals are ours.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -84,24 +85,35 @@ fn locate() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(BINARY))
 }
 
-/// Runs the harness with this process's arguments.
+/// Runs the harness with this process's arguments. On Unix the harness replaces this process
+/// (`exec`), so a signal sent to `starling bench` (a caller's kill, Ctrl-C) reaches the harness
+/// itself instead of leaving it running as an orphan; elsewhere it runs as a child.
 pub(crate) fn exec() -> Result<Outcome, CliError> {
     let program = locate();
     let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let status = Command::new(&program)
-        .args(harness_args(&argv))
-        .status()
-        .map_err(|e| {
-            CliError::Usage(format!(
-                "`starling bench` runs {} ({e}); build it with `cargo build -p starling-bench` \
-                 (it is installed next to `starling`) or set STARLING_BENCH_BIN",
-                program.display()
-            ))
-        })?;
-    match status.code() {
-        Some(0) => Ok(Outcome::Done),
-        Some(code) => Err(CliError::Bench(code)),
-        None => Err(CliError::Bench(2)),
+    let mut command = Command::new(&program);
+    command.args(harness_args(&argv));
+    let not_found = |e: std::io::Error| {
+        CliError::Usage(format!(
+            "`starling bench` runs {} ({e}); build it with `cargo build -p starling-bench` \
+             (it is installed next to `starling`) or set STARLING_BENCH_BIN",
+            program.display()
+        ))
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        // Returns only when the harness could not be started.
+        Err(not_found(command.exec()))
+    }
+    #[cfg(not(unix))]
+    {
+        let status = command.status().map_err(not_found)?;
+        match status.code() {
+            Some(0) => Ok(Outcome::Done),
+            Some(code) => Err(CliError::Bench(code)),
+            None => Err(CliError::Bench(2)),
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use starling_client::{Client, ClientConfig, Credentials, Trust};
 
 use crate::args::{Cli, Command};
 use crate::error::{CliError, Outcome};
-use crate::{bench, cache_cmd, pub_cmd, req_cmd, sub_cmd};
+use crate::{bench, cache_cmd, consume_cmd, pub_cmd, req_cmd, sub_cmd};
 
 /// The client config of the global options: the credentials (at most one of `--cert/--key`,
 /// `--token`, `--credentials`), the trust (`--ca`, `--insecure` or `--fingerprint`, else the
@@ -57,6 +57,7 @@ pub(crate) async fn run(cli: Cli) -> Result<Outcome, CliError> {
     let outcome = match cli.command {
         Command::Pub(a) => pub_cmd::run(&client, a).await,
         Command::Sub(a) => sub_cmd::run(&client, a, cli.output).await,
+        Command::Consume(a) => consume_cmd::run(&client, a, cli.output).await,
         Command::Cache(c) => cache_cmd::run(&client, c, cli.output).await,
         Command::Req(a) => req_cmd::request(&client, a, cli.timeout).await,
         Command::Reply(a) => req_cmd::reply(&client, a).await,

@@ -26,7 +26,9 @@ pub(crate) enum CliError {
     /// The broker ended the subscription before `--count` messages arrived.
     #[error("subscription ended by the server")]
     SubscriptionEnded,
-    /// The `starling-bench` harness failed with this exit code (it printed why).
+    /// The `starling-bench` harness failed with this exit code (it printed why). Only where
+    /// the harness runs as a child: on Unix it replaces the `starling` process.
+    #[cfg(not(unix))]
     #[error("starling-bench exited with code {0}")]
     Bench(i32),
 }

@@ -29,14 +29,35 @@ pub(crate) fn event_line(topic: &str, event: &Event) -> String {
         json!({"stream": event.position.stream, "seq": event.position.seq}),
     );
     bytes_field(&mut out, "payload", &event.payload);
-    if !event.headers.is_empty() {
-        let headers: Vec<Value> = event
-            .headers
+    headers_field(&mut out, &event.headers);
+    Value::Object(out).to_string()
+}
+
+/// `"headers": [{"name", "value"}, ...]`, in published order, when there are any.
+fn headers_field(out: &mut Map<String, Value>, headers: &[starling_proto::Header]) {
+    if !headers.is_empty() {
+        let list: Vec<Value> = headers
             .iter()
             .map(|h| json!({"name": h.name, "value": h.value}))
             .collect();
-        out.insert("headers".into(), Value::from(headers));
+        out.insert("headers".into(), Value::from(list));
     }
+}
+
+/// `{"topic", "position": {"stream", "seq"}, "delivery", "timestamp_ms", "payload" |
+/// "payload_base64"}` and its `"headers"` as in [`event_line`]: one delivery of a durable
+/// consumer.
+pub(crate) fn delivery_line(topic: &str, d: &starling_client::Delivery) -> String {
+    let mut out = Map::new();
+    out.insert("topic".into(), Value::from(topic));
+    out.insert(
+        "position".into(),
+        json!({"stream": d.position.stream, "seq": d.position.seq}),
+    );
+    out.insert("delivery".into(), Value::from(d.delivery));
+    out.insert("timestamp_ms".into(), Value::from(d.timestamp_ms));
+    bytes_field(&mut out, "payload", &d.payload);
+    headers_field(&mut out, &d.headers);
     Value::Object(out).to_string()
 }
 

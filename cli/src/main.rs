@@ -7,7 +7,7 @@
 //! | --- | --- |
 //! | `args` | clap definitions of the command line |
 //! | `commands` | runs the chosen subcommand |
-//! | `pub_cmd`, `sub_cmd`, `cache_cmd`, `req_cmd` | one runner per subcommand (`req_cmd`: `req` and `reply`) |
+//! | `pub_cmd`, `sub_cmd`, `consume_cmd`, `cache_cmd`, `req_cmd` | one runner per subcommand (`req_cmd`: `req` and `reply`) |
 //! | `bench` | `starling bench`: runs the separate `starling-bench` harness |
 //! | `json` | the `--output json` lines |
 //! | `duration` | duration arguments |
@@ -18,6 +18,7 @@ mod args;
 mod bench;
 mod cache_cmd;
 mod commands;
+mod consume_cmd;
 mod duration;
 mod error;
 mod json;
@@ -48,6 +49,7 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             // The harness printed its own error; its exit code is ours.
+            #[cfg(not(unix))]
             if let Some(CliError::Bench(code)) = e.downcast_ref::<CliError>() {
                 return ExitCode::from(u8::try_from(*code).unwrap_or(2));
             }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use starling_broker::RunningBroker;
 use starling_client::{Client, certificate_fingerprint};
-use starling_testkit::broker::{SOON, pinned_config, start_broker};
+use starling_testkit::broker::{SOON, pinned_config, start_broker, start_broker_with};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
@@ -405,6 +405,35 @@ async fn pub_headers_show_in_sub_json() {
     b.shutdown().await;
 }
 
+/// `starling pub --msg-id ID` run twice (a retry after a lost ack) delivers the message once,
+/// and both runs succeed (each got its ack).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pub_with_a_msg_id_twice_delivers_once() {
+    let b = start_broker().await;
+    let client = Client::connect(pinned_config(&b)).await.expect("connect");
+    let mut sub = client.subscribe("cli.dedup").await.expect("subscribe");
+    for _ in 0..2 {
+        let mut publish = starling(&b);
+        publish.args(["pub", "cli.dedup", "once", "--ack", "--msg-id", "cli-1"]);
+        let (code, _, err) = run(publish).await;
+        assert_eq!(code, 0, "{err}");
+    }
+    client
+        .publish_acked("cli.dedup", "marker")
+        .await
+        .expect("publish");
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        match tokio::time::timeout(SOON, sub.next_event()).await {
+            Ok(Some(Ok(ev))) => got.push(String::from_utf8_lossy(&ev.payload).into_owned()),
+            other => panic!("expected an event, got {other:?}"),
+        }
+    }
+    assert_eq!(got, ["once", "marker"]);
+    client.close().await;
+    b.shutdown().await;
+}
+
 /// `starling bench` runs the harness named by STARLING_BENCH_BIN with the command line minus
 /// `bench` (and `--direct`), and exits with its code; here the "harness" is a script that
 /// records its arguments.
@@ -490,5 +519,108 @@ async fn req_and_reply_with_the_no_responders_exit_code() {
     help.arg("--help");
     let (_, stdout, _) = run(help).await;
     assert!(stdout.contains("5  `req`: no responders"), "{stdout}");
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consume_acks_what_it_prints_and_a_second_run_goes_on_from_there() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = start_broker_with(&starling_config::ConfigOverrides {
+        durable_topics: Some(vec!["cli.jobs".into()]),
+        storage_dir: Some(Some(dir.path().to_path_buf())),
+        ack_level: Some(starling_config::AckLevel::Persisted),
+        ..starling_config::ConfigOverrides::default()
+    })
+    .await;
+    let client = Client::connect(pinned_config(&b)).await.expect("connect");
+    for i in 0..3 {
+        client
+            .publish_acked("cli.jobs", format!("job {i}"))
+            .await
+            .expect("publish");
+    }
+    let mut first = starling(&b);
+    first.args([
+        "--output",
+        "json",
+        "consume",
+        "cli.jobs",
+        "--consumer",
+        "w",
+        "--count",
+        "2",
+    ]);
+    let (code, out, err) = run(first).await;
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert_eq!(lines[0]["payload"], "job 0");
+    assert_eq!(lines[1]["payload"], "job 1");
+    assert_eq!(lines[0]["delivery"], 1);
+    assert_eq!(lines[0]["topic"], "cli.jobs");
+    assert!(
+        lines[0]["position"]["stream"]
+            .as_u64()
+            .is_some_and(|s| s > 0)
+    );
+
+    // The first run acked both before exiting: the consumer goes on at the third.
+    let mut second = starling(&b);
+    second.args(["consume", "cli.jobs", "--consumer", "w", "--count", "1"]);
+    let (code, out, err) = run(second).await;
+    assert_eq!((code, out.as_str()), (0, "job 2\n"), "{err}");
+
+    // A nak'd message comes back (to the next run, as its second delivery).
+    client
+        .publish_acked("cli.jobs", "job 3")
+        .await
+        .expect("publish");
+    let mut refuse = starling(&b);
+    refuse.args([
+        "consume",
+        "cli.jobs",
+        "--consumer",
+        "w",
+        "--count",
+        "1",
+        "--nak",
+    ]);
+    let (code, out, err) = run(refuse).await;
+    assert_eq!((code, out.as_str()), (0, "job 3\n"), "{err}");
+    let mut again = starling(&b);
+    again.args([
+        "--output",
+        "json",
+        "consume",
+        "cli.jobs",
+        "--consumer",
+        "w",
+        "--count",
+        "1",
+    ]);
+    let (code, out, err) = run(again).await;
+    assert_eq!(code, 0, "{err}");
+    let line: serde_json::Value = serde_json::from_str(out.trim()).expect("a JSON line");
+    assert_eq!(
+        (line["payload"].as_str(), line["delivery"].as_u64()),
+        (Some("job 3"), Some(2))
+    );
+
+    // Bad input is one line and exit 2, before any connection.
+    let mut bad = starling(&b);
+    bad.args(["consume", "cli.jobs", "--consumer", "w", "--start", "0:5"]);
+    let (code, _, err) = run(bad).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("stream 0"), "{err}");
+    // An ephemeral topic is refused by the broker with a clear error.
+    let mut ephemeral = starling(&b);
+    ephemeral.args(["consume", "cli.other", "--consumer", "w", "--count", "1"]);
+    let (code, _, err) = run(ephemeral).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("durable"), "{err}");
+    client.close().await;
     b.shutdown().await;
 }

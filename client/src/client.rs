@@ -96,8 +96,8 @@ impl Client {
     /// waits for the broker's ack. Headers need a broker that grants `HEADERS`
     /// ([`ClientError::Unsupported`] otherwise); header names are checked first
     /// ([`ClientError::InvalidHeader`]). A broker refuses headers beyond its
-    /// `max_headers_per_message` or `max_header_bytes_per_message` (`LimitExceeded`), on a
-    /// durable topic, and on a cluster member (`InvalidRequest`) for now; a fire-and-forget
+    /// `max_headers_per_message` or `max_header_bytes_per_message` (`LimitExceeded`), and on
+    /// a replicated topic (`InvalidRequest`) for now; a fire-and-forget
     /// publish learns of a refusal on a later call, as with any publish.
     pub async fn publish_message(
         &self,
@@ -208,7 +208,7 @@ impl Client {
         inner
             .routed(Kind::Topic, topic.as_bytes(), |node: Arc<Node>| {
                 let payloads = payloads.clone();
-                async move { node.publish_batch(topic, payloads, acked).await }
+                async move { node.publish_batch(topic, payloads, Vec::new(), acked).await }
             })
             .await
     }
@@ -223,7 +223,7 @@ impl Client {
     ) -> Result<impl Future<Output = Result<(), ClientError>> + Send + 'static, ClientError> {
         self.open()?
             .bootstrap
-            .publish_batch_pipelined(topic, payloads)
+            .publish_batch_pipelined(topic, payloads, Vec::new())
             .await
     }
 
@@ -339,6 +339,30 @@ impl Client {
             start.position(),
         );
         Ok(if group.is_some() { sub.in_group() } else { sub })
+    }
+
+    /// Joins durable consumer `config.name` of durable topic `topic` as a new member
+    /// (docs/consumers.md), creating the consumer (at `config.start`) if it does not exist:
+    /// a work queue with at-least-once delivery. Each message goes to one member; answer each
+    /// [`Delivery`](crate::Delivery) with `ack`, `nak`, `in_progress` or `term`; one not
+    /// acked within `ack_wait` (or held by a member whose stream ended) is redelivered, up to
+    /// `max_deliver` times, then goes to the dead-letter topic. The consumer's ack floor
+    /// survives a broker restart. Opened at the topic's owner; the stream does not reopen
+    /// itself. Needs a broker that grants `CONSUMERS`; a replicated topic is refused for now.
+    pub async fn consume(
+        &self,
+        topic: &str,
+        config: crate::ConsumerConfig,
+    ) -> Result<crate::Consumer, ClientError> {
+        let inner = self.open()?;
+        check_topic(topic)?;
+        let open = config.open(topic)?;
+        inner
+            .routed(Kind::Topic, topic.as_bytes(), |node: Arc<Node>| {
+                let open = open.clone();
+                async move { node.consume(open).await }
+            })
+            .await
     }
 
     /// Stores `value` under `key`, expiring after `ttl` when given; `true` when it replaced a

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use starling_proto::{ClusterInfo, Frame, Role, StartAt};
+use starling_proto::{ClusterInfo, Frame, IndexedHeaders, Role, StartAt};
 
 use crate::ClientError;
 use crate::checks::check_topic;
@@ -55,8 +55,23 @@ impl Direct {
         payloads: Vec<Bytes>,
         acked: bool,
     ) -> Result<(), ClientError> {
+        self.publish_batch_with_headers(topic, payloads, Vec::new(), acked)
+            .await
+    }
+
+    /// [`publish_batch`](Self::publish_batch) with the messages' headers, by index into
+    /// `payloads` (a forwarded request keeps its headers).
+    pub async fn publish_batch_with_headers(
+        &self,
+        topic: &str,
+        payloads: Vec<Bytes>,
+        headers: Vec<IndexedHeaders>,
+        acked: bool,
+    ) -> Result<(), ClientError> {
         check_topic(topic)?;
-        self.open()?.publish_batch(topic, payloads, acked).await
+        self.open()?
+            .publish_batch(topic, payloads, headers, acked)
+            .await
     }
 
     /// Queues an acked batch now and returns a future for its ack, as
@@ -65,8 +80,11 @@ impl Direct {
         &self,
         topic: &str,
         payloads: Vec<Bytes>,
+        headers: Vec<IndexedHeaders>,
     ) -> Result<impl Future<Output = Result<(), ClientError>> + Send + 'static, ClientError> {
-        self.open()?.publish_batch_pipelined(topic, payloads).await
+        self.open()?
+            .publish_batch_pipelined(topic, payloads, headers)
+            .await
     }
 
     /// A subscription at this broker from `start`, which ends when its stream ends (the broker

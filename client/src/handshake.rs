@@ -145,6 +145,8 @@ mod tests {
                 | features::HEADERS
                 | features::REQUEST
                 | features::QUEUE_GROUPS
+                | features::CONSUMERS
+                | features::DEDUP
         );
         assert_eq!(h.client_name, "me");
         assert_eq!(h.auth_token, None);
@@ -153,9 +155,13 @@ mod tests {
         assert!(routed.features & features::WILDCARDS != 0);
         assert!(routed.features & features::HEADERS != 0);
         assert!(routed.features & features::QUEUE_GROUPS != 0);
+        assert!(routed.features & features::DEDUP != 0);
         // A broker's peer link (`Direct` as `Peer`) names single topics: never patterns.
         let peer = hello_of(Role::Peer, None);
-        assert_eq!(peer.features, features::BASE | features::PEER);
+        assert_eq!(
+            peer.features,
+            features::BASE | features::PEER | features::HEADERS | features::DEDUP
+        );
         assert_eq!(peer.auth_token, None);
     }
 

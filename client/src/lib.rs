@@ -71,6 +71,27 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Publish de-duplication
+//! A publish retried after a lost ack can be delivered twice. Give the message an id with
+//! [`Message::with_msg_id`] (the `Starling-Msg-Id` header) and publish it with
+//! [`Client::publish_message`]: the topic drops a repeat of an id it saw within its window
+//! (`dedup_window_ms`, 2 minutes by default) and answers the repeat with the original's ack,
+//! once the original has it. It needs a broker that grants `DEDUP` (an older one gives
+//! [`ClientError::Unsupported`] and nothing is sent); for now only ephemeral topics on a
+//! single broker take it (a durable topic or a cluster member refuses it with
+//! `InvalidRequest`, as it refuses every header).
+//!
+//! ```no_run
+//! # async fn demo(client: starling_client::Client) -> Result<(), starling_client::ClientError> {
+//! use starling_client::Message;
+//! let order = Message::new("order 42").with_msg_id("order-42");
+//! // A retry after a timeout is safe: delivered once, both calls acked.
+//! if client.publish_message("orders", order.clone(), true).await.is_err() {
+//!     client.publish_message("orders", order, true).await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
 //! # Where a subscription starts
 //! [`Client::subscribe`] takes live events only. [`Client::subscribe_from`] resumes at a
 //! [`Position`] (a [`Subscription::resume_point`]): the broker first replays what it still
@@ -152,6 +173,7 @@ mod client;
 mod cluster;
 mod config;
 mod connector;
+mod consumer;
 mod credentials;
 mod direct;
 mod error;
@@ -185,6 +207,7 @@ pub use config::{
     ClientConfig, DEFAULT_CACHE_STREAM_DEPTH, DEFAULT_PORT, DEFAULT_PUBLISH_WINDOW,
     MAX_CACHE_STREAM_DEPTH,
 };
+pub use consumer::{Consumer, ConsumerConfig, Delivery};
 pub use credentials::{Credentials, CredentialsDir, CredentialsError};
 pub use direct::Direct;
 pub use error::{ClientError, ProtocolError};
@@ -193,6 +216,7 @@ pub use handshake::ServerInfo;
 pub use message::Message;
 pub use path::{BufferGrant, CongestionController, PathTuning, UdpBuffers};
 pub use profile::Profile;
+pub use starling_proto::ConsumerStart;
 pub use starling_proto::{Header, Position, Role, StartAt};
 pub use subscription::{Event, Subscription};
 pub use tls::{ALPN_CACHE, ALPN_PUBSUB};

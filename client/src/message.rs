@@ -1,8 +1,9 @@
 //! [`Message`]: a payload with headers, as [`Client::publish_message`](crate::Client::publish_message)
-//! publishes it, and the client-side check of its headers.
+//! publishes it, its message id for publish de-duplication ([`Message::with_msg_id`]), and the
+//! client-side check of its headers.
 
 use bytes::Bytes;
-use starling_proto::{Header, validate_header_name};
+use starling_proto::{Header, MSG_ID, validate_header_name};
 
 use crate::ClientError;
 
@@ -37,6 +38,36 @@ impl Message {
         self.headers.push(Header::new(name, value));
         self
     }
+
+    /// The message with a message id (the reserved `Starling-Msg-Id` header, replacing one
+    /// already set): the topic drops a repeat of an id it saw within its window
+    /// (`dedup_window_ms`, default 2 minutes) and answers it with the original's ack, so a
+    /// publish retried after a lost ack is delivered once. Needs a broker that grants `DEDUP`
+    /// ([`ClientError::Unsupported`] otherwise, nothing sent); the broker refuses an empty id
+    /// (`InvalidRequest`) and one longer than its `max_msg_id_bytes` (128 by default,
+    /// `LimitExceeded`).
+    ///
+    /// ```
+    /// use starling_client::Message;
+    /// let m = Message::new("order 42").with_msg_id("order-42");
+    /// assert_eq!(m.msg_id(), Some("order-42"));
+    /// ```
+    #[must_use]
+    pub fn with_msg_id(mut self, id: impl Into<String>) -> Message {
+        self.headers.retain(|h| h.name != MSG_ID);
+        self.headers.push(Header::new(MSG_ID, id));
+        self
+    }
+
+    /// The message id, if it has one.
+    pub fn msg_id(&self) -> Option<&str> {
+        starling_proto::msg_id(&self.headers)
+    }
+}
+
+/// Whether `headers` carry a message id (they need a broker granting `DEDUP`).
+pub(crate) fn has_msg_id(headers: &[Header]) -> bool {
+    starling_proto::msg_id(headers).is_some()
 }
 
 /// Checks header names before anything is sent (the broker would refuse the frame as
@@ -52,6 +83,18 @@ pub(crate) fn check_headers(headers: &[Header]) -> Result<(), ClientError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_msg_id_replaces_the_previous_one() {
+        let m = Message::new("x")
+            .with_msg_id("a")
+            .header("k", "v")
+            .with_msg_id("b");
+        assert_eq!(m.msg_id(), Some("b"));
+        assert_eq!(m.headers.len(), 2);
+        assert!(has_msg_id(&m.headers));
+        assert!(!has_msg_id(&Message::new("x").headers));
+    }
 
     #[test]
     fn names_are_checked_before_sending() {

@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use starling_proto::{ClusterInfo, ClusterInfoRequest, Frame, FrameDecoder, Header, read_frame};
+use starling_proto::{
+    ClusterInfo, ClusterInfoRequest, Frame, FrameDecoder, Header, IndexedHeaders, read_frame,
+};
 
 use crate::ClientError;
 use crate::cache::CachePool;
@@ -105,6 +107,7 @@ impl Node {
         &self,
         topic: &str,
         payloads: Vec<Bytes>,
+        headers: Vec<IndexedHeaders>,
         acked: bool,
     ) -> Result<(), ClientError> {
         self.publisher
@@ -112,6 +115,7 @@ impl Node {
                 &self.connector,
                 topic,
                 payloads,
+                headers,
                 acked,
                 self.request_timeout,
             )
@@ -125,12 +129,19 @@ impl Node {
         &self,
         topic: &str,
         payloads: Vec<Bytes>,
+        headers: Vec<IndexedHeaders>,
     ) -> Result<impl Future<Output = Result<(), ClientError>> + Send + 'static, ClientError> {
         check_topic(topic)?;
         let name = topic.to_string();
         let ack = self
             .publisher
-            .publish_batch_deferred(&self.connector, topic, payloads, self.request_timeout)
+            .publish_batch_deferred(
+                &self.connector,
+                topic,
+                payloads,
+                headers,
+                self.request_timeout,
+            )
             .await
             .map_err(|e| e.in_operation(Operation::Publish, name.as_bytes()))?;
         Ok(async move {
@@ -148,6 +159,18 @@ impl Node {
     ) -> Result<Subscription, ClientError> {
         self.subscriber
             .subscribe(&self.connector, topic, start, group, self.request_timeout)
+            .await
+            .map_err(|e| e.in_operation(Operation::Subscribe, topic.as_bytes()))
+    }
+
+    /// A durable consumer member on this broker.
+    pub(crate) async fn consume(
+        &self,
+        open: starling_proto::ConsumerOpen,
+    ) -> Result<crate::consumer::Consumer, ClientError> {
+        let topic = open.topic.clone();
+        self.subscriber
+            .consume(&self.connector, open, self.request_timeout)
             .await
             .map_err(|e| e.in_operation(Operation::Subscribe, topic.as_bytes()))
     }

@@ -7,7 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use starling_proto::{AckMode, Frame, Header, Publish, PublishBatch, features, headers_len};
+use starling_proto::{
+    AckMode, Frame, Header, IndexedHeaders, Publish, PublishBatch, features, headers_len,
+    indexed_headers_len,
+};
 
 use crate::ClientError;
 use crate::connector::{Conn, Connector};
@@ -72,6 +75,13 @@ impl Publisher {
                     .into(),
             ));
         }
+        if crate::message::has_msg_id(&headers) && !stream.info().has_feature(features::DEDUP) {
+            return Err(ClientError::Unsupported(
+                "publish de-duplication by message id (the broker did not grant DEDUP; it \
+                 would deliver a repeat)"
+                    .into(),
+            ));
+        }
         let header_bytes = if headers.is_empty() {
             0
         } else {
@@ -101,6 +111,7 @@ impl Publisher {
         connector: &Connector,
         topic: &str,
         payloads: Vec<Bytes>,
+        headers: Vec<IndexedHeaders>,
         acked: bool,
         timeout: Duration,
     ) -> Result<(), ClientError> {
@@ -108,21 +119,23 @@ impl Publisher {
             return Ok(());
         }
         let stream = self.stream_for(connector, topic).await?;
+        check_batch_headers(&stream, &headers)?;
         if !stream_has_batch(&stream) {
-            for payload in payloads {
-                self.publish(connector, topic, payload, Vec::new(), acked, timeout)
+            for (payload, headers) in payloads.into_iter().zip(per_message(headers)) {
+                self.publish(connector, topic, payload, headers, acked, timeout)
                     .await?;
             }
             return Ok(());
         }
-        let len = frame_cost(topic, payloads.iter().map(Bytes::len).sum());
+        let len = frame_cost(topic, payloads.iter().map(Bytes::len).sum())
+            .saturating_add(indexed_headers_len(&headers));
         let build = |request_id, ack| {
             Frame::PublishBatch(PublishBatch {
                 request_id,
                 ack,
                 topic: topic.to_string(),
                 payloads,
-                headers: Vec::new(),
+                headers,
             })
         };
         if acked {
@@ -139,9 +152,11 @@ impl Publisher {
         connector: &Connector,
         topic: &str,
         payloads: Vec<Bytes>,
+        headers: Vec<IndexedHeaders>,
         timeout: Duration,
     ) -> Result<impl Future<Output = Result<(), ClientError>> + Send + 'static, ClientError> {
         let stream = self.stream_for(connector, topic).await?;
+        check_batch_headers(&stream, &headers)?;
         let mut acks: Vec<futures::future::BoxFuture<'static, Result<Frame, ClientError>>> =
             Vec::new();
         if stream_has_batch(&stream) {
@@ -151,19 +166,19 @@ impl Publisher {
                     ack: AckMode::Ack,
                     topic: topic.to_string(),
                     payloads,
-                    headers: Vec::new(),
+                    headers,
                 })
             };
             acks.push(Box::pin(stream.call_deferred(build, timeout).await?));
         } else {
-            for payload in payloads {
+            for (payload, headers) in payloads.into_iter().zip(per_message(headers)) {
                 let build = |request_id| {
                     Frame::Publish(Publish {
                         request_id,
                         ack: AckMode::Ack,
                         topic: topic.to_string(),
                         payload,
-                        headers: Vec::new(),
+                        headers,
                     })
                 };
                 acks.push(Box::pin(stream.call_deferred(build, timeout).await?));
@@ -229,6 +244,44 @@ fn expect_ack(frame: Frame) -> Result<(), ClientError> {
         }
         .into()),
     }
+}
+
+/// A batch's headers need a stream granted `HEADERS` (and `DEDUP` for a message id), as
+/// [`Publisher::publish`] checks for one message.
+fn check_batch_headers(stream: &RpcStream, headers: &[IndexedHeaders]) -> Result<(), ClientError> {
+    if headers.is_empty() {
+        return Ok(());
+    }
+    if !stream.info().has_feature(features::HEADERS) {
+        return Err(ClientError::Unsupported(
+            "message headers (the broker did not grant HEADERS; it is older than this client)"
+                .into(),
+        ));
+    }
+    if headers
+        .iter()
+        .any(|h| crate::message::has_msg_id(&h.headers))
+        && !stream.info().has_feature(features::DEDUP)
+    {
+        return Err(ClientError::Unsupported(
+            "publish de-duplication by message id (the broker did not grant DEDUP; it would \
+             deliver a repeat)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Indexed headers as one list per message, in order, forever (empty past the last): zipped
+/// with a batch's payloads.
+fn per_message(headers: Vec<IndexedHeaders>) -> impl Iterator<Item = Vec<Header>> {
+    let mut headers = headers.into_iter().peekable();
+    (0u32..).map(move |i| {
+        headers
+            .next_if(|h| h.index == i)
+            .map(|h| h.headers)
+            .unwrap_or_default()
+    })
 }
 
 #[cfg(test)]

@@ -59,6 +59,24 @@ impl Subscriber {
             .map_err(|_| ClientError::Timeout)?
     }
 
+    /// Opens a durable consumer member on one of the event connections.
+    pub(crate) async fn consume(
+        &self,
+        connector: &Connector,
+        open: starling_proto::ConsumerOpen,
+        timeout: Duration,
+    ) -> Result<crate::consumer::Consumer, ClientError> {
+        let index = self.next.next(self.conns.len());
+        let slot = self
+            .conns
+            .get(index)
+            .ok_or_else(|| ClientError::Config("empty event pool".into()))?;
+        let conn = slot
+            .get_or_open(|| connector.connect(ConnKind::Events))
+            .await?;
+        crate::consumer::open(&conn, open, timeout).await
+    }
+
     /// Closes every event connection (open subscriptions end).
     pub(crate) fn close(&self) {
         for conn in self.conns.iter().filter_map(LazySlot::take) {

@@ -333,6 +333,28 @@ knobs! {
     /// past it is refused with `LimitExceeded` and counted in
     /// `starling_limit_refusals_total{limit="max_group_members"}`.
     max_group_members: u32,
+    /// Most durable consumers (see `docs/consumers.md`) one durable topic may have on this
+    /// broker. A `ConsumerOpen` that would create one more is refused with `LimitExceeded` and
+    /// counted in `starling_limit_refusals_total{limit="max_consumers_per_topic"}`; joining an
+    /// existing consumer is unaffected. A consumer, once created, stays loaded (its state and
+    /// task) until the broker restarts.
+    max_consumers_per_topic: u32,
+    /// Most members (open `ConsumerOpen` streams) one durable consumer may have at once. A
+    /// `ConsumerOpen` past it is refused with `LimitExceeded` and counted in
+    /// `starling_limit_refusals_total{limit="max_consumer_members"}`.
+    max_consumer_members: u32,
+    /// The largest `max_ack_pending` a durable consumer may ask for: the most messages it holds
+    /// from its ack floor on (pending ones, whose payloads the broker keeps in memory, and
+    /// those resolved out of order above the floor). A `ConsumerOpen` asking for more is
+    /// refused with `LimitExceeded` and counted in
+    /// `starling_limit_refusals_total{limit="max_consumer_ack_pending"}`.
+    max_consumer_ack_pending: u32,
+    /// Most bytes of pending messages all durable consumers of this broker hold in memory
+    /// together (each charged its payload plus 96 bytes of bookkeeping). A consumer at the
+    /// budget stops reading its topic's log until acks free room (nothing is refused or lost:
+    /// the messages stay in the log), counted in `starling_consumer_budget_waits_total`.
+    /// Held bytes: `starling_consumer_pending_bytes`.
+    consumer_pending_max_bytes: u64,
     /// Most reply inboxes one user may answer at once (request/reply, see `docs/subjects.md`):
     /// each request (a message with a `reply-to` header) delivered to a connection lets that
     /// connection's user publish a reply to the request's inbox, from any of its connections,
@@ -457,6 +479,26 @@ knobs! {
     /// Most bytes of encoded EventBatches all topics of one broker retain together; a topic
     /// whose batch would pass it drops its own oldest batches first. 0 keeps nothing.
     replay_max_total_bytes: u64,
+    /// How long (ms) a topic remembers the message id of a publish (the `Starling-Msg-Id`
+    /// header, the `DEDUP` feature): a later message with the same id on the topic within it
+    /// is dropped, counted in `starling_publish_duplicates_total`, and answered with the
+    /// original's ack once the original reached the ack level. 0 remembers nothing. A topic
+    /// holding ids is not retired before they expire.
+    dedup_window_ms: u64,
+    /// Most message ids one topic remembers at once; a new id past it evicts the oldest, whose
+    /// repeat is then delivered again. 0 remembers nothing.
+    dedup_max_ids: u32,
+    /// Most bytes of a message id. A `Publish` or `PublishBatch` with a longer id is refused
+    /// whole with `LimitExceeded` and counted in
+    /// `starling_limit_refusals_total{limit="max_msg_id_bytes"}`; an empty id is refused with
+    /// `InvalidRequest`.
+    max_msg_id_bytes: u32,
+    /// Most bytes the de-duplication windows of all topics hold together, each id charged its
+    /// bytes plus 192 (its map and order slots). A publish whose new ids do not fit is refused
+    /// whole with `LimitExceeded` (nothing of it delivered) and counted in
+    /// `starling_limit_refusals_total{limit="dedup_max_total_bytes"}`; room comes back as ids
+    /// expire. Held bytes: `starling_dedup_window_bytes`.
+    dedup_max_total_bytes: u64,
 
     ["Durability"]
     /// Topics whose batches are appended to a log on disk under `storage_dir` before they are

@@ -14,6 +14,8 @@
 //! | runtime baseline | [`BASELINE_BYTES`] |
 //! | cache | `cache_max_bytes` (entries are charged their overhead too) |
 //! | retained tails | `replay_max_total_bytes` |
+//! | de-duplication windows | `dedup_max_total_bytes` (message ids, each charged its bytes plus its slots) |
+//! | durable consumers' pending messages | `consumer_pending_max_bytes` (payloads, each charged its bytes plus its bookkeeping) |
 //! | connection buffers | `connection_buffer_budget_bytes` (windows and frame allowances of every client connection) |
 //! | publish data in flight | `max_inflight_publish_bytes` (read from clients and not yet in a sealed batch) |
 //! | subscriber queues | `subscriber_queue_budget_bytes` |
@@ -142,6 +144,16 @@ pub fn worst_case(cfg: &BrokerConfig, peers: u32) -> Estimate {
                 bytes: cfg.replay_max_total_bytes,
             },
             Term {
+                what: "de-duplication windows",
+                knobs: "dedup_max_total_bytes",
+                bytes: cfg.dedup_max_total_bytes,
+            },
+            Term {
+                what: "durable consumers' pending messages",
+                knobs: "consumer_pending_max_bytes",
+                bytes: cfg.consumer_pending_max_bytes,
+            },
+            Term {
                 what: "connection buffers",
                 knobs: "connection_buffer_budget_bytes",
                 bytes: cfg.connection_buffer_budget_bytes,
@@ -209,8 +221,14 @@ pub struct MemoryBudgets {
     pub cache_max_bytes: u64,
     /// `connection_buffer_budget_bytes`: 3/16.
     pub connection_buffer_budget_bytes: u64,
-    /// `replay_max_total_bytes`: 1/16.
+    /// `replay_max_total_bytes`: 1/32.
     pub replay_max_total_bytes: u64,
+    /// `dedup_max_total_bytes`: 1/64 (taken from the retained tails' 1/16: both are what
+    /// topics keep of their recent past).
+    pub dedup_max_total_bytes: u64,
+    /// `consumer_pending_max_bytes`: 1/64 (taken from the retained tails too: both hold
+    /// recent messages for readers).
+    pub consumer_pending_max_bytes: u64,
     /// `max_inflight_publish_bytes`: 1/16.
     pub max_inflight_publish_bytes: u64,
     /// `subscriber_queue_budget_bytes`: 1/16.
@@ -238,7 +256,9 @@ impl MemoryBudgets {
         MemoryBudgets {
             cache_max_bytes: limit / 8,
             connection_buffer_budget_bytes: limit / 16 * 3,
-            replay_max_total_bytes: limit / 16,
+            replay_max_total_bytes: limit / 32,
+            dedup_max_total_bytes: limit / 64,
+            consumer_pending_max_bytes: limit / 64,
             max_inflight_publish_bytes: limit / 16,
             subscriber_queue_budget_bytes: limit / 16,
             max_topics: count(limit / 32, TOPIC_BYTES),
@@ -271,6 +291,12 @@ impl MemoryBudgets {
         }
         if set("replay_max_total_bytes") {
             cfg.replay_max_total_bytes = self.replay_max_total_bytes;
+        }
+        if set("dedup_max_total_bytes") {
+            cfg.dedup_max_total_bytes = self.dedup_max_total_bytes;
+        }
+        if set("consumer_pending_max_bytes") {
+            cfg.consumer_pending_max_bytes = self.consumer_pending_max_bytes;
         }
         if set("max_inflight_publish_bytes") {
             cfg.max_inflight_publish_bytes = self.max_inflight_publish_bytes;
@@ -426,6 +452,8 @@ mod tests {
         let sum = b.cache_max_bytes
             + b.connection_buffer_budget_bytes
             + b.replay_max_total_bytes
+            + b.dedup_max_total_bytes
+            + b.consumer_pending_max_bytes
             + b.max_inflight_publish_bytes
             + b.subscriber_queue_budget_bytes;
         assert_eq!(sum, (4u64 << 30) / 2);

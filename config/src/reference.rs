@@ -53,7 +53,7 @@ pub fn configuration_reference() -> String {
     let _ = writeln!(out, "| setting | small | medium | large |");
     let _ = writeln!(out, "|---|---|---|---|");
     let tiers: Vec<_> = Tier::ALL.iter().map(|t| t.sizing()).collect();
-    let rows: [TierRow; 20] = [
+    let rows: [TierRow; 22] = [
         ("replicas (default)", |s| s.replicas.to_string()),
         ("CPU request / limit", |s| {
             format!("{} / {}", s.resources.cpu_request, s.resources.cpu_limit)
@@ -81,8 +81,14 @@ pub fn configuration_reference() -> String {
         ("`connection_buffer_budget_bytes` (3/16)", |s| {
             bytes(s.memory_budgets().map(|b| b.connection_buffer_budget_bytes))
         }),
-        ("`replay_max_total_bytes` (1/16)", |s| {
+        ("`replay_max_total_bytes` (1/32)", |s| {
             bytes(s.memory_budgets().map(|b| b.replay_max_total_bytes))
+        }),
+        ("`dedup_max_total_bytes` (1/64)", |s| {
+            bytes(s.memory_budgets().map(|b| b.dedup_max_total_bytes))
+        }),
+        ("`consumer_pending_max_bytes` (1/64)", |s| {
+            bytes(s.memory_budgets().map(|b| b.consumer_pending_max_bytes))
         }),
         ("`max_inflight_publish_bytes` (1/16)", |s| {
             bytes(s.memory_budgets().map(|b| b.max_inflight_publish_bytes))

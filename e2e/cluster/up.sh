@@ -79,10 +79,13 @@ if [[ -d "$D/pids" ]]; then
     pid=$(pid_of "$c") || continue
     pid_alive "$pid" && alive+=("$c")
   done
+  # Ours (its PIDs are in our state dir), but not healthy: e.g. left up by a run that kept it
+  # (STARLING_E2E_KEEP=1) and broken since. Starting over is what any caller wants.
   if [[ ${#alive[@]} -gt 0 ]]; then
-    die "a partial or unhealthy cluster from $D is running (${alive[*]} alive); run e2e/cluster/down.sh first"
+    log "an unhealthy cluster from $D is running (${alive[*]} alive): stopping it with down.sh"
+  else
+    log "stale state in $D (nothing running): cleaning it with down.sh"
   fi
-  log "stale state in $D (nothing running): cleaning it with down.sh"
   "$E2E_CLUSTER_DIR/down.sh"
 fi
 

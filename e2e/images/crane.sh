@@ -27,12 +27,14 @@ crane_start() {
   CRANE_PID=$!
   local port="" i
   for ((i = 0; i < 100; i++)); do
-    port=$(sed -n 's/.*serving on port \([0-9][0-9]*\).*/\1/p' "$CRANE_WORK/registry.log")
+    # The background job opens registry.log itself, so the first reads may find no file yet:
+    # not an error (under the callers' `set -e` a failed sed here ended the build silently).
+    port=$(sed -n 's/.*serving on port \([0-9][0-9]*\).*/\1/p' "$CRANE_WORK/registry.log" 2>/dev/null || true)
     [[ -n "$port" ]] && break
     pid_alive "$CRANE_PID" || break
     sleep 0.1
   done
-  [[ -n "$port" ]] || die "crane registry serve did not start: $(cat "$CRANE_WORK/registry.log")"
+  [[ -n "$port" ]] || die "crane registry serve did not start: $(cat "$CRANE_WORK/registry.log" 2>/dev/null)"
   CRANE_REGISTRY="127.0.0.1:$port"
 }
 

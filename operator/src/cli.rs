@@ -12,6 +12,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::watch;
 
 use crate::api_requests;
+use crate::autoscale::fetch::Fetcher;
 use crate::autoscale::promql::{self, PromQlSource, PrometheusUrl};
 use crate::autoscale::runner::AutoscaleContext;
 use crate::context::Context;
@@ -254,6 +255,14 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
             operator_namespace: args.lease_namespace.clone(),
         },
     );
+    // The brokers' `/storage` (plain HTTP on the pod network, like their `/metrics`).
+    let ctx = match Fetcher::new(None) {
+        Ok(fetcher) => ctx.with_volumes(fetcher),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot build the HTTP client: DiskFull stays Unknown");
+            ctx
+        }
+    };
     let autoscaler = AutoscaleContext {
         client: client.clone(),
         recorder: ctx.recorder.clone(),

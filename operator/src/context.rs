@@ -1,6 +1,7 @@
 //! The reconciler's shared state: the API client, the event recorder, the metrics, the
 //! operator-wide defaults, the leadership fence, the children's watch caches ([`crate::live`])
-//! and the per-cluster failure counts behind the retry backoff. Handed to every reconcile; the autoscaler has its own, narrower handle
+//! the HTTP client that reads the brokers' volumes, and the per-cluster failure counts behind
+//! the retry backoff. Handed to every reconcile; the autoscaler has its own, narrower handle
 //! ([`crate::autoscale::runner::AutoscaleContext`]).
 
 use std::collections::HashMap;
@@ -9,6 +10,7 @@ use std::sync::Mutex;
 use kube::runtime::events::Recorder;
 use kube::{Client, ResourceExt};
 
+use crate::autoscale::fetch::Fetcher;
 use crate::crd::BrokerCluster;
 use crate::fence::Fence;
 use crate::live::LiveChildren;
@@ -30,6 +32,9 @@ pub struct Context {
     /// The children's watch caches, filled by the controllers (empty: every child is read
     /// or applied).
     pub live: LiveChildren,
+    /// Reads the brokers' `GET /storage` for the `DiskFull` condition (`None`: not read, the
+    /// condition stays `Unknown`; the tests without broker pods).
+    pub volumes: Option<Fetcher>,
     failures: Mutex<HashMap<(String, String), u32>>,
 }
 
@@ -48,8 +53,15 @@ impl Context {
             defaults,
             fence: Fence::never(),
             live: LiveChildren::default(),
+            volumes: None,
             failures: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The same context, reading the brokers' volumes with `fetcher`.
+    pub fn with_volumes(mut self, fetcher: Fetcher) -> Self {
+        self.volumes = Some(fetcher);
+        self
     }
 
     /// The same context, fenced by leadership (see [`crate::fence`]).

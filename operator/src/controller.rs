@@ -48,7 +48,9 @@ use tracing::Instrument;
 use crate::apply::pki::ensure_pki;
 use crate::apply::users::apply_users;
 use crate::apply::{apply_children, apply_status, ensure_tls_secret};
+use crate::autoscale::fetch::Fetcher;
 use crate::autoscale::runner::AutoscaleContext;
+use crate::autoscale::scrape::targets;
 use crate::build::{Sizes, render_sized, unwanted};
 use crate::context::Context;
 use crate::crd::conditions::Reason;
@@ -59,8 +61,9 @@ use crate::events::{self, Planned};
 use crate::live::{ChildStores, own_children};
 use crate::members::{MembersPlan, Observed, plan_members};
 use crate::names::{FIELD_MANAGER, MANAGED_BY_SELECTOR, Names};
+use crate::pods::Owner;
 use crate::status::replication::{Observation, Placement};
-use crate::status::{self, StatusInput};
+use crate::status::{self, StatusInput, volumes};
 use crate::tier_change::{self, stage::stage};
 use crate::validate::{ObjectIdentity, ValidatedCluster, validate_observed};
 
@@ -78,6 +81,9 @@ pub struct Timers {
     /// A tier change rendered an intermediate step ([`tier_change::stage`]): it may be waiting
     /// for the hand-off grace since the last member change.
     pub staged: bool,
+    /// The brokers' volumes were read (some topic is durable): read them again within
+    /// [`volumes::VOLUME_POLL`], so a full volume, and its end, shows in `DiskFull` soon.
+    pub volumes: bool,
 }
 
 /// Delay before retry number `failures` (1-based): 5 s doubling up to 5 min.
@@ -97,6 +103,9 @@ pub fn requeue_after(timers: Timers) -> Duration {
     }
     if timers.staged {
         after = after.min(tier_change::STAGE_POLL);
+    }
+    if timers.volumes {
+        after = after.min(volumes::VOLUME_POLL);
     }
     after
 }
@@ -201,9 +210,27 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         }
     }
 
-    let placement = match &validated {
-        Ok(v) if v.replication().is_some() => {
-            Some(observe_placement(ctx, &namespace, &names, observed.as_ref()).await)
+    // The broker pods, listed once for what reads them: the placement when the durable topics
+    // are replicated, the volumes when any topic is durable.
+    let (replicated, durable) = match &validated {
+        Ok(v) => (
+            v.replication().is_some(),
+            !v.config.durable_topics.is_empty(),
+        ),
+        Err(_) => (false, false),
+    };
+    let pods = if replicated || durable {
+        Some(list_pods(ctx, &namespace, &names).await)
+    } else {
+        None
+    };
+    let placement = pods
+        .as_ref()
+        .filter(|_| replicated)
+        .map(|pods| observe_placement(pods, observed.as_ref()));
+    let volumes = match (&pods, &ctx.volumes) {
+        (Some(pods), Some(fetcher)) if durable => {
+            Some(observe_volumes(fetcher, pods, observed.as_ref()).await)
         }
         _ => None,
     };
@@ -220,6 +247,7 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
             .map(|e| (degraded_reason(e), e.to_string())),
         members: members.as_ref(),
         placement: placement.as_ref(),
+        volumes: volumes.as_ref(),
         now: Time(now),
     });
     // The reconciler's fields only: the autoscaler's belong to its own field manager.
@@ -249,31 +277,64 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
             let timers = Timers {
                 members_wait: members.and_then(|m| m.wait),
                 staged: staging,
+                volumes: volumes.is_some(),
             };
             Ok(Action::requeue(requeue_after(timers)))
         }
     }
 }
 
-/// Where the broker pods run: the pods `sts` controls, listed by the cluster's labels and
-/// kept by ownership ([`Placement::of`]), or why they could not be listed (reported as
-/// `ReplicationDegraded` `PlacementUnknown`, not as a failed reconcile). No StatefulSet yet: no
-/// pod.
-async fn observe_placement(
-    ctx: &Context,
-    namespace: &str,
-    names: &Names,
-    sts: Option<&StatefulSet>,
-) -> Observation {
-    let Some(sts) = sts else {
-        return Ok(Placement::default());
-    };
+/// The pods with the cluster's labels, or why they could not be listed (reported as the
+/// `Unknown` reason of the conditions that read them, not as a failed reconcile).
+async fn list_pods(ctx: &Context, namespace: &str, names: &Names) -> Result<Vec<Pod>, String> {
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let selector = names.selector_string();
     match pods.list(&ListParams::default().labels(&selector)).await {
-        Ok(list) => Ok(Placement::of(&list.items, sts)),
+        Ok(list) => Ok(list.items),
         Err(e) => Err(Error::kube("list", "Pod", &selector, e).to_string()),
     }
+}
+
+/// Where the broker pods run: the listed pods `sts` controls ([`Placement::of`]: labels alone
+/// prove nothing). No StatefulSet yet: no pod.
+fn observe_placement(pods: &Result<Vec<Pod>, String>, sts: Option<&StatefulSet>) -> Observation {
+    let pods = pods.as_ref().map_err(Clone::clone)?;
+    Ok(sts.map_or_else(Placement::default, |sts| Placement::of(pods, sts)))
+}
+
+/// Every broker pod's `GET /storage` (the pods `sts` controls, not being deleted, at their IP
+/// and `http` port), all at once, each within [`volumes::VOLUME_TIMEOUT`]. No StatefulSet yet:
+/// no pod.
+async fn observe_volumes(
+    fetcher: &Fetcher,
+    pods: &Result<Vec<Pod>, String>,
+    sts: Option<&StatefulSet>,
+) -> volumes::Observation {
+    let pods = pods.as_ref().map_err(Clone::clone)?;
+    let Some(owner) = sts.and_then(Owner::of) else {
+        return Ok(Vec::new());
+    };
+    let reads = targets(pods, &owner).into_iter().map(|t| async move {
+        let answer = match t.addr {
+            None => Err("no pod IP yet".to_string()),
+            Some(addr) => fetcher
+                .get(
+                    &format!("http://{addr}/storage"),
+                    "application/json",
+                    None,
+                    volumes::VOLUME_TIMEOUT,
+                    volumes::MAX_BODY,
+                )
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|a| match a.status {
+                    200 => volumes::parse(&a.body),
+                    other => Err(format!("GET /storage answered HTTP {other}")),
+                }),
+        };
+        volumes::BrokerVolume { pod: t.pod, answer }
+    });
+    Ok(futures::future::join_all(reads).await)
 }
 
 /// The `Degraded` reason a failed apply is reported under.

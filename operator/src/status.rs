@@ -10,6 +10,9 @@
 //! kept apart: from the validated `durable_replicas`, the member count and the nodes of the
 //! broker pods. A refused spec keeps the previous one.
 //!
+//! `DiskFull` ([`volumes`]) says whether a broker's storage volume is full, from the brokers'
+//! own `GET /storage` answers. A refused spec keeps the previous one.
+//!
 //! `storage` is read from the same StatefulSet: its data volume claim template and retention
 //! policy, what the operator rendered from `spec.storage` as the API server stored it.
 
@@ -26,6 +29,7 @@ use crate::validate::storage::rendered_claim;
 use crate::validate::{SpecError, ValidatedCluster};
 
 pub mod replication;
+pub mod volumes;
 
 /// What the StatefulSet shows about the rollout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +164,9 @@ pub struct StatusInput<'a> {
     /// Where the broker pods run, read only when the durable topics are replicated (`None`
     /// otherwise, or when nothing was read).
     pub placement: Option<&'a replication::Observation>,
+    /// The brokers' `GET /storage` answers, read only when some topic is durable (`None`
+    /// otherwise, or when nothing was read).
+    pub volumes: Option<&'a volumes::Observation>,
     /// The current time.
     pub now: Time,
 }
@@ -294,6 +301,13 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
         }
         Err(_) => None,
     };
+    let disk = match input.desired {
+        Ok(v) => Some(volumes::condition(
+            !v.config.durable_topics.is_empty(),
+            input.volumes,
+        )),
+        Err(_) => None,
+    };
     // A refused spec: keep what was reported before.
     let kept = |computed: bool, t: ConditionType| {
         if computed {
@@ -307,6 +321,7 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
     };
     let kept_auth = kept(auth.is_some(), ConditionType::AuthenticationDisabled);
     let kept_replication = kept(replicated.is_some(), ConditionType::ReplicationDegraded);
+    let kept_disk = kept(disk.is_some(), ConditionType::DiskFull);
     let conditions = [
         Some((ready_reason, ready_msg)),
         Some((prog_reason, prog_msg)),
@@ -319,6 +334,8 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
     .chain(kept_auth)
     .chain(replicated.map(|(reason, message)| condition(reason, message, input, &prev.conditions)))
     .chain(kept_replication)
+    .chain(disk.map(|(reason, message)| condition(reason, message, input, &prev.conditions)))
+    .chain(kept_disk)
     .collect();
 
     BrokerClusterStatus {

@@ -18,6 +18,7 @@ use bytes::{Buf, BytesMut};
 use crate::error::DecodeError;
 use crate::frame::{Frame, decode_payload};
 use crate::header::Header;
+use crate::kind::FrameKind;
 use crate::limits::HEADER_LEN;
 
 /// The least a partial frame's buffer is grown by. Above it, growth follows
@@ -94,6 +95,21 @@ impl FrameDecoder {
         payload.advance(HEADER_LEN);
         decode_payload(header.kind, payload, self.max_batch_items).map(Some)
     }
+}
+
+/// The kind and whole length (header included) of the frame at the start of `src`, from its
+/// header alone: `Ok(None)` when `src` is shorter than a header. The length is what the header
+/// declares, not checked against `src` or any maximum (a caller splitting stored frames
+/// compares it with what it holds).
+pub fn peek_frame(src: &[u8]) -> Result<Option<(FrameKind, usize)>, DecodeError> {
+    let Some(header) = Header::peek(src)? else {
+        return Ok(None);
+    };
+    let len = usize::try_from(header.payload_len)
+        .ok()
+        .and_then(|n| n.checked_add(HEADER_LEN))
+        .unwrap_or(usize::MAX);
+    Ok(Some((header.kind, len)))
 }
 
 #[cfg(test)]
@@ -181,5 +197,18 @@ mod tests {
             }
         }
         assert!(matches!(decoded, Some(Frame::Publish(p)) if p.payload.len() == 1 << 20));
+    }
+
+    #[test]
+    fn peek_frame_reads_the_kind_and_whole_length_from_the_header() {
+        let bytes = Frame::Ping(crate::Ping { nonce: 9 }).to_bytes();
+        assert_eq!(
+            peek_frame(&bytes),
+            Ok(Some((FrameKind::Ping, HEADER_LEN + 8)))
+        );
+        assert_eq!(peek_frame(&bytes[..HEADER_LEN - 1]), Ok(None));
+        let mut bad = bytes.to_vec();
+        bad[1] = 0xff;
+        assert_eq!(peek_frame(&bad), Err(DecodeError::UnknownFrameType(0xff)));
     }
 }

@@ -36,8 +36,8 @@ pub const WILDCARDS: u64 = 64;
 /// and a subscriber receives the headers of a batch's messages in an
 /// [`EventHeaders`](crate::EventHeaders) frame right before the `EventBatch` (a batch without
 /// headers has none). A connection not granted it never receives `EventHeaders`, and its
-/// subscribers get the payloads alone. Asked for by plain and routing clients, never by a peer
-/// (forwarded publishes and relayed events do not carry headers yet).
+/// subscribers get the payloads alone. Asked for by every role: a peer's forwarded publishes
+/// and relayed batches carry their headers.
 pub const HEADERS: u64 = 128;
 
 /// Request/reply: a `Publish` whose headers hold [`REPLY_TO`](crate::REPLY_TO) is a request,
@@ -55,6 +55,21 @@ pub const REQUEST: u64 = 256;
 /// never by a peer.
 pub const QUEUE_GROUPS: u64 = 512;
 
+/// Durable consumers (docs/consumers.md): a stream may open with
+/// [`ConsumerOpen`](crate::ConsumerOpen) to join a named consumer of a durable topic, and
+/// then carries `ConsumerMessage` deliveries and the member's `ConsumerAck`s. Asked for by
+/// plain and routing clients, never by a peer.
+pub const CONSUMERS: u64 = 1024;
+
+/// Publish de-duplication: a message whose headers hold [`MSG_ID`](crate::MSG_ID) carries a
+/// publisher-chosen id, and its topic drops a repeat of an id it saw within its window
+/// (`dedup_window_ms`, `dedup_max_ids`), answering the repeat with the original's ack once
+/// the original reached the ack level (docs/protocol.md, *De-duplication*). Needs `HEADERS`;
+/// asked for by every role (a peer forwards publishes with their ids to the topic's owner). A
+/// client sends a message id only when granted it: a broker without it would deliver the
+/// repeat.
+pub const DEDUP: u64 = 2048;
+
 /// Every feature bit defined by protocol version 2.
 pub const ALL: u64 = BATCH_PUBLISH
     | CACHE
@@ -65,7 +80,9 @@ pub const ALL: u64 = BATCH_PUBLISH
     | WILDCARDS
     | HEADERS
     | REQUEST
-    | QUEUE_GROUPS;
+    | QUEUE_GROUPS
+    | CONSUMERS
+    | DEDUP;
 
 /// Features every connection asks for, whatever its role.
 pub const BASE: u64 = BATCH_PUBLISH | CACHE | SUBSCRIBE_FROM_TIME;
@@ -90,9 +107,12 @@ impl Role {
     /// The feature bits a connection of this role asks for in its `Hello`.
     pub const fn requested(self) -> u64 {
         match self {
-            Role::Plain => BASE | WILDCARDS | HEADERS | REQUEST | QUEUE_GROUPS,
-            Role::Routed => BASE | CLUSTER | WILDCARDS | HEADERS | REQUEST | QUEUE_GROUPS,
-            Role::Peer => BASE | PEER,
+            Role::Plain => BASE | WILDCARDS | HEADERS | REQUEST | QUEUE_GROUPS | CONSUMERS | DEDUP,
+            Role::Routed => {
+                BASE | CLUSTER | WILDCARDS | HEADERS | REQUEST | QUEUE_GROUPS | CONSUMERS | DEDUP
+            }
+            // Headers and message ids: a forwarded publish and a relayed batch keep them.
+            Role::Peer => BASE | PEER | HEADERS | DEDUP,
         }
     }
 

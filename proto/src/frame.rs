@@ -9,9 +9,9 @@ use crate::kind::FrameKind;
 use crate::limits::HEADER_LEN;
 use crate::messages::{
     BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
-    ClusterInfoRequest, ErrorFrame, EventBatch, EventHeaders, Hello, HelloOk, LogChunk, LogClaim,
-    LogClaimed, LogRead, Moved, Ping, Publish, PublishAck, PublishBatch, ReplicaRpc, Subscribe,
-    SubscribeOk, Unsubscribe,
+    ClusterInfoRequest, ConsumerAck, ConsumerMessage, ConsumerOk, ConsumerOpen, ErrorFrame,
+    EventBatch, EventHeaders, Hello, HelloOk, LogChunk, LogClaim, LogClaimed, LogRead, Moved, Ping,
+    Publish, PublishAck, PublishBatch, ReplicaRpc, Subscribe, SubscribeOk, Unsubscribe,
 };
 use crate::wire::{DecodeBody, EncodeBody, Reader};
 
@@ -73,6 +73,14 @@ pub enum Frame {
     Ping(Ping),
     /// Liveness answer (0x61).
     Pong(Ping),
+    /// Join a durable consumer (0x70).
+    ConsumerOpen(ConsumerOpen),
+    /// Durable consumer member accepted (0x71).
+    ConsumerOk(ConsumerOk),
+    /// One delivery of a durable consumer (0x72).
+    ConsumerMessage(ConsumerMessage),
+    /// A member's answer to a delivery (0x73).
+    ConsumerAck(ConsumerAck),
 }
 
 impl Frame {
@@ -106,6 +114,10 @@ impl Frame {
             Frame::ReplicaRpc(_) => FrameKind::ReplicaRpc,
             Frame::Ping(_) => FrameKind::Ping,
             Frame::Pong(_) => FrameKind::Pong,
+            Frame::ConsumerOpen(_) => FrameKind::ConsumerOpen,
+            Frame::ConsumerOk(_) => FrameKind::ConsumerOk,
+            Frame::ConsumerMessage(_) => FrameKind::ConsumerMessage,
+            Frame::ConsumerAck(_) => FrameKind::ConsumerAck,
         }
     }
 
@@ -142,6 +154,10 @@ impl Frame {
             Frame::LogClaimed(b) => b,
             Frame::ReplicaRpc(b) => b,
             Frame::Ping(b) | Frame::Pong(b) => b,
+            Frame::ConsumerOpen(b) => b,
+            Frame::ConsumerOk(b) => b,
+            Frame::ConsumerMessage(b) => b,
+            Frame::ConsumerAck(b) => b,
         }
     }
 
@@ -217,6 +233,10 @@ pub(crate) fn decode_payload(
         FrameKind::ReplicaRpc => Frame::ReplicaRpc(body(r)?),
         FrameKind::Ping => Frame::Ping(body(r)?),
         FrameKind::Pong => Frame::Pong(body(r)?),
+        FrameKind::ConsumerOpen => Frame::ConsumerOpen(body(r)?),
+        FrameKind::ConsumerOk => Frame::ConsumerOk(body(r)?),
+        FrameKind::ConsumerMessage => Frame::ConsumerMessage(body(r)?),
+        FrameKind::ConsumerAck => Frame::ConsumerAck(body(r)?),
     };
     r.finish()?;
     Ok(frame)

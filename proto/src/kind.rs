@@ -3,7 +3,7 @@
 //!
 //! Numbers are grouped by area in the high nibble (0x0_ handshake,
 //! 0x1_ publish, 0x2_ subscribe, 0x3_ cache, 0x4_ errors, 0x5_ cluster,
-//! 0x6_ liveness). Once assigned, a number is never reused.
+//! 0x6_ liveness, 0x70..=0x77 durable consumers). Once assigned, a number is never reused.
 
 /// The type of a frame, as carried in the header's `frame_type` byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -63,11 +63,19 @@ pub enum FrameKind {
     Ping = 0x60,
     /// Liveness probe answer.
     Pong = 0x61,
+    /// Join a durable consumer as a member (`CONSUMERS` feature).
+    ConsumerOpen = 0x70,
+    /// Durable consumer member accepted.
+    ConsumerOk = 0x71,
+    /// One delivery of a durable consumer's message.
+    ConsumerMessage = 0x72,
+    /// A member's ack, nak, in-progress or term of a delivery.
+    ConsumerAck = 0x73,
 }
 
 impl FrameKind {
     /// Every frame kind, in type-number order.
-    pub const ALL: [FrameKind; 27] = [
+    pub const ALL: [FrameKind; 31] = [
         FrameKind::Hello,
         FrameKind::HelloOk,
         FrameKind::Publish,
@@ -95,6 +103,10 @@ impl FrameKind {
         FrameKind::ReplicaRpc,
         FrameKind::Ping,
         FrameKind::Pong,
+        FrameKind::ConsumerOpen,
+        FrameKind::ConsumerOk,
+        FrameKind::ConsumerMessage,
+        FrameKind::ConsumerAck,
     ];
 
     /// The wire number of this kind.
@@ -132,6 +144,10 @@ impl FrameKind {
             0x58 => FrameKind::ReplicaRpc,
             0x60 => FrameKind::Ping,
             0x61 => FrameKind::Pong,
+            0x70 => FrameKind::ConsumerOpen,
+            0x71 => FrameKind::ConsumerOk,
+            0x72 => FrameKind::ConsumerMessage,
+            0x73 => FrameKind::ConsumerAck,
             _ => return None,
         })
     }
@@ -166,6 +182,10 @@ impl FrameKind {
             FrameKind::ReplicaRpc => "replica_rpc",
             FrameKind::Ping => "ping",
             FrameKind::Pong => "pong",
+            FrameKind::ConsumerOpen => "consumer_open",
+            FrameKind::ConsumerOk => "consumer_ok",
+            FrameKind::ConsumerMessage => "consumer_message",
+            FrameKind::ConsumerAck => "consumer_ack",
         }
     }
 }

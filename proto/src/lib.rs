@@ -22,6 +22,7 @@
 //! | [`decoder`] | [`FrameDecoder`]: streaming, allocation-bounded decoding |
 //! | [`event_batch`] | [`encode_event_batch`]: encode-once fan-out of events |
 //! | [`io`] | [`read_frame`] / [`write_frame`] over tokio I/O traits |
+//! | [`dedup`] | the reserved message id header ([`MSG_ID`]) and its bound |
 //! | [`position`] | [`Position`] of an event in a topic's streams, [`SeenStreams`] |
 //! | [`quic`] | below the frames: the default port, the UDP datagram sizes both ends accept |
 #![forbid(unsafe_code)]
@@ -40,6 +41,7 @@
 
 pub mod alpn;
 pub mod decoder;
+pub mod dedup;
 pub mod error;
 pub mod error_code;
 pub mod event_batch;
@@ -56,7 +58,8 @@ pub mod request;
 pub mod validate;
 mod wire;
 
-pub use decoder::{FrameDecoder, GROW_FLOOR};
+pub use decoder::{FrameDecoder, GROW_FLOOR, peek_frame};
+pub use dedup::{MAX_MSG_ID_LEN, MSG_ID, msg_id};
 pub use error::DecodeError;
 pub use error_code::ErrorCode;
 pub use event_batch::{encode_event_batch, event_batch_encoded_len};
@@ -67,11 +70,13 @@ pub use kind::FrameKind;
 pub use limits::{FRAMING_VERSION, HEADER_LEN, MAX_KEY_LEN, MAX_TOPIC_LEN, PROTOCOL_VERSION};
 pub use messages::{
     AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
-    ClusterInfoRequest, ErrorFrame, EventBatch, EventHeaders, Header, Hello, HelloOk,
-    IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead, MAX_GROUP_LEN, Member, Moved,
-    NO_START_TIME, Ping, Publish, PublishAck, PublishBatch, ReplicaRpc, StartAt, Subscribe,
-    SubscribeOk, Unsubscribe, validate_group,
+    ClusterInfoRequest, ConsumerAck, ConsumerAckOp, ConsumerMessage, ConsumerOk, ConsumerOpen,
+    ConsumerStart, ErrorFrame, EventBatch, EventHeaders, Header, Hello, HelloOk, IndexedHeaders,
+    LogChunk, LogClaim, LogClaimed, LogRead, MAX_GROUP_LEN, Member, Moved, NO_START_TIME, Ping,
+    Publish, PublishAck, PublishBatch, ReplicaRpc, StartAt, Subscribe, SubscribeOk, Unsubscribe,
+    validate_consumer, validate_group,
 };
+pub use messages::{BACKOFF_DELAY, MAX_BACKOFF_STEPS, MAX_CONSUMER_LEN};
 pub use messages::{DECODED_ITEM_BYTES, decoded_bytes, headers_len, indexed_headers_len};
 pub use position::{Position, SeenStreams};
 pub use quic::DEFAULT_QUIC_PORT;

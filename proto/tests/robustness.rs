@@ -9,8 +9,8 @@ use bytes::{BufMut, BytesMut};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use starling_proto::{
-    AckMode, DecodeError, Frame, FrameDecoder, FrameKind, HEADER_LEN, Publish, PublishBatch,
-    StartAt, Subscribe, headers_len, indexed_headers_len,
+    AckMode, ConsumerMessage, DecodeError, Frame, FrameDecoder, FrameKind, HEADER_LEN, Publish,
+    PublishBatch, StartAt, Subscribe, headers_len, indexed_headers_len,
 };
 
 const LIMIT: u32 = 64 * 1024;
@@ -83,7 +83,8 @@ proptest! {
     /// malformed frame: every layout is self-delimiting, except that a `Subscribe` cut
     /// exactly before its optional trailing `start_time_ms` is the same subscription
     /// without it (live), a `Publish` or `PublishBatch` cut exactly before its optional trailing
-    /// header list is the same request without headers, and nothing else.
+    /// header list is the same request without headers (a `ConsumerMessage` the same delivery),
+    /// and nothing else.
     #[test]
     fn every_shortened_payload_is_malformed(frame in common::arb_frame()) {
         let wire = frame.to_bytes();
@@ -100,6 +101,10 @@ proptest! {
             Frame::PublishBatch(p) if !p.headers.is_empty() => Some((
                 payload.len() - indexed_headers_len(&p.headers),
                 Frame::PublishBatch(PublishBatch { headers: Vec::new(), ..p.clone() }),
+            )),
+            Frame::ConsumerMessage(m) if !m.headers.is_empty() => Some((
+                payload.len() - headers_len(&m.headers),
+                Frame::ConsumerMessage(ConsumerMessage { headers: Vec::new(), ..m.clone() }),
             )),
             _ => None,
         };

@@ -13,10 +13,11 @@ use std::path::{Path, PathBuf};
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
     AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
-    ClusterInfoRequest, ErrorCode, ErrorFrame, EventBatch, EventHeaders, Frame, FrameDecoder,
-    FrameKind, Header, Hello, HelloOk, IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead,
-    Member, Moved, Ping, Position, Publish, PublishAck, PublishBatch, ReplicaRpc, StartAt,
-    Subscribe, SubscribeOk, Unsubscribe, features,
+    ClusterInfoRequest, ConsumerAck, ConsumerAckOp, ConsumerMessage, ConsumerOk, ConsumerOpen,
+    ConsumerStart, ErrorCode, ErrorFrame, EventBatch, EventHeaders, Frame, FrameDecoder, FrameKind,
+    Header, Hello, HelloOk, IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved,
+    Ping, Position, Publish, PublishAck, PublishBatch, ReplicaRpc, StartAt, Subscribe, SubscribeOk,
+    Unsubscribe, features,
 };
 
 const LIMIT: u32 = 1 << 20;
@@ -249,6 +250,52 @@ fn expected(name: &str) -> Frame {
         }),
         "pong" => Frame::Pong(Ping {
             nonce: 0x0123_4567_89ab_cdef,
+        }),
+        "consumer_open" => Frame::ConsumerOpen(ConsumerOpen {
+            request_id: 9,
+            topic: "jobs".into(),
+            consumer: "w1".into(),
+            ack_wait_ms: 30_000,
+            max_deliver: 5,
+            max_ack_pending: 100,
+            start: ConsumerStart::First,
+            dead_letter: Some("dlq".into()),
+            backoff_ms: vec![1_000, 5_000],
+        }),
+        "consumer_open.position" => Frame::ConsumerOpen(ConsumerOpen {
+            request_id: 1,
+            topic: "j".into(),
+            consumer: "c".into(),
+            ack_wait_ms: 1,
+            max_deliver: 0,
+            max_ack_pending: 1,
+            start: ConsumerStart::Position(Position { stream: 7, seq: 3 }),
+            dead_letter: None,
+            backoff_ms: vec![],
+        }),
+        "consumer_ok" => Frame::ConsumerOk(ConsumerOk {
+            request_id: 9,
+            member_id: 0x0102,
+        }),
+        "consumer_message" => Frame::ConsumerMessage(ConsumerMessage {
+            position: Position {
+                stream: 0x0a0b_0c0d_0e0f_1011,
+                seq: 100,
+            },
+            delivery: 2,
+            timestamp_ms: 0x01_0203_0405,
+            payload: b(b"job"),
+            headers: Vec::new(),
+        }),
+        "consumer_ack" => Frame::ConsumerAck(ConsumerAck {
+            position: Position { stream: 5, seq: 6 },
+            op: ConsumerAckOp::Ack,
+        }),
+        "consumer_ack.nak" => Frame::ConsumerAck(ConsumerAck {
+            position: Position { stream: 5, seq: 6 },
+            op: ConsumerAckOp::Nak {
+                delay_ms: Some(250),
+            },
         }),
         other => panic!("vector {other}.hex has no expected value in tests/vectors.rs"),
     }

@@ -24,10 +24,11 @@ use std::path::{Path, PathBuf};
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
     AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
-    ClusterInfoRequest, DecodeError, ErrorCode, ErrorFrame, EventBatch, EventHeaders, Frame,
-    FrameDecoder, Header, Hello, HelloOk, IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead,
-    Member, Moved, Ping, Position, Publish, PublishAck, PublishBatch, ReplicaRpc, StartAt,
-    Subscribe, SubscribeOk, Unsubscribe, features,
+    ClusterInfoRequest, ConsumerAck, ConsumerAckOp, ConsumerMessage, ConsumerOpen, ConsumerStart,
+    DecodeError, ErrorCode, ErrorFrame, EventBatch, EventHeaders, Frame, FrameDecoder, Header,
+    Hello, HelloOk, IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved, Ping,
+    Position, Publish, PublishAck, PublishBatch, ReplicaRpc, StartAt, Subscribe, SubscribeOk,
+    Unsubscribe, features,
 };
 
 /// The decoder limit every vector is decoded with, unless a case names its own.
@@ -260,6 +261,59 @@ fn fields(frame: &Frame) -> String {
             ("rpc", jhex(&r.rpc)),
         ],
         Frame::Ping(p) | Frame::Pong(p) => vec![("nonce", p.nonce.to_string())],
+        Frame::ConsumerOpen(o) => {
+            let (kind, a, b) = match o.start {
+                ConsumerStart::First => (0, 0, 0),
+                ConsumerStart::Last => (1, 0, 0),
+                ConsumerStart::Position(p) => (2, p.stream, p.seq),
+                ConsumerStart::TimeMs(ms) => (3, ms, 0),
+            };
+            vec![
+                ("request_id", o.request_id.to_string()),
+                ("topic", js(&o.topic)),
+                ("consumer", js(&o.consumer)),
+                ("ack_wait_ms", o.ack_wait_ms.to_string()),
+                ("max_deliver", o.max_deliver.to_string()),
+                ("max_ack_pending", o.max_ack_pending.to_string()),
+                ("start_kind", kind.to_string()),
+                ("start_a", a.to_string()),
+                ("start_b", b.to_string()),
+                (
+                    "dead_letter",
+                    o.dead_letter.as_deref().map_or("null".into(), js),
+                ),
+                ("backoff_ms", jlist(o.backoff_ms.iter().map(u64::to_string))),
+            ]
+        }
+        Frame::ConsumerOk(o) => vec![
+            ("request_id", o.request_id.to_string()),
+            ("member_id", o.member_id.to_string()),
+        ],
+        Frame::ConsumerMessage(m) => {
+            let mut f = vec![
+                ("position", jpos(Some(m.position))),
+                ("delivery", m.delivery.to_string()),
+                ("timestamp_ms", m.timestamp_ms.to_string()),
+                ("payload", jhex(&m.payload)),
+            ];
+            if !m.headers.is_empty() {
+                f.push(("headers", jheaders(&m.headers)));
+            }
+            f
+        }
+        Frame::ConsumerAck(a) => {
+            let (op, delay) = match a.op {
+                ConsumerAckOp::Ack => (0, 0),
+                ConsumerAckOp::Nak { delay_ms } => (1, delay_ms.unwrap_or(u64::MAX)),
+                ConsumerAckOp::InProgress => (2, 0),
+                ConsumerAckOp::Term => (3, 0),
+            };
+            vec![
+                ("position", jpos(Some(a.position))),
+                ("op", op.to_string()),
+                ("delay_ms", delay.to_string()),
+            ]
+        }
     };
     format!(
         "{{{}}}",
@@ -599,6 +653,77 @@ fn generated_valid() -> Vec<(String, Frame)> {
                 more: false,
                 owner: true,
                 records: Bytes::new(),
+            }),
+        ),
+        (
+            "consumer_open.max",
+            Frame::ConsumerOpen(ConsumerOpen {
+                request_id: u64::MAX,
+                topic: "t".repeat(255),
+                consumer: "c".repeat(64),
+                ack_wait_ms: u64::MAX,
+                max_deliver: u32::MAX,
+                max_ack_pending: u32::MAX,
+                start: ConsumerStart::TimeMs(u64::MAX),
+                dead_letter: Some("d".repeat(255)),
+                backoff_ms: vec![u64::MAX; 16],
+            }),
+        ),
+        (
+            "consumer_open.last",
+            Frame::ConsumerOpen(ConsumerOpen {
+                request_id: 0,
+                topic: "t".into(),
+                consumer: "c".into(),
+                ack_wait_ms: 1,
+                max_deliver: 0,
+                max_ack_pending: 1,
+                start: ConsumerStart::Last,
+                dead_letter: None,
+                backoff_ms: vec![],
+            }),
+        ),
+        (
+            "consumer_ack.nak_backoff",
+            Frame::ConsumerAck(ConsumerAck {
+                position: Position {
+                    stream: u64::MAX,
+                    seq: u64::MAX,
+                },
+                op: ConsumerAckOp::Nak { delay_ms: None },
+            }),
+        ),
+        (
+            "consumer_ack.term",
+            Frame::ConsumerAck(ConsumerAck {
+                position: Position { stream: 1, seq: 0 },
+                op: ConsumerAckOp::Term,
+            }),
+        ),
+        (
+            "consumer_message.empty",
+            Frame::ConsumerMessage(ConsumerMessage {
+                position: Position { stream: 1, seq: 0 },
+                delivery: u32::MAX,
+                timestamp_ms: 0,
+                payload: Bytes::new(),
+                headers: Vec::new(),
+            }),
+        ),
+        (
+            "consumer_message.headers",
+            Frame::ConsumerMessage(ConsumerMessage {
+                position: Position { stream: 2, seq: 7 },
+                delivery: 1,
+                timestamp_ms: 1_700_000_000_000,
+                payload: Bytes::from_static(b"job"),
+                headers: vec![
+                    Header::new(
+                        "traceparent",
+                        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                    ),
+                    Header::new("Starling-Msg-Id", "job-7"),
+                ],
             }),
         ),
         ("ping.zero", Frame::Ping(Ping { nonce: 0 })),

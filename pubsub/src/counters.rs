@@ -104,6 +104,13 @@ pub struct Counters {
     pub storage_errors: AtomicU64,
     /// Log records replayed to resuming subscribers.
     pub storage_replayed_records: AtomicU64,
+    /// Publishes dropped as repeats of a message id within its topic's window.
+    pub duplicates: AtomicU64,
+    /// Bytes the de-duplication windows of all topics hold (checked against
+    /// `dedup_max_total_bytes` by [`Counters::charge_dedup`]).
+    pub dedup_bytes: AtomicU64,
+    /// Publishes refused because their new ids did not fit in `dedup_max_total_bytes`.
+    pub dedup_refused: AtomicU64,
     /// Per writer lane.
     pub lanes: Vec<LaneCounters>,
 }
@@ -126,6 +133,9 @@ impl Counters {
             topics: AtomicU64::new(0),
             storage_errors: AtomicU64::new(0),
             storage_replayed_records: AtomicU64::new(0),
+            duplicates: AtomicU64::new(0),
+            dedup_bytes: AtomicU64::new(0),
+            dedup_refused: AtomicU64::new(0),
             lanes: (0..lanes.max(1)).map(|_| LaneCounters::default()).collect(),
         }
     }
@@ -177,6 +187,23 @@ impl Counters {
                 return;
             }
             emptied.await;
+        }
+    }
+
+    /// Charges `bytes` of a de-duplication window when they fit in `budget` with what all
+    /// windows hold; nothing is charged when they do not.
+    pub fn charge_dedup(&self, bytes: u64, budget: u64) -> bool {
+        self.dedup_bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(bytes).filter(|&total| total <= budget)
+            })
+            .is_ok()
+    }
+
+    /// Gives back `bytes` of a de-duplication window.
+    pub fn dedup_freed(&self, bytes: u64) {
+        if bytes > 0 {
+            self.dedup_bytes.fetch_sub(bytes, Ordering::AcqRel);
         }
     }
 

@@ -211,7 +211,17 @@ impl<F: Fs> ReplicatedTopic<F> {
                 _ => return Err(ReplicaError::Membership("probe: unexpected reply".into())),
             }
         }
-        self.initialize(members).await?;
+        self.guard.lift(&self.raft);
+        match self.raft.initialize(members).await {
+            Ok(()) => {}
+            // The Raft core holds a log or a vote already: it publishes its metrics after its
+            // own state changes, so `holds_state` above can still read them from before (a
+            // second `create` right after the first). The topic exists.
+            Err(openraft::error::RaftError::APIError(
+                openraft::error::InitializeError::NotAllowed(_),
+            )) => return Ok(Created::Exists),
+            Err(e) => return Err(ReplicaError::Membership(e.to_string())),
+        }
         for peer in &others {
             let _ = self.call(*peer, &Rpc::Found).await;
         }

@@ -116,6 +116,7 @@ async fn run(upstreams: Weak<Upstreams>, sub: Arc<Subscriber>, mut at: Position)
                 payloads,
                 end,
                 lookahead,
+                ..
             } = gather(first, &mut up);
             match topics.catch_up(&topic, sub.id, origin, payloads).await {
                 CaughtUp::Behind => at = end,

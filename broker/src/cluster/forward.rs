@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use starling_client::ClientError;
 use starling_placement::Kind;
-use starling_proto::ErrorCode;
+use starling_proto::{ErrorCode, IndexedHeaders};
 
 use super::peers::{Peers, Unavailable};
 use super::{Cluster, Member, Route};
@@ -118,10 +118,14 @@ impl Forwarder {
             && let Route::Peer(owner) = self.cluster.route(Kind::Topic, topic.as_bytes())
         {
             if msg.ack.is_some() {
-                self.publish(topic, owner, msg.payloads, msg.ack).await;
+                self.publish(topic, owner, msg.payloads, msg.headers, msg.ack)
+                    .await;
                 return None;
             }
-            match self.relocate(topic, &owner, msg.payloads.clone()).await {
+            match self
+                .relocate(topic, &owner, msg.payloads.clone(), msg.headers.clone())
+                .await
+            {
                 Ok(()) => return None,
                 Err(why) => {
                     tracing::debug!(%topic, owner = %owner.id, %why, "publish kept here: the new owner did not take it");
@@ -137,9 +141,12 @@ impl Forwarder {
         topic: &str,
         owner: &Member,
         payloads: Vec<Bytes>,
+        headers: Vec<IndexedHeaders>,
     ) -> Result<(), ForwardError> {
         let client = self.peers.client(owner).await?;
-        let acked = client.publish_batch_pipelined(topic, payloads).await?;
+        let acked = client
+            .publish_batch_pipelined(topic, payloads, headers)
+            .await?;
         acked.await?;
         self.metrics
             .cluster_forwarded
@@ -155,6 +162,7 @@ impl Forwarder {
         topic: &str,
         owner: Member,
         payloads: Vec<Bytes>,
+        headers: Vec<IndexedHeaders>,
         ack: Option<AckToken>,
     ) {
         let fail = |ack: Option<AckToken>, why: String| {
@@ -177,12 +185,18 @@ impl Forwarder {
             .inc();
         match ack {
             None => {
-                if let Err(e) = client.publish_batch(topic, payloads, false).await {
+                if let Err(e) = client
+                    .publish_batch_with_headers(topic, payloads, headers, false)
+                    .await
+                {
                     let why = self.peers.failed(&owner, &e).await.to_string();
                     fail(None, why);
                 }
             }
-            Some(token) => match client.publish_batch_pipelined(topic, payloads).await {
+            Some(token) => match client
+                .publish_batch_pipelined(topic, payloads, headers)
+                .await
+            {
                 Ok(acked) => {
                     let this = self.clone();
                     tokio::spawn(async move {

@@ -28,7 +28,7 @@ use bytes::Bytes;
 use futures::FutureExt;
 use starling_client::{ClientError, Event, Subscription};
 use starling_placement::Kind;
-use starling_proto::{Position, StartAt};
+use starling_proto::{IndexedHeaders, Position, StartAt};
 use tokio::task::JoinHandle;
 
 use super::peers::Peers;
@@ -343,6 +343,7 @@ async fn run(
             let Run {
                 origin,
                 payloads,
+                headers,
                 end,
                 lookahead,
             } = gather(first, &mut sub);
@@ -351,7 +352,7 @@ async fn run(
                     &topic,
                     TopicMsg {
                         payloads,
-                        headers: Vec::new(),
+                        headers,
                         ack: None,
                         origin: Some(origin),
                         hold: None,
@@ -376,6 +377,8 @@ pub(super) struct Run {
     pub origin: Position,
     /// The events, in order.
     pub payloads: Vec<Bytes>,
+    /// The headers of the events that have any, by index into `payloads`.
+    pub headers: Vec<IndexedHeaders>,
     /// One past the last.
     pub end: Position,
     /// What the subscription gave after the run, if it was already waiting.
@@ -386,6 +389,13 @@ pub(super) struct Run {
 /// waiting on `sub` (at most [`MAX_GATHER`]).
 pub(super) fn gather(first: Event, sub: &mut Subscription) -> Run {
     let origin = first.position;
+    let mut headers = Vec::new();
+    if !first.headers.is_empty() {
+        headers.push(IndexedHeaders {
+            index: 0,
+            headers: first.headers,
+        });
+    }
     let mut payloads = vec![first.payload];
     let mut lookahead = None;
     while payloads.len() < MAX_GATHER {
@@ -394,6 +404,12 @@ pub(super) fn gather(first: Event, sub: &mut Subscription) -> Run {
                 if e.position.stream == origin.stream
                     && e.position.seq == origin.seq.wrapping_add(payloads.len() as u64) =>
             {
+                if !e.headers.is_empty() {
+                    headers.push(IndexedHeaders {
+                        index: u32::try_from(payloads.len()).unwrap_or(u32::MAX),
+                        headers: e.headers,
+                    });
+                }
                 payloads.push(e.payload)
             }
             Some(other) => {
@@ -410,6 +426,7 @@ pub(super) fn gather(first: Event, sub: &mut Subscription) -> Run {
     Run {
         origin,
         payloads,
+        headers,
         end,
         lookahead,
     }

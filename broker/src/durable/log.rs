@@ -9,6 +9,7 @@
 //! completes until the log is reopened; [`DurableLog::failure`] says why.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use starling_config::StorageFsync;
@@ -19,6 +20,7 @@ use starling_storage::{
 
 use super::commit::{Committer, Waiter};
 use super::metrics::StorageMetrics;
+use super::volume::Volume;
 
 /// How often retention runs on a log that is being appended to.
 const RETENTION_EVERY: Duration = Duration::from_secs(1);
@@ -60,6 +62,8 @@ pub struct DurableLog<W: Waiter, F: Fs = RealFs> {
     committer: Committer<W, F>,
     log: Log<F>,
     metrics: StorageMetrics,
+    /// The volume's program state (`GET /storage`), beside the gauges.
+    volume: Arc<Volume>,
     shown: LogStats,
     last_retention: Instant,
     /// Whether this log counts in `disk_full_logs` (its last append failed for space).
@@ -74,8 +78,9 @@ impl<W: Waiter + std::fmt::Debug> DurableLog<W> {
         config: LogConfig,
         mode: StorageFsync,
         metrics: StorageMetrics,
+        volume: Arc<Volume>,
     ) -> Result<DurableLog<W>, DurableError> {
-        DurableLog::open_in(RealFs, topic, dir, config, mode, metrics)
+        DurableLog::open_in(RealFs, topic, dir, config, mode, metrics, volume)
     }
 }
 
@@ -88,6 +93,7 @@ impl<W: Waiter + std::fmt::Debug, F: Fs> DurableLog<W, F> {
         config: LogConfig,
         mode: StorageFsync,
         metrics: StorageMetrics,
+        volume: Arc<Volume>,
     ) -> Result<DurableLog<W, F>, DurableError> {
         let storage = |source| DurableError::Storage {
             topic: topic.to_string(),
@@ -144,6 +150,7 @@ impl<W: Waiter + std::fmt::Debug, F: Fs> DurableLog<W, F> {
             committer,
             log,
             metrics,
+            volume,
             shown: LogStats::default(),
             last_retention: Instant::now(),
             full: false,
@@ -217,6 +224,7 @@ impl<W: Waiter + std::fmt::Debug, F: Fs> DurableLog<W, F> {
     fn set_full(&mut self, full: bool) {
         if full != self.full {
             self.full = full;
+            self.volume.log_full(full);
             if full {
                 self.metrics.disk_full_logs.inc();
                 tracing::error!(topic = %self.topic, dir = %self.dir.display(), "durable log: the volume is full; publishes are refused until space returns");
@@ -306,6 +314,7 @@ impl<W: Waiter, F: Fs> Drop for DurableLog<W, F> {
     fn drop(&mut self) {
         if self.full {
             self.metrics.disk_full_logs.dec();
+            self.volume.log_full(false);
         }
         self.metrics.segments.sub(self.shown.segments as i64);
         self.metrics
@@ -340,6 +349,14 @@ mod tests {
     }
 
     fn open(fs: &FaultFs, max_bytes: Option<u64>) -> (DurableLog<Ack, FaultFs>, StorageMetrics) {
+        open_on(fs, max_bytes, Arc::new(Volume::new(None)))
+    }
+
+    fn open_on(
+        fs: &FaultFs,
+        max_bytes: Option<u64>,
+        volume: Arc<Volume>,
+    ) -> (DurableLog<Ack, FaultFs>, StorageMetrics) {
         let metrics = StorageMetrics::register(&prometheus::Registry::new()).unwrap();
         let config = LogConfig {
             segment_bytes: 450,
@@ -358,6 +375,7 @@ mod tests {
             config,
             StorageFsync::Always,
             metrics.clone(),
+            volume,
         )
         .unwrap();
         (log, metrics)
@@ -386,7 +404,8 @@ mod tests {
     #[test]
     fn a_full_volume_refuses_the_batch_and_appends_resume_when_space_returns() {
         let fs = FaultFs::new();
-        let (mut log, metrics) = open(&fs, None);
+        let volume = Arc::new(Volume::new(None));
+        let (mut log, metrics) = open_on(&fs, None, Arc::clone(&volume));
         for i in 0..6 {
             log.append(at(i), 1, &[1; 56]).unwrap();
         }
@@ -398,6 +417,8 @@ mod tests {
         );
         assert!(log.disk_full());
         assert_eq!(metrics.disk_full_logs.get(), 1);
+        // What `GET /storage` (and so the operator's `DiskFull` condition) reads.
+        assert!(volume.report().full && volume.report().full_logs == 1);
         assert!(metrics.volume_free_bytes.get() <= 10);
         assert!(
             log.failure().is_none(),
@@ -409,6 +430,7 @@ mod tests {
         log.append(at(6), 1, &[1; 56]).unwrap();
         assert!(!log.disk_full());
         assert_eq!(metrics.disk_full_logs.get(), 0);
+        assert!(!volume.report().full && volume.report().full_logs == 0);
         let read: Vec<_> = log
             .view()
             .read_from(at(0))

@@ -14,15 +14,19 @@
 //! - [`commit`]: the group-commit thread and the acks waiting for durability.
 //! - [`log`](DurableLog): one topic's log, as the topic task uses it.
 //! - [`metrics`](StorageMetrics): the storage series.
+//! - [`record`]: what a log record holds (a batch's headers frame, if any, and its batch).
 //! - [`transfer`]: copying a topic's log to its new owner after an owner change.
 //! - [`replicated`]: replicated durable topics (the replicas open here and their RPCs).
+//! - [`volume`]: the storage volume as `GET /storage` reports it (free bytes, full logs).
 
 pub mod commit;
 pub mod escape;
 mod log;
 pub mod metrics;
+pub mod record;
 pub mod replicated;
 pub mod transfer;
+pub mod volume;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,6 +39,7 @@ use starling_storage::{FsyncPolicy, LogConfig, RetentionPolicy};
 pub use commit::Waiter;
 pub use log::{DurableError, DurableLog};
 pub use metrics::StorageMetrics;
+pub use volume::{Volume, VolumeReport};
 
 /// The file in a log's directory holding the topic's whole name (the directory name may be
 /// cut, see [`escape`]); the storage ignores files it does not know.
@@ -49,6 +54,7 @@ pub struct Durability {
     mode: StorageFsync,
     ack_level: AckLevel,
     metrics: StorageMetrics,
+    volume: Arc<Volume>,
 }
 
 impl Durability {
@@ -85,7 +91,13 @@ impl Durability {
             mode: cfg.storage_fsync,
             ack_level: cfg.ack_level,
             metrics,
+            volume: Arc::new(Volume::new(cfg.storage_dir.as_deref())),
         })
+    }
+
+    /// The storage volume, as `GET /storage` reports it.
+    pub fn volume(&self) -> Arc<Volume> {
+        Arc::clone(&self.volume)
     }
 
     /// Whether `topic` is durable here.
@@ -107,7 +119,14 @@ impl Durability {
             return Err(DurableError::NoStorageDir);
         };
         let dir = root.join(escape::dir_name(topic));
-        let log = DurableLog::open(topic, &dir, self.config, self.mode, self.metrics.clone())?;
+        let log = DurableLog::open(
+            topic,
+            &dir,
+            self.config,
+            self.mode,
+            self.metrics.clone(),
+            Arc::clone(&self.volume),
+        )?;
         // The whole name beside the log, for a directory name that was cut (see
         // `topics_on_disk`); best effort: without it the log is only not claimed.
         let named = dir.join(NAME_FILE);

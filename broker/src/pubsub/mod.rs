@@ -11,7 +11,7 @@ pub mod topic;
 // The engine's network-free parts live in `starling-pubsub`; the broker's modules name them
 // here as before.
 pub use starling_pubsub::{
-    batcher, counters, group, lanes, queue_budget, retained, sink, subscriber, timer,
+    batcher, counters, dedup, group, lanes, queue_budget, retained, sink, subscriber, timer,
 };
 
 #[cfg(test)]

@@ -28,7 +28,9 @@ use crate::server::buffers::{Buffers, Grant};
 use crate::server::frames::{Allowance, FrameBuf, read_frame_within};
 use crate::server::handshake::HandshakeError;
 use crate::server::link::Link;
-use crate::server::{cache, handshake, log_transfer, publish, replica_rpc, reply, subscribe};
+use crate::server::{
+    cache, consume, handshake, log_transfer, publish, replica_rpc, reply, subscribe,
+};
 
 /// What a connection uses: its own few handles, and those of the stream handlers it routes
 /// streams to.
@@ -57,6 +59,8 @@ pub struct Handles {
     pub log_transfer: Arc<log_transfer::Handles>,
     /// The Raft RPC streams' handles.
     pub replica_rpc: Arc<replica_rpc::Handles>,
+    /// The durable consumer streams' handles.
+    pub consume: Arc<consume::Handles>,
 }
 
 /// Application close codes sent with CONNECTION_CLOSE.
@@ -370,6 +374,10 @@ async fn route_stream(
                     buf,
                 )
                 .await;
+            }
+            Frame::ConsumerOpen(c) => {
+                return consume::serve_consumer(Arc::clone(&h.consume), link, c, send, recv, buf)
+                    .await;
             }
             Frame::CachePut(_) | Frame::CacheGet(_) | Frame::CacheDelete(_)
                 if link.granted & features::CACHE == 0 =>

@@ -17,8 +17,8 @@ use crate::server::reply;
 /// Features this broker offers. `AUTH_TOKEN` is granted only to a token user, `PEER` only to
 /// a peer (see `auth::decide`); `CLUSTER` marks a routing client; `SUBSCRIBE_FROM_TIME` lets a
 /// `Subscribe` carry a start time; `WILDCARDS` pattern subscriptions; `HEADERS` message
-/// headers; `REQUEST` request/reply (`NoResponders`); `QUEUE_GROUPS` queue-group
-/// subscriptions.
+/// headers; `REQUEST` request/reply (`NoResponders`); `CONSUMERS` durable consumers;
+/// `QUEUE_GROUPS` queue-group subscriptions; `DEDUP` publish de-duplication by message id.
 pub const OFFERED_FEATURES: u64 = features::BATCH_PUBLISH
     | features::CACHE
     | features::CLUSTER
@@ -28,7 +28,9 @@ pub const OFFERED_FEATURES: u64 = features::BATCH_PUBLISH
     | features::WILDCARDS
     | features::HEADERS
     | features::REQUEST
-    | features::QUEUE_GROUPS;
+    | features::QUEUE_GROUPS
+    | features::CONSUMERS
+    | features::DEDUP;
 
 /// Why a handshake failed (also the reason the connection is closed with).
 #[derive(Debug, thiserror::Error)]

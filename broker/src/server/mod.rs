@@ -13,6 +13,7 @@
 //! - [`publish`]: publish streams and the per-connection publish workers.
 //! - [`subscribe`]: subscription streams; [`quic_sink`]: a subscriber's sink on its stream.
 //! - [`cache`]: cache request/response streams.
+//! - [`consume`]: durable consumer member streams (`crate::consumer`).
 //! - [`log_transfer`]: durable log reads and claims between members.
 //! - [`replica_rpc`]: Raft RPCs of replicated topics between members.
 //! - [`reply`]: writing frames and typed errors back to a stream.
@@ -21,6 +22,7 @@ pub mod admit;
 pub mod buffers;
 pub mod cache;
 pub mod conn;
+pub mod consume;
 pub mod frames;
 pub mod handshake;
 pub mod link;
@@ -74,7 +76,27 @@ pub fn ingress(state: &State) -> Arc<conn::Handles> {
         handoff: Arc::clone(&state.handoff),
         idle_timeout: std::time::Duration::from_millis(state.cfg.stream_idle_timeout_ms),
     };
+    let consume = consume::Handles {
+        cfg: Arc::clone(&state.cfg),
+        metrics: Arc::clone(&state.metrics),
+        decoder: state.decoder,
+        health: Arc::clone(&state.health),
+        topics: Arc::clone(&state.topics),
+        cluster: Arc::clone(&state.cluster),
+        consumers: crate::consumer::Consumers::new(
+            Arc::clone(&state.topics),
+            Arc::clone(&state.metrics),
+            state.cfg.max_consumers_per_topic as usize,
+            state.cfg.max_consumer_members as usize,
+            Arc::new(crate::consumer::PendingBudget::new(
+                state.cfg.consumer_pending_max_bytes,
+                state.metrics.consumer_pending_bytes.clone(),
+                state.metrics.consumer_budget_waits.clone(),
+            )),
+        ),
+    };
     Arc::new(conn::Handles {
+        consume: Arc::new(consume),
         cfg: Arc::clone(&state.cfg),
         metrics: Arc::clone(&state.metrics),
         decoder: state.decoder,

@@ -92,6 +92,7 @@ pub fn request_id(frame: &Frame) -> u64 {
         Frame::ClusterInfoRequest(f) => f.request_id,
         Frame::LogRead(f) => f.request_id,
         Frame::LogClaim(f) => f.request_id,
+        Frame::ConsumerOpen(f) => f.request_id,
         _ => 0,
     }
 }

@@ -108,11 +108,15 @@ async fn wait_placed(c: &TestCluster, topics: &[String], members: &[&str]) {
                 .dir()
                 .join(format!("data-{id}"))
                 .join(starling_broker::durable::escape::dir_name(topic));
-            assert!(
-                !dir.join("raft").exists() && !dir.join("committed").exists(),
-                "{topic}: {id} left the replica set but kept its files in {}",
-                dir.display()
-            );
+            // The replica is closed before its files are removed: they go soon after.
+            while dir.join("raft").exists() || dir.join("committed").exists() {
+                assert!(
+                    Instant::now() < deadline,
+                    "{topic}: {id} left the replica set but kept its files in {}",
+                    dir.display()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
         }
     }
 }
@@ -276,8 +280,14 @@ async fn scaling_3_5_3_moves_every_replica_set_to_its_placement_without_losing_a
     c.write_members(&three);
     c.converge(&three).await;
     wait_placed(&c, &topics, &three).await;
-    // Every topic's set changed twice: each change was started by some leader (a leader that
-    // loses its leadership right after the last step leaves the `completed` to no one).
+    // Every topic whose placement over five differs from its placement over three changed
+    // twice (one whose three best brokers are the same among five did not move at all): each
+    // change was started by some leader (a leader that loses its leadership right after the
+    // last step leaves the `completed` to no one).
+    let moved = topics
+        .iter()
+        .filter(|t| ids(&placement(&five, t)) != ids(&placement(&three, t)))
+        .count();
     let started = c
         .metric_sum("starling_replica_moves_total", "outcome=\"started\"")
         .await;
@@ -286,8 +296,8 @@ async fn scaling_3_5_3_moves_every_replica_set_to_its_placement_without_losing_a
         .await;
     println!("replica moves: {started} started, {completed} completed");
     assert!(
-        started >= (2 * topics.len()) as f64 && completed >= topics.len() as f64,
-        "moves counted: {started} started, {completed} completed"
+        started >= (2 * moved) as f64 && completed >= moved as f64,
+        "moves counted: {started} started, {completed} completed, for {moved} topics that moved"
     );
     c.stop("d").await;
     c.stop("e").await;

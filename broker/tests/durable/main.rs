@@ -2,15 +2,18 @@
 //! `persisted` message and its position (`restart`), a real `starling-broker` process
 //! killed with SIGKILL in the middle of acked publishing loses no acked message (`sigkill`),
 //! and a subscription from a time starts at the first record stamped at or after it, then
-//! continues live (`from_time`).
+//! continues live (`from_time`), and `GET /storage` reports the volume (`storage_endpoint`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
 #[path = "../integration/common.rs"]
 mod common;
+mod consumers;
 mod from_time;
+mod headers;
 mod restart;
 mod sigkill;
+mod storage_endpoint;
 
 use std::collections::HashSet;
 

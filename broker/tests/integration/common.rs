@@ -142,16 +142,21 @@ impl TestBroker {
     /// A raw connection past a `Hello` granted `WILDCARDS` (its `Subscribe` topics may be
     /// patterns).
     pub async fn wildcard_ready(&self) -> quinn::Connection {
+        self.ready_with(starling_proto::features::WILDCARDS).await
+    }
+
+    /// A raw connection past a `Hello` asking for, and granted, every feature of `features`.
+    pub async fn ready_with(&self, features: u64) -> quinn::Connection {
         let conn = self.raw(None).await;
         let (mut send, mut recv) = conn.open_bi().await.expect("stream");
         let mut hello = hello(PROTOCOL_VERSION, PROTOCOL_VERSION);
         if let Frame::Hello(h) = &mut hello {
-            h.features = starling_proto::features::WILDCARDS;
+            h.features = features;
         }
         write_frame(&mut send, &hello).await.expect("hello");
         match read_one(&mut recv).await {
             Some(Frame::HelloOk(ok)) => {
-                assert_ne!(ok.features & starling_proto::features::WILDCARDS, 0);
+                assert_eq!(ok.features & features, features, "features granted");
             }
             other => panic!("expected HelloOk, got {other:?}"),
         }
@@ -170,9 +175,13 @@ pub fn hello(min: u8, max: u8) -> Frame {
 }
 
 pub async fn read_one(recv: &mut quinn::RecvStream) -> Option<Frame> {
-    let mut buf = BytesMut::new();
+    read_next(recv, &mut BytesMut::new()).await
+}
+
+/// The next frame of a stream that carries several, `buf` keeping what was read past it.
+pub async fn read_next(recv: &mut quinn::RecvStream, buf: &mut BytesMut) -> Option<Frame> {
     let dec = FrameDecoder::new(64 << 20);
-    tokio::time::timeout(SOON, read_frame(recv, &mut buf, &dec, 4096))
+    tokio::time::timeout(SOON, read_frame(recv, buf, &dec, 4096))
         .await
         .ok()?
         .ok()?

@@ -2,8 +2,10 @@
 //! SDK subscribers with its headers (a plain and a wildcard subscription), while a client that
 //! did not ask for `HEADERS` receives the same EventBatch alone; a `PublishBatch`'s indexed
 //! headers reach each payload they name; the per-message bounds refuse
-//! with `LimitExceeded` and count; durable topics and cluster members refuse headers with
-//! `InvalidRequest` for now.
+//! with `LimitExceeded` and count; in a cluster headers are forwarded to a topic's owner and
+//! relayed back (durable topics keep them: `tests/durable/headers.rs`).
+
+use std::time::Duration;
 
 use bytes::BytesMut;
 use starling_client::{ClientError, Event, Header, Message, Subscription};
@@ -137,49 +139,88 @@ async fn headers_past_the_per_message_bounds_are_refused_and_counted() {
     b.running.shutdown().await;
 }
 
+/// In a cluster, headers cross the peer links both ways: a publish at a broker that does not
+/// own the topic is forwarded to the owner with its headers, and the owner's batches are
+/// relayed to a subscriber at the first broker with theirs. A message id is de-duplicated at
+/// the owner whichever broker the publish came through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn durable_topics_refuse_headers_with_a_clear_error() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let b = start(
-        Profile::Balanced,
-        ConfigOverrides {
-            durable_topics: Some(vec!["d.*".into()]),
-            storage_dir: Some(Some(dir.path().to_path_buf())),
-            ..base_overrides()
-        },
-    )
-    .await;
-    let c = b.client().await;
-    let headed = Message::new("x").header("k", "v");
-    let (code, why) = server_code(c.publish_message("d.orders", headed.clone(), true).await);
-    assert_eq!(code, ErrorCode::InvalidRequest, "{why}");
-    assert!(why.contains("durable"), "{why}");
-    // Without headers the durable topic takes it; a topic that is not durable takes headers.
-    c.publish_acked("d.orders", "plain").await.expect("publish");
-    c.publish_message("other", headed, true)
-        .await
-        .expect("headers on a live topic");
-    let m = b.metrics().await;
-    assert_eq!(m.get("starling_headers_refused_total{reason=durable}"), 1.0);
-    c.close().await;
-    b.running.shutdown().await;
-}
+async fn headers_are_forwarded_to_the_owner_and_relayed_back() {
+    use starling_placement::Kind;
+    use starling_testkit::cluster::key_owned_by;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_clustered_broker_refuses_headers_with_a_clear_error() {
     let cluster = TestCluster::start("headers", &["b0", "b1"]).await;
-    let c = cluster.plain_client("b0").await;
-    let headed = Message {
-        payload: "x".into(),
-        headers: vec![Header::new("k", "v")],
-    };
-    let (code, why) = server_code(c.publish_message("orders.eu", headed, true).await);
+    let topic = key_owned_by("h.cluster", Kind::Topic, &["b0", "b1"], "b1");
+    let at_b0 = cluster.plain_client("b0").await;
+    let at_b1 = cluster.plain_client("b1").await;
+    let mut relayed = at_b0.subscribe(&topic).await.expect("subscribe at b0");
+    let mut owned = at_b1.subscribe(&topic).await.expect("subscribe at b1");
+    // The relay from the owner starts shortly after the subscription: publish until the
+    // subscriber at b0 sees a message, each with its own id.
+    let mut first = None;
+    for i in 0..50 {
+        let msg = Message::new(format!("m{i}"))
+            .header("traceparent", format!("00-{i:032x}-{i:016x}-01"))
+            .with_msg_id(format!("id-{i}"));
+        at_b0
+            .publish_message(&topic, msg, true)
+            .await
+            .expect("forwarded to the owner with its headers");
+        if let Ok(Some(Ok(e))) =
+            tokio::time::timeout(Duration::from_millis(200), relayed.next_event()).await
+        {
+            first = Some(e);
+            break;
+        }
+    }
+    let first = first.expect("the relay delivers at b0");
+    let id = first
+        .headers
+        .iter()
+        .find(|h| h.name == "Starling-Msg-Id")
+        .map(|h| h.value.clone())
+        .expect("the relayed event keeps its message id");
+    assert!(first.headers.iter().any(|h| h.name == "traceparent"));
+    assert_eq!(
+        id,
+        format!("id-{}", String::from_utf8_lossy(&first.payload[1..]))
+    );
+    // The owner's own subscriber got the forwarded messages with their headers too.
+    let e = tokio::time::timeout(Duration::from_secs(5), owned.next_event())
+        .await
+        .expect("in time")
+        .expect("open")
+        .expect("an event");
+    assert_eq!(e.payload, "m0".as_bytes());
+    assert!(
+        e.headers
+            .iter()
+            .any(|h| h.name == "Starling-Msg-Id" && h.value == "id-0")
+    );
+    // A retry of id-0 at the owner itself is a repeat of the forwarded original.
+    let retry = Message::new("m0").with_msg_id("id-0");
+    at_b1
+        .publish_message(&topic, retry, true)
+        .await
+        .expect("the repeat is acked");
+    assert_eq!(
+        cluster
+            .metric("b1", "starling_publish_duplicates_total", "")
+            .await,
+        1.0
+    );
+    // A request (a message with reply-to) is single-broker for now: refused, and counted.
+    let request = Message::new("q").header(starling_proto::REPLY_TO, "_INBOX.abcdefghijklmnop.1");
+    let (code, why) = server_code(at_b0.publish_message(&topic, request, true).await);
     assert_eq!(code, ErrorCode::InvalidRequest, "{why}");
     assert!(why.contains("cluster"), "{why}");
-    c.publish_acked("orders.eu", "plain")
-        .await
-        .expect("publish without headers");
-    c.close().await;
+    assert_eq!(
+        cluster
+            .metric("b0", "starling_headers_refused_total", "clustered_request")
+            .await,
+        1.0
+    );
+    at_b0.close().await;
+    at_b1.close().await;
     cluster.shutdown().await;
 }
 

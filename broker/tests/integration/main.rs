@@ -11,6 +11,7 @@ mod bad_input;
 mod buffer_budget;
 mod cache;
 mod common;
+mod dedup;
 mod delivery;
 mod handshake_flood;
 mod headers;

@@ -188,17 +188,26 @@ fn settled_at(bc: &BrokerCluster, tier: Tier, brokers: i32) -> bool {
 
 /// Runs `starling bench --rate` against the client Service until stopped, restarting it when
 /// it exits (a broker restart during a move can end a run). It authenticates with the
-/// credentials directory `creds` and verifies the brokers by `server_name`.
+/// credentials directory `creds`, verifies the brokers by `server_name`, and writes each run's
+/// output to `logs`.
 fn start_load(
     addr: String,
     creds: std::path::PathBuf,
     server_name: String,
+    logs: std::path::PathBuf,
     stop: Arc<AtomicBool>,
 ) -> tokio::task::JoinHandle<u32> {
     tokio::spawn(async move {
         let mut runs = 0;
         while !stop.load(Ordering::SeqCst) {
             runs += 1;
+            // Each run's output is kept beside the brokers' logs (`bench-<run>.log`).
+            let output = std::fs::create_dir_all(&logs)
+                .and_then(|()| std::fs::File::create(logs.join(format!("bench-{runs}.log"))));
+            let (stdout, stderr) = match output.and_then(|f| Ok((f.try_clone()?, f))) {
+                Ok((out, err)) => (Stdio::from(out), Stdio::from(err)),
+                Err(_) => (Stdio::null(), Stdio::null()),
+            };
             let child = tokio::process::Command::new(cli())
                 .args(["bench", "--server", &addr, "--server-name", &server_name])
                 .arg("--credentials")
@@ -207,8 +216,9 @@ fn start_load(
                 .arg(LOAD_RATE.to_string())
                 .args(["--duration", "900s", "--warmup", "0s", "--payload", "64"])
                 .args(["--timeout", "5s", "--drain-timeout", "1s"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .arg("--no-progress")
+                .stdout(stdout)
+                .stderr(stderr)
                 .kill_on_drop(true)
                 .spawn();
             let mut child = match child {
@@ -583,6 +593,7 @@ async fn autoscaling_moves_small_to_medium_and_back() {
         addr.clone(),
         creds.path().to_path_buf(),
         user.server_name().to_string(),
+        log_dir().join(&ns.name),
         load_stop.clone(),
     );
     let (up, up_started) = watch_until(&ns, &mut rec, "load", &probe, Tier::Small, |bc| {

@@ -289,18 +289,27 @@ fn only_timers_bring_the_next_reconcile_forward() {
     let grace = Timers {
         members_wait: Some(Duration::from_secs(9)),
         staged: false,
+        volumes: false,
     };
     assert_eq!(requeue_after(grace), Duration::from_secs(9));
     let staged = Timers {
         members_wait: None,
         staged: true,
+        volumes: false,
     };
     assert_eq!(requeue_after(staged), tier_change::STAGE_POLL);
     let both = Timers {
         members_wait: Some(Duration::from_secs(2)),
         staged: true,
+        volumes: false,
     };
     assert_eq!(requeue_after(both), Duration::from_secs(2));
+    let durable = Timers {
+        members_wait: None,
+        staged: false,
+        volumes: true,
+    };
+    assert_eq!(requeue_after(durable), crate::status::volumes::VOLUME_POLL);
 }
 
 #[tokio::test]

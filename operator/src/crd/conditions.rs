@@ -21,16 +21,19 @@ pub enum ConditionType {
     /// The durable topics' replicas cannot be kept apart (too few brokers, brokers sharing a
     /// node).
     ReplicationDegraded,
+    /// A broker's storage volume is full: its durable logs refuse appends for space.
+    DiskFull,
 }
 
 impl ConditionType {
     /// Every type, in the order they are written.
-    pub const ALL: [ConditionType; 5] = [
+    pub const ALL: [ConditionType; 6] = [
         ConditionType::Ready,
         ConditionType::Progressing,
         ConditionType::Degraded,
         ConditionType::AuthenticationDisabled,
         ConditionType::ReplicationDegraded,
+        ConditionType::DiskFull,
     ];
 
     /// The condition's `type`.
@@ -41,6 +44,7 @@ impl ConditionType {
             ConditionType::Degraded => "Degraded",
             ConditionType::AuthenticationDisabled => "AuthenticationDisabled",
             ConditionType::ReplicationDegraded => "ReplicationDegraded",
+            ConditionType::DiskFull => "DiskFull",
         }
     }
 
@@ -61,6 +65,9 @@ impl ConditionType {
             }
             ConditionType::ReplicationDegraded => {
                 "True when the durable topics are replicated (durable_replicas above 1) and the cluster cannot keep their replicas apart: fewer brokers than durable_replicas, or brokers of the cluster on one node. Read from the member count and the nodes of the pods the StatefulSet controls."
+            }
+            ConditionType::DiskFull => {
+                "True when a broker's storage volume is full: one of its durable logs refuses appends for space (its acked publishes are refused until space returns; retention runs at once), or no byte is left. Read from each broker pod's GET /storage at every reconcile, at least every 30 s while topics are durable."
             }
         }
     }
@@ -115,6 +122,10 @@ reasons! {
     TooFewBrokers => ReplicationDegraded, "True", "The member list has fewer brokers than durable_replicas: no durable topic opens, and every publish to one is refused (Unavailable) until there are enough.";
     BrokersShareNode => ReplicationDegraded, "True", "Two or more broker pods run on one node (named in the message): a topic with replicas on them loses those copies together when the node is lost with its volumes. The pods only prefer distinct nodes and zones, so a cluster with too few nodes still schedules.";
     PlacementUnknown => ReplicationDegraded, "Unknown", "The broker pods could not be listed (the message says why), or have not been read yet.";
+    NoDurableTopics => DiskFull, "False", "No topic is durable: the brokers keep nothing on a volume.";
+    VolumesHaveSpace => DiskFull, "False", "Every broker that answered has space on its volume (the message names the one with the least free, and any broker not read).";
+    VolumeFull => DiskFull, "True", "A broker's volume is full (named in the message, with its free and total bytes): its durable logs refuse appends for space until space returns, which they notice by themselves.";
+    VolumesUnknown => DiskFull, "Unknown", "No broker answered GET /storage yet, or the broker pods could not be listed (the message says why).";
 }
 
 /// The condition of a type in a status, if present.

@@ -16,8 +16,8 @@ pub struct BrokerClusterStatus {
     /// The `metadata.generation` this status was computed for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready`, `Progressing`, `Degraded`, `AuthenticationDisabled` and
-    /// `ReplicationDegraded`, each with a reason and a message.
+    /// `Ready`, `Progressing`, `Degraded`, `AuthenticationDisabled`, `ReplicationDegraded`
+    /// and `DiskFull`, each with a reason and a message.
     #[serde(default)]
     pub conditions: Vec<Condition>,
     /// Broker pods that exist (the `/scale` subresource's status replicas).

@@ -77,6 +77,7 @@ fn compute_with(
         apply_error: apply_error.map(|e| (Reason::ApplyFailed, e.to_string())),
         members: None,
         placement: None,
+        volumes: None,
         now,
     })
 }
@@ -165,7 +166,9 @@ fn counters_selector_endpoints_and_rendered_values() {
         (ep.host.as_str(), ep.quic_port, ep.http_port),
         ("events.messaging.svc", 7400, 9400)
     );
-    assert_eq!(status.conditions.len(), 5);
+    assert_eq!(status.conditions.len(), 6);
+    let disk = status.conditions.iter().find(|c| c.type_ == "DiskFull");
+    assert_eq!(disk.map(|c| c.reason.as_str()), Some("NoDurableTopics"));
     assert!(
         status
             .conditions
@@ -227,6 +230,7 @@ fn refused_spec_is_degraded_and_keeps_the_last_rendered_values() {
         apply_error: None,
         members: None,
         placement: None,
+        volumes: None,
         now: at(0),
     });
     assert_eq!(
@@ -321,6 +325,7 @@ fn members_are_recorded_and_a_lagging_member_list_is_scaling() {
         apply_error: None,
         members,
         placement: None,
+        volumes: None,
         now: at(20),
     };
     let status = compute(&input(Some(&plan), None));
@@ -417,6 +422,7 @@ fn auth_mode_none_is_reported_in_its_own_condition() {
         apply_error: None,
         members: None,
         placement: None,
+        volumes: None,
         now: at(9),
     });
     assert_eq!(
@@ -528,6 +534,7 @@ fn replication_degraded_follows_the_members_and_the_placement() {
             apply_error: None,
             members: Some(members),
             placement: Some(placement),
+            volumes: None,
             now: at(20),
         })
     };
@@ -579,10 +586,77 @@ fn replication_degraded_follows_the_members_and_the_placement() {
         apply_error: None,
         members: None,
         placement: None,
+        volumes: None,
         now: at(30),
     });
     assert_eq!(
         reason(&kept, ConditionType::ReplicationDegraded),
         r("True", Reason::BrokersShareNode)
+    );
+}
+
+#[test]
+fn disk_full_follows_the_brokers_volume_answers() {
+    use crate::status::volumes::{BrokerVolume, Observation, VolumeReport};
+    let v = cluster(Profile::Balanced, Tier::Medium, |v| {
+        v.replicas = 2;
+        v.config.durable_topics = vec!["orders.*".into()];
+    });
+    let ready = sts(2, 2, 2, 2, &v.config_hash, true);
+    let answer = |pod: &str, free: u64, full_logs: u64| BrokerVolume {
+        pod: pod.into(),
+        answer: Ok(VolumeReport {
+            free_bytes: Some(free),
+            total_bytes: Some(1 << 30),
+            full_logs,
+            full: full_logs > 0,
+        }),
+    };
+    let with = |volumes: Option<&Observation>, previous| {
+        compute(&StatusInput {
+            names: &v.names,
+            namespace: "messaging",
+            generation: Some(7),
+            paused: false,
+            desired: Ok(&v),
+            sts: Some(&ready),
+            previous,
+            apply_error: None,
+            members: None,
+            placement: None,
+            volumes,
+            now: at(20),
+        })
+    };
+    let unread = with(None, None);
+    assert_eq!(
+        reason(&unread, ConditionType::DiskFull),
+        r("Unknown", Reason::VolumesUnknown)
+    );
+    let full: Observation = Ok(vec![
+        answer("events-0", 1 << 20, 0),
+        answer("events-1", 0, 1),
+    ]);
+    let status = with(Some(&full), Some(&unread));
+    assert_eq!(
+        reason(&status, ConditionType::DiskFull),
+        r("True", Reason::VolumeFull)
+    );
+    let msg = find(Some(&status), ConditionType::DiskFull)
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        msg.starts_with("events-1: 1 durable log refuses appends"),
+        "{msg}"
+    );
+    // Space returned: False again.
+    let space: Observation = Ok(vec![
+        answer("events-0", 1 << 20, 0),
+        answer("events-1", 5 << 20, 0),
+    ]);
+    let back = with(Some(&space), Some(&status));
+    assert_eq!(
+        reason(&back, ConditionType::DiskFull),
+        r("False", Reason::VolumesHaveSpace)
     );
 }

@@ -14,9 +14,11 @@
 //! | [`log`] | `LogRead`, `LogChunk`, `LogClaim`, `LogClaimed` (peers only) |
 //! | [`replica`] | `ReplicaRpc` (peers only) |
 //! | [`ping`] | `Ping`, `Pong` |
+//! | [`consumer`] | `ConsumerOpen` (+ [`ConsumerStart`]), `ConsumerOk`, `ConsumerMessage`, `ConsumerAck` (+ [`ConsumerAckOp`]) |
 
 pub mod cache;
 pub mod cluster;
+pub mod consumer;
 pub mod error_frame;
 pub mod events;
 pub mod handshake;
@@ -32,6 +34,10 @@ mod test_util;
 
 pub use cache::{CacheDelete, CacheGet, CacheOk, CachePut, CacheValue};
 pub use cluster::{ClusterInfo, ClusterInfoRequest, Member, Moved};
+pub use consumer::{
+    BACKOFF_DELAY, ConsumerAck, ConsumerAckOp, ConsumerMessage, ConsumerOk, ConsumerOpen,
+    ConsumerStart, MAX_BACKOFF_STEPS, MAX_CONSUMER_LEN, validate_consumer,
+};
 pub use error_frame::ErrorFrame;
 pub use events::{BatchTopic, EventBatch};
 pub use handshake::{Hello, HelloOk};

@@ -7,10 +7,10 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use starling_proto::{
     AckMode, BatchTopic, CacheDelete, CacheGet, CacheOk, CachePut, CacheValue, ClusterInfo,
-    ClusterInfoRequest, ErrorCode, ErrorFrame, EventBatch, EventHeaders, Frame, Header, Hello,
-    HelloOk, IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved, Ping,
-    Position, Publish, PublishAck, PublishBatch, ReplicaRpc, StartAt, Subscribe, SubscribeOk,
-    Unsubscribe,
+    ClusterInfoRequest, ConsumerAck, ConsumerAckOp, ConsumerMessage, ConsumerOk, ConsumerOpen,
+    ConsumerStart, ErrorCode, ErrorFrame, EventBatch, EventHeaders, Frame, Header, Hello, HelloOk,
+    IndexedHeaders, LogChunk, LogClaim, LogClaimed, LogRead, Member, Moved, Ping, Position,
+    Publish, PublishAck, PublishBatch, ReplicaRpc, StartAt, Subscribe, SubscribeOk, Unsubscribe,
 };
 
 /// Parses hex text: whitespace ignored, `#` comments to end of line.
@@ -142,6 +142,102 @@ pub fn arb_group_subscribe() -> impl Strategy<Value = Subscribe> {
 
 /// Any valid frame (one that must survive encode → decode unchanged).
 pub fn arb_frame() -> impl Strategy<Value = Frame> {
+    prop_oneof![3 => arb_base_frame(), 1 => arb_consumer_frame()]
+}
+
+fn consumer_start() -> impl Strategy<Value = ConsumerStart> {
+    prop_oneof![
+        Just(ConsumerStart::First),
+        Just(ConsumerStart::Last),
+        (1u64.., any::<u64>())
+            .prop_map(|(stream, seq)| ConsumerStart::Position(Position { stream, seq })),
+        any::<u64>().prop_map(ConsumerStart::TimeMs),
+    ]
+}
+
+fn consumer_ack_op() -> impl Strategy<Value = ConsumerAckOp> {
+    prop_oneof![
+        Just(ConsumerAckOp::Ack),
+        Just(ConsumerAckOp::Nak { delay_ms: None }),
+        (0..u64::MAX).prop_map(|d| ConsumerAckOp::Nak { delay_ms: Some(d) }),
+        Just(ConsumerAckOp::InProgress),
+        Just(ConsumerAckOp::Term),
+    ]
+}
+
+/// Any valid durable consumer frame (`CONSUMERS`).
+pub fn arb_consumer_frame() -> impl Strategy<Value = Frame> {
+    prop_oneof![
+        (
+            any::<u64>(),
+            topic(),
+            group(),
+            1u64..,
+            any::<u32>(),
+            1u32..,
+            consumer_start(),
+            proptest::option::of(topic()),
+            vec(any::<u64>(), 0..=16),
+        )
+            .prop_map(
+                |(
+                    request_id,
+                    topic,
+                    consumer,
+                    ack_wait_ms,
+                    max_deliver,
+                    max_ack_pending,
+                    start,
+                    dead_letter,
+                    backoff_ms,
+                )| {
+                    Frame::ConsumerOpen(ConsumerOpen {
+                        request_id,
+                        topic,
+                        consumer,
+                        ack_wait_ms,
+                        max_deliver,
+                        max_ack_pending,
+                        start,
+                        dead_letter,
+                        backoff_ms,
+                    })
+                }
+            ),
+        (any::<u64>(), any::<u64>()).prop_map(|(request_id, member_id)| Frame::ConsumerOk(
+            ConsumerOk {
+                request_id,
+                member_id
+            }
+        )),
+        (
+            any::<u64>(),
+            any::<u64>(),
+            1u32..,
+            any::<u64>(),
+            bytes(64),
+            headers()
+        )
+            .prop_map(|(stream, seq, delivery, timestamp_ms, payload, headers)| {
+                Frame::ConsumerMessage(ConsumerMessage {
+                    position: Position { stream, seq },
+                    delivery,
+                    timestamp_ms,
+                    payload,
+                    headers,
+                })
+            }),
+        (any::<u64>(), any::<u64>(), consumer_ack_op()).prop_map(|(stream, seq, op)| {
+            Frame::ConsumerAck(ConsumerAck {
+                position: Position { stream, seq },
+                op,
+            })
+        }),
+    ]
+}
+
+/// Any valid frame of the kinds before durable consumers.
+fn arb_base_frame() -> impl Strategy<Value = Frame> {
     prop_oneof![
         (
             any::<u8>(),

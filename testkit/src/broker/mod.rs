@@ -15,13 +15,19 @@ pub const SOON: Duration = Duration::from_secs(10);
 /// Starts a broker with the balanced profile on 127.0.0.1 ephemeral ports, without
 /// authentication (`auth_mode: none`): these tests exercise the data path.
 pub async fn start_broker() -> RunningBroker {
-    let overrides = ConfigOverrides {
+    start_broker_with(&ConfigOverrides::default()).await
+}
+
+/// [`start_broker`] with `extra` on top (e.g. durable topics and a storage directory).
+pub async fn start_broker_with(extra: &ConfigOverrides) -> RunningBroker {
+    let mut overrides = ConfigOverrides {
         auth_mode: Some(AuthMode::None),
         quic_listen: Some("127.0.0.1:0".parse().expect("addr")),
         http_listen: Some("127.0.0.1:0".parse().expect("addr")),
         drain_timeout_ms: Some(1_000),
         ..ConfigOverrides::default()
     };
+    overrides.merge(extra);
     let cfg = compose(Profile::Balanced, None, &overrides);
     Broker::new(cfg)
         .expect("valid config")

@@ -7,6 +7,7 @@
 //! - [`wildcards`]: wildcard subscribers across matching topics.
 //! - [`groups`]: queue groups: each batch to one member, under churn and slow members.
 
+mod dedup;
 mod groups;
 mod headers;
 mod model;
@@ -162,6 +163,7 @@ pub(super) struct Setup {
     pub replay_max_total_bytes: usize,
     pub lanes: usize,
     pub queue_budget_bytes: u64,
+    pub dedup_window: Duration,
 }
 
 impl Default for Setup {
@@ -173,6 +175,7 @@ impl Default for Setup {
             replay_max_total_bytes: 256 << 20,
             lanes: 2,
             queue_budget_bytes: 1 << 30,
+            dedup_window: Duration::from_secs(120),
         }
     }
 }
@@ -228,6 +231,11 @@ impl Engine {
             durability: Durability::new(&cfg, storage),
             log_peers: Arc::new(NoPeers),
             replication: crate::durable::replicated::Replication::off(64),
+            dedup: crate::pubsub::dedup::Limits {
+                window: setup.dedup_window,
+                max_ids: 1024,
+            },
+            dedup_max_total_bytes: 1 << 20,
             inboxes: Arc::new(crate::pubsub::inboxes::Inboxes::new(
                 16,
                 prometheus::IntCounter::new("evicted", "evicted").expect("counter"),

@@ -23,6 +23,7 @@
 //! owner first copies what the other members' logs hold past its own end
 //! (`durable::transfer`), then numbers in a new stream above it.
 
+pub mod dedup;
 pub mod registry;
 pub mod task;
 
@@ -114,6 +115,10 @@ pub struct TopicSettings {
     pub log_peers: Arc<dyn crate::durable::transfer::LogPeers>,
     /// Replicated durable topics (`durable_replicas` > 1 in a cluster).
     pub replication: Arc<crate::durable::replicated::Replication>,
+    /// Each topic's de-duplication window (`dedup_window_ms`, `dedup_max_ids`).
+    pub dedup: crate::pubsub::dedup::Limits,
+    /// Most bytes all topics' windows hold together (`dedup_max_total_bytes`).
+    pub dedup_max_total_bytes: u64,
     /// Reply inboxes: a topic grants each connection it delivers a request to a reply to the
     /// request's inbox.
     pub inboxes: Arc<crate::pubsub::inboxes::Inboxes>,

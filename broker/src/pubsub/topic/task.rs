@@ -26,18 +26,19 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
-    BatchTopic, ErrorCode, EventHeaders, Frame, Member, Position, SeenStreams, StartAt,
-    encode_event_batch, event_batch_encoded_len,
+    BatchTopic, ErrorCode, EventHeaders, Frame, IndexedHeaders, Member, Position, SeenStreams,
+    StartAt, encode_event_batch, event_batch_encoded_len,
 };
 use starling_storage::{LogView, now_ms};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
+use super::dedup::TopicDedup;
 use super::{Attach, TopicMsg, TopicSettings};
 use crate::durable::DurableLog;
 use crate::durable::replicated::topic::{STREAM, seq_of, split_seq};
 use crate::durable::replicated::{OpenError, Proposal, ProposeError, ReplicaEvent, ReplicatedLog};
-use crate::durable::transfer;
+use crate::durable::{record, transfer};
 use crate::pubsub::ack::AckToken;
 use crate::pubsub::batcher::{Batch, Batcher};
 use crate::pubsub::counters::Counters;
@@ -207,6 +208,11 @@ pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -
         durable: Durable::No,
         committed_next: 0,
         reached,
+        dedup: TopicDedup::new(
+            settings.dedup,
+            settings.dedup_max_total_bytes,
+            Arc::clone(&shared.counters),
+        ),
         registry,
         shared: Arc::clone(shared),
     };
@@ -243,12 +249,14 @@ struct TopicTask {
     /// How far each of the owner's streams has been relayed here.
     relayed: SeenStreams,
     /// Relayed runs waiting behind the sealed local batches.
-    relay_pending: VecDeque<(Position, Vec<Bytes>)>,
+    relay_pending: VecDeque<(Position, Vec<Bytes>, Vec<IndexedHeaders>)>,
     durable: Durable,
     /// A replicated topic's next Raft index to deliver live (what came before is read back
     /// from the committed log for resuming subscribers).
     committed_next: u64,
     reached: Reached,
+    /// Publish de-duplication: the window of message ids and the repeats' waiting acks.
+    dedup: TopicDedup,
     registry: Weak<dyn Retire>,
     shared: Arc<Shared>,
 }
@@ -356,7 +364,12 @@ impl TopicTask {
                 && self.groups.iter().all(|g| g.wildcard)
                 && self.batcher.is_empty()
                 && !matches!(self.durable, Durable::Replicated(_)))
-            .then(|| last_activity + idle);
+            .then(|| {
+                // A topic holding message ids lives until they expire, so its window is not
+                // cut short by going quiet.
+                let quiet = last_activity + idle;
+                self.dedup.next_expiry().map_or(quiet, |at| at.max(quiet))
+            });
             tokio::select! {
                 biased;
                 ctl = self.control.recv() => match ctl {
@@ -397,7 +410,9 @@ impl TopicTask {
                     self.shared.retained_freed(freed);
                 }
                 _ = maybe_sleep(idle_at) => {
-                    if let Some(registry) = self.registry.upgrade()
+                    self.dedup.expire(Instant::now());
+                    if self.dedup.next_expiry().is_none()
+                        && let Some(registry) = self.registry.upgrade()
                         && registry.retire(&self.name, &self.data, &self.control)
                     {
                         break;
@@ -463,7 +478,7 @@ impl TopicTask {
             stream: STREAM,
             seq: seq_of(entry.index, 0),
         };
-        self.deliver(origin, &payloads).await;
+        self.deliver(origin, &payloads, Vec::new()).await;
     }
 
     /// A sealed local batch of a replicated topic: proposed to the Raft log through the
@@ -591,6 +606,13 @@ impl TopicTask {
     /// Queues a run of replayed `frames` (`events` events) to `sub` alone, counts them as
     /// replayed and schedules its lane; what the offer did.
     async fn replay_run(&self, sub: &Arc<Subscriber>, frames: Vec<Bytes>, events: u32) -> Outcome {
+        // A log record holds its batch's headers frame first, if any: only a subscriber
+        // granted the headers gets it (`durable::record`).
+        let frames = if sub.headers {
+            frames
+        } else {
+            frames.into_iter().map(record::without_headers).collect()
+        };
         self.shared
             .counters
             .replayed_events
@@ -628,6 +650,36 @@ impl TopicTask {
         {
             self.stream = new_stream_id().max(next.stream.saturating_add(1));
             self.next_seq = 0;
+        }
+        self.restore_dedup().await;
+    }
+
+    /// Rebuilds the de-duplication window from the log just opened: the message ids of the
+    /// records stamped within `dedup_window_ms` (`durable::record`), so a publisher retrying
+    /// across a restart or an owner change is still answered with its original.
+    async fn restore_dedup(&mut self) {
+        let limits = self.dedup.limits();
+        let Durable::Open(log) = &self.durable else {
+            return;
+        };
+        if limits.window.is_zero() || limits.max_ids == 0 {
+            return;
+        }
+        let view = log.view();
+        let now = now_ms();
+        let since =
+            now.saturating_sub(u64::try_from(limits.window.as_millis()).unwrap_or(u64::MAX));
+        let scan = tokio::task::spawn_blocking(move || {
+            record::msg_ids_since(&view, since, now, limits.max_ids)
+        })
+        .await;
+        let Ok(ids) = scan else {
+            return;
+        };
+        if !ids.is_empty() {
+            let found = ids.len();
+            let restored = self.dedup.restore(ids, Instant::now());
+            tracing::debug!(topic = %self.name, found, restored, "durable topic: de-duplication window rebuilt from the log");
         }
     }
 
@@ -687,11 +739,21 @@ impl TopicTask {
 
     /// Fans out every sealed local batch, then the relayed runs waiting behind them.
     async fn deliver_ready(&mut self) {
-        while let Some(batch) = self.batcher.pop_ready() {
-            self.fanout(batch).await;
+        while let Some(mut batch) = self.batcher.pop_ready() {
+            // The repeats whose originals are in this batch are answered with it.
+            for ack in self.dedup.sealed(batch.payloads.len()) {
+                batch.attached.push(Attach {
+                    ack: Some(ack),
+                    hold: None,
+                });
+            }
+            let ids = self.dedup.ids_of(&batch.headers);
+            if !self.fanout(batch).await {
+                self.dedup.forget(&ids);
+            }
         }
-        while let Some((origin, payloads)) = self.relay_pending.pop_front() {
-            self.deliver(origin, &payloads).await;
+        while let Some((origin, payloads, headers)) = self.relay_pending.pop_front() {
+            self.deliver(origin, &payloads, headers).await;
         }
     }
 
@@ -701,20 +763,22 @@ impl TopicTask {
             || !self.relay_pending.is_empty()
     }
 
-    /// Queues events relayed from the owner, minus those already relayed; local messages
-    /// accepted before them are sealed first so they keep their order.
-    fn relay(&mut self, origin: Position, mut payloads: Vec<Bytes>) {
+    /// Queues events relayed from the owner (with their headers, indexed into `payloads`),
+    /// minus those already relayed; local messages accepted before them are sealed first so
+    /// they keep their order.
+    fn relay(&mut self, origin: Position, mut payloads: Vec<Bytes>, headers: Vec<IndexedHeaders>) {
         let skip = self.relayed.skip(origin, payloads.len());
         if skip >= payloads.len() {
             return;
         }
         let rest = payloads.split_off(skip);
+        let headers = reindex(headers, skip);
         self.batcher.flush();
         let origin = Position {
             stream: origin.stream,
             seq: origin.seq.wrapping_add(skip as u64),
         };
-        self.relay_pending.push_back((origin, rest));
+        self.relay_pending.push_back((origin, rest, headers));
     }
 
     fn accept(&mut self, msg: TopicMsg, now: Instant) {
@@ -722,29 +786,52 @@ impl TopicTask {
             // A replica delivers its own committed entries: a relay of the same would only
             // repeat them.
             if !matches!(self.durable, Durable::Replicated(_)) {
-                self.relay(origin, msg.payloads);
+                self.relay(origin, msg.payloads, msg.headers);
             }
             return;
         }
         let n = msg.payloads.len();
         let (mut ack, mut hold) = (msg.ack, msg.hold);
+        // Repeats of a message id within the window are dropped (and counted); a request whose
+        // new ids do not fit in the broker's windows is refused whole.
+        let plan = match self.dedup.plan(n, &msg.headers, now) {
+            Ok(plan) => plan,
+            Err(refused) => {
+                if let Some(ack) = ack {
+                    ack.refuse(ErrorCode::LimitExceeded, refused.to_string());
+                }
+                return;
+            }
+        };
+        let last = (0..n).rev().find(|&i| !plan.is_repeat(i));
         // Indices increase strictly (the decoder checked), so one pass pairs them up.
         let mut headers = msg.headers.into_iter().peekable();
         for (i, payload) in msg.payloads.into_iter().enumerate() {
-            // The ack and the hold ride on the request's last message, so the ack completes
-            // after all of them and the bytes stay counted until their batch is offered.
-            let attach = (i + 1 == n).then(|| Attach {
-                ack: ack.take(),
-                hold: hold.take(),
-            });
             let own = headers
                 .next_if(|h| usize::try_from(h.index).is_ok_and(|x| x == i))
                 .map(|h| h.headers)
                 .unwrap_or_default();
+            if plan.is_repeat(i) {
+                continue;
+            }
+            // The ack and the hold ride on the request's last new message, so the ack
+            // completes after all of them (and after every repeat's original, which came
+            // earlier) and the bytes stay counted until their batch is offered.
+            let attach = (Some(i) == last).then(|| Attach {
+                ack: ack.take(),
+                hold: hold.take(),
+            });
             self.batcher.push_with_headers(payload, own, attach, now);
+            self.dedup.pushed();
         }
         if let Some(ack) = ack {
-            ack.ack(); // an empty batch publish
+            if plan.wait_for.is_some() {
+                // Every message was a repeat: answered with the originals' ack, once they
+                // have it.
+                self.dedup.answer_repeat(plan.wait_for, ack);
+            } else {
+                ack.ack(); // an empty batch publish
+            }
         }
     }
 
@@ -1051,11 +1138,14 @@ impl TopicTask {
         }
     }
 
-    /// Numbers a local batch in the current stream, delivers it and completes its acks.
-    async fn fanout(&mut self, batch: Batch<Attach>) {
+    /// Numbers a local batch in the current stream, delivers it and completes its acks;
+    /// false when its acks were refused (its message ids are then forgotten).
+    async fn fanout(&mut self, batch: Batch<Attach>) -> bool {
         if self.is_replicated() {
+            // Its acks complete at commit; a replicated topic's publishes carry no headers
+            // (cluster members refuse them), so no message id is at stake.
             self.propose(batch).await;
-            return;
+            return true;
         }
         if self.epoch.has_changed().unwrap_or(false) {
             self.epoch.mark_unchanged();
@@ -1099,7 +1189,7 @@ impl TopicTask {
                     format!("`{}` moved to another broker; publish again", self.name),
                 );
             }
-            return;
+            return false;
         }
         let events = batch.payloads.len();
         let origin = Position {
@@ -1130,11 +1220,12 @@ impl TopicTask {
             .to_bytes()
         });
         let events = u32::try_from(events).unwrap_or(u32::MAX);
-        // A durable topic's batch goes to its log before anyone sees it.
+        // A durable topic's batch goes to its log before anyone sees it: the record is the
+        // headers frame, if any, and the batch (`durable::record`).
         let logged = match &mut self.durable {
             Durable::No => Ok(None),
             Durable::Open(log) => log
-                .append(origin, events, &frame)
+                .append(origin, events, &record::join(headers.as_ref(), &frame))
                 .map(Some)
                 .map_err(|e| e.to_string()),
             Durable::Failed(why) | Durable::Unready(why) => Err(why.clone()),
@@ -1159,7 +1250,7 @@ impl TopicTask {
                 }
                 // The log stays open: a full volume refuses only this batch (the next one
                 // tries again), and a poisoned log refuses every batch by itself.
-                return;
+                return false;
             }
         };
         let refused = self
@@ -1187,7 +1278,25 @@ impl TopicTask {
         if let (Some(next), Durable::Open(log)) = (logged, &self.durable) {
             log.wait_durable(next, persisted);
         }
+        refused == 0
     }
+}
+
+/// `headers` indexed into a run whose first `skip` events were dropped: those of the dropped
+/// events go, the others' indexes move down by `skip`.
+fn reindex(headers: Vec<IndexedHeaders>, skip: usize) -> Vec<IndexedHeaders> {
+    if skip == 0 {
+        return headers;
+    }
+    let skip = u32::try_from(skip).unwrap_or(u32::MAX);
+    headers
+        .into_iter()
+        .filter(|h| h.index >= skip)
+        .map(|h| IndexedHeaders {
+            index: h.index - skip,
+            headers: h.headers,
+        })
+        .collect()
 }
 
 /// Encodes events numbered from `origin` as one EventBatch frame.
@@ -1201,15 +1310,28 @@ impl TopicTask {
     /// Encodes events numbered from `origin` once (relayed from the owner: stamped with the
     /// time they are relayed here), offers the frame to every subscriber, retains it, and
     /// returns how many subscribers refused it (`drop_new`).
-    async fn deliver(&mut self, origin: Position, payloads: &[Bytes]) -> usize {
+    async fn deliver(
+        &mut self,
+        origin: Position,
+        payloads: &[Bytes],
+        headers: Vec<IndexedHeaders>,
+    ) -> usize {
         let events = u32::try_from(payloads.len()).unwrap_or(u32::MAX);
+        // Relayed requests' reply inboxes: a responder here may reply to them.
+        let inboxes: Vec<String> = headers
+            .iter()
+            .filter_map(|h| starling_proto::request::reply_to(&h.headers))
+            .map(str::to_string)
+            .collect();
+        let headers = (!headers.is_empty())
+            .then(|| Frame::EventHeaders(EventHeaders { entries: headers }).to_bytes());
         self.deliver_frame(
             origin,
             events,
             encode(origin, payloads),
-            None,
+            headers,
             now_ms(),
-            &[],
+            &inboxes,
         )
         .await
     }

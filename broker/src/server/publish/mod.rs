@@ -30,7 +30,8 @@ use starling_config::{AckLevel, BrokerConfig};
 use starling_placement::Kind;
 use starling_proto::request::{is_inbox, reply_to};
 use starling_proto::{
-    AckMode, ErrorCode, Frame, FrameDecoder, IndexedHeaders, Ping, ReadError, features, headers_len,
+    AckMode, ErrorCode, Frame, FrameDecoder, IndexedHeaders, MSG_ID, Ping, ReadError, features,
+    headers_len, msg_id,
 };
 
 use crate::cluster::forward::Forwarder;
@@ -158,35 +159,40 @@ struct HeaderRefusal {
 }
 
 /// Checks a request's headers (none passes): each message within `max_headers_per_message`
-/// and `max_header_bytes_per_message` (`LimitExceeded`, counted), not on a cluster member and
-/// not on a durable topic (`InvalidRequest`, counted): the storage record has no place for
-/// them, and the forward and relay paths between members do not carry them yet. Returns the
-/// encoded bytes of all the request's headers, which its publish budget charge includes.
+/// and `max_header_bytes_per_message` (`LimitExceeded`, counted), not a request on a cluster
+/// member and not on a replicated topic (`InvalidRequest`, counted): a member cannot tell
+/// "no responders" from its own subscribers, and Raft entries have no place for headers yet. A durable
+/// topic's log keeps them (`durable::record`); a forwarded publish and a relayed batch carry
+/// them between members. Returns the encoded bytes of all the request's headers, which its
+/// publish budget charge includes.
 fn check_headers(h: &Handles, req: &Request) -> Result<usize, HeaderRefusal> {
     if req.headers.is_empty() {
         return Ok(0);
     }
-    if h.cluster.is_clustered() {
+    // A request's "no responders" answer needs every subscriber of its topic in view, and a
+    // cluster member sees only its own; its requester cannot subscribe to a reply inbox
+    // there either (docs/subjects.md).
+    if h.cluster.is_clustered() && req.headers.iter().any(|e| reply_to(&e.headers).is_some()) {
         h.metrics
             .headers_refused
-            .with_label_values(&["clustered"])
+            .with_label_values(&["clustered_request"])
             .inc();
         return Err(HeaderRefusal {
             code: ErrorCode::InvalidRequest,
-            message: "message headers are not carried between the members of a cluster (yet); \
-                      publish without headers"
+            message: "requests (a `reply-to` header) are not served by a broker in a cluster \
+                      (yet)"
                 .into(),
         });
     }
-    if h.topics.is_durable(&req.topic) {
+    if h.topics.is_replicated(&req.topic) {
         h.metrics
             .headers_refused
-            .with_label_values(&["durable"])
+            .with_label_values(&["replicated"])
             .inc();
         return Err(HeaderRefusal {
             code: ErrorCode::InvalidRequest,
             message: format!(
-                "`{}` is a durable topic, whose log records do not hold headers (yet); \
+                "`{}` is a replicated topic, whose Raft entries do not hold headers (yet); \
                  publish without headers",
                 req.topic
             ),
@@ -220,9 +226,39 @@ fn check_headers(h: &Handles, req: &Request) -> Result<usize, HeaderRefusal> {
                 ),
             });
         }
+        check_msg_id(h, entry)?;
         total = total.saturating_add(bytes);
     }
     Ok(total)
+}
+
+/// Checks a message's id (the `Starling-Msg-Id` header, publish de-duplication), if it has
+/// one: not empty (`InvalidRequest`) and within `max_msg_id_bytes` (`LimitExceeded`,
+/// counted). The topic task keeps the window (`pubsub::dedup`).
+fn check_msg_id(h: &Handles, entry: &IndexedHeaders) -> Result<(), HeaderRefusal> {
+    let Some(id) = msg_id(&entry.headers) else {
+        return Ok(());
+    };
+    if id.is_empty() {
+        return Err(HeaderRefusal {
+            code: ErrorCode::InvalidRequest,
+            message: format!("message {} has an empty {MSG_ID}", entry.index),
+        });
+    }
+    let max = h.cfg.max_msg_id_bytes as usize;
+    if id.len() > max {
+        h.metrics.limit_refused(Limit::MsgIdBytes);
+        return Err(HeaderRefusal {
+            code: ErrorCode::LimitExceeded,
+            message: format!(
+                "message {} has a {}-byte {MSG_ID}, longer than this broker allows \
+                 (max_msg_id_bytes = {max})",
+                entry.index,
+                id.len()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Whether the connection may publish to `topic` as a reply: it is a reply inbox named by a
@@ -479,6 +515,7 @@ async fn submit_forward(
     let job = Job::Forward {
         owner,
         payloads: req.payloads,
+        headers: req.headers,
         ack: token,
     };
     publisher.submit(req.topic, job, in_flight).await

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use starling_proto::IndexedHeaders;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -32,6 +33,8 @@ pub enum Job {
         owner: Member,
         /// The messages.
         payloads: Vec<Bytes>,
+        /// Their headers, by index into `payloads`.
+        headers: Vec<IndexedHeaders>,
         /// Completed when the owner acks.
         ack: Option<AckToken>,
     },
@@ -152,8 +155,13 @@ async fn work(h: Arc<Handles>, mut rx: mpsc::Receiver<Work>) {
             Job::Forward {
                 owner,
                 payloads,
+                headers,
                 ack,
-            } => h.forward.publish(&w.topic, owner, payloads, ack).await,
+            } => {
+                h.forward
+                    .publish(&w.topic, owner, payloads, headers, ack)
+                    .await
+            }
         }
         drop(w.in_flight);
     }
