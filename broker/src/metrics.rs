@@ -79,7 +79,7 @@ pub struct Metrics {
     pub queue_groups: IntGauge,
     /// Members of queue groups (also in `subscriptions`).
     pub queue_group_members: IntGauge,
-    /// Queue-group subscriptions refused because this broker is a cluster member.
+    /// Plain clients' queue-group subscriptions refused because another member owns the topic.
     pub queue_group_refused_clustered: IntCounter,
     /// Durable consumers loaded on this broker.
     pub consumers: IntGauge,
@@ -646,7 +646,7 @@ impl Metrics {
             queue_group_refused_clustered: counter(
                 &r,
                 "starling_queue_group_refused_clustered_total",
-                "Queue-group subscriptions refused because this broker is a member of a cluster.",
+                "Queue-group subscriptions of plain clients refused because another cluster member owns the topic (the group is served by the owner).",
             )?,
             consumers: gauge(
                 &r,

@@ -150,19 +150,20 @@ impl Subscriptions {
         self.live
             .lock()
             .values()
-            // Routing clients and peers are sent to the owner instead (`Moved`).
-            .filter(|r| r.role == Role::Plain && !r.wildcard)
+            // Routing clients and peers are sent to the owner instead (`Moved`); a queue group
+            // is served by the owner alone.
+            .filter(|r| r.role == Role::Plain && !r.wildcard && r.sub.group.is_none())
             .map(|r| Arc::clone(&r.sub.topic))
             .collect()
     }
 
-    /// The kick of every routing client's and peer's subscription whose topic `cluster` no
-    /// longer places here.
+    /// The kick of every routing client's and peer's subscription, and of every queue-group
+    /// subscription, whose topic `cluster` no longer places here.
     pub fn moved_away(&self, cluster: &Cluster) -> Vec<Arc<Notify>> {
         self.live
             .lock()
             .values()
-            .filter(|r| r.role != Role::Plain && !r.wildcard)
+            .filter(|r| (r.role != Role::Plain || r.sub.group.is_some()) && !r.wildcard)
             .filter(|r| cluster.route(Kind::Topic, r.sub.topic.as_bytes()) != Route::Local)
             .map(|r| Arc::clone(&r.kick))
             .collect()

@@ -28,8 +28,13 @@
 //! A `Subscribe` with a group name (on a connection granted `QUEUE_GROUPS`) joins that queue
 //! group of its topic or pattern (docs/queue-groups.md): live only, the same `subscribe`
 //! permission as a plain one, within `max_groups_per_subject` and `max_group_members`; each
-//! batch goes to one member of the group. A broker in a cluster refuses it (`InvalidRequest`):
-//! sharing a group across the members is not built yet.
+//! batch goes to one member of the group. In a cluster a group is served by the topic's owner
+//! alone, so its members share one copy of every event wherever they connected: a routing
+//! client or a peer is sent there with `Moved` like any subscription, and a plain client's
+//! group subscription at another member is refused (`InvalidRequest`, naming the owner). When a
+//! membership change moves the topic away, its group subscriptions here end with `Moved`,
+//! whoever made them, so the group meets again at the new owner (a plain client's ordinary
+//! subscription stays, relayed from the new owner).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -171,29 +176,37 @@ fn check_inbox(h: &Handles, link: &Link, req: &Subscribe) -> Result<Option<Patte
 }
 
 /// Checks a queue-group `Subscribe` (see the module doc): the connection was granted
-/// `QUEUE_GROUPS`, the subscription is live, and this broker is not in a cluster.
+/// `QUEUE_GROUPS`, the subscription is live, and, in a cluster, this broker owns the topic or
+/// the client is one that follows `Moved` to the owner (a routing client or a peer: `check`
+/// answers it). A plain client's group subscription at a broker that does not own the topic
+/// is refused: a relay here would share its copy of the topic's events among its own members
+/// only, and every broker relaying the topic would deliver each event to the group once more.
 fn check_group(h: &Handles, link: &Link, req: &Subscribe) -> Result<(), Refusal> {
-    let invalid = |msg: &str| Err(Refusal::Error(ErrorCode::InvalidRequest, msg.into()));
+    let invalid = |msg: String| Err(Refusal::Error(ErrorCode::InvalidRequest, msg));
     if req.group.is_none() {
         return Ok(());
     }
     if link.granted & features::QUEUE_GROUPS == 0 {
-        return invalid("the QUEUE_GROUPS feature was not requested in Hello");
+        return invalid("the QUEUE_GROUPS feature was not requested in Hello".into());
     }
     if req.start != StartAt::Live {
         return invalid(
-            "a queue-group subscription is live only: no resume position or start time",
+            "a queue-group subscription is live only: no resume position or start time".into(),
         );
     }
     if is_inbox(&req.topic) {
-        return invalid("a reply inbox has no queue groups");
+        return invalid("a reply inbox has no queue groups".into());
     }
-    if h.cluster.is_clustered() {
+    if link.role == Role::Plain
+        && !is_subscription_pattern(&req.topic)
+        && let Route::Peer(owner) = h.cluster.route(Kind::Topic, req.topic.as_bytes())
+    {
         h.metrics.queue_group_refused_clustered.inc();
-        return invalid(
-            "queue groups are not served by a broker in a cluster (yet): subscribe without a \
-             group, or use a single broker",
-        );
+        return invalid(format!(
+            "queue groups of a topic are served by the member that owns it ({}): connect with a \
+             routing client (it follows the owner), or to the owner",
+            owner.addr
+        ));
     }
     Ok(())
 }

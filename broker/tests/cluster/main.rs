@@ -11,6 +11,7 @@ mod durable_owner;
 mod failure;
 mod late;
 mod meet;
+mod queue_groups;
 mod relay_live;
 mod relay_resume;
 mod replica_link;

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use starling_client::{ClientError, Subscription};
 use starling_config::{ConfigOverrides, Profile};
+use starling_placement::Kind;
 use starling_proto::{ErrorCode, Frame, PROTOCOL_VERSION, StartAt, Subscribe, write_frame};
-use starling_testkit::cluster::TestCluster;
+use starling_testkit::cluster::{TestCluster, key_owned_by};
 
 use crate::common::*;
 use starling_testkit::payload::padded;
@@ -361,16 +362,27 @@ async fn a_wildcard_group_gets_each_message_of_every_matching_topic_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_clustered_broker_refuses_queue_groups() {
+async fn a_clustered_broker_serves_the_groups_of_its_own_topics_and_refuses_the_others() {
     let cluster = TestCluster::start("groups", &["b0", "b1"]).await;
+    let members = ["b0", "b1"];
+    let mine = key_owned_by("jobs", Kind::Topic, &members, "b0");
+    let theirs = key_owned_by("jobs", Kind::Topic, &members, "b1");
     let c = cluster.plain_client("b0").await;
-    match c.subscribe_group("jobs", "workers").await {
+    match c.subscribe_group(&theirs, "workers").await {
         Err(ClientError::Server {
             code: ErrorCode::InvalidRequest,
             message,
-        }) => assert!(message.contains("cluster"), "{message}"),
+        }) => assert!(message.contains("owns it"), "{message}"),
         other => panic!("expected InvalidRequest, got {:?}", other.map(|s| s.id())),
     }
+    let mut member = c.subscribe_group(&mine, "workers").await.expect("join");
+    c.publish_acked(&mine, payload(7)).await.expect("publish");
+    let event = tokio::time::timeout(Duration::from_secs(10), member.next_event())
+        .await
+        .expect("in time")
+        .expect("an event")
+        .expect("no error");
+    assert_eq!(index(&event.payload), 7);
     c.close().await;
     cluster.shutdown().await;
 }
