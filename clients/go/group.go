@@ -38,9 +38,11 @@ func ValidateGroup(group string) error {
 // An invalid name gives ErrInvalidGroup (and an invalid topic
 // ErrInvalidTopic) with nothing sent, as does a broker that does not grant
 // QUEUE_GROUPS (ErrUnsupported). The broker refuses a group past its budgets
-// (ErrLimitExceeded), a topic the user may not subscribe to (ErrForbidden),
-// and, for now, any group when it is a member of a cluster
-// (ErrInvalidRequest).
+// (ErrLimitExceeded) and a topic the user may not subscribe to
+// (ErrForbidden). In a cluster a group is served by its topic's owner: a
+// routing client (the default) joins there, wherever it was bootstrapped, and
+// joins again at the new owner when the topic moves; without cluster routing
+// a group of a topic another member owns is refused (ErrInvalidRequest).
 func (c *Client) SubscribeGroup(ctx context.Context, topicOrPattern, group string) (*Subscription, error) {
 	if err := ValidateGroup(group); err != nil {
 		return nil, err
