@@ -1076,6 +1076,7 @@ impl Metrics {
             m.cluster_forward_failures.with_label_values(&[op]);
             m.cluster_moved.with_label_values(&[op]);
         }
+        m.cluster_moved.with_label_values(&["consume"]);
         for direction in ["pushed", "pulled"] {
             m.cluster_handoff_keys.with_label_values(&[direction]);
         }

@@ -7,13 +7,13 @@
 //! `--nak` each one is refused instead, for watching redelivery and the dead-letter topic (the
 //! last one of `--count` is left unanswered instead: leaving makes it ready again at once).
 
-use std::io::Write;
 use std::time::UNIX_EPOCH;
 
 use starling_client::{Client, ConsumerConfig, ConsumerStart, Position};
 
 use super::args::{ConsumeArgs, Output, StartArg};
 use super::error::{CliError, Outcome};
+use super::lines::{line_of, print_line};
 
 /// The consumer settings the arguments give.
 pub(crate) fn consumer_config(args: &ConsumeArgs) -> ConsumerConfig {
@@ -55,16 +55,13 @@ pub(crate) async fn run(
     let mut printed = 0u64;
     while let Some(delivery) = consumer.next().await {
         let delivery = delivery?;
-        let line = match output {
-            Output::Text => String::from_utf8_lossy(&delivery.payload).into_owned(),
-            Output::Json => super::json::delivery_line(&args.topic, &delivery),
-        };
-        match print_line(&line) {
-            Ok(()) => {}
+        let line = line_of(output, &delivery.payload, || {
+            super::json::delivery_line(&args.topic, &delivery)
+        });
+        if !print_line(&line)? {
             // The reader went away (e.g. `| head`): stop quietly, this delivery unanswered
             // (redelivered: its line was not shown).
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(Outcome::Done),
-            Err(e) => return Err(e.into()),
+            return Ok(Outcome::Done);
         }
         printed += 1;
         let last = args.count == Some(printed);
@@ -87,10 +84,4 @@ pub(crate) async fn run(
         }
     }
     Err(CliError::SubscriptionEnded)
-}
-
-fn print_line(line: &str) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")?;
-    out.flush()
 }

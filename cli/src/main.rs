@@ -22,6 +22,7 @@ mod consume_cmd;
 mod duration;
 mod error;
 mod json;
+mod lines;
 mod pub_cmd;
 mod req_cmd;
 mod sub_cmd;

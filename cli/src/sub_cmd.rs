@@ -5,12 +5,11 @@
 //! `Client::subscribe_from_time`), else with live messages; with `--group` it joins that
 //! queue group (`Client::subscribe_group`) and prints its share of the messages.
 
-use std::io::Write;
-
 use starling_client::Client;
 
 use super::args::{Output, SubArgs};
 use super::error::{CliError, Outcome};
+use super::lines::{line_of, print_line};
 
 /// Prints events until `count` were printed, the subscription ends or stdout closes.
 pub(crate) async fn run(
@@ -29,15 +28,12 @@ pub(crate) async fn run(
     }
     while let Some(event) = sub.next_event().await {
         let event = event?;
-        let line = match output {
-            Output::Text => String::from_utf8_lossy(&event.payload).into_owned(),
-            Output::Json => super::json::event_line(&event.topic, &event),
-        };
-        match print_line(&line) {
-            Ok(()) => {}
+        let line = line_of(output, &event.payload, || {
+            super::json::event_line(&event.topic, &event)
+        });
+        if !print_line(&line)? {
             // The reader went away (e.g. `| head`): stop quietly.
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(Outcome::Done),
-            Err(e) => return Err(e.into()),
+            return Ok(Outcome::Done);
         }
         printed += 1;
         if args.count == Some(printed) {
@@ -46,10 +42,4 @@ pub(crate) async fn run(
         }
     }
     Err(CliError::SubscriptionEnded)
-}
-
-fn print_line(line: &str) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")?;
-    out.flush()
 }

@@ -435,14 +435,7 @@ func (m *Consumer) Next(ctx context.Context) (Delivery, error) {
 // All iterates over the deliveries until the consumer ends or ctx is done;
 // the last pair carries the error that stopped it.
 func (m *Consumer) All(ctx context.Context) iter.Seq2[Delivery, error] {
-	return func(yield func(Delivery, error) bool) {
-		for {
-			d, err := m.Next(ctx)
-			if !yield(d, err) || err != nil {
-				return
-			}
-		}
-	}
+	return untilError(ctx, m.Next)
 }
 
 // Err is the error that ended the consumer's stream, nil while it runs.

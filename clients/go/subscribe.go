@@ -204,10 +204,16 @@ func (s *Subscription) numberOf(d delivery) *numbering {
 // All iterates over the events until the subscription ends or ctx is done;
 // the last pair carries the error that stopped it.
 func (s *Subscription) All(ctx context.Context) iter.Seq2[Event, error] {
-	return func(yield func(Event, error) bool) {
+	return untilError(ctx, s.Next)
+}
+
+// untilError iterates over what next returns until it returns an error,
+// which the last pair carries, or the caller stops.
+func untilError[T any](ctx context.Context, next func(context.Context) (T, error)) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
 		for {
-			e, err := s.Next(ctx)
-			if !yield(e, err) || err != nil {
+			v, err := next(ctx)
+			if !yield(v, err) || err != nil {
 				return
 			}
 		}

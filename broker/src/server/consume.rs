@@ -6,8 +6,9 @@
 //!
 //! Checked before anything is created: the connection was granted `CONSUMERS`, the broker is
 //! serving, the topic is durable and not replicated (`InvalidRequest`: replicated topics'
-//! consumers are not built yet), this broker owns it in a cluster (`InvalidRequest` naming the
-//! owner otherwise), the user may subscribe to the topic and publish to the dead-letter topic
+//! consumers are not built yet), this broker owns it in a cluster (otherwise `Moved` for a
+//! routing client or a peer, which follows it to the owner, and `InvalidRequest` naming the
+//! owner for a plain one), the user may subscribe to the topic and publish to the dead-letter topic
 //! (`Forbidden`), and `max_ack_pending` is within `max_consumer_ack_pending`
 //! (`LimitExceeded`).
 
@@ -17,13 +18,13 @@ use starling_access::Operation;
 use starling_config::BrokerConfig;
 use starling_placement::Kind;
 use starling_proto::{
-    ConsumerAckOp, ConsumerOk, ConsumerOpen, ErrorCode, Frame, FrameDecoder, Ping, features,
+    ConsumerAckOp, ConsumerOk, ConsumerOpen, ErrorCode, Frame, FrameDecoder, Moved, Ping, features,
     write_frame,
 };
 use starling_pubsub::consumer::{AckOp, Policy};
 use tokio::sync::Semaphore;
 
-use crate::cluster::{Cluster, Route};
+use crate::cluster::{Cluster, Member, Role, Route};
 use crate::consumer::{Command, Consumers, JoinError, JoinRequest, MemberMsg, Settings};
 use crate::health::{Health, Phase};
 use crate::metrics::{Limit, Metrics};
@@ -50,13 +51,22 @@ pub struct Handles {
     pub consumers: Arc<Consumers>,
 }
 
-fn check(h: &Handles, link: &Link, req: &ConsumerOpen) -> Result<(), (ErrorCode, String)> {
-    let invalid = |msg: String| Err((ErrorCode::InvalidRequest, msg));
+/// Why a `ConsumerOpen` is not served here.
+enum Refused {
+    /// Answered with `Error`.
+    Error(ErrorCode, String),
+    /// Answered with `Moved`: a routing client or a peer asked a member that does not own the
+    /// topic.
+    Moved(Member),
+}
+
+fn check(h: &Handles, link: &Link, req: &ConsumerOpen) -> Result<(), Refused> {
+    let invalid = |msg: String| Err(Refused::Error(ErrorCode::InvalidRequest, msg));
     if link.granted & features::CONSUMERS == 0 {
         return invalid("the CONSUMERS feature was not requested in Hello".into());
     }
     if h.health.phase() != Phase::Serving {
-        return Err((
+        return Err(Refused::Error(
             ErrorCode::Unavailable,
             "broker is not serving (starting or draining)".into(),
         ));
@@ -74,6 +84,14 @@ fn check(h: &Handles, link: &Link, req: &ConsumerOpen) -> Result<(), (ErrorCode,
         ));
     }
     if let Route::Peer(owner) = h.cluster.route(Kind::Topic, req.topic.as_bytes()) {
+        if link.role != Role::Plain {
+            // A routing client follows it to the owner (as with a subscription).
+            h.metrics
+                .cluster_moved
+                .with_label_values(&["consume"])
+                .inc();
+            return Err(Refused::Moved(owner));
+        }
         return invalid(format!(
             "unsupported here: consumers are served at the topic's owner only; `{}` is owned by {} ({})",
             req.topic, owner.id, owner.addr
@@ -84,7 +102,7 @@ fn check(h: &Handles, link: &Link, req: &ConsumerOpen) -> Result<(), (ErrorCode,
         .check(Operation::Subscribe, req.topic.as_bytes())
     {
         h.metrics.forbidden(&denied);
-        return Err((ErrorCode::Forbidden, denied.to_string()));
+        return Err(Refused::Error(ErrorCode::Forbidden, denied.to_string()));
     }
     if let Some(dl) = &req.dead_letter {
         if *dl == req.topic {
@@ -92,12 +110,12 @@ fn check(h: &Handles, link: &Link, req: &ConsumerOpen) -> Result<(), (ErrorCode,
         }
         if let Err(denied) = link.access.check(Operation::Publish, dl.as_bytes()) {
             h.metrics.forbidden(&denied);
-            return Err((ErrorCode::Forbidden, denied.to_string()));
+            return Err(Refused::Error(ErrorCode::Forbidden, denied.to_string()));
         }
     }
     if req.max_ack_pending > h.cfg.max_consumer_ack_pending {
         h.metrics.limit_refused(Limit::ConsumerAckPending);
-        return Err((
+        return Err(Refused::Error(
             ErrorCode::LimitExceeded,
             format!(
                 "max_ack_pending {} is above max_consumer_ack_pending {}",
@@ -132,10 +150,23 @@ pub async fn serve_consumer(
     mut recv: quinn::RecvStream,
     mut buf: FrameBuf,
 ) {
-    if let Err((code, why)) = check(&h, &link, &req) {
-        reply::error(&mut send, &h.metrics, req.request_id, code, why).await;
-        let _ = send.finish();
-        return;
+    match check(&h, &link, &req) {
+        Ok(()) => {}
+        Err(Refused::Error(code, why)) => {
+            reply::error(&mut send, &h.metrics, req.request_id, code, why).await;
+            let _ = send.finish();
+            return;
+        }
+        Err(Refused::Moved(owner)) => {
+            let moved = Frame::Moved(Moved {
+                request_id: req.request_id,
+                epoch: h.cluster.epoch(),
+                owner: owner.addr,
+            });
+            let _ = write_frame(&mut send, &moved).await;
+            let _ = send.finish();
+            return;
+        }
     }
     let join = JoinRequest {
         topic: req.topic.clone(),

@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
+mod consumers;
 mod durable_handoff;
 mod durable_owner;
 mod failure;
