@@ -522,6 +522,33 @@ async fn req_and_reply_with_the_no_responders_exit_code() {
     b.shutdown().await;
 }
 
+/// `starling --output json consume TOPIC --consumer w --count COUNT`, which must exit 0: its
+/// output and its lines, each parsed as JSON.
+async fn consume_json(
+    b: &RunningBroker,
+    topic: &str,
+    count: u32,
+) -> (String, Vec<serde_json::Value>) {
+    let mut cmd = starling(b);
+    cmd.args([
+        "--output",
+        "json",
+        "consume",
+        topic,
+        "--consumer",
+        "w",
+        "--count",
+    ])
+    .arg(count.to_string());
+    let (code, out, err) = run(cmd).await;
+    assert_eq!(code, 0, "{err}");
+    let lines = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    (out, lines)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consume_acks_what_it_prints_and_a_second_run_goes_on_from_there() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -539,23 +566,7 @@ async fn consume_acks_what_it_prints_and_a_second_run_goes_on_from_there() {
             .await
             .expect("publish");
     }
-    let mut first = starling(&b);
-    first.args([
-        "--output",
-        "json",
-        "consume",
-        "cli.jobs",
-        "--consumer",
-        "w",
-        "--count",
-        "2",
-    ]);
-    let (code, out, err) = run(first).await;
-    assert_eq!(code, 0, "{err}");
-    let lines: Vec<serde_json::Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect();
+    let (out, lines) = consume_json(&b, "cli.jobs", 2).await;
     assert_eq!(lines.len(), 2, "{out}");
     assert_eq!(lines[0]["payload"], "job 0");
     assert_eq!(lines[1]["payload"], "job 1");
@@ -590,20 +601,9 @@ async fn consume_acks_what_it_prints_and_a_second_run_goes_on_from_there() {
     ]);
     let (code, out, err) = run(refuse).await;
     assert_eq!((code, out.as_str()), (0, "job 3\n"), "{err}");
-    let mut again = starling(&b);
-    again.args([
-        "--output",
-        "json",
-        "consume",
-        "cli.jobs",
-        "--consumer",
-        "w",
-        "--count",
-        "1",
-    ]);
-    let (code, out, err) = run(again).await;
-    assert_eq!(code, 0, "{err}");
-    let line: serde_json::Value = serde_json::from_str(out.trim()).expect("a JSON line");
+    let (out, lines) = consume_json(&b, "cli.jobs", 1).await;
+    assert_eq!(lines.len(), 1, "{out}");
+    let line = &lines[0];
     assert_eq!(
         (line["payload"].as_str(), line["delivery"].as_u64()),
         (Some("job 3"), Some(2))
