@@ -26,6 +26,7 @@ use crate::cluster::log_peers::{self, LogClaims, PeerLogs};
 use crate::cluster::peers::Peers;
 use crate::cluster::replica_link::{LinksNet, ReplicaLinks};
 use crate::cluster::source::Source;
+use crate::cluster::fan_in::FanIn;
 use crate::cluster::upstream::Upstreams;
 use crate::cluster::{Cluster, MemberSet, Route};
 use crate::durable::Durability;
@@ -299,6 +300,13 @@ impl Broker {
                 Arc::clone(&cluster),
                 Arc::clone(&peers),
                 Arc::clone(&topics),
+                Arc::clone(&metrics),
+            ),
+            fan_in: FanIn::new(
+                Arc::clone(&cluster),
+                Arc::clone(&peers),
+                Arc::clone(&lanes),
+                Arc::clone(topics.inboxes()),
                 Arc::clone(&metrics),
             ),
             handoff: Arc::new(Handoff::new(

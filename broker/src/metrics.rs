@@ -74,13 +74,10 @@ pub struct Metrics {
     /// Active wildcard subscriptions (also in `subscriptions`).
     pub wildcard_subscriptions: IntGauge,
     /// Wildcard subscriptions refused because this broker is a cluster member.
-    pub wildcard_refused_clustered: IntCounter,
     /// Queue groups with at least one member here.
     pub queue_groups: IntGauge,
     /// Members of queue groups (also in `subscriptions`).
     pub queue_group_members: IntGauge,
-    /// Plain clients' queue-group subscriptions refused because another member owns the topic.
-    pub queue_group_refused_clustered: IntCounter,
     /// Durable consumers loaded on this broker.
     pub consumers: IntGauge,
     /// Members of durable consumers (open consumer streams).
@@ -116,7 +113,7 @@ pub struct Metrics {
     pub publish_duplicates: IntCounter,
     /// Bytes held by the topics' de-duplication windows.
     pub dedup_window_bytes: IntGauge,
-    /// Publishes with headers refused by reason (`replicated`, `clustered_request`).
+    /// Publishes with headers refused by reason (`replicated`).
     pub headers_refused: IntCounterVec,
     /// Requests (single-message publishes carrying `reply-to`, `REQUEST` feature) checked for
     /// responders.
@@ -628,11 +625,6 @@ impl Metrics {
                 "starling_wildcard_subscriptions",
                 "Active wildcard subscriptions (a pattern such as orders.*; also counted in starling_subscriptions).",
             )?,
-            wildcard_refused_clustered: counter(
-                &r,
-                "starling_wildcard_refused_clustered_total",
-                "Wildcard subscriptions refused because this broker is a member of a cluster.",
-            )?,
             queue_groups: gauge(
                 &r,
                 "starling_queue_groups",
@@ -642,11 +634,6 @@ impl Metrics {
                 &r,
                 "starling_queue_group_members",
                 "Members of queue groups (also counted in starling_subscriptions).",
-            )?,
-            queue_group_refused_clustered: counter(
-                &r,
-                "starling_queue_group_refused_clustered_total",
-                "Queue-group subscriptions of plain clients refused because another cluster member owns the topic (the group is served by the owner).",
             )?,
             consumers: gauge(
                 &r,
@@ -739,7 +726,7 @@ impl Metrics {
             headers_refused: counter_vec(
                 &r,
                 "starling_headers_refused_total",
-                "Publishes with headers refused (InvalidRequest) by reason: replicated (the topic is replicated), clustered_request (a request on a cluster member).",
+                "Publishes with headers refused (InvalidRequest) by reason: replicated (the topic is replicated).",
                 &["reason"],
             )?,
             requests: counter(
@@ -838,7 +825,7 @@ impl Metrics {
             cluster_forwarded: counter_vec(
                 &r,
                 "starling_cluster_forwarded_total",
-                "Requests forwarded to the owning member, by op.",
+                "Requests forwarded to the owning member, by op (feed: a subscription at another member feeding a client's wildcard subscription, reply inbox or queue-group member here).",
                 &["op"],
             )?,
             cluster_forward_failures: counter_vec(
@@ -1052,9 +1039,7 @@ impl Metrics {
         for limit in Limit::ALL {
             m.limit_refusals.with_label_values(&[limit.label()]);
         }
-        for reason in ["replicated", "clustered_request"] {
-            m.headers_refused.with_label_values(&[reason]);
-        }
+        m.headers_refused.with_label_values(&["replicated"]);
         for outcome in replica_rpc::ALL {
             m.replica_rpc_calls.with_label_values(&[outcome]);
             m.replica_rpc_served.with_label_values(&[outcome]);
@@ -1071,6 +1056,7 @@ impl Metrics {
         for outcome in ["applied", "failed"] {
             m.tls_reloads.with_label_values(&[outcome]);
         }
+        m.cluster_forwarded.with_label_values(&["feed"]);
         for op in ["publish", "subscribe", "cache"] {
             m.cluster_forwarded.with_label_values(&[op]);
             m.cluster_forward_failures.with_label_values(&[op]);

@@ -63,6 +63,9 @@ pub struct State {
     pub forward: Forwarder,
     /// Subscriptions held at topic owners for local subscribers.
     pub upstreams: Arc<Upstreams>,
+    /// Feeds of clients' pattern subscriptions, inboxes and pattern groups from the other
+    /// members.
+    pub fan_in: Arc<crate::cluster::fan_in::FanIn>,
     /// The cache hand-off.
     pub handoff: Arc<Handoff>,
     /// Claims of durable logs this broker holds for topics it no longer owns.
@@ -157,13 +160,14 @@ impl Subscriptions {
             .collect()
     }
 
-    /// The kick of every routing client's and peer's subscription, and of every queue-group
-    /// subscription, whose topic `cluster` no longer places here.
+    /// The kick of every routing client's and peer's subscription (queue-group ones included;
+    /// not wildcard ones) whose topic `cluster` no longer places here. A plain client's stays:
+    /// relayed, or for a group member fed, from the new owner.
     pub fn moved_away(&self, cluster: &Cluster) -> Vec<Arc<Notify>> {
         self.live
             .lock()
             .values()
-            .filter(|r| (r.role != Role::Plain || r.sub.group.is_some()) && !r.wildcard)
+            .filter(|r| r.role != Role::Plain && !r.wildcard)
             .filter(|r| cluster.route(Kind::Topic, r.sub.topic.as_bytes()) != Route::Local)
             .map(|r| Arc::clone(&r.kick))
             .collect()

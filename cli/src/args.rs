@@ -199,7 +199,7 @@ pub(crate) struct SubArgs {
     /// Topic to subscribe to, or a pattern of topics: `*` matches one `.`-separated token,
     /// `>` (last) one or more, e.g. 'orders.*' or 'orders.>' (quote it for the shell). A
     /// pattern gets live messages of every matching topic, existing or new; `--output json`
-    /// shows each message's topic. Not with --from-time; not on a clustered broker yet.
+    /// shows each message's topic. Not with --from-time. In a cluster, from every member.
     #[arg(value_name = "TOPIC_OR_PATTERN")]
     pub(crate) topic: String,
     /// Exit after this many messages.
@@ -218,7 +218,8 @@ pub(crate) struct SubArgs {
     /// Join queue group NAME of the topic or pattern: each message goes to one member of the
     /// group (run several `starling sub --group NAME` to share the work), while plain
     /// subscribers still get every message. NAME is 1 to 64 of A-Z a-z 0-9 - _ . Live only;
-    /// needs a broker that supports it (QUEUE_GROUPS), and not on a clustered broker yet.
+    /// needs a broker that supports it (QUEUE_GROUPS). In a cluster the members may connect
+    /// to any broker: the topic's owner shares the messages among all of them.
     #[arg(long, value_name = "NAME")]
     pub(crate) group: Option<String>,
 }

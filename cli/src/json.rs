@@ -82,6 +82,7 @@ mod tests {
     fn text_is_a_string_and_other_bytes_are_base64() {
         let event = Event {
             topic: "orders".into(),
+            subscription: "orders".into(),
             seq: 3,
             position: Position { stream: 9, seq: 41 },
             payload: Bytes::from_static(b"hello \"world\""),

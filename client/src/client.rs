@@ -157,9 +157,10 @@ impl Client {
     }
 
     /// Answers request `event` (one with a `reply-to` header, as [`Client::request`] sends):
-    /// publishes `payload` to its reply inbox and waits for the broker's ack. The broker
-    /// allows it when the request was delivered recently to any connection of this client's
-    /// user (the user's `max_reply_inboxes_per_user` latest grants) or the user may publish
+    /// publishes `payload` to its reply inbox through the broker that delivered the request
+    /// (in a cluster, the one its subscription is at) and waits for the broker's ack. The
+    /// broker allows it when the request was delivered recently to any connection of this
+    /// client's user (the user's `max_reply_inboxes_per_user` latest grants) or the user may publish
     /// there; else
     /// [`ClientError::Forbidden`]. [`ClientError::NotARequest`] for an event without
     /// `reply-to`.
@@ -171,7 +172,21 @@ impl Client {
         let inbox = starling_proto::request::reply_to(&event.headers)
             .ok_or(ClientError::NotARequest)?
             .to_string();
-        self.publish_one(&inbox, payload.into(), Vec::new(), true)
+        let inner = self.open()?;
+        check_topic(&inbox)?;
+        let payload = payload.into();
+        // Sent to the broker the request came through (where the subscription was routed),
+        // which granted the reply; it forwards the reply to the inbox's owner.
+        inner
+            .routed(
+                Kind::Topic,
+                event.subscription.as_bytes(),
+                |node: Arc<Node>| {
+                    let payload = payload.clone();
+                    let inbox = inbox.as_str();
+                    async move { node.publish(inbox, payload, Vec::new(), true).await }
+                },
+            )
             .await
     }
 
@@ -232,8 +247,8 @@ impl Client {
     /// only, one or more; the language of `docs/subjects.md`): the subscription then gets the
     /// live events of every matching topic, existing or created later, each [`Event::topic`](crate::Event::topic)
     /// naming its own (needs a broker that grants `WILDCARDS`, else
-    /// [`ClientError::Unsupported`]; a broker in a cluster refuses it for now; a pattern
-    /// subscription is live only and resubscribes live). The
+    /// [`ClientError::Unsupported`]; in a cluster the broker it is at gets the matching
+    /// topics from every member; a pattern subscription is live only and resubscribes live). The
     /// subscription outlives its stream: when the stream ends without the user asking (the
     /// broker restarted or drained, the topic's owner moved, the connection broke), it
     /// subscribes again at the topic's owner of the moment, resuming from the last event
@@ -293,7 +308,9 @@ impl Client {
     /// most once (an event queued to a member that then goes away is lost with it), and it
     /// resubscribes live when its stream ends. `group` is 1 to 64 of `A-Z a-z 0-9 - _ .`
     /// ([`ClientError::InvalidGroup`]). Needs a broker that grants `QUEUE_GROUPS`
-    /// ([`ClientError::Unsupported`] otherwise); a broker in a cluster refuses it for now.
+    /// ([`ClientError::Unsupported`] otherwise). In a cluster a group of a topic is served
+    /// by the topic's owner (the subscription is routed there), and a group of a pattern by
+    /// every member for the topics it owns, so members anywhere share the events.
     /// [`Subscription::dropped_events`] is always 0: the gaps between a member's batches
     /// are the other members' events.
     pub async fn subscribe_group(

@@ -99,6 +99,21 @@ impl Direct {
         self.open()?.subscribe(topic, start, None).await
     }
 
+    /// A live member of queue group `group` of `topic_or_pattern` at this broker, which ends
+    /// when its stream ends, as [`Direct::subscribe_at`]'s does.
+    pub async fn subscribe_group(
+        &self,
+        topic_or_pattern: &str,
+        group: &str,
+    ) -> Result<Subscription, ClientError> {
+        check_topic(topic_or_pattern)?;
+        starling_proto::validate_group(group)
+            .map_err(|why| ClientError::InvalidGroup(format!("{group:?}: {why}")))?;
+        self.open()?
+            .subscribe(topic_or_pattern, StartAt::Live, Some(group))
+            .await
+    }
+
     /// Stores `value` under `key` at this broker; `true` when it replaced a live value.
     pub async fn cache_put(
         &self,

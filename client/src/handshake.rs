@@ -156,11 +156,18 @@ mod tests {
         assert!(routed.features & features::HEADERS != 0);
         assert!(routed.features & features::QUEUE_GROUPS != 0);
         assert!(routed.features & features::DEDUP != 0);
-        // A broker's peer link (`Direct` as `Peer`) names single topics: never patterns.
+        // A broker's peer link (`Direct` as `Peer`) subscribes to patterns and groups for the
+        // member's own subscribers, and forwards requests.
         let peer = hello_of(Role::Peer, None);
         assert_eq!(
             peer.features,
-            features::BASE | features::PEER | features::HEADERS | features::DEDUP
+            features::BASE
+                | features::PEER
+                | features::HEADERS
+                | features::DEDUP
+                | features::WILDCARDS
+                | features::QUEUE_GROUPS
+                | features::REQUEST
         );
         assert_eq!(peer.auth_token, None);
     }

@@ -58,8 +58,8 @@
 //! that exist and those created later, and each [`Event::topic`] names the topic it came from.
 //! The broker allows it only when the user may subscribe to every topic it can match (else
 //! [`ClientError::Forbidden`]). It needs a broker that grants the `WILDCARDS` feature (an
-//! older one gives [`ClientError::Unsupported`]); a broker in a cluster refuses it for now
-//! (a server error with code `InvalidRequest`).
+//! older one gives [`ClientError::Unsupported`]). In a cluster, the broker the subscription
+//! is at gets the matching topics from every member (each serves the topics it owns).
 //!
 //! ```no_run
 //! # async fn demo(client: starling_client::Client) -> Result<(), starling_client::ClientError> {

@@ -38,6 +38,10 @@ pub struct Event {
     /// wherever the event is delivered. One past it is the resume point for
     /// [`Client::subscribe_from`](crate::Client::subscribe_from).
     pub position: Position,
+    /// The topic or pattern of the subscription that received it (the same as `topic` on a
+    /// plain subscription). [`Client::reply`](crate::Client::reply) answers a request through
+    /// the broker the subscription is at, which knows the request was delivered.
+    pub subscription: Arc<str>,
     /// The published payload.
     pub payload: Bytes,
     /// The message's headers, in the order published (empty when it had none, and always on a
@@ -127,6 +131,7 @@ impl Subscription {
             headers,
         } = delivery;
         let topic = topic.unwrap_or_else(|| Arc::clone(&self.topic));
+        let subscription = Arc::clone(&self.topic);
         let numbering = match &mut self.by_topic {
             None => &mut self.numbering,
             Some((topics, forgotten)) => {
@@ -137,7 +142,8 @@ impl Subscription {
                 topics.entry(Arc::clone(&topic)).or_default()
             }
         };
-        self.ready.extend(numbering.number(batch, headers, &topic));
+        self.ready
+            .extend(numbering.number(batch, headers, &topic, &subscription));
     }
 
     /// One past the last event this subscription returned (or the position it was opened
@@ -246,6 +252,7 @@ impl Numbering {
         batch: EventBatch,
         headers: Vec<IndexedHeaders>,
         topic: &Arc<str>,
+        subscription: &Arc<str>,
     ) -> impl Iterator<Item = Event> + use<> {
         let EventBatch {
             stream,
@@ -294,6 +301,7 @@ impl Numbering {
             .enumerate()
             .map(|(i, (payload, headers))| Event {
                 topic: Arc::clone(topic),
+                subscription: Arc::clone(subscription),
                 seq: seq0.wrapping_add(i as u64),
                 position: Position {
                     stream,
@@ -321,7 +329,7 @@ mod tests {
 
     impl Numbering {
         fn number_in(&mut self, b: EventBatch) -> impl Iterator<Item = Event> + use<> {
-            self.number(b, Vec::new(), &Arc::from("t"))
+            self.number(b, Vec::new(), &Arc::from("t"), &Arc::from("t"))
         }
     }
 
@@ -342,7 +350,7 @@ mod tests {
             },
         ];
         let got: Vec<(u64, Vec<Header>)> = n
-            .number(batch(7, 1, 3), headers, &Arc::from("t"))
+            .number(batch(7, 1, 3), headers, &Arc::from("t"), &Arc::from("t"))
             .map(|e| (e.position.seq, e.headers))
             .collect();
         assert_eq!(got, [(2, vec![]), (3, vec![Header::new("k", "v")])]);

@@ -20,6 +20,11 @@ type Event struct {
 	// consecutive, except for gaps where the broker dropped events for this
 	// subscriber. It starts at the broker's number of the first event.
 	Seq uint64
+	// Subscription is the topic or pattern of the subscription that received
+	// the event (Topic again on a plain subscription). Reply answers a
+	// request through the broker the subscription is at, which knows the
+	// request was delivered.
+	Subscription string
 	// Position is the event's position; one past it is the resume point.
 	Position Position
 	// Payload is the published message. It stays valid after later calls.

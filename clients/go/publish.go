@@ -150,6 +150,12 @@ func checkGranted(info ServerInfo, hs []wire.IndexedHeaders) error {
 // publishSingle sends one message in a Publish frame: the hot path, which
 // allocates nothing per fire-and-forget message.
 func (c *Client) publishSingle(ctx context.Context, topic string, payload []byte, hs []Header, acked bool) error {
+	return c.publishSingleVia(ctx, topic, []byte(topic), payload, hs, acked)
+}
+
+// publishSingleVia is publishSingle sent to the member that owns the topic
+// key via (a reply goes where its request's subscription is).
+func (c *Client) publishSingleVia(ctx context.Context, topic string, via []byte, payload []byte, hs []Header, acked bool) error {
 	if err := c.checkPublish(topic); err != nil {
 		return err
 	}
@@ -159,7 +165,7 @@ func (c *Client) publishSingle(ctx context.Context, topic string, payload []byte
 		defer cancel()
 	}
 	timeout := c.cfg.RequestTimeout
-	err := c.routed(ctx, placement.Topic, []byte(topic), func(n *node) error {
+	err := c.routed(ctx, placement.Topic, via, func(n *node) error {
 		s, err := n.publishStream(ctx, topic)
 		if err != nil {
 			return err
@@ -188,7 +194,7 @@ func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, h
 	}
 	// A fire-and-forget publish makes its timer only when it has to wait.
 	timeout := c.cfg.RequestTimeout
-	err := c.routed(ctx, placement.Topic, []byte(topic), func(n *node) error {
+	err := c.routed(ctx, placement.Topic, via, func(n *node) error {
 		s, err := n.publishStream(ctx, topic)
 		if err != nil {
 			return err

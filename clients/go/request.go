@@ -113,9 +113,10 @@ func (c *Client) Request(ctx context.Context, topic string, payload []byte) (Mes
 // first reply published there, until ctx is done, or, when ctx has no
 // deadline, for the request timeout (ctx's error then). It fails at once
 // with an error matching ErrNoResponders when nothing subscribes to topic.
-// Needs a single broker that grants REQUEST (ErrUnsupported otherwise,
-// nothing sent); a cluster member refuses requests (they need headers) with
-// ErrInvalidRequest.
+// Needs a broker that grants REQUEST (ErrUnsupported otherwise, nothing
+// sent). In a cluster the topic's owner decides ErrNoResponders, and the
+// inbox is fed from every member, so requester and responder may be at
+// different brokers.
 func (c *Client) RequestMessage(ctx context.Context, topic string, m Message) (Message, error) {
 	if err := c.open(); err != nil {
 		return Message{}, err
@@ -151,8 +152,9 @@ func (c *Client) RequestMessage(ctx context.Context, topic string, m Message) (M
 }
 
 // Reply answers request req (an event with a reply-to header, as Request
-// sends) with payload: it publishes to the request's inbox and waits for
-// the broker's ack. The broker allows it when req was delivered to this
+// sends) with payload: it publishes to the request's inbox through the
+// broker that delivered req (in a cluster, the one its subscription is at:
+// Event.Subscription) and waits for the broker's ack. The broker allows it when req was delivered to this
 // user recently (its max_reply_inboxes_per_user latest requests) or the
 // user may publish there; else ErrForbidden. ErrNotARequest for an event
 // without reply-to.
@@ -166,7 +168,14 @@ func (c *Client) ReplyMessage(ctx context.Context, req Event, m Message) error {
 	if to == "" {
 		return ErrNotARequest
 	}
-	return c.PublishMessage(ctx, to, m, true)
+	if err := checkHeaders(m.Headers); err != nil {
+		return err
+	}
+	via := req.Subscription
+	if via == "" {
+		via = to
+	}
+	return c.publishSingleVia(ctx, to, []byte(via), m.Payload, m.Headers, true)
 }
 
 // Respond answers every request on topic (or pattern) with what handler

@@ -176,6 +176,7 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 	e := s.ready[s.readyAt]
 	s.ready[s.readyAt] = Event{}
 	s.readyAt++
+	e.Subscription = s.topic
 	if !s.wildcard {
 		s.resume = Position{Stream: e.Position.Stream, Seq: e.Position.Seq + 1}
 	}
@@ -248,9 +249,9 @@ func (s *Subscription) Close() error {
 // (orders.>). The subscription then receives the live events of every
 // matching topic, existing or created later, each Event naming its topic.
 // A pattern needs a broker that grants WILDCARDS (ErrUnsupported
-// otherwise, nothing sent) and start Live (ErrInvalidTopic otherwise); a
-// broker in a cluster refuses it for now (ErrInvalidRequest), and it
-// resubscribes live.
+// otherwise, nothing sent) and start Live (ErrInvalidTopic otherwise), and
+// it resubscribes live. In a cluster the broker the subscription is at gets
+// the matching topics from every member.
 func (c *Client) Subscribe(ctx context.Context, topic string, start StartAt) (*Subscription, error) {
 	return c.subscribe(ctx, topic, start, "")
 }

@@ -321,7 +321,9 @@ knobs! {
     /// topic it matches and is checked against every topic this broker creates, so they cost
     /// more than a subscription to one topic. A wildcard `Subscribe` past it is refused with
     /// `LimitExceeded` and counted in
-    /// `starling_limit_refusals_total{limit="max_wildcard_subscriptions_per_connection"}`.
+    /// `starling_limit_refusals_total{limit="max_wildcard_subscriptions_per_connection"}`. A
+    /// cluster member's peer connection is not bound by it: each of its pattern subscriptions
+    /// feeds one client subscription at that member, counted there.
     max_wildcard_subscriptions_per_connection: u32,
     /// Most queue groups (see `docs/queue-groups.md`) one subject (a topic, or a wildcard
     /// pattern) may have at once. A group `Subscribe` that would create one more is refused

@@ -112,7 +112,10 @@ impl Role {
                 BASE | CLUSTER | WILDCARDS | HEADERS | REQUEST | QUEUE_GROUPS | CONSUMERS | DEDUP
             }
             // Headers and message ids: a forwarded publish and a relayed batch keep them.
-            Role::Peer => BASE | PEER | HEADERS | DEDUP,
+            // Patterns and groups: a member feeds its clients' wildcard subscriptions, reply
+            // inboxes and pattern groups from every other member (`cluster::fan_in`). Requests:
+            // a forwarded request is answered `NoResponders` by the topic's owner.
+            Role::Peer => BASE | PEER | HEADERS | DEDUP | WILDCARDS | QUEUE_GROUPS | REQUEST,
         }
     }
 

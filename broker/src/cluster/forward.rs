@@ -156,7 +156,8 @@ impl Forwarder {
     }
 
     /// Forwards one publish request to the topic's owner; an acked one is acked when the owner
-    /// acks it, and refused with `Unavailable` when it cannot be.
+    /// acks it, refused with the owner's `NoResponders` for a request nobody subscribes to,
+    /// and refused with `Unavailable` when it cannot be acked otherwise.
     pub async fn publish(
         &self,
         topic: &str,
@@ -202,6 +203,12 @@ impl Forwarder {
                     tokio::spawn(async move {
                         match acked.await {
                             Ok(()) => token.ack(),
+                            // The owner's answer to a request nobody subscribes to, passed on
+                            // as the owner gave it.
+                            Err(ClientError::Server {
+                                code: ErrorCode::NoResponders,
+                                message,
+                            }) => token.refuse(ErrorCode::NoResponders, message),
                             Err(e) => {
                                 if e.is_link_failure() {
                                     this.peers.failed(&owner, &e).await;

@@ -3,7 +3,8 @@
 //! ([`peers`], each a [`peer_client::PeerClient`]: the SDK's `Direct` link with the calls only
 //! members make of each other), the upstream subscriptions a non-owner holds for its own subscribers
 //! ([`upstream`]) and the catch-ups from the owner for one resuming from before its retained
-//! tail ([`catchup`]), the cache hand-off after a membership change ([`handoff`]), the durable logs'
+//! tail ([`catchup`]), the feeds of a client's wildcard subscriptions, reply inboxes and
+//! pattern groups from every other member ([`fan_in`]), the cache hand-off after a membership change ([`handoff`]), the durable logs'
 //! hand-off to a topic's new owner ([`log_peers`]), the Raft RPCs of replicated topics
 //! ([`replica_link`]), and the requests handed to another member on the ingress's behalf
 //! ([`forward`]). Nothing here imports the
@@ -14,6 +15,7 @@
 //! each other by their peer certificates (see `auth::decide` and [`peers`]).
 
 pub mod catchup;
+pub mod fan_in;
 pub mod forward;
 pub mod handoff;
 pub mod log_peers;

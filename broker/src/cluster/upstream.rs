@@ -346,6 +346,7 @@ async fn run(
                 headers,
                 end,
                 lookahead,
+                ..
             } = gather(first, &mut sub);
             topics
                 .publish(
@@ -373,6 +374,8 @@ async fn run(
 
 /// A run of consecutive events of one stream, as relayed from the owner.
 pub(super) struct Run {
+    /// The topic of the events (one topic per run, also on a wildcard subscription).
+    pub topic: std::sync::Arc<str>,
     /// The owner's position of the first payload.
     pub origin: Position,
     /// The events, in order.
@@ -385,10 +388,11 @@ pub(super) struct Run {
     pub lookahead: Option<Option<Result<Event, ClientError>>>,
 }
 
-/// The run starting with `first`: it and the consecutive events of its stream already
-/// waiting on `sub` (at most [`MAX_GATHER`]).
+/// The run starting with `first`: it and the consecutive events of its topic and stream
+/// already waiting on `sub` (at most [`MAX_GATHER`]).
 pub(super) fn gather(first: Event, sub: &mut Subscription) -> Run {
     let origin = first.position;
+    let topic = first.topic;
     let mut headers = Vec::new();
     if !first.headers.is_empty() {
         headers.push(IndexedHeaders {
@@ -401,7 +405,8 @@ pub(super) fn gather(first: Event, sub: &mut Subscription) -> Run {
     while payloads.len() < MAX_GATHER {
         match sub.next_event().now_or_never() {
             Some(Some(Ok(e)))
-                if e.position.stream == origin.stream
+                if e.topic == topic
+                    && e.position.stream == origin.stream
                     && e.position.seq == origin.seq.wrapping_add(payloads.len() as u64) =>
             {
                 if !e.headers.is_empty() {
@@ -424,6 +429,7 @@ pub(super) fn gather(first: Event, sub: &mut Subscription) -> Run {
         seq: origin.seq.wrapping_add(payloads.len() as u64),
     };
     Run {
+        topic,
         origin,
         payloads,
         headers,

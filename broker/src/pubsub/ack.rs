@@ -23,6 +23,8 @@ pub struct AckToken {
     permit: OwnedSemaphorePermit,
     /// `ack_level: persisted`: on a durable topic, complete once the batch is durable.
     pub persisted: bool,
+    /// Only a refusal is answered (see [`AckToken::refusals_only`]).
+    quiet: bool,
 }
 
 impl AckToken {
@@ -39,11 +41,25 @@ impl AckToken {
             tx,
             permit,
             persisted: false,
+            quiet: false,
+        }
+    }
+
+    /// The same token, answering only a refusal: for a publish the client did not ask to be
+    /// acked whose refusal it must still learn (a request forwarded to its topic's owner,
+    /// which may answer `NoResponders`). Its ack writes nothing and frees its permit.
+    pub fn refusals_only(self) -> Self {
+        AckToken {
+            quiet: true,
+            ..self
         }
     }
 
     /// Acknowledges the publish.
     pub fn ack(self) {
+        if self.quiet {
+            return;
+        }
         let frame = Frame::PublishAck(PublishAck {
             request_id: self.request_id,
             count: self.count,

@@ -3,7 +3,10 @@
 //!
 //! - A **claim**: a connection's first subscription under `_INBOX.<token>` claims the token
 //!   for that connection until it closes; one token per connection, and a token claimed by
-//!   another connection is refused, so no one subscribes to someone else's inbox.
+//!   another connection is refused, so no one subscribes to someone else's inbox. In a
+//!   cluster the member where the requester subscribed feeds its inbox from every other
+//!   member (`cluster::fan_in`); each such feed claims the token at that member while it is
+//!   open ([`Inboxes::claim_feed`]), so no user there can claim it either.
 //! - A **grant**: when a topic delivers a request (a message with a `reply-to` header) to a
 //!   subscriber whose connection receives headers, that connection's user may publish to the
 //!   named inbox, from any of its connections (the SDK subscribes and publishes on different
@@ -36,10 +39,20 @@ struct Grants {
     set: HashSet<String>,
 }
 
+/// Who holds a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    /// A client connection (its id).
+    Conn(u64),
+    /// Other members' feeds of the requester's inbox (how many are open: a resubscribing
+    /// requester may have two for a moment).
+    Feeds(usize),
+}
+
 #[derive(Default)]
 struct State {
-    /// Token → the connection holding it.
-    owners: HashMap<String, u64>,
+    /// Token → who holds it.
+    owners: HashMap<String, Holder>,
     /// Connection → its token.
     tokens: HashMap<u64, String>,
     /// Connection → its user's key (see [`Inboxes::bind`]).
@@ -79,9 +92,38 @@ impl Inboxes {
         if s.owners.contains_key(token) {
             return Err(ClaimRefused::Taken(token.to_string()));
         }
-        s.owners.insert(token.to_string(), conn);
+        s.owners.insert(token.to_string(), Holder::Conn(conn));
         s.tokens.insert(conn, token.to_string());
         Ok(())
+    }
+
+    /// Claims `token` for another member's feed of a requester's inbox (a peer's subscription
+    /// under `_INBOX.<token>`); refused when a client connection here holds it. Release it
+    /// with [`Inboxes::release_feed`] when the feed's subscription ends.
+    pub fn claim_feed(&self, token: &str) -> Result<(), ClaimRefused> {
+        let mut s = self.state.lock();
+        match s.owners.get_mut(token) {
+            Some(Holder::Conn(_)) => Err(ClaimRefused::Taken(token.to_string())),
+            Some(Holder::Feeds(n)) => {
+                *n += 1;
+                Ok(())
+            }
+            None => {
+                s.owners.insert(token.to_string(), Holder::Feeds(1));
+                Ok(())
+            }
+        }
+    }
+
+    /// Ends one feed's claim of `token` (made by [`Inboxes::claim_feed`]).
+    pub fn release_feed(&self, token: &str) {
+        let mut s = self.state.lock();
+        if let Some(Holder::Feeds(n)) = s.owners.get_mut(token) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                s.owners.remove(token);
+            }
+        }
     }
 
     /// Records that connection `conn` is `user`'s (a key naming the user; the same for all
@@ -125,7 +167,9 @@ impl Inboxes {
     /// its other connections (bounded per user; users are bounded by the users document).
     pub fn forget(&self, conn: u64) {
         let mut s = self.state.lock();
-        if let Some(token) = s.tokens.remove(&conn) {
+        if let Some(token) = s.tokens.remove(&conn)
+            && s.owners.get(&token) == Some(&Holder::Conn(conn))
+        {
             s.owners.remove(&token);
         }
         s.users.remove(&conn);
@@ -153,6 +197,22 @@ mod tests {
         );
         i.forget(1);
         assert_eq!(i.claim(2, "aaaa"), Ok(()));
+    }
+
+    #[test]
+    fn a_feed_claim_keeps_clients_out_until_the_last_feed_ends() {
+        let i = inboxes(4);
+        assert_eq!(i.claim_feed("tttt"), Ok(()));
+        assert_eq!(i.claim_feed("tttt"), Ok(()), "a second feed of the same inbox");
+        assert_eq!(i.claim(1, "tttt"), Err(ClaimRefused::Taken("tttt".into())));
+        i.release_feed("tttt");
+        assert_eq!(i.claim(1, "tttt"), Err(ClaimRefused::Taken("tttt".into())));
+        i.release_feed("tttt");
+        assert_eq!(i.claim(1, "tttt"), Ok(()));
+        // A token a client holds is not fed here, and a release does not free it.
+        assert_eq!(i.claim_feed("tttt"), Err(ClaimRefused::Taken("tttt".into())));
+        i.release_feed("tttt");
+        assert_eq!(i.claim(2, "tttt"), Err(ClaimRefused::Taken("tttt".into())));
     }
 
     #[test]

@@ -60,6 +60,7 @@ pub fn ingress(state: &State) -> Arc<conn::Handles> {
         lanes: Arc::clone(&state.lanes),
         cluster: Arc::clone(&state.cluster),
         upstreams: Arc::clone(&state.upstreams),
+        fan_in: Arc::clone(&state.fan_in),
         subscriptions: Arc::clone(&state.subscriptions),
         groups: crate::pubsub::groups::GroupBudget::new(
             state.cfg.max_groups_per_subject as usize,

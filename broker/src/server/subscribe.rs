@@ -21,9 +21,15 @@
 //! `WILDCARDS` feature) is a wildcard subscription: live only, allowed when the user may
 //! subscribe to every topic the pattern can match, within
 //! `max_wildcard_subscriptions_per_connection`, served by the topic registry (every matching
-//! topic, existing or created later), each batch after a `BatchTopic`. A broker in a cluster
-//! refuses it (`InvalidRequest`): the topics it matches have many owners, and relaying from
-//! every one is not built yet.
+//! topic, existing or created later), each batch after a `BatchTopic`. In a cluster the
+//! topics it matches have many owners: the local topics serve the ones this broker owns, and
+//! a feed (`cluster::fan_in`) holds one subscription of the same pattern at every other
+//! member, which serves it the topics it owns; the `SubscribeOk` waits (a few seconds at
+//! most) until those are open, so a publish made after it reaches the subscriber. A
+//! client's reply inbox (`_INBOX.<token>.>`) and a queue group of a pattern are fed the same
+//! way, so request/reply and pattern groups work across members. A peer's pattern
+//! subscription (one member's feed) is served here, for the topics this broker owns, and is
+//! not counted against `max_wildcard_subscriptions_per_connection`.
 //!
 //! A `Subscribe` with a group name (on a connection granted `QUEUE_GROUPS`) joins that queue
 //! group of its topic or pattern (docs/queue-groups.md): live only, the same `subscribe`
@@ -31,10 +37,10 @@
 //! batch goes to one member of the group. In a cluster a group is served by the topic's owner
 //! alone, so its members share one copy of every event wherever they connected: a routing
 //! client or a peer is sent there with `Moved` like any subscription, and a plain client's
-//! group subscription at another member is refused (`InvalidRequest`, naming the owner). When a
-//! membership change moves the topic away, its group subscriptions here end with `Moved`,
-//! whoever made them, so the group meets again at the new owner (a plain client's ordinary
-//! subscription stays, relayed from the new owner).
+//! group subscription at another member is fed from the owner (`cluster::fan_in`: one member
+//! of the owner's group per such client, following the owner). When a membership change moves
+//! the topic away, the routing clients' and peers' group subscriptions here end with `Moved`,
+//! so they meet again at the new owner; a plain client's stays, fed from the new owner.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,6 +56,7 @@ use starling_proto::{
 use tokio::sync::oneshot;
 
 use crate::auth::Access;
+use crate::cluster::fan_in::{FanIn, Feed};
 use crate::cluster::upstream::Upstreams;
 use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
@@ -83,6 +90,8 @@ pub struct Handles {
     pub cluster: Arc<Cluster>,
     /// Subscriptions held at topic owners for local subscribers.
     pub upstreams: Arc<Upstreams>,
+    /// Feeds of pattern subscriptions from the other members.
+    pub fan_in: Arc<FanIn>,
     /// Live subscriptions.
     pub subscriptions: Arc<Subscriptions>,
     /// The queue groups' budgets.
@@ -118,8 +127,8 @@ fn wildcard(link: &Link, req: &Subscribe) -> Result<Option<Pattern>, Refusal> {
     })
 }
 
-/// Checks a wildcard `Subscribe`: live only, not on a cluster member, and the user may
-/// subscribe to every topic the pattern can match.
+/// Checks a wildcard `Subscribe`: live only, and the user may subscribe to every topic the
+/// pattern can match.
 fn check_wildcard(
     h: &Handles,
     link: &Link,
@@ -130,12 +139,6 @@ fn check_wildcard(
         let msg = "a wildcard subscription is live only: no resume position or start time";
         return Err(Refusal::Error(ErrorCode::InvalidRequest, msg.into()));
     }
-    if h.cluster.is_clustered() {
-        h.metrics.wildcard_refused_clustered.inc();
-        let msg = "wildcard subscriptions are not served by a broker in a cluster (yet): \
-                   subscribe to each topic instead";
-        return Err(Refusal::Error(ErrorCode::InvalidRequest, msg.into()));
-    }
     if let Err(denied) = link.access.check_pattern(Operation::Subscribe, pattern) {
         h.metrics.forbidden(&denied);
         return Err(Refusal::Error(ErrorCode::Forbidden, denied.to_string()));
@@ -143,16 +146,15 @@ fn check_wildcard(
     Ok(())
 }
 
-/// Checks a subscription under `_INBOX` (a requester's reply inbox, docs/subjects.md): not on
-/// a cluster member, live, naming `_INBOX.<token>.…` with a valid token, which the connection
-/// then holds (one per connection; another connection's is refused with `Forbidden`). The
-/// user's `subscribe` rules do not apply: a requester may always subscribe to its own inbox.
-/// Its pattern, when it is a wildcard one.
+/// Checks a subscription under `_INBOX` (a requester's reply inbox, docs/subjects.md): live,
+/// naming `_INBOX.<token>.…` with a valid token, which the connection then holds (one per
+/// connection; another connection's is refused with `Forbidden`). The user's `subscribe`
+/// rules do not apply: a requester may always subscribe to its own inbox. Its pattern, when
+/// it is a wildcard one (fed from every member in a cluster); a single inbox topic another
+/// member owns is relayed here for a plain client and answered with `Moved` for a routing
+/// one, like any topic.
 fn check_inbox(h: &Handles, link: &Link, req: &Subscribe) -> Result<Option<Pattern>, Refusal> {
     let invalid = |msg: &str| Err(Refusal::Error(ErrorCode::InvalidRequest, msg.into()));
-    if h.cluster.is_clustered() {
-        return invalid("reply inboxes are not served by a broker in a cluster (yet)");
-    }
     if req.start != StartAt::Live {
         return invalid("a reply inbox subscription is live only");
     }
@@ -167,6 +169,16 @@ fn check_inbox(h: &Handles, link: &Link, req: &Subscribe) -> Result<Option<Patte
     }
     let pattern = wildcard(link, req)?;
     if pattern.is_none()
+        && link.role != Role::Plain
+        && let Route::Peer(owner) = h.cluster.route(Kind::Topic, req.topic.as_bytes())
+    {
+        h.metrics
+            .cluster_moved
+            .with_label_values(&["subscribe"])
+            .inc();
+        return Err(Refusal::Moved(owner));
+    }
+    if pattern.is_none()
         && let Err(limit) = h.topics.reserve(&req.topic)
     {
         h.metrics.limit_refused(Limit::Topics);
@@ -175,13 +187,48 @@ fn check_inbox(h: &Handles, link: &Link, req: &Subscribe) -> Result<Option<Patte
     Ok(pattern)
 }
 
+/// Another member's feed of a requester's inbox, claiming its token here while it lives (see
+/// `pubsub::inboxes`): no user here can subscribe to that inbox meanwhile.
+struct FeedClaim {
+    inboxes: Arc<crate::pubsub::inboxes::Inboxes>,
+    token: String,
+}
+
+impl Drop for FeedClaim {
+    fn drop(&mut self) {
+        self.inboxes.release_feed(&self.token);
+    }
+}
+
+/// For a peer's subscription under `_INBOX` (another member feeding its requester's inbox):
+/// the token's claim here, refused (`Forbidden`) when a client here holds it. `None` for
+/// every other subscription.
+fn claim_fed_inbox(
+    h: &Handles,
+    role: Role,
+    req: &Subscribe,
+) -> Result<Option<FeedClaim>, Refusal> {
+    if role != Role::Peer || !is_inbox(&req.topic) {
+        return Ok(None);
+    }
+    let Some(token) = inbox_token(&req.topic).filter(|t| valid_inbox_token(t)) else {
+        let msg = "a reply inbox is `_INBOX.<token>.…` with a valid token";
+        return Err(Refusal::Error(ErrorCode::InvalidRequest, msg.into()));
+    };
+    let inboxes = Arc::clone(h.topics.inboxes());
+    if let Err(refused) = inboxes.claim_feed(token) {
+        h.metrics.inbox_refused.inc();
+        return Err(Refusal::Error(ErrorCode::Forbidden, refused.to_string()));
+    }
+    Ok(Some(FeedClaim {
+        inboxes,
+        token: token.to_string(),
+    }))
+}
+
 /// Checks a queue-group `Subscribe` (see the module doc): the connection was granted
-/// `QUEUE_GROUPS`, the subscription is live, and, in a cluster, this broker owns the topic or
-/// the client is one that follows `Moved` to the owner (a routing client or a peer: `check`
-/// answers it). A plain client's group subscription at a broker that does not own the topic
-/// is refused: a relay here would share its copy of the topic's events among its own members
-/// only, and every broker relaying the topic would deliver each event to the group once more.
-fn check_group(h: &Handles, link: &Link, req: &Subscribe) -> Result<(), Refusal> {
+/// `QUEUE_GROUPS`, the subscription is live, and it is not a reply inbox.
+fn check_group(link: &Link, req: &Subscribe) -> Result<(), Refusal> {
     let invalid = |msg: String| Err(Refusal::Error(ErrorCode::InvalidRequest, msg));
     if req.group.is_none() {
         return Ok(());
@@ -196,17 +243,6 @@ fn check_group(h: &Handles, link: &Link, req: &Subscribe) -> Result<(), Refusal>
     }
     if is_inbox(&req.topic) {
         return invalid("a reply inbox has no queue groups".into());
-    }
-    if link.role == Role::Plain
-        && !is_subscription_pattern(&req.topic)
-        && let Route::Peer(owner) = h.cluster.route(Kind::Topic, req.topic.as_bytes())
-    {
-        h.metrics.queue_group_refused_clustered.inc();
-        return invalid(format!(
-            "queue groups of a topic are served by the member that owns it ({}): connect with a \
-             routing client (it follows the owner), or to the owner",
-            owner.addr
-        ));
     }
     Ok(())
 }
@@ -227,7 +263,7 @@ fn check(h: &Handles, link: &Link, req: &Subscribe) -> Result<Option<Pattern>, R
         let msg = "broker is not serving (starting or draining)";
         return Err(Refusal::Error(ErrorCode::Unavailable, msg.into()));
     }
-    check_group(h, link, req)?;
+    check_group(link, req)?;
     if is_inbox(&req.topic) && link.role != Role::Peer {
         return check_inbox(h, link, req).inspect_err(|_| h.metrics.inbox_refused.inc());
     }
@@ -286,6 +322,10 @@ pub async fn serve_subscription(
     let (conn_id, role) = (link.id, link.role);
     let pattern = match check(&h, &link, &req) {
         Ok(pattern) => pattern,
+        Err(refusal) => return refuse(&h, &req, refusal, send).await,
+    };
+    let _feed_claim = match claim_fed_inbox(&h, role, &req) {
+        Ok(claim) => claim,
         Err(refusal) => return refuse(&h, &req, refusal, send).await,
     };
     let id = h.subscriptions.next_id();
@@ -377,9 +417,10 @@ async fn refuse_past_limit(
 }
 
 /// Registers the subscription (within `max_subscriptions_per_connection` for a client's, and
-/// `max_subscriptions`; a wildcard one within `max_wildcard_subscriptions_per_connection` too)
-/// and its topic's subscriber (a wildcard one with the registry, for every topic its pattern
-/// matches), then answers `SubscribeOk`; returns what
+/// `max_subscriptions`; a client's wildcard one within
+/// `max_wildcard_subscriptions_per_connection` too) and its topic's subscriber (a wildcard one
+/// with the registry, for every topic its pattern matches, and in a cluster with a feed from
+/// every other member), then answers `SubscribeOk`; returns what
 /// counts it on its connection (a peer's is not counted) and where its catch-up from the owner
 /// starts if the topic holds it back (see `Topics::subscribe`), or `None` when refused (the
 /// stream is then done with). Registered before answering, so every publish the client makes
@@ -395,7 +436,10 @@ async fn register(
 ) -> Option<(Counted, Option<oneshot::Receiver<Position>>)> {
     let (id, role) = (sub.id, link.role);
     let wildcard_slot = match pattern {
+        // A peer's pattern subscriptions are its member's feeds, one per client subscription
+        // there (each counted at that member).
         None => None,
+        Some(_) if role == Role::Peer => None,
         Some(_) => {
             let max = h.cfg.max_wildcard_subscriptions_per_connection as usize;
             let Some(slot) = link.wildcards.try_enter(max) else {
@@ -475,6 +519,21 @@ async fn register(
             tracing::debug!(topic = %req.topic, "upstream not yet subscribed at the owner; answering SubscribeOk anyway");
         }
     }
+    // A client's pattern subscription in a cluster: fed from every other member as well, and
+    // answered once those subscriptions are open (at most `UPSTREAM_LIVE_WAIT`), so a
+    // publish the client makes after `SubscribeOk` reaches it wherever its topic lives.
+    let feed = match pattern {
+        Some(_) if role != Role::Peer => h.fan_in.feed(Arc::clone(sub), &req.topic),
+        None if role == Role::Plain && req.group.is_some() => {
+            h.fan_in.feed_group(Arc::clone(sub), &req.topic)
+        }
+        _ => None,
+    };
+    if let Some(feed) = &feed
+        && !feed.wait_live(UPSTREAM_LIVE_WAIT).await
+    {
+        tracing::debug!(pattern = %req.topic, "not every member's feed is open yet; answering SubscribeOk anyway");
+    }
     let ok = Frame::SubscribeOk(SubscribeOk {
         request_id: req.request_id,
         subscription_id: id,
@@ -498,23 +557,27 @@ async fn register(
     if queued {
         h.lanes.schedule(Arc::clone(sub)).await;
     }
+    if let Some(feed) = &feed {
+        feed.go();
+    }
     h.metrics.subscriptions.inc();
     if membership.is_some() {
         h.metrics.queue_group_members.inc();
         h.metrics.queue_groups.set(gauge(h.groups.groups()));
     }
-    Some(((counted, wildcard_slot, membership), behind))
+    Some(((counted, wildcard_slot, membership, feed), behind))
 }
 
 fn gauge(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// What counts a subscription on its connection while it lives: its slot of
-/// `max_subscriptions_per_connection` (none for a peer's) and, for a wildcard one, of
+/// What a subscription holds while it lives: its slot of `max_subscriptions_per_connection`
+/// (none for a peer's) and, for a client's wildcard one, of
 /// `max_wildcard_subscriptions_per_connection`; for a queue-group one, its place in the
-/// group's count.
-type Counted = (Option<Slot>, Option<Slot>, Option<Membership>);
+/// group's count; for a client's pattern subscription in a cluster, its feed from the other
+/// members (dropping it ends their subscriptions).
+type Counted = (Option<Slot>, Option<Slot>, Option<Membership>, Option<Feed>);
 
 /// What an open subscription re-checks when its user's permissions change: a reload that
 /// narrows them ends the subscriptions they no longer allow (an inbox subscription is not

@@ -12,6 +12,7 @@ mod durable_owner;
 mod failure;
 mod late;
 mod meet;
+mod patterns;
 mod queue_groups;
 mod relay_live;
 mod relay_resume;

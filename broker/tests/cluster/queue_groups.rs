@@ -1,15 +1,15 @@
 //! Queue groups in a cluster: a group is served by its topic's owner, so members that joined
 //! at any broker share one copy of the topic's events (each event reaches one member, once).
 //! A routing client is sent to the owner with `Moved`; a plain client's group subscription at
-//! a broker that does not own the topic is refused with the owner named; and when the topic
-//! moves, the group's members meet again at the new owner.
+//! a broker that does not own the topic is fed from the owner (`cluster::fan_in`); and when the
+//! topic moves, the routing members meet again at the new owner while the plain ones are fed
+//! from it.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use starling_client::{ClientError, Subscription};
+use starling_client::Subscription;
 use starling_placement::Kind;
-use starling_proto::ErrorCode;
 use starling_testkit::payload::{index, payload};
 
 use crate::harness::{SOON, TestCluster};
@@ -77,46 +77,29 @@ async fn a_queue_group_is_served_by_the_owner_for_members_at_every_broker() {
     let mut cluster = TestCluster::start("groups", &["a", "b"]).await;
     let topic = moving_topic();
 
-    // A plain client at the broker that does not own the topic is told where the group is.
-    let plain_at_a = cluster.plain_client("a").await;
-    match plain_at_a.subscribe_group(&topic, GROUP).await {
-        Err(ClientError::Server {
-            code: ErrorCode::InvalidRequest,
-            message,
-        }) => assert!(message.contains(&cluster.addr("b")), "{message}"),
-        other => panic!("expected InvalidRequest, got {:?}", other.map(|s| s.id())),
-    }
-    assert_eq!(
-        cluster
-            .metric("a", "starling_queue_group_refused_clustered_total", "")
-            .await,
-        1.0
-    );
-
-    // Routing clients bootstrapped at either broker, and a plain client at the owner.
+    // Routing clients bootstrapped at either broker, a plain client at the owner (b) and one
+    // at the other broker (a), fed from the owner.
     let routing_a = cluster.routing_client("a").await;
     let routing_b = cluster.routing_client("b").await;
+    let plain_at_a = cluster.plain_client("a").await;
     let plain_at_b = cluster.plain_client("b").await;
-    let mut members = vec![
-        routing_a
-            .subscribe_group(&topic, GROUP)
-            .await
-            .expect("join"),
-        routing_b
-            .subscribe_group(&topic, GROUP)
-            .await
-            .expect("join"),
-        plain_at_b
-            .subscribe_group(&topic, GROUP)
-            .await
-            .expect("join"),
-    ];
+    let mut members = Vec::new();
+    for c in [&routing_a, &routing_b, &plain_at_b, &plain_at_a] {
+        members.push(c.subscribe_group(&topic, GROUP).await.expect("join"));
+    }
     assert_eq!(
         cluster
             .metric("b", "starling_queue_group_members", "")
             .await,
-        3.0,
-        "every member joined at the owner"
+        4.0,
+        "every member is one of the owner's group (the plain one at a through a's feed)"
+    );
+    assert_eq!(
+        cluster
+            .metric("a", "starling_cluster_forwarded_total", "op=\"feed\"")
+            .await,
+        1.0,
+        "a feeds its plain member from the owner"
     );
     // Published at a, which forwards to the owner.
     for i in 0..ROUND {
@@ -128,9 +111,9 @@ async fn a_queue_group_is_served_by_the_owner_for_members_at_every_broker() {
     let got = collect(&mut members, ROUND as usize).await;
     once_each(&got, 0, ROUND);
 
-    // c joins and owns the topic: the group's subscriptions at b end with `Moved`, the routing
-    // members join again at c; the plain member at b is refused there now (b no longer owns
-    // the topic), so it gets nothing more rather than a second copy.
+    // c joins and owns the topic: the routing members' subscriptions at b end with `Moved`
+    // and they join again at c; the plain members at a and b are fed from c (b's own group no
+    // longer gets the topic's events: only the owner serves a group).
     cluster.start_broker("c").await;
     cluster.write_members(&["a", "b", "c"]);
     cluster.converge(&["a", "b", "c"]).await;
@@ -138,21 +121,14 @@ async fn a_queue_group_is_served_by_the_owner_for_members_at_every_broker() {
     while cluster
         .metric("c", "starling_queue_group_members", "")
         .await
-        < 2.0
+        < 4.0
     {
         assert!(
             Instant::now() < deadline,
-            "the routing members did not meet again at the new owner"
+            "the members did not meet again at the new owner"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(
-        cluster
-            .metric("b", "starling_queue_group_members", "")
-            .await,
-        0.0,
-        "no member is left at the old owner"
-    );
     for i in ROUND..2 * ROUND {
         plain_at_a
             .publish_acked(&topic, payload(i))
@@ -161,7 +137,6 @@ async fn a_queue_group_is_served_by_the_owner_for_members_at_every_broker() {
     }
     let got = collect(&mut members, ROUND as usize).await;
     once_each(&got, ROUND, 2 * ROUND);
-    assert!(got[2].is_empty(), "the plain member at b: {:?}", got[2]);
 
     for c in [plain_at_a, routing_a, routing_b, plain_at_b] {
         c.close().await;

@@ -208,16 +208,34 @@ async fn headers_are_forwarded_to_the_owner_and_relayed_back() {
             .await,
         1.0
     );
-    // A request (a message with reply-to) is single-broker for now: refused, and counted.
-    let request = Message::new("q").header(starling_proto::REPLY_TO, "_INBOX.abcdefghijklmnop.1");
-    let (code, why) = server_code(at_b0.publish_message(&topic, request, true).await);
-    assert_eq!(code, ErrorCode::InvalidRequest, "{why}");
-    assert!(why.contains("cluster"), "{why}");
+    // A request (a message with reply-to) is forwarded too: the owner, where the topic has a
+    // subscriber, decides it has responders and takes it (b0 counts no request: the owner
+    // decides), and its subscriber gets the reply-to header.
+    let inbox = "_INBOX.abcdefghijklmnop.1";
+    let request = Message::new("q").header(starling_proto::REPLY_TO, inbox);
+    at_b0
+        .publish_message(&topic, request, true)
+        .await
+        .expect("the owner takes the request");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let e = tokio::time::timeout_at(deadline.into(), owned.next_event())
+            .await
+            .expect("the request arrives in time")
+            .expect("open")
+            .expect("an event");
+        if e.payload == "q".as_bytes() {
+            assert_eq!(starling_proto::request::reply_to(&e.headers), Some(inbox));
+            break;
+        }
+    }
     assert_eq!(
-        cluster
-            .metric("b0", "starling_headers_refused_total", "clustered_request")
-            .await,
+        cluster.metric("b1", "starling_requests_total", "").await,
         1.0
+    );
+    assert_eq!(
+        cluster.metric("b0", "starling_requests_total", "").await,
+        0.0
     );
     at_b0.close().await;
     at_b1.close().await;

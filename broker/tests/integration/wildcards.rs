@@ -1,15 +1,14 @@
 //! Wildcard subscriptions over real QUIC: a pattern subscription receives every matching
 //! topic's messages (topics that existed before it and topics created after), each with its
 //! topic, and nothing else; `max_wildcard_subscriptions_per_connection`; live only; a client
-//! that was not granted `WILDCARDS` keeps the old meaning (the pattern is a topic name); a
-//! clustered broker refuses them. Permissions: `auth.rs`.
+//! that was not granted `WILDCARDS` keeps the old meaning (the pattern is a topic name).
+//! Permissions: `auth.rs`; across a cluster: `tests/cluster/patterns.rs`.
 
 use std::collections::BTreeMap;
 
 use starling_client::{ClientError, Subscription};
 use starling_config::{ConfigOverrides, Profile};
 use starling_proto::{ErrorCode, Frame, StartAt, Subscribe, write_frame};
-use starling_testkit::cluster::TestCluster;
 
 use crate::common::*;
 
@@ -204,23 +203,4 @@ async fn without_the_feature_a_pattern_is_a_topic_name_as_before() {
     }
     c.close().await;
     b.running.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_clustered_broker_refuses_wildcards_with_a_clear_error() {
-    let cluster = TestCluster::start("wildcards", &["b0", "b1"]).await;
-    let c = cluster.plain_client("b0").await;
-    match c.subscribe("orders.*").await {
-        Err(ClientError::Server {
-            code: ErrorCode::InvalidRequest,
-            message,
-        }) => assert!(message.contains("cluster"), "{message}"),
-        other => panic!("expected InvalidRequest, got {other:?}"),
-    }
-    // A subscription to one topic still works.
-    let mut sub = c.subscribe("orders.eu").await.expect("plain subscribe");
-    c.publish_acked("orders.eu", "x").await.expect("publish");
-    assert_eq!(recv_n(&mut sub, 1).await.len(), 1);
-    c.close().await;
-    cluster.shutdown().await;
 }

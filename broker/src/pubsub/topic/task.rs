@@ -15,6 +15,8 @@
 //! once per task. A subscriber with a queue group (`Subscriber::group`, plain or wildcard)
 //! joins that group of the topic instead: each batch goes to one member of each group
 //! (`starling_pubsub::group`), plain subscribers and groups alike get every batch once.
+//! Wildcard subscribers and groups are served only at the topic's owner (in a cluster the
+//! other members' feeds bring them the topic from its owner, `cluster::fan_in`).
 //! A task with no subscribers and no traffic (wildcard subscribers do not count)
 //! asks its registry to retire it ([`Retire`]), the one way back to the registry, so the two
 //! stay one-way.
@@ -1371,12 +1373,14 @@ impl TopicTask {
         if closed {
             self.subscribers.retain(|s| !s.is_closed());
         }
-        refused += self
-            .deliver_wildcards(events, &frame, headers.as_ref(), now, inboxes)
-            .await;
-        refused += self
-            .deliver_groups(events, &frame, headers.as_ref(), now, inboxes)
-            .await;
+        if (!self.wildcards.is_empty() || !self.groups.is_empty()) && self.serves_shared() {
+            refused += self
+                .deliver_wildcards(events, &frame, headers.as_ref(), now, inboxes)
+                .await;
+            refused += self
+                .deliver_groups(events, &frame, headers.as_ref(), now, inboxes)
+                .await;
+        }
         tracing::trace!(
             topic = %self.name,
             stream = origin.stream,
@@ -1465,6 +1469,14 @@ impl TopicTask {
 }
 
 impl TopicTask {
+    /// Whether this topic's wildcard subscribers and queue groups get its batches here: only
+    /// at its owner (always, outside a cluster), so a relay never hands them a second copy;
+    /// in a cluster the feeds of the other members bring them the topic from its owner
+    /// (`cluster::fan_in`).
+    fn serves_shared(&self) -> bool {
+        (self.shared.settings.owns)(&self.name)
+    }
+
     /// This topic's `BatchTopic` frame, encoded once.
     fn tag(&mut self) -> Bytes {
         let name = &self.name;

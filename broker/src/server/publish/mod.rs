@@ -39,6 +39,7 @@ use crate::cluster::replica_link::replica_id;
 use crate::cluster::{Cluster, Member, Role, Route};
 use crate::health::{Health, Phase};
 use crate::metrics::{Limit, Metrics, idle_stream};
+use crate::pubsub::ack::AckToken;
 use crate::pubsub::topic::{TopicMsg, Topics};
 use crate::server::frames::{Allowance, FrameBuf, read_frame_within};
 use crate::server::reply;
@@ -159,30 +160,14 @@ struct HeaderRefusal {
 }
 
 /// Checks a request's headers (none passes): each message within `max_headers_per_message`
-/// and `max_header_bytes_per_message` (`LimitExceeded`, counted), not a request on a cluster
-/// member and not on a replicated topic (`InvalidRequest`, counted): a member cannot tell
-/// "no responders" from its own subscribers, and Raft entries have no place for headers yet. A durable
+/// and `max_header_bytes_per_message` (`LimitExceeded`, counted), and not on a replicated
+/// topic (`InvalidRequest`, counted): Raft entries have no place for headers yet. A durable
 /// topic's log keeps them (`durable::record`); a forwarded publish and a relayed batch carry
 /// them between members. Returns the encoded bytes of all the request's headers, which its
 /// publish budget charge includes.
 fn check_headers(h: &Handles, req: &Request) -> Result<usize, HeaderRefusal> {
     if req.headers.is_empty() {
         return Ok(0);
-    }
-    // A request's "no responders" answer needs every subscriber of its topic in view, and a
-    // cluster member sees only its own; its requester cannot subscribe to a reply inbox
-    // there either (docs/subjects.md).
-    if h.cluster.is_clustered() && req.headers.iter().any(|e| reply_to(&e.headers).is_some()) {
-        h.metrics
-            .headers_refused
-            .with_label_values(&["clustered_request"])
-            .inc();
-        return Err(HeaderRefusal {
-            code: ErrorCode::InvalidRequest,
-            message: "requests (a `reply-to` header) are not served by a broker in a cluster \
-                      (yet)"
-                .into(),
-        });
     }
     if h.topics.is_replicated(&req.topic) {
         h.metrics
@@ -268,18 +253,26 @@ fn may_reply(h: &Handles, publisher: &Publisher, topic: &str) -> bool {
     is_inbox(topic) && h.topics.inboxes().may_reply(publisher.conn_id(), topic)
 }
 
-/// A request (a `Publish` carrying `reply-to`, on a connection granted `REQUEST`) is refused
-/// with `NoResponders` when nothing subscribes to its topic now: a subscription naming the
-/// topic, or a wildcard one reaching it. Counted in `starling_requests_total` and
-/// `starling_no_responders_total`.
+/// Whether `req` is a request: one message with a `reply-to` header, on a connection granted
+/// `REQUEST`.
+fn is_request(publisher: &Publisher, req: &Request) -> bool {
+    publisher.granted() & features::REQUEST != 0
+        && req.payloads.len() == 1
+        && req
+            .headers
+            .first()
+            .is_some_and(|first| reply_to(&first.headers).is_some())
+}
+
+/// A request ([`is_request`]) is refused with `NoResponders` when nothing subscribes to its
+/// topic now: a subscription naming the topic, or a wildcard one reaching it. Decided by the
+/// topic's owner, which sees every subscriber (the other members' relays and pattern feeds
+/// subscribe there): a member that forwards the request passes the owner's answer on.
+/// Counted in `starling_requests_total` and `starling_no_responders_total` at the owner.
 fn check_request(h: &Handles, publisher: &Publisher, req: &Request) -> Result<(), String> {
-    if publisher.granted() & features::REQUEST == 0 || req.payloads.len() != 1 {
-        return Ok(());
-    }
-    let Some(first) = req.headers.first() else {
-        return Ok(());
-    };
-    if reply_to(&first.headers).is_none() {
+    if !is_request(publisher, req)
+        || h.cluster.route(Kind::Topic, req.topic.as_bytes()) != Route::Local
+    {
         return Ok(());
     }
     h.metrics.requests.inc();
@@ -483,7 +476,8 @@ pub async fn serve_publish_stream(
                 continue;
             }
             Plan::Forward(owner) => {
-                submit_forward(&replies, &publisher, req, owner, in_flight).await
+                let request = is_request(&publisher, &req);
+                submit_forward(&replies, &publisher, req, owner, request, in_flight).await
             }
             Plan::Local(epoch) => {
                 submit_local(&h, &replies, &publisher, req, bytes, epoch, in_flight).await
@@ -499,17 +493,24 @@ pub async fn serve_publish_stream(
     tracing::trace!("publish stream closed");
 }
 
-/// Hands a request to the worker that forwards it to the topic's owner.
+/// Hands a request to the worker that forwards it to the topic's owner. A `request`
+/// ([`is_request`]) without an ack still learns the owner's refusal (`NoResponders`), as it
+/// would at the owner: it is forwarded acked, and only a refusal is answered.
 async fn submit_forward(
     replies: &Replies,
     publisher: &Publisher,
     req: Request,
     owner: Member,
+    request: bool,
     in_flight: InFlight,
 ) -> Result<(), WorkersGone> {
     let count = req.payloads.len() as u32;
     let token = match req.ack {
         AckMode::Ack => replies.token(req.request_id, count).await,
+        AckMode::None if request => replies
+            .token(req.request_id, count)
+            .await
+            .map(AckToken::refusals_only),
         AckMode::None => None,
     };
     let job = Job::Forward {
