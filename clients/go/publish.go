@@ -194,7 +194,7 @@ func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, h
 	}
 	// A fire-and-forget publish makes its timer only when it has to wait.
 	timeout := c.cfg.RequestTimeout
-	err := c.routed(ctx, placement.Topic, via, func(n *node) error {
+	err := c.routed(ctx, placement.Topic, []byte(topic), func(n *node) error {
 		s, err := n.publishStream(ctx, topic)
 		if err != nil {
 			return err

@@ -203,14 +203,21 @@ mod tests {
     fn a_feed_claim_keeps_clients_out_until_the_last_feed_ends() {
         let i = inboxes(4);
         assert_eq!(i.claim_feed("tttt"), Ok(()));
-        assert_eq!(i.claim_feed("tttt"), Ok(()), "a second feed of the same inbox");
+        assert_eq!(
+            i.claim_feed("tttt"),
+            Ok(()),
+            "a second feed of the same inbox"
+        );
         assert_eq!(i.claim(1, "tttt"), Err(ClaimRefused::Taken("tttt".into())));
         i.release_feed("tttt");
         assert_eq!(i.claim(1, "tttt"), Err(ClaimRefused::Taken("tttt".into())));
         i.release_feed("tttt");
         assert_eq!(i.claim(1, "tttt"), Ok(()));
         // A token a client holds is not fed here, and a release does not free it.
-        assert_eq!(i.claim_feed("tttt"), Err(ClaimRefused::Taken("tttt".into())));
+        assert_eq!(
+            i.claim_feed("tttt"),
+            Err(ClaimRefused::Taken("tttt".into()))
+        );
         i.release_feed("tttt");
         assert_eq!(i.claim(2, "tttt"), Err(ClaimRefused::Taken("tttt".into())));
     }

@@ -203,11 +203,7 @@ impl Drop for FeedClaim {
 /// For a peer's subscription under `_INBOX` (another member feeding its requester's inbox):
 /// the token's claim here, refused (`Forbidden`) when a client here holds it. `None` for
 /// every other subscription.
-fn claim_fed_inbox(
-    h: &Handles,
-    role: Role,
-    req: &Subscribe,
-) -> Result<Option<FeedClaim>, Refusal> {
+fn claim_fed_inbox(h: &Handles, role: Role, req: &Subscribe) -> Result<Option<FeedClaim>, Refusal> {
     if role != Role::Peer || !is_inbox(&req.topic) {
         return Ok(None);
     }

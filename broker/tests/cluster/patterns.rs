@@ -104,7 +104,10 @@ async fn a_wildcard_subscription_gets_every_owners_topics_once_and_in_order() {
     let routing_c = cluster.routing_client("c").await;
     let mut subs = vec![
         plain_a.subscribe("orders.>").await.expect("subscribe at a"),
-        routing_c.subscribe("orders.*").await.expect("routed subscribe"),
+        routing_c
+            .subscribe("orders.*")
+            .await
+            .expect("routed subscribe"),
     ];
     // a also relays one of b's topics for a plain subscriber: the wildcard subscription must
     // not get that topic twice (from the relay and from b).
@@ -228,7 +231,11 @@ async fn a_pattern_queue_group_shares_every_owners_topics_among_members_anywhere
     let got = collect(&mut members, want).await;
     let all: Vec<(String, u32)> = got.iter().flatten().cloned().collect();
     let distinct: HashSet<(String, u32)> = all.iter().cloned().collect();
-    assert_eq!(all.len(), distinct.len(), "an event reached the group twice");
+    assert_eq!(
+        all.len(),
+        distinct.len(),
+        "an event reached the group twice"
+    );
     assert_eq!(all.len(), want, "{got:?}");
     assert!(
         got.iter().all(|m| !m.is_empty()),

@@ -362,19 +362,27 @@ async fn a_wildcard_group_gets_each_message_of_every_matching_topic_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_clustered_broker_serves_the_groups_of_its_own_topics_and_refuses_the_others() {
+async fn a_clustered_broker_serves_the_groups_of_its_own_topics_and_feeds_the_others() {
     let cluster = TestCluster::start("groups", &["b0", "b1"]).await;
     let members = ["b0", "b1"];
     let mine = key_owned_by("jobs", Kind::Topic, &members, "b0");
     let theirs = key_owned_by("jobs", Kind::Topic, &members, "b1");
     let c = cluster.plain_client("b0").await;
-    match c.subscribe_group(&theirs, "workers").await {
-        Err(ClientError::Server {
-            code: ErrorCode::InvalidRequest,
-            message,
-        }) => assert!(message.contains("owns it"), "{message}"),
-        other => panic!("expected InvalidRequest, got {:?}", other.map(|s| s.id())),
-    }
+    // Another member's topic: joined at its owner through b0's feed, and served from there.
+    let mut fed = c.subscribe_group(&theirs, "workers").await.expect("join");
+    assert_eq!(
+        cluster
+            .metric("b1", "starling_queue_group_members", "")
+            .await,
+        1.0
+    );
+    c.publish_acked(&theirs, payload(3)).await.expect("publish");
+    let event = tokio::time::timeout(Duration::from_secs(10), fed.next_event())
+        .await
+        .expect("in time")
+        .expect("an event")
+        .expect("no error");
+    assert_eq!(index(&event.payload), 3);
     let mut member = c.subscribe_group(&mine, "workers").await.expect("join");
     c.publish_acked(&mine, payload(7)).await.expect("publish");
     let event = tokio::time::timeout(Duration::from_secs(10), member.next_event())

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use starling_client::{ClientError, Subscription};
+use starling_client::Subscription;
 use starling_config::{ConfigOverrides, Profile};
 use starling_proto::{ErrorCode, Frame, StartAt, Subscribe, write_frame};
 
