@@ -383,6 +383,41 @@ async fn a_clustered_broker_serves_the_groups_of_its_own_topics_and_feeds_the_ot
         .expect("an event")
         .expect("no error");
     assert_eq!(index(&event.payload), 3);
+    // A second member at b0, on its own connection, and a plain subscriber there, which makes
+    // b0 relay the topic: the relay must not serve b0's members a second copy (only the owner
+    // serves a group), so each event reaches one of them, once.
+    let c2 = cluster.plain_client("b0").await;
+    let mut fed_members = vec![
+        fed,
+        c2.subscribe_group(&theirs, "workers").await.expect("join"),
+    ];
+    let mut plain = c2.subscribe(&theirs).await.expect("subscribe");
+    for i in 100..140 {
+        c.publish_acked(&theirs, payload(i)).await.expect("publish");
+    }
+    let got = collect(&mut fed_members, 40).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for m in &mut fed_members {
+        while let Ok(Some(Ok(e))) =
+            tokio::time::timeout(Duration::from_millis(50), m.next_event()).await
+        {
+            panic!("an extra event {} after {got:?}", index(&e.payload));
+        }
+    }
+    assert_eq!(disjoint(&got), (100..140).collect::<HashSet<_>>());
+    for i in 100..140 {
+        let e = tokio::time::timeout(Duration::from_secs(10), plain.next_event())
+            .await
+            .expect("in time")
+            .expect("an event")
+            .expect("no error");
+        assert_eq!(
+            index(&e.payload),
+            i,
+            "the plain subscriber gets every event"
+        );
+    }
+    c2.close().await;
     let mut member = c.subscribe_group(&mine, "workers").await.expect("join");
     c.publish_acked(&mine, payload(7)).await.expect("publish");
     let event = tokio::time::timeout(Duration::from_secs(10), member.next_event())
