@@ -290,26 +290,36 @@ fn only_timers_bring_the_next_reconcile_forward() {
         members_wait: Some(Duration::from_secs(9)),
         staged: false,
         volumes: false,
+        roll: false,
     };
     assert_eq!(requeue_after(grace), Duration::from_secs(9));
     let staged = Timers {
         members_wait: None,
         staged: true,
         volumes: false,
+        roll: false,
     };
     assert_eq!(requeue_after(staged), tier_change::STAGE_POLL);
     let both = Timers {
         members_wait: Some(Duration::from_secs(2)),
         staged: true,
         volumes: false,
+        roll: false,
     };
     assert_eq!(requeue_after(both), Duration::from_secs(2));
     let durable = Timers {
         members_wait: None,
         staged: false,
         volumes: true,
+        roll: false,
     };
     assert_eq!(requeue_after(durable), crate::status::volumes::VOLUME_POLL);
+    let held = Timers {
+        volumes: true,
+        roll: true,
+        ..Timers::default()
+    };
+    assert_eq!(requeue_after(held), crate::roll::ROLL_POLL);
 }
 
 #[tokio::test]
