@@ -204,10 +204,10 @@ impl fmt::Display for Wait {
                 write!(f, "waiting for the StatefulSet controller to restart {pod}")
             }
             Wait::NotReady { pod } => write!(f, "waiting for {pod} to be Ready"),
-            Wait::Settling { pod, left } => write!(
+            // Without the time left: the status would change at every look.
+            Wait::Settling { pod, .. } => write!(
                 f,
-                "waiting for {pod} to stay Ready for the hand-off grace ({}s left)",
-                left.as_secs().max(1)
+                "waiting for {pod} to stay Ready for the hand-off grace (minReadySeconds)"
             ),
             Wait::Unreachable { pod, why } => write!(
                 f,
@@ -215,7 +215,8 @@ impl fmt::Display for Wait {
             ),
             Wait::Replica { pod, topic, state } => write!(
                 f,
-                "the replica of topic {topic} on {pod} is {state}; restarting another broker could take the topic below quorum"
+                "the replica of topic {topic} on {pod} is {}; restarting another broker could take the topic below quorum",
+                state.name()
             ),
         }
     }

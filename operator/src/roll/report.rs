@@ -36,18 +36,16 @@ impl SyncState {
     }
 }
 
-impl std::fmt::Display for SyncState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl SyncState {
+    /// The state's name, without its indexes: what the status and the events say, so they
+    /// change when the blocker changes, not at every index the replica applies.
+    pub fn name(self) -> &'static str {
         match self {
-            SyncState::InSync => f.write_str("in sync"),
-            SyncState::Blank => f.write_str("blank"),
-            SyncState::NoLeader => f.write_str("no leader"),
-            SyncState::CatchingUp { applied, target } => write!(
-                f,
-                "catching up (applied {}, leader's commit {target})",
-                applied.map_or_else(|| "none".to_string(), |a| a.to_string())
-            ),
-            SyncState::Stopped => f.write_str("stopped"),
+            SyncState::InSync => "in sync",
+            SyncState::Blank => "blank",
+            SyncState::NoLeader => "without a leader",
+            SyncState::CatchingUp { .. } => "catching up",
+            SyncState::Stopped => "stopped",
         }
     }
 }
@@ -125,8 +123,9 @@ mod tests {
                 applied: None,
                 target: 7
             }
-            .to_string(),
-            "catching up (applied none, leader's commit 7)"
+            .name(),
+            "catching up"
         );
+        assert_eq!(SyncState::NoLeader.name(), "without a leader");
     }
 }
