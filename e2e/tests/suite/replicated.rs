@@ -643,9 +643,11 @@ async fn a_rolling_restart_keeps_an_r3_topic_writable_and_waits_for_its_replicas
         partitions.iter().any(|p| *p > 0),
         "the partition was never seen above 0 during the roll: {partitions:?}"
     );
-    wait::until("the partition back at 0", Duration::from_secs(60), || async {
-        (partition(&ns).await == Some(0)).then_some(())
-    })
+    wait::until(
+        "the partition back at 0",
+        Duration::from_secs(60),
+        || async { (partition(&ns).await == Some(0)).then_some(()) },
+    )
     .await
     .expect("the partition returns to 0 after the roll");
     let at = lock(&log).acked.len();

@@ -199,7 +199,10 @@ fn a_held_roll_reports_each_restart_and_each_new_blocker_once() {
         Some(("RollWaitingForReplicas", false))
     );
     let note = planned.map(|p| p.note).unwrap_or_default();
-    assert!(note.contains("events-0") && note.contains("orders.a"), "{note}");
+    assert!(
+        note.contains("events-0") && note.contains("orders.a"),
+        "{note}"
+    );
     // Already reported in the stored Progressing condition: not again.
     let stored = BrokerClusterStatus {
         conditions: vec![Condition {

@@ -80,13 +80,13 @@ fn decide_with(live: Option<&LiveSet>, pods: &[PodView], reports: &[BrokerReplic
 fn an_unreplicated_cluster_gets_no_partition_whatever_it_observes() {
     let l = live(2);
     let pods = [pod(0, OLD), pod(1, OLD), pod(2, NEW)];
-    for live in [None, Some(&l)] {
+    for (live, listed) in [(None, Err("forbidden")), (Some(&l), Ok(&pods[..]))] {
         let roll = decide(&RollInput {
             replicated: false,
             replicas: 3,
             template_hash: "another",
             live,
-            pods: Err("forbidden"),
+            pods: listed,
             reports: &[],
             min_ready: GRACE,
             now: now(),
@@ -352,7 +352,10 @@ fn a_controller_behind_the_spec_holds_the_partition() {
     l.observed_generation = 3;
     let pods = [pod(0, OLD), pod(1, OLD), pod(2, OLD)];
     let roll = decide_with(Some(&l), &pods, &all_in_sync());
-    assert_eq!((roll.partition, &roll.step), (Some(2), &Step::Wait(Wait::Controller)));
+    assert_eq!(
+        (roll.partition, &roll.step),
+        (Some(2), &Step::Wait(Wait::Controller))
+    );
     assert!(roll.held());
     assert_eq!(roll.progress(), None, "the rollout's own message stands");
     // Before the first status: every old-revision pod would look updated against a stale
