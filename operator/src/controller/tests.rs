@@ -1354,3 +1354,44 @@ async fn replicated_clusters_report_brokers_that_share_a_node() {
         );
     });
 }
+
+#[tokio::test]
+async fn a_replicated_clusters_template_change_is_applied_with_every_pod_held() {
+    use crate::crd::{DurabilitySpec, StorageSpec};
+    use starling_config::Profile;
+    let spec = |profile: Profile| BrokerClusterSpec {
+        tier: Tier::Medium,
+        profile,
+        replicas: Some(3),
+        storage: Some(StorageSpec {
+            size: "10Gi".into(),
+            ..StorageSpec::default()
+        }),
+        durability: Some(DurabilitySpec {
+            topics: Some(vec!["orders.*".into()]),
+            ..DurabilitySpec::default()
+        }),
+        config: Some(starling_config::ConfigOverrides {
+            durable_replicas: Some(3),
+            ..starling_config::ConfigOverrides::default()
+        }),
+        ..BrokerClusterSpec::default()
+    };
+    let partition =
+        |f: &Fake| stored_sts(f)["spec"]["updateStrategy"]["rollingUpdate"]["partition"].clone();
+    let bc = cluster(spec(Profile::Balanced));
+    let h = Harness::new(&bc);
+    assert!(h.reconcile(&bc).await.is_ok());
+    // Created at partition 0: nothing to roll.
+    h.with(|f| assert_eq!(partition(f), json!(0)));
+    // A profile change renders a new pod template: applied with the partition at the replica
+    // count, so the StatefulSet controller restarts no pod until the operator lets it.
+    let changed = cluster(spec(Profile::Latency));
+    let action = h.reconcile(&changed).await;
+    h.with(|f| assert_eq!(partition(f), json!(3)));
+    assert_eq!(
+        action.ok(),
+        Some(Action::requeue(crate::roll::ROLL_POLL)),
+        "a held roll is looked at again soon"
+    );
+}
