@@ -255,11 +255,12 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
             operator_namespace: args.lease_namespace.clone(),
         },
     );
-    // The brokers' `/storage` (plain HTTP on the pod network, like their `/metrics`).
+    // The brokers' `/storage` and `/replicas` (plain HTTP on the pod network, like their
+    // `/metrics`).
     let ctx = match Fetcher::new(None) {
-        Ok(fetcher) => ctx.with_volumes(fetcher),
+        Ok(fetcher) => ctx.with_brokers(fetcher),
         Err(e) => {
-            tracing::warn!(error = %e, "cannot build the HTTP client: DiskFull stays Unknown");
+            tracing::warn!(error = %e, "cannot build the HTTP client: DiskFull stays Unknown and replicated rolls wait");
             ctx
         }
     };

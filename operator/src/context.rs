@@ -1,6 +1,6 @@
 //! The reconciler's shared state: the API client, the event recorder, the metrics, the
 //! operator-wide defaults, the leadership fence, the children's watch caches ([`crate::live`])
-//! the HTTP client that reads the brokers' volumes, and the per-cluster failure counts behind
+//! the HTTP client that reads the brokers' volumes and replicas, and the per-cluster failure counts behind
 //! the retry backoff. Handed to every reconcile; the autoscaler has its own, narrower handle
 //! ([`crate::autoscale::runner::AutoscaleContext`]).
 
@@ -32,9 +32,10 @@ pub struct Context {
     /// The children's watch caches, filled by the controllers (empty: every child is read
     /// or applied).
     pub live: LiveChildren,
-    /// Reads the brokers' `GET /storage` for the `DiskFull` condition (`None`: not read, the
-    /// condition stays `Unknown`; the tests without broker pods).
-    pub volumes: Option<Fetcher>,
+    /// Reads the brokers' `GET /storage` for the `DiskFull` condition and their
+    /// `GET /replicas` for a replicated cluster's held roll (`None`: not read, the condition
+    /// stays `Unknown` and a held roll waits; the tests without broker pods).
+    pub brokers: Option<Fetcher>,
     failures: Mutex<HashMap<(String, String), u32>>,
 }
 
@@ -53,14 +54,14 @@ impl Context {
             defaults,
             fence: Fence::never(),
             live: LiveChildren::default(),
-            volumes: None,
+            brokers: None,
             failures: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The same context, reading the brokers' volumes with `fetcher`.
-    pub fn with_volumes(mut self, fetcher: Fetcher) -> Self {
-        self.volumes = Some(fetcher);
+    /// The same context, reading the brokers' volumes and replicas with `fetcher`.
+    pub fn with_brokers(mut self, fetcher: Fetcher) -> Self {
+        self.brokers = Some(fetcher);
         self
     }
 

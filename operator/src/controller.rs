@@ -62,6 +62,7 @@ use crate::live::{ChildStores, own_children};
 use crate::members::{MembersPlan, Observed, plan_members};
 use crate::names::{FIELD_MANAGER, MANAGED_BY_SELECTOR, Names};
 use crate::pods::Owner;
+use crate::roll::{self, Roll, RollInput};
 use crate::status::replication::{Observation, Placement};
 use crate::status::{self, StatusInput, volumes};
 use crate::tier_change::{self, stage::stage};
@@ -84,6 +85,9 @@ pub struct Timers {
     /// The brokers' volumes were read (some topic is durable): read them again within
     /// [`volumes::VOLUME_POLL`], so a full volume, and its end, shows in `DiskFull` soon.
     pub volumes: bool,
+    /// A replicated cluster's roll is held by the operator ([`roll::Roll::held`]): look again
+    /// within [`roll::ROLL_POLL`], since replicas catching up trigger no watch.
+    pub roll: bool,
 }
 
 /// Delay before retry number `failures` (1-based): 5 s doubling up to 5 min.
@@ -106,6 +110,9 @@ pub fn requeue_after(timers: Timers) -> Duration {
     }
     if timers.volumes {
         after = after.min(volumes::VOLUME_POLL);
+    }
+    if timers.roll {
+        after = after.min(roll::ROLL_POLL);
     }
     after
 }
@@ -176,10 +183,25 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         staging = staged;
         v
     });
+    // The broker pods, listed once for what reads them: the held roll and the placement when
+    // the durable topics are replicated, the volumes when any topic is durable.
+    let (replicated, durable) = match &validated {
+        Ok(v) => (
+            v.replication().is_some(),
+            !v.config.durable_topics.is_empty(),
+        ),
+        Err(_) => (false, false),
+    };
+    let pods = if replicated || durable {
+        Some(list_pods(ctx, &namespace, &names).await)
+    } else {
+        None
+    };
     let mut planned: Vec<Planned> = Vec::new();
     let mut observed = before.clone();
     let mut apply_error = None;
     let mut members: Option<MembersPlan> = None;
+    let mut rolled: Option<Roll> = None;
     match &validated {
         Err(e) => {
             ctx.metrics.spec_rejected(e.reason().as_str());
@@ -198,11 +220,14 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
                 &Observed::of(before.as_ref(), bc.status.as_ref(), now),
                 ctx.defaults.handoff_grace,
             );
-            match apply_cluster(ctx, v, plan, before.as_ref()).await {
+            let roll = decide_roll(ctx, v, plan, before.as_ref(), pods.as_ref(), now).await;
+            match apply_cluster(ctx, v, plan, roll.partition, before.as_ref()).await {
                 Ok((applied, problem)) => {
                     planned.extend(events::for_apply(before.as_ref(), v));
+                    planned.extend(events::for_roll(bc.status.as_ref(), &roll));
                     observed = Some(applied);
                     members = Some(plan);
+                    rolled = Some(roll);
                     apply_error = problem;
                 }
                 Err(e) => apply_error = Some(e),
@@ -210,25 +235,11 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         }
     }
 
-    // The broker pods, listed once for what reads them: the placement when the durable topics
-    // are replicated, the volumes when any topic is durable.
-    let (replicated, durable) = match &validated {
-        Ok(v) => (
-            v.replication().is_some(),
-            !v.config.durable_topics.is_empty(),
-        ),
-        Err(_) => (false, false),
-    };
-    let pods = if replicated || durable {
-        Some(list_pods(ctx, &namespace, &names).await)
-    } else {
-        None
-    };
     let placement = pods
         .as_ref()
         .filter(|_| replicated)
         .map(|pods| observe_placement(pods, observed.as_ref()));
-    let volumes = match (&pods, &ctx.volumes) {
+    let volumes = match (&pods, &ctx.brokers) {
         (Some(pods), Some(fetcher)) if durable => {
             Some(observe_volumes(fetcher, pods, observed.as_ref()).await)
         }
@@ -248,6 +259,7 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         members: members.as_ref(),
         placement: placement.as_ref(),
         volumes: volumes.as_ref(),
+        roll: rolled.as_ref(),
         now: Time(now),
     });
     // The reconciler's fields only: the autoscaler's belong to its own field manager.
@@ -278,6 +290,7 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
                 members_wait: members.and_then(|m| m.wait),
                 staged: staging,
                 volumes: volumes.is_some(),
+                roll: rolled.as_ref().is_some_and(Roll::held),
             };
             Ok(Action::requeue(requeue_after(timers)))
         }
@@ -337,6 +350,86 @@ async fn observe_volumes(
     Ok(futures::future::join_all(reads).await)
 }
 
+/// The held roll's decision for `v` ([`roll::decide`]) over the StatefulSet read before the
+/// apply and the listed `pods`. The brokers' `GET /replicas` are read only when the decision
+/// gets as far as needing them (a first decision without answers waits for an unread one);
+/// an unreplicated cluster reads nothing.
+async fn decide_roll(
+    ctx: &Context,
+    v: &ValidatedCluster,
+    plan: MembersPlan,
+    before: Option<&StatefulSet>,
+    pods: Option<&Result<Vec<Pod>, String>>,
+    now: Timestamp,
+) -> Roll {
+    let template_hash = crate::build::statefulset::template_hash(&crate::build::pod::template(v));
+    let live = before.and_then(roll::observe::live_set);
+    let listed: Result<&[Pod], &str> = match pods {
+        Some(Ok(p)) => Ok(p.as_slice()),
+        Some(Err(why)) => Err(why.as_str()),
+        None => Err("the broker pods were not listed"),
+    };
+    let views = match (listed, before) {
+        (Ok(p), Some(sts)) => Ok(roll::observe::pod_views(p, sts)),
+        (Ok(_), None) => Ok(Vec::new()),
+        (Err(why), _) => Err(why),
+    };
+    let mut input = RollInput {
+        replicated: v.replication().is_some(),
+        replicas: plan.statefulset_replicas,
+        template_hash: &template_hash,
+        live: live.as_ref(),
+        pods: views.as_ref().map(Vec::as_slice).map_err(|e| *e),
+        reports: &[],
+        min_ready: Duration::from_secs(u64::try_from(v.min_ready_seconds).unwrap_or(0)),
+        now,
+    };
+    let first = roll::decide(&input);
+    let (Some(roll::Wait::Unreachable { .. }), Ok(p), Some(sts), Some(fetcher)) =
+        (first.wait(), listed, before, ctx.brokers.as_ref())
+    else {
+        return first;
+    };
+    let reports = read_replicas(fetcher, p, sts).await;
+    input.reports = &reports;
+    roll::decide(&input)
+}
+
+/// Every broker pod's `GET /replicas` (the pods `sts` controls, not being deleted, at their
+/// IP and `http` port), all at once, each within [`roll::report::TIMEOUT`]. No pod IP, a
+/// refused connection, a status other than 200 or a body that does not parse is an `Err`
+/// answer, on which the roll waits.
+async fn read_replicas(
+    fetcher: &Fetcher,
+    pods: &[Pod],
+    sts: &StatefulSet,
+) -> Vec<roll::BrokerReplicas> {
+    let Some(owner) = Owner::of(sts) else {
+        return Vec::new();
+    };
+    let reads = targets(pods, &owner).into_iter().map(|t| async move {
+        let answer = match t.addr {
+            None => Err("no pod IP yet".to_string()),
+            Some(addr) => fetcher
+                .get(
+                    &format!("http://{addr}/replicas"),
+                    "application/json",
+                    None,
+                    roll::report::TIMEOUT,
+                    roll::report::MAX_BODY,
+                )
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|a| match a.status {
+                    200 => roll::report::parse(&a.body),
+                    other => Err(format!("GET /replicas answered HTTP {other}")),
+                }),
+        };
+        roll::BrokerReplicas { pod: t.pod, answer }
+    });
+    futures::future::join_all(reads).await
+}
+
 /// The `Degraded` reason a failed apply is reported under.
 fn degraded_reason(e: &Error) -> Reason {
     match e {
@@ -372,12 +465,13 @@ async fn maintain_credentials(ctx: &Context, v: &ValidatedCluster) -> Result<Opt
 }
 
 /// Creates the generated TLS Secret if needed, keeps the credentials, then applies every child
-/// at the planned sizes that the API server does not already hold as rendered. Also returns
+/// at the planned sizes and the held roll's `partition` that the API server does not already hold as rendered. Also returns
 /// the users-document problem of [`maintain_credentials`], if any.
 async fn apply_cluster(
     ctx: &Context,
     v: &ValidatedCluster,
     plan: MembersPlan,
+    partition: Option<i32>,
     before: Option<&StatefulSet>,
 ) -> Result<(StatefulSet, Option<Error>)> {
     if ensure_tls_secret(&ctx.client, v).await? {
@@ -389,6 +483,7 @@ async fn apply_cluster(
         Sizes {
             statefulset_replicas: plan.statefulset_replicas,
             members: plan.members,
+            partition,
         },
     );
     let stale = unwanted(v, &children);

@@ -9,6 +9,9 @@
 //! - `TierChanged` (Normal): the autoscaler moved `status.effectiveTier`, with why.
 //! - `AuthenticationDisabled` (Warning): `spec.auth.mode` is `none` (emitted when the
 //!   `AuthenticationDisabled` condition is not already true).
+//! - `RollingBroker` (Normal): a replicated cluster's held roll lets the next broker restart.
+//! - `RollWaitingForReplicas` (Normal): the held roll waits for the brokers' replicas
+//!   (emitted when what it waits for changes).
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::runtime::events::{Event, EventType};
@@ -16,6 +19,7 @@ use kube::runtime::events::{Event, EventType};
 use crate::crd::BrokerClusterStatus;
 use crate::crd::conditions::{ConditionType, find};
 use crate::names::CONFIG_HASH_ANNOTATION;
+use crate::roll::{Roll, Step};
 use crate::validate::{SpecError, ValidatedCluster};
 
 /// An event to publish on the BrokerCluster.
@@ -84,6 +88,16 @@ pub const EVENT_REASONS: &[(&str, &str, &str)] = &[
         "AuthenticationDisabled",
         "Warning",
         "spec.auth.mode is none: clients are not authenticated and every operation is allowed. Emitted when authentication becomes disabled.",
+    ),
+    (
+        "RollingBroker",
+        "Normal",
+        "A replicated cluster's roll, held by the operator, lets the StatefulSet restart the next broker (the partition is lowered by one pod): every pod above it is updated and Ready, and every other broker reports its replicas in sync.",
+    ),
+    (
+        "RollWaitingForReplicas",
+        "Normal",
+        "The held roll waits: a broker reports a replica that is not in sync, or its GET /replicas could not be read. The message names the pod and the topic; emitted when that changes.",
     ),
 ];
 
@@ -197,6 +211,38 @@ pub fn for_auth_mode(
             "spec.auth.mode is none: anyone who reaches {} on the QUIC port may publish, subscribe and use the cache; use it for development only",
             v.names.client_service
         ),
+    })
+}
+
+/// The events of a held roll's decision: `RollingBroker` when a broker is let restart,
+/// `RollWaitingForReplicas` when the brokers' replicas hold the roll, unless the stored
+/// `Progressing` condition already says the same.
+pub fn for_roll(previous: Option<&BrokerClusterStatus>, roll: &Roll) -> Option<Planned> {
+    if let Step::Restart { pod } = &roll.step {
+        return Some(Planned {
+            warning: false,
+            reason: "RollingBroker",
+            action: "Update",
+            note: format!(
+                "every replica in sync: letting the StatefulSet restart {pod} (partition {} to {}; {}/{} brokers updated)",
+                roll.from,
+                roll.partition.unwrap_or(0),
+                roll.updated,
+                roll.replicas
+            ),
+        });
+    }
+    let (reason, message) = roll.progress()?;
+    if reason != crate::crd::conditions::Reason::RollWaitingForReplicas {
+        return None;
+    }
+    let already = find(previous, ConditionType::Progressing)
+        .is_some_and(|c| c.reason == reason.as_str() && c.message == message);
+    (!already).then_some(Planned {
+        warning: false,
+        reason: "RollWaitingForReplicas",
+        action: "Update",
+        note: message,
     })
 }
 

@@ -13,6 +13,9 @@
 //! - [`members`]: the member list and the sequencing of scale changes. Pure.
 //! - [`tier_change`]: the order of replicas and config in a tier change, and the step a
 //!   reconcile renders ([`tier_change::stage`]). Pure.
+//! - [`roll`]: a replicated cluster's roll held by the operator: the StatefulSet's partition,
+//!   lowered one broker at a time while every replica is in sync. Pure (its reads in
+//!   [`roll::observe`]).
 //! - [`build`]: one pure renderer per child object (ConfigMaps, StatefulSet and pod template,
 //!   Services, PodDisruptionBudget, ServiceAccount, Role and RoleBinding, the generated TLS
 //!   Secret).
@@ -66,6 +69,7 @@ pub mod metrics;
 pub mod names;
 pub mod pki;
 pub mod pods;
+pub mod roll;
 pub use starling_config::quantity;
 pub mod status;
 pub mod telemetry;

@@ -18,6 +18,9 @@ pub const AUTOSCALER_FIELD_MANAGER: &str = "starling-operator-autoscaler";
 pub const APPLIED_HASH_ANNOTATION: &str = "starling.dev/applied-hash";
 /// Pod template annotation whose change rolls the brokers.
 pub const CONFIG_HASH_ANNOTATION: &str = "starling.dev/config-hash";
+/// StatefulSet annotation of a replicated cluster: the hash of the pod template it was last
+/// applied with, from which the operator's held roll sees a template change ([`crate::roll`]).
+pub const TEMPLATE_HASH_ANNOTATION: &str = "starling.dev/template-hash";
 /// Label holding the owning BrokerCluster's name.
 pub const CLUSTER_LABEL: &str = "starling.dev/cluster";
 /// `app.kubernetes.io/name` of every broker object.

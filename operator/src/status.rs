@@ -10,6 +10,10 @@
 //! kept apart: from the validated `durable_replicas`, the member count and the nodes of the
 //! broker pods. A refused spec keeps the previous one.
 //!
+//! While the operator holds a replicated cluster's roll ([`crate::roll`]), `Progressing`
+//! says what it waits for: `RollWaitingForReplicas` (a replica not in sync, or a broker whose
+//! `/replicas` could not be read) or `RollingOut` naming the pod.
+//!
 //! `DiskFull` ([`volumes`]) says whether a broker's storage volume is full, from the brokers'
 //! own `GET /storage` answers. A refused spec keeps the previous one.
 //!
@@ -25,6 +29,7 @@ use crate::crd::{
 };
 use crate::members::MembersPlan;
 use crate::names::{CONFIG_HASH_ANNOTATION, DATA_VOLUME, Names};
+use crate::roll::Roll;
 use crate::validate::storage::rendered_claim;
 use crate::validate::{SpecError, ValidatedCluster};
 
@@ -167,6 +172,9 @@ pub struct StatusInput<'a> {
     /// The brokers' `GET /storage` answers, read only when some topic is durable (`None`
     /// otherwise, or when nothing was read).
     pub volumes: Option<&'a volumes::Observation>,
+    /// The held roll's decision of this reconcile (`None` when nothing was applied: paused,
+    /// refused, or an unreplicated cluster's reconcile that did not decide one).
+    pub roll: Option<&'a Roll>,
     /// The current time.
     pub now: Time,
 }
@@ -231,6 +239,7 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
             format!("{ready_replicas}/{desired_replicas} brokers ready"),
         ),
     };
+    let held = input.roll.and_then(Roll::progress);
     let (prog_reason, prog_msg) = if input.paused {
         let pending = matches!(input.desired, Ok(v) if sts_hash.as_deref() != Some(v.config_hash.as_str()) || sts_replicas != Some(v.replicas));
         (
@@ -245,6 +254,10 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
         match state {
             Rollout::Missing | Rollout::Pending if st.is_none() => {
                 (Reason::Creating, "creating the StatefulSet".to_string())
+            }
+            // A replicated cluster's roll held by the operator: what it waits for.
+            Rollout::RollingOut | Rollout::Pending if held.is_some() => {
+                held.unwrap_or((Reason::RollingOut, String::new()))
             }
             Rollout::RollingOut | Rollout::Pending => (
                 Reason::RollingOut,

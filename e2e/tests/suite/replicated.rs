@@ -9,17 +9,19 @@
 //!   each publisher's order, from the start at the new pod and at a survivor, and the longest
 //!   time the topic acked no publish around the loss is printed and bounded.
 //! - **Safe roll.** A profile change rolls the three pods one at a time while a publisher sends
-//!   persisted publishes through the Service. A pod is deleted only while the replicas on the
-//!   other two report themselves in sync (`GET /replicas`): a restarted broker reports Ready
-//!   only once its replicas caught up (`/readyz`), and the StatefulSet moves on only then. The
-//!   publisher sees no error that is not retryable, the topic keeps acking throughout, and
-//!   every acked message is read back at each pod.
+//!   persisted publishes through the Service. The operator holds the roll (the StatefulSet's
+//!   `RollingUpdate` partition, seen above 0 during the roll and back at 0 at its end) and lets
+//!   the next pod restart only while every other broker reports its replicas in sync
+//!   (`GET /replicas`): a pod is deleted only while the replicas on the other two report
+//!   themselves in sync. The publisher sees no error that is not retryable, the topic keeps
+//!   acking throughout, and every acked message is read back at each pod.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams};
@@ -469,6 +471,18 @@ async fn losing_the_leaders_pod_and_volume_loses_no_acked_message() {
 /// Per pod at the last look: whether its replica of the topic is in sync.
 type InSync = BTreeMap<String, bool>;
 
+/// The `RollingUpdate` partition of the cluster's StatefulSet (0 when unset), if it was read.
+async fn partition(ns: &TestNamespace) -> Option<i32> {
+    let sts = ns.api::<StatefulSet>().get(CLUSTER).await.ok()?;
+    Some(
+        sts.spec
+            .and_then(|s| s.update_strategy)
+            .and_then(|u| u.rolling_update)
+            .and_then(|r| r.partition)
+            .unwrap_or(0),
+    )
+}
+
 /// One look at the roll: the pods, which are terminating, and each live pod's replica.
 struct Look {
     /// (name, uid) of every broker pod, terminating or not.
@@ -568,8 +582,13 @@ async fn a_rolling_restart_keeps_an_r3_topic_writable_and_waits_for_its_replicas
         .map(|(n, u)| (n.clone(), BTreeSet::from([u.clone()])))
         .collect();
     let mut not_yet_in_sync: BTreeSet<String> = BTreeSet::new();
+    // Every partition the StatefulSet was seen at during the roll (the operator holds it).
+    let mut partitions: BTreeSet<i32> = BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(420);
     let new_hash = loop {
+        if let Some(p) = partition(&ns).await {
+            partitions.insert(p);
+        }
         let target = ns
             .clusters()
             .get(CLUSTER)
@@ -618,6 +637,19 @@ async fn a_rolling_restart_keeps_an_r3_topic_writable_and_waits_for_its_replicas
     };
     let roll_took = rolling_from.elapsed();
     ns.wait_ready(CLUSTER).await.expect("Ready after the roll");
+    // The operator held the roll: the partition was above 0 while pods restarted, and is back
+    // at 0 once every pod runs the new revision.
+    assert!(
+        partitions.iter().any(|p| *p > 0),
+        "the partition was never seen above 0 during the roll: {partitions:?}"
+    );
+    wait::until(
+        "the partition back at 0",
+        Duration::from_secs(60),
+        || async { (partition(&ns).await == Some(0)).then_some(()) },
+    )
+    .await
+    .expect("the partition returns to 0 after the roll");
     let at = lock(&log).acked.len();
     acked_past(&log, at, 200, "publishes acked after the roll").await;
     let (acked, errors) = stop_publishers(stop_tx, publishers, &log).await;
@@ -639,7 +671,7 @@ async fn a_rolling_restart_keeps_an_r3_topic_writable_and_waits_for_its_replicas
     eprintln!(
         "roll to {new_hash} took {roll_took:?}; {} acked, {} retryable errors; longest time \
          without an ack {gap:?}, {:?} into the roll; restarted pods seen not yet in sync: \
-         {not_yet_in_sync:?}",
+         {not_yet_in_sync:?}; partitions seen: {partitions:?}",
         acked.len(),
         errors.len(),
         gap_from.saturating_duration_since(rolling_from)

@@ -3,8 +3,9 @@
 //! One file per object kind. [`render_sized`] collects them into [`Children`], which also knows
 //! which optional objects must be absent (for example the PodDisruptionBudget of a single
 //! broker), so the apply step can delete them. The StatefulSet size and the member count are
-//! inputs ([`Sizes`]), planned by [`crate::members::plan_members`]; [`render`] is the steady
-//! state where both equal the desired replicas. The config hash is computed with the config
+//! inputs ([`Sizes`]), planned by [`crate::members::plan_members`], and so is the roll's
+//! partition, decided by [`crate::roll::decide`]; [`render`] is the steady state where both
+//! sizes equal the desired replicas and no roll is held. The config hash is computed with the config
 //! text, by validation ([`crate::validate::config_hash()`]).
 //!
 //! The generated TLS Secret ([`tls_secret`]) and the PKI Secrets ([`pki_secrets`]) are
@@ -82,14 +83,19 @@ pub struct Sizes {
     pub statefulset_replicas: i32,
     /// Brokers listed in the members ConfigMap.
     pub members: i32,
+    /// The `RollingUpdate` partition the operator holds a replicated cluster's roll at
+    /// ([`crate::roll`]); `None`: no partition, the StatefulSet controller rolls by itself.
+    pub partition: Option<i32>,
 }
 
 impl Sizes {
-    /// Both at the cluster's desired replicas: no membership change in flight.
+    /// Both at the cluster's desired replicas: no membership change in flight, and no roll
+    /// held (partition 0 when the topics are replicated, none otherwise).
     pub fn steady(v: &ValidatedCluster) -> Self {
         Sizes {
             statefulset_replicas: v.replicas,
             members: v.replicas,
+            partition: v.replication().map(|_| 0),
         }
     }
 }
@@ -109,7 +115,7 @@ pub fn render_sized(v: &ValidatedCluster, sizes: Sizes) -> Children {
         role_binding: rbac::role_binding(v),
         headless_service: service::headless(v),
         client_service: service::client(v),
-        statefulset: statefulset::build(v, sizes.statefulset_replicas),
+        statefulset: statefulset::build(v, sizes.statefulset_replicas, sizes.partition),
         pdb: pdb::build(v, sizes.statefulset_replicas),
         network_policy: network_policy::build(v, v.operator_namespace.as_deref()),
     }

@@ -287,6 +287,7 @@ fn hash_changes_with_profile_tier_overrides_and_tls_but_not_replicas() {
             Sizes {
                 statefulset_replicas,
                 members,
+                partition: None,
             },
         );
         assert_eq!(
@@ -875,6 +876,7 @@ fn planned_sizes_reach_the_statefulset_members_and_pdb() {
         Sizes {
             statefulset_replicas: 5,
             members: 3,
+            partition: None,
         },
     );
     assert_eq!(
@@ -901,8 +903,65 @@ fn planned_sizes_reach_the_statefulset_members_and_pdb() {
         Sizes {
             statefulset_replicas: 3,
             members: 1,
+            partition: None,
         },
     );
     assert!(waiting.pdb.is_some());
     assert!(unwanted(&one, &waiting).is_empty());
+}
+
+#[test]
+fn a_replicated_statefulset_carries_the_held_partition_and_its_template_hash() {
+    use crate::build::statefulset::template_hash as pod_template_hash;
+    use crate::names::TEMPLATE_HASH_ANNOTATION;
+    let v = cluster(Profile::Balanced, Tier::Medium, replicated);
+    let held = render_sized(
+        &v,
+        Sizes {
+            partition: Some(2),
+            ..Sizes::steady(&v)
+        },
+    )
+    .statefulset;
+    let strategy = held
+        .spec
+        .as_ref()
+        .and_then(|s| s.update_strategy.clone())
+        .unwrap_or_default();
+    assert_eq!(strategy.type_.as_deref(), Some("RollingUpdate"));
+    assert_eq!(strategy.rolling_update.and_then(|r| r.partition), Some(2));
+    let hash = held
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(TEMPLATE_HASH_ANNOTATION))
+        .cloned();
+    let template = held.spec.map(|s| s.template).unwrap_or_default();
+    assert_eq!(hash, Some(pod_template_hash(&template)));
+    // The steady render of a replicated cluster: partition 0; the hash follows the template.
+    let steady = render(&v).statefulset;
+    assert_eq!(
+        steady
+            .spec
+            .as_ref()
+            .and_then(|s| s.update_strategy.as_ref())
+            .and_then(|u| u.rolling_update.as_ref())
+            .and_then(|r| r.partition),
+        Some(0)
+    );
+    let other = cluster(Profile::Latency, Tier::Medium, replicated);
+    assert_ne!(
+        pod_template_hash(&render(&other).statefulset.spec.unwrap_or_default().template),
+        pod_template_hash(&template)
+    );
+    // Unreplicated: no partition and no annotation, as before.
+    let plain = render(&cluster(Profile::Balanced, Tier::Medium, |_| {})).statefulset;
+    assert_eq!(plain.metadata.annotations, None);
+    assert_eq!(
+        plain
+            .spec
+            .and_then(|s| s.update_strategy)
+            .and_then(|u| u.rolling_update),
+        None
+    );
 }

@@ -290,26 +290,36 @@ fn only_timers_bring_the_next_reconcile_forward() {
         members_wait: Some(Duration::from_secs(9)),
         staged: false,
         volumes: false,
+        roll: false,
     };
     assert_eq!(requeue_after(grace), Duration::from_secs(9));
     let staged = Timers {
         members_wait: None,
         staged: true,
         volumes: false,
+        roll: false,
     };
     assert_eq!(requeue_after(staged), tier_change::STAGE_POLL);
     let both = Timers {
         members_wait: Some(Duration::from_secs(2)),
         staged: true,
         volumes: false,
+        roll: false,
     };
     assert_eq!(requeue_after(both), Duration::from_secs(2));
     let durable = Timers {
         members_wait: None,
         staged: false,
         volumes: true,
+        roll: false,
     };
     assert_eq!(requeue_after(durable), crate::status::volumes::VOLUME_POLL);
+    let held = Timers {
+        volumes: true,
+        roll: true,
+        ..Timers::default()
+    };
+    assert_eq!(requeue_after(held), crate::roll::ROLL_POLL);
 }
 
 #[tokio::test]
@@ -1343,4 +1353,45 @@ async fn replicated_clusters_report_brokers_that_share_a_node() {
             pair("Unknown", "PlacementUnknown")
         );
     });
+}
+
+#[tokio::test]
+async fn a_replicated_clusters_template_change_is_applied_with_every_pod_held() {
+    use crate::crd::{DurabilitySpec, StorageSpec};
+    use starling_config::Profile;
+    let spec = |profile: Profile| BrokerClusterSpec {
+        tier: Tier::Medium,
+        profile,
+        replicas: Some(3),
+        storage: Some(StorageSpec {
+            size: "10Gi".into(),
+            ..StorageSpec::default()
+        }),
+        durability: Some(DurabilitySpec {
+            topics: Some(vec!["orders.*".into()]),
+            ..DurabilitySpec::default()
+        }),
+        config: Some(starling_config::ConfigOverrides {
+            durable_replicas: Some(3),
+            ..starling_config::ConfigOverrides::default()
+        }),
+        ..BrokerClusterSpec::default()
+    };
+    let partition =
+        |f: &Fake| stored_sts(f)["spec"]["updateStrategy"]["rollingUpdate"]["partition"].clone();
+    let bc = cluster(spec(Profile::Balanced));
+    let h = Harness::new(&bc);
+    assert!(h.reconcile(&bc).await.is_ok());
+    // Created at partition 0: nothing to roll.
+    h.with(|f| assert_eq!(partition(f), json!(0)));
+    // A profile change renders a new pod template: applied with the partition at the replica
+    // count, so the StatefulSet controller restarts no pod until the operator lets it.
+    let changed = cluster(spec(Profile::Latency));
+    let action = h.reconcile(&changed).await;
+    h.with(|f| assert_eq!(partition(f), json!(3)));
+    assert_eq!(
+        action.ok(),
+        Some(Action::requeue(crate::roll::ROLL_POLL)),
+        "a held roll is looked at again soon"
+    );
 }

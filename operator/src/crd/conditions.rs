@@ -102,7 +102,8 @@ reasons! {
     SpecRejected => Ready, "False", "The spec was refused (see Degraded); running brokers keep their last applied config.";
     Stable => Progressing, "False", "Nothing is changing.";
     Creating => Progressing, "True", "The StatefulSet is being created or has not reported status yet.";
-    RollingOut => Progressing, "True", "Brokers are being replaced with a new config, image or pod template.";
+    RollingOut => Progressing, "True", "Brokers are being replaced with a new config, image or pod template. In a replicated cluster the operator holds the roll and lets one broker restart at a time; the message then says which pod it waits for.";
+    RollWaitingForReplicas => Progressing, "True", "A replicated cluster's roll is held by the operator (the StatefulSet's RollingUpdate partition) because a broker reports a replica that is not in sync (catching up, without a leader, or stopped), or its GET /replicas could not be read: restarting the next broker could take a topic below quorum. The message names the pod and the topic. The roll moves on by itself once every replica is in sync.";
     Scaling => Progressing, "True", "The broker count is changing; running brokers are not restarted.";
     Paused => Progressing, "False", "spec.paused is true: the operator does not change the cluster's objects.";
     AsExpected => Degraded, "False", "The spec is valid and every object was applied.";

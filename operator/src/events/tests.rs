@@ -159,3 +159,75 @@ fn auth_mode_none_warns_once() {
     };
     assert_eq!(for_auth_mode(Some(&reported), &none), None);
 }
+
+#[test]
+fn a_held_roll_reports_each_restart_and_each_new_blocker_once() {
+    use crate::roll::report::SyncState;
+    use crate::roll::{Roll, Step, Wait};
+    let restart = Roll {
+        partition: Some(1),
+        from: 2,
+        updated: 1,
+        replicas: 3,
+        step: Step::Restart {
+            pod: "events-1".into(),
+        },
+    };
+    let planned = for_roll(None, &restart);
+    assert_eq!(planned.as_ref().map(|p| p.reason), Some("RollingBroker"));
+    assert_eq!(
+        planned.map(|p| p.note),
+        Some(
+            "every replica in sync: letting the StatefulSet restart events-1 (partition 2 to 1; \
+             1/3 brokers updated)"
+                .to_string()
+        )
+    );
+    let waiting = Roll {
+        partition: Some(2),
+        from: 2,
+        step: Step::Wait(Wait::Replica {
+            pod: "events-0".into(),
+            topic: "orders.a".into(),
+            state: SyncState::Stopped,
+        }),
+        ..restart.clone()
+    };
+    let planned = for_roll(None, &waiting);
+    assert_eq!(
+        planned.as_ref().map(|p| (p.reason, p.warning)),
+        Some(("RollWaitingForReplicas", false))
+    );
+    let note = planned.map(|p| p.note).unwrap_or_default();
+    assert!(
+        note.contains("events-0") && note.contains("orders.a"),
+        "{note}"
+    );
+    // Already reported in the stored Progressing condition: not again.
+    let stored = BrokerClusterStatus {
+        conditions: vec![Condition {
+            type_: "Progressing".into(),
+            status: "True".into(),
+            reason: "RollWaitingForReplicas".into(),
+            message: note,
+            observed_generation: None,
+            last_transition_time: Time(Timestamp::UNIX_EPOCH),
+        }],
+        ..BrokerClusterStatus::default()
+    };
+    assert_eq!(for_roll(Some(&stored), &waiting), None);
+    // Waits for a pod, and steady decisions, emit nothing.
+    let pod_wait = Roll {
+        step: Step::Wait(Wait::NotReady {
+            pod: "events-2".into(),
+        }),
+        ..waiting.clone()
+    };
+    assert_eq!(for_roll(None, &pod_wait), None);
+    let steady = Roll {
+        step: Step::Steady,
+        partition: Some(0),
+        ..waiting
+    };
+    assert_eq!(for_roll(None, &steady), None);
+}

@@ -78,6 +78,7 @@ fn compute_with(
         members: None,
         placement: None,
         volumes: None,
+        roll: None,
         now,
     })
 }
@@ -231,6 +232,7 @@ fn refused_spec_is_degraded_and_keeps_the_last_rendered_values() {
         members: None,
         placement: None,
         volumes: None,
+        roll: None,
         now: at(0),
     });
     assert_eq!(
@@ -326,6 +328,7 @@ fn members_are_recorded_and_a_lagging_member_list_is_scaling() {
         members,
         placement: None,
         volumes: None,
+        roll: None,
         now: at(20),
     };
     let status = compute(&input(Some(&plan), None));
@@ -423,6 +426,7 @@ fn auth_mode_none_is_reported_in_its_own_condition() {
         members: None,
         placement: None,
         volumes: None,
+        roll: None,
         now: at(9),
     });
     assert_eq!(
@@ -535,6 +539,7 @@ fn replication_degraded_follows_the_members_and_the_placement() {
             members: Some(members),
             placement: Some(placement),
             volumes: None,
+            roll: None,
             now: at(20),
         })
     };
@@ -587,6 +592,7 @@ fn replication_degraded_follows_the_members_and_the_placement() {
         members: None,
         placement: None,
         volumes: None,
+        roll: None,
         now: at(30),
     });
     assert_eq!(
@@ -625,6 +631,7 @@ fn disk_full_follows_the_brokers_volume_answers() {
             members: None,
             placement: None,
             volumes,
+            roll: None,
             now: at(20),
         })
     };
@@ -658,5 +665,88 @@ fn disk_full_follows_the_brokers_volume_answers() {
     assert_eq!(
         reason(&back, ConditionType::DiskFull),
         r("False", Reason::VolumesHaveSpace)
+    );
+}
+
+#[test]
+fn a_held_roll_shows_what_it_waits_for_in_progressing() {
+    use crate::roll::report::SyncState;
+    use crate::roll::{Roll, Step, Wait};
+    let v = cluster(Profile::Balanced, Tier::Medium, |_| {});
+    let rolling = sts(3, 3, 3, 1, &v.config_hash, true);
+    let waiting = Roll {
+        partition: Some(2),
+        from: 2,
+        updated: 1,
+        replicas: 3,
+        step: Step::Wait(Wait::Replica {
+            pod: "events-0".into(),
+            topic: "orders.a".into(),
+            state: SyncState::NoLeader,
+        }),
+    };
+    let with = |roll: Option<&Roll>| {
+        compute(&StatusInput {
+            names: &v.names,
+            namespace: "messaging",
+            generation: Some(7),
+            paused: false,
+            desired: Ok(&v),
+            sts: Some(&rolling),
+            previous: None,
+            apply_error: None,
+            members: None,
+            placement: None,
+            volumes: None,
+            roll,
+            now: at(20),
+        })
+    };
+    let status = with(Some(&waiting));
+    assert_eq!(
+        reason(&status, ConditionType::Progressing),
+        r("True", Reason::RollWaitingForReplicas)
+    );
+    let message = find(Some(&status), ConditionType::Progressing)
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("events-0") && message.contains("orders.a"),
+        "{message}"
+    );
+    // A roll that moves on (a restart let through) keeps the rollout's own reason.
+    let moving = Roll {
+        step: Step::Restart {
+            pod: "events-1".into(),
+        },
+        partition: Some(1),
+        ..waiting.clone()
+    };
+    for roll in [Some(&moving), None] {
+        assert_eq!(
+            reason(&with(roll), ConditionType::Progressing),
+            r("True", Reason::RollingOut)
+        );
+    }
+    // Nothing rolling: a wait does not turn a stable cluster into a progressing one.
+    let ready = sts(3, 3, 3, 3, &v.config_hash, true);
+    let status = compute(&StatusInput {
+        sts: Some(&ready),
+        roll: Some(&waiting),
+        names: &v.names,
+        namespace: "messaging",
+        generation: Some(7),
+        paused: false,
+        desired: Ok(&v),
+        previous: None,
+        apply_error: None,
+        members: None,
+        placement: None,
+        volumes: None,
+        now: at(20),
+    });
+    assert_eq!(
+        reason(&status, ConditionType::Progressing),
+        r("False", Reason::Stable)
     );
 }
