@@ -398,7 +398,7 @@ async fn a_clustered_broker_serves_the_groups_of_its_own_topics_and_feeds_the_ot
     let got = collect(&mut fed_members, 40).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     for m in &mut fed_members {
-        while let Ok(Some(Ok(e))) =
+        if let Ok(Some(Ok(e))) =
             tokio::time::timeout(Duration::from_millis(50), m.next_event()).await
         {
             panic!("an extra event {} after {got:?}", index(&e.payload));
