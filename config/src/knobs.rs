@@ -393,7 +393,7 @@ knobs! {
     /// waits only for the fsync that covers it (under `storage_fsync: interval`, the next
     /// periodic one), and it gives back its stream's place in `pub_queue_depth`: so one
     /// publish stream can keep more acks waiting for an fsync than its request window holds.
-    /// Each waiting ack is charged what it holds in memory until its frame is written, 240
+    /// Each waiting ack is charged what it holds in memory until its frame is written, 408
     /// bytes (the ack in its log's wait list with its share of the batch's entry, then its
     /// entry in its stream's reply channel, its place in the writer's list and its encoded
     /// frame), from when its request is read until its ack or refusal is written. A publish

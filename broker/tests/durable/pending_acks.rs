@@ -16,7 +16,7 @@ use crate::common::{SOON, TestBroker, payload, start, wait_metrics};
 use crate::drain_some;
 
 /// What one waiting ack is charged (`starling_broker::pubsub::ack::PENDING_ACK_BYTES`).
-const ACK_BYTES: f64 = 240.0;
+const ACK_BYTES: f64 = 408.0;
 const DEPTH: u32 = 16;
 
 fn interval(dir: &std::path::Path, every_ms: u64) -> ConfigOverrides {
@@ -46,7 +46,10 @@ async fn publish_pipelined(
         tokio::sync::mpsc::unbounded_channel::<BoxFuture<'static, Result<(), ClientError>>>();
     let counted = Arc::clone(&acked);
     let collector = tokio::spawn(async move {
-        while let Some(ack) = rx.recv().await {
+        for _ in 0..n {
+            let Some(ack) = rx.recv().await else {
+                break; // the publisher failed (and panicked)
+            };
             ack.await?;
             counted.fetch_add(1, Ordering::SeqCst);
         }
@@ -63,7 +66,7 @@ async fn publish_pipelined(
                 Err(e) => panic!("publish {i}: {e}"),
             }
         }
-        // Keeps the client (and its stream) until every ack is in.
+        // Keeps the client (and its stream) until the collector has every ack.
         tx.closed().await;
     });
     (acked, collector)
@@ -121,7 +124,7 @@ async fn a_connection_at_its_share_of_the_budget_waits_and_loses_nothing() {
     let dir = tempfile::tempdir().expect("tmp");
     let topic = "acks.budget";
     let mut o = interval(dir.path(), 100);
-    // 34 acks in all, 17 per connection (240 bytes each).
+    // 20 acks in all, 10 per connection (408 bytes each).
     o.max_pending_persisted_ack_bytes = Some(8192);
     o.max_pending_persisted_ack_bytes_per_connection = Some(4096);
     let b = start(Profile::Balanced, o).await;
