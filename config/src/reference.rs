@@ -94,14 +94,20 @@ pub fn configuration_reference() -> String {
             bytes(s.memory_budgets().map(|b| b.max_inflight_publish_bytes))
         }),
         ("`max_pending_persisted_ack_bytes` (1/128)", |s| {
-            bytes(s.memory_budgets().map(|b| b.max_pending_persisted_ack_bytes))
-        }),
-        ("`max_pending_persisted_ack_bytes_per_connection` (1/512)", |s| {
             bytes(
                 s.memory_budgets()
-                    .map(|b| b.max_pending_persisted_ack_bytes_per_connection),
+                    .map(|b| b.max_pending_persisted_ack_bytes),
             )
         }),
+        (
+            "`max_pending_persisted_ack_bytes_per_connection` (1/512)",
+            |s| {
+                bytes(
+                    s.memory_budgets()
+                        .map(|b| b.max_pending_persisted_ack_bytes_per_connection),
+                )
+            },
+        ),
         ("`subscriber_queue_budget_bytes` (1/16)", |s| {
             bytes(s.memory_budgets().map(|b| b.subscriber_queue_budget_bytes))
         }),

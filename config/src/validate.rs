@@ -173,7 +173,11 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("max_headers_per_message", Some(1), Some(1 << 16)),
     range("max_header_bytes_per_message", Some(16), Some(1 << 20)),
     range("max_inflight_publish_bytes", Some(1 << 16), Some(1 << 40)),
-    range("max_pending_persisted_ack_bytes", Some(1 << 12), Some(1 << 40)),
+    range(
+        "max_pending_persisted_ack_bytes",
+        Some(1 << 12),
+        Some(1 << 40),
+    ),
     range(
         "max_pending_persisted_ack_bytes_per_connection",
         Some(1 << 12),

@@ -155,7 +155,10 @@ mod tests {
     #[test]
     fn a_pending_ack_is_charged_what_it_holds() {
         // The figure the knob docs give (`max_pending_persisted_ack_bytes`).
-        assert_eq!(PENDING_ACK_BYTES, 408, "update the knob docs with the new size");
+        assert_eq!(
+            PENDING_ACK_BYTES, 408,
+            "update the knob docs with the new size"
+        );
     }
 
     #[tokio::test]

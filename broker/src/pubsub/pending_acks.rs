@@ -16,8 +16,8 @@ use std::sync::Arc;
 use prometheus::{IntCounter, IntGauge};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
-pub use crate::pubsub::ack::PENDING_ACK_BYTES;
 use crate::metrics::Metrics;
+pub use crate::pubsub::ack::PENDING_ACK_BYTES;
 
 /// The charge of one ack, in permits of one byte.
 const CHARGE: u32 = PENDING_ACK_BYTES as u32;
