@@ -35,6 +35,7 @@ use crate::error::BrokerError;
 use crate::health::{Health, Phase};
 use crate::http::{self, HttpState};
 use crate::metrics::Metrics;
+use crate::pubsub::ack::PENDING_ACK_BYTES;
 use crate::pubsub::batcher::Limits;
 use crate::pubsub::counters::{Counters, Observe};
 use crate::pubsub::lanes::Lanes;
@@ -288,7 +289,11 @@ impl Broker {
         }
         let publishes = Arc::new(PublishGate::new(
             cfg.max_inflight_publish_bytes,
-            PendingAcks::new(cfg.max_pending_persisted_ack_bytes, &metrics),
+            PendingAcks::new(
+                cfg.max_pending_persisted_ack_bytes,
+                PENDING_ACK_BYTES,
+                metrics.pending_acks_shown(),
+            ),
         ));
         let state = Arc::new(State {
             auth,

@@ -28,6 +28,18 @@ fn drop_label(reason: DropReason) -> &'static str {
 /// and the broker-wide budget of `persisted` acks waiting for an fsync.
 pub const PENDING_ACK_SCOPES: [&str; 2] = ["connection", "broker"];
 
+impl Metrics {
+    /// Where the pending-ack budget shows itself (`pubsub::pending_acks`).
+    pub fn pending_acks_shown(&self) -> crate::pubsub::pending_acks::Shown {
+        let waits = |scope: &str| self.persisted_ack_budget_waits.with_label_values(&[scope]);
+        crate::pubsub::pending_acks::Shown {
+            held: self.persisted_acks_pending_bytes.clone(),
+            waits_broker: waits("broker"),
+            waits_connection: waits("connection"),
+        }
+    }
+}
+
 /// Every broker metric.
 #[derive(Clone)]
 pub struct Metrics {

@@ -150,7 +150,7 @@ mod tests {
     use tokio::sync::Semaphore;
 
     use super::*;
-    use crate::pubsub::pending_acks::{ConnShare, PendingAcks};
+    use crate::pubsub::pending_acks::{ConnShare, PendingAcks, Shown};
 
     #[test]
     fn a_pending_ack_is_charged_what_it_holds() {
@@ -163,9 +163,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_charged_token_gives_its_window_back_at_the_log_and_its_charge_when_written() {
-        let metrics = crate::metrics::Metrics::new().unwrap();
-        let budget = PendingAcks::new(1 << 20, &metrics);
-        let share = ConnShare::new(1 << 16);
+        let held = prometheus::IntGauge::new("held", "held").unwrap();
+        let shown = Shown {
+            held: held.clone(),
+            waits_broker: prometheus::IntCounter::new("b", "b").unwrap(),
+            waits_connection: prometheus::IntCounter::new("c", "c").unwrap(),
+        };
+        let budget = PendingAcks::new(1 << 20, PENDING_ACK_BYTES, shown);
+        let share = ConnShare::new(1 << 16, PENDING_ACK_BYTES);
         let window = Arc::new(Semaphore::new(2));
         let (tx, mut rx) = mpsc::unbounded_channel();
         let permit = Arc::clone(&window).try_acquire_owned().unwrap();
@@ -182,7 +187,7 @@ mod tests {
         assert_eq!(budget.held(), PENDING_ACK_BYTES, "held until written");
         drop(held);
         assert_eq!(budget.held(), 0);
-        assert_eq!(metrics.persisted_acks_pending_bytes.get(), 0);
+        assert_eq!(held.get(), 0);
 
         // Uncharged (a replicated topic's, a forwarded one's): keeps its window place.
         let permit = Arc::clone(&window).try_acquire_owned().unwrap();

@@ -2,7 +2,7 @@
 //! (`max_pending_persisted_ack_bytes`, with a per-connection share,
 //! `max_pending_persisted_ack_bytes_per_connection`).
 //!
-//! Such an ack is charged [`PENDING_ACK_BYTES`] (what it holds in memory) by its publish
+//! Such an ack is charged what it holds in memory (`pubsub::ack::PENDING_ACK_BYTES`) by its publish
 //! stream before the request is handed on, and holds the charge ([`PendingCharge`]) until its
 //! ack or refusal is written; once it is in its log's wait list it gives its stream's
 //! request-window permit back (`pubsub::ack`). So the acks waiting for an fsync are bounded by
@@ -16,20 +16,28 @@ use std::sync::Arc;
 use prometheus::{IntCounter, IntGauge};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
-use crate::metrics::Metrics;
-pub use crate::pubsub::ack::PENDING_ACK_BYTES;
-
-/// The charge of one ack, in permits of one byte.
-const CHARGE: u32 = PENDING_ACK_BYTES as u32;
-
 /// The broker-wide budget, shared by every publish stream.
 #[derive(Debug)]
 pub struct PendingAcks {
     whole: Arc<Semaphore>,
     bytes: usize,
+    /// What one ack is charged, in permits of one byte.
+    charge: u32,
     gauge: IntGauge,
     waits_broker: IntCounter,
     waits_connection: IntCounter,
+}
+
+/// Where the budget shows what it holds and counts its waits
+/// (`starling_persisted_acks_pending_bytes`, `starling_persisted_ack_budget_waits_total`).
+#[derive(Debug, Clone)]
+pub struct Shown {
+    /// Bytes charged now.
+    pub held: IntGauge,
+    /// Waits at the whole budget (`scope="broker"`).
+    pub waits_broker: IntCounter,
+    /// Waits at a connection's share (`scope="connection"`).
+    pub waits_connection: IntCounter,
 }
 
 /// One connection's share of the budget.
@@ -39,10 +47,10 @@ pub struct ConnShare {
 }
 
 impl ConnShare {
-    /// A share of `bytes` (at least one ack's charge).
-    pub fn new(bytes: u64) -> ConnShare {
+    /// A share of `bytes` (at least one `charge`).
+    pub fn new(bytes: u64, charge: usize) -> ConnShare {
         ConnShare {
-            share: Arc::new(Semaphore::new(permits(bytes))),
+            share: Arc::new(Semaphore::new(permits(bytes, charge))),
         }
     }
 }
@@ -50,39 +58,39 @@ impl ConnShare {
 /// One ack's charge: given back when dropped (with its ack's written frame).
 #[derive(Debug)]
 pub struct PendingCharge {
-    _whole: OwnedSemaphorePermit,
+    /// The whole budget's permits: as many as the bytes charged.
+    whole: OwnedSemaphorePermit,
     _share: Option<OwnedSemaphorePermit>,
     gauge: IntGauge,
 }
 
 impl Drop for PendingCharge {
     fn drop(&mut self) {
-        self.gauge.sub(i64::from(CHARGE));
+        let bytes = i64::try_from(self.whole.num_permits()).unwrap_or(i64::MAX);
+        self.gauge.sub(bytes);
     }
 }
 
-/// `bytes` as permits: at least one charge, at most what a semaphore holds.
-fn permits(bytes: u64) -> usize {
+/// `bytes` as permits: at least one `charge` (so a charge always fits once the others are
+/// released), at most what a semaphore holds.
+fn permits(bytes: u64, charge: usize) -> usize {
     usize::try_from(bytes)
         .unwrap_or(usize::MAX)
-        .clamp(PENDING_ACK_BYTES, Semaphore::MAX_PERMITS)
+        .clamp(charge.max(1), Semaphore::MAX_PERMITS)
 }
 
 impl PendingAcks {
-    /// A budget of `bytes`, shown in `metrics`.
-    pub fn new(bytes: u64, metrics: &Metrics) -> PendingAcks {
-        let waits = |scope: &str| {
-            metrics
-                .persisted_ack_budget_waits
-                .with_label_values(&[scope])
-        };
-        let n = permits(bytes);
+    /// A budget of `bytes`, each ack charged `charge` bytes (`pubsub::ack::PENDING_ACK_BYTES`),
+    /// shown in `shown`.
+    pub fn new(bytes: u64, charge: usize, shown: Shown) -> PendingAcks {
+        let n = permits(bytes, charge);
         PendingAcks {
             whole: Arc::new(Semaphore::new(n)),
             bytes: n,
-            gauge: metrics.persisted_acks_pending_bytes.clone(),
-            waits_broker: waits("broker"),
-            waits_connection: waits("connection"),
+            charge: u32::try_from(charge.max(1)).unwrap_or(u32::MAX),
+            gauge: shown.held,
+            waits_broker: shown.waits_broker,
+            waits_connection: shown.waits_connection,
         }
     }
 
@@ -91,14 +99,15 @@ impl PendingAcks {
     /// connection waiting for its own share holds nothing of the whole. `None` once closed
     /// (never, in practice).
     pub async fn take(&self, share: Option<&ConnShare>) -> Option<PendingCharge> {
+        let n = self.charge;
         let share = match share {
-            Some(s) => Some(acquire(&s.share, &self.waits_connection).await?),
+            Some(s) => Some(acquire(&s.share, n, &self.waits_connection).await?),
             None => None,
         };
-        let whole = acquire(&self.whole, &self.waits_broker).await?;
-        self.gauge.add(i64::from(CHARGE));
+        let whole = acquire(&self.whole, n, &self.waits_broker).await?;
+        self.gauge.add(i64::from(n));
         Some(PendingCharge {
-            _whole: whole,
+            whole,
             _share: share,
             gauge: self.gauge.clone(),
         })
@@ -110,13 +119,13 @@ impl PendingAcks {
     }
 }
 
-/// One charge of `sem`, at once if it fits, else counted in `waits` and awaited.
-async fn acquire(sem: &Arc<Semaphore>, waits: &IntCounter) -> Option<OwnedSemaphorePermit> {
-    match Arc::clone(sem).try_acquire_many_owned(CHARGE) {
+/// `n` permits of `sem`, at once if they fit, else counted in `waits` and awaited.
+async fn acquire(sem: &Arc<Semaphore>, n: u32, waits: &IntCounter) -> Option<OwnedSemaphorePermit> {
+    match Arc::clone(sem).try_acquire_many_owned(n) {
         Ok(p) => Some(p),
         Err(TryAcquireError::NoPermits) => {
             waits.inc();
-            Arc::clone(sem).acquire_many_owned(CHARGE).await.ok()
+            Arc::clone(sem).acquire_many_owned(n).await.ok()
         }
         Err(TryAcquireError::Closed) => None,
     }
@@ -128,20 +137,24 @@ mod tests {
 
     use super::*;
 
+    const ACK: usize = 400;
+
+    fn shown() -> Shown {
+        Shown {
+            held: IntGauge::new("held", "held").unwrap(),
+            waits_broker: IntCounter::new("broker", "broker").unwrap(),
+            waits_connection: IntCounter::new("connection", "connection").unwrap(),
+        }
+    }
+
     #[tokio::test]
     async fn a_connection_at_its_share_waits_and_others_go_on() {
-        let metrics = Metrics::new().unwrap();
-        let budget = PendingAcks::new(10 * PENDING_ACK_BYTES as u64, &metrics);
-        let one = ConnShare::new(2 * PENDING_ACK_BYTES as u64);
-        let other = ConnShare::new(2 * PENDING_ACK_BYTES as u64);
+        let shown = shown();
+        let budget = PendingAcks::new(10 * ACK as u64, ACK, shown.clone());
+        let one = ConnShare::new(2 * ACK as u64, ACK);
+        let other = ConnShare::new(2 * ACK as u64, ACK);
         let a = budget.take(Some(&one)).await.unwrap();
         let _b = budget.take(Some(&one)).await.unwrap();
-        let waits = |scope: &str| {
-            metrics
-                .persisted_ack_budget_waits
-                .with_label_values(&[scope])
-                .get()
-        };
         // The third of `one` waits for its share; `other` is served meanwhile.
         let third = budget.take(Some(&one));
         tokio::pin!(third);
@@ -150,26 +163,23 @@ mod tests {
                 .await
                 .is_err()
         );
-        assert_eq!(waits("connection"), 1);
+        assert_eq!(shown.waits_connection.get(), 1);
         let _c = budget.take(Some(&other)).await.unwrap();
-        assert_eq!(budget.held(), 3 * PENDING_ACK_BYTES);
-        assert_eq!(
-            metrics.persisted_acks_pending_bytes.get(),
-            3 * PENDING_ACK_BYTES as i64
-        );
+        assert_eq!(budget.held(), 3 * ACK);
+        assert_eq!(shown.held.get(), 3 * ACK as i64);
         drop(a);
         let _d = third.await.unwrap();
-        assert_eq!(budget.held(), 3 * PENDING_ACK_BYTES);
-        assert_eq!(waits("broker"), 0);
+        assert_eq!(budget.held(), 3 * ACK);
+        assert_eq!(shown.waits_broker.get(), 0);
     }
 
     #[tokio::test]
     async fn the_whole_budget_holds_peers_and_shares_alike() {
-        let metrics = Metrics::new().unwrap();
-        let budget = PendingAcks::new(2 * PENDING_ACK_BYTES as u64, &metrics);
-        let share = ConnShare::new(1 << 20);
+        let shown = shown();
+        let budget = PendingAcks::new(2 * ACK as u64, ACK, shown.clone());
+        let share = ConnShare::new(1 << 20, ACK);
         let a = budget.take(None).await.unwrap();
-        let _b = budget.take(Some(&share)).await.unwrap();
+        let b = budget.take(Some(&share)).await.unwrap();
         let next = budget.take(Some(&share));
         tokio::pin!(next);
         assert!(
@@ -177,15 +187,19 @@ mod tests {
                 .await
                 .is_err()
         );
-        assert_eq!(
-            metrics
-                .persisted_ack_budget_waits
-                .with_label_values(&["broker"])
-                .get(),
-            1
-        );
+        assert_eq!(shown.waits_broker.get(), 1);
         drop(a);
-        let _c = next.await.unwrap();
-        assert_eq!(budget.held(), 2 * PENDING_ACK_BYTES);
+        let c = next.await.unwrap();
+        assert_eq!(budget.held(), 2 * ACK);
+        drop((b, c));
+        assert_eq!(shown.held.get(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_share_smaller_than_one_charge_still_takes_one() {
+        let budget = PendingAcks::new(1, ACK, shown());
+        let share = ConnShare::new(1, ACK);
+        let one = tokio::time::timeout(Duration::from_secs(1), budget.take(Some(&share))).await;
+        assert!(matches!(one, Ok(Some(_))));
     }
 }

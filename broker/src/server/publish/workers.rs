@@ -15,7 +15,7 @@ use super::Handles;
 use super::budget::InFlight;
 use crate::auth::Access;
 use crate::cluster::{Member, Role};
-use crate::pubsub::ack::AckToken;
+use crate::pubsub::ack::{AckToken, PENDING_ACK_BYTES};
 use crate::pubsub::pending_acks::ConnShare;
 use crate::pubsub::topic::{Hold, TopicMsg};
 
@@ -67,8 +67,12 @@ impl Publisher {
     /// The pipeline of connection `conn_id` that was granted the `granted` feature bits,
     /// whose publishes are checked against `access`.
     pub fn new(h: Arc<Handles>, conn_id: u64, granted: u64, role: Role, access: Access) -> Self {
-        let pending_share = (role != Role::Peer)
-            .then(|| ConnShare::new(h.cfg.max_pending_persisted_ack_bytes_per_connection));
+        let pending_share = (role != Role::Peer).then(|| {
+            ConnShare::new(
+                h.cfg.max_pending_persisted_ack_bytes_per_connection,
+                PENDING_ACK_BYTES,
+            )
+        });
         Publisher {
             inner: Arc::new(tokio::sync::OnceCell::new()),
             pending_share,
