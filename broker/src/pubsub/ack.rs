@@ -182,10 +182,10 @@ mod tests {
         assert_eq!(window.available_permits(), 2, "the window place is free");
         assert_eq!(budget.held(), PENDING_ACK_BYTES);
         token.ack();
-        let (frame, held) = rx.recv().await.unwrap();
+        let (frame, written) = rx.recv().await.unwrap();
         assert!(matches!(frame, Frame::PublishAck(_)));
         assert_eq!(budget.held(), PENDING_ACK_BYTES, "held until written");
-        drop(held);
+        drop(written);
         assert_eq!(budget.held(), 0);
         assert_eq!(held.get(), 0);
 
