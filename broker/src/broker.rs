@@ -36,9 +36,11 @@ use crate::error::BrokerError;
 use crate::health::{Health, Phase};
 use crate::http::{self, HttpState};
 use crate::metrics::Metrics;
+use crate::pubsub::ack::PENDING_ACK_BYTES;
 use crate::pubsub::batcher::Limits;
 use crate::pubsub::counters::{Counters, Observe};
 use crate::pubsub::lanes::Lanes;
+use crate::pubsub::pending_acks::PendingAcks;
 use crate::pubsub::topic::{TopicSettings, Topics};
 use crate::server::buffers::Buffers;
 use crate::server::{self, admit, conn};
@@ -286,6 +288,14 @@ impl Broker {
                 stop_rx.clone(),
             )));
         }
+        let publishes = Arc::new(PublishGate::new(
+            cfg.max_inflight_publish_bytes,
+            PendingAcks::new(
+                cfg.max_pending_persisted_ack_bytes,
+                PENDING_ACK_BYTES,
+                metrics.pending_acks_shown(),
+            ),
+        ));
         let state = Arc::new(State {
             auth,
             decoder: FrameDecoder::new(cfg.max_frame_bytes)
@@ -328,7 +338,7 @@ impl Broker {
             health: Arc::clone(&health),
             server_id: self.server_id,
             subscriptions: Arc::new(Subscriptions::default()),
-            publishes: Arc::new(PublishGate::new(cfg.max_inflight_publish_bytes)),
+            publishes,
             replicas,
             replica_links,
             cluster: Arc::clone(&cluster),

@@ -24,6 +24,22 @@ fn drop_label(reason: DropReason) -> &'static str {
     }
 }
 
+/// The `scope` label of `starling_persisted_ack_budget_waits_total`: the per-connection share
+/// and the broker-wide budget of `persisted` acks waiting for an fsync.
+pub const PENDING_ACK_SCOPES: [&str; 2] = ["connection", "broker"];
+
+impl Metrics {
+    /// Where the pending-ack budget shows itself (`pubsub::pending_acks`).
+    pub fn pending_acks_shown(&self) -> crate::pubsub::pending_acks::Shown {
+        let waits = |scope: &str| self.persisted_ack_budget_waits.with_label_values(&[scope]);
+        crate::pubsub::pending_acks::Shown {
+            held: self.persisted_acks_pending_bytes.clone(),
+            waits_broker: waits("broker"),
+            waits_connection: waits("connection"),
+        }
+    }
+}
+
 /// Every broker metric.
 #[derive(Clone)]
 pub struct Metrics {
@@ -197,6 +213,11 @@ pub struct Metrics {
     pub publish_inflight_bytes: IntGauge,
     /// Times a publish stream waited for `max_inflight_publish_bytes` before reading on.
     pub publish_budget_waits: IntCounter,
+    /// Bytes of `persisted` acks held against `max_pending_persisted_ack_bytes`.
+    pub persisted_acks_pending_bytes: IntGauge,
+    /// Times a publish stream waited for room for a `persisted` ack, by `scope` (`broker`:
+    /// `max_pending_persisted_ack_bytes`; `connection`: its per-connection share).
+    pub persisted_ack_budget_waits: IntCounterVec,
     /// Bytes of QUIC windows granted to open connections, against
     /// `connection_buffer_budget_bytes`.
     pub connection_buffer_bytes: IntGauge,
@@ -962,6 +983,26 @@ impl Metrics {
                 "starling_publish_budget_waits_total",
                 "Times a publish stream waited for max_inflight_publish_bytes before reading on.",
             )?,
+            persisted_acks_pending_bytes: gauge(
+                &r,
+                "starling_persisted_acks_pending_bytes",
+                "Bytes of persisted acks waiting for their log's fsync (or to be written), \
+                 against max_pending_persisted_ack_bytes.",
+            )?,
+            persisted_ack_budget_waits: {
+                let c = counter_vec(
+                    &r,
+                    "starling_persisted_ack_budget_waits_total",
+                    "Times a publish stream waited for room for a persisted ack, by scope \
+                     (broker: max_pending_persisted_ack_bytes; connection: its per-connection \
+                     share).",
+                    &["scope"],
+                )?;
+                for scope in PENDING_ACK_SCOPES {
+                    c.with_label_values(&[scope]);
+                }
+                c
+            },
             connection_buffer_bytes: gauge(
                 &r,
                 "starling_connection_buffer_bytes",

@@ -6,7 +6,8 @@
 //! Two pieces of state belong to no single subsystem and live here: the registry of live
 //! subscriptions ([`Subscriptions`]: written by the subscription handler, read by the drain, by
 //! membership changes and by the upstreams) and the publish gate ([`PublishGate`]: held by
-//! publish requests on their way to their topic, waited for by the drain).
+//! publish requests on their way to their topic, waited for by the drain; it holds the budget
+//! of `persisted` acks waiting for an fsync too, `pubsub::pending_acks`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use crate::durable::replicated::ReplicaRegistry;
 use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::pubsub::lanes::Lanes;
+use crate::pubsub::pending_acks::PendingAcks;
 use crate::pubsub::subscriber::Subscriber;
 use crate::pubsub::topic::Topics;
 
@@ -191,18 +193,21 @@ pub struct PublishGate {
     pub budget: Arc<Semaphore>,
     /// `max_inflight_publish_bytes`, the most one request takes of the budget.
     pub budget_bytes: usize,
+    /// `max_pending_persisted_ack_bytes`: the `persisted` acks waiting for an fsync.
+    pub pending_acks: PendingAcks,
     /// Notified when the last request in flight leaves.
     none_in_flight: Notify,
 }
 
 impl PublishGate {
-    /// A gate with a budget of `max_bytes`.
-    pub fn new(max_bytes: u64) -> PublishGate {
+    /// A gate with a budget of `max_bytes` and `pending_acks`.
+    pub fn new(max_bytes: u64, pending_acks: PendingAcks) -> PublishGate {
         let budget_bytes = usize::try_from(max_bytes).unwrap_or(usize::MAX);
         PublishGate {
             in_flight: AtomicU64::new(0),
             budget: Arc::new(Semaphore::new(budget_bytes.min(Semaphore::MAX_PERMITS))),
             budget_bytes,
+            pending_acks,
             none_in_flight: Notify::new(),
         }
     }

@@ -390,6 +390,30 @@ knobs! {
     /// (their origin counted them), so two brokers forwarding to each other cannot wait on
     /// each other.
     max_inflight_publish_bytes: u64,
+    /// Most bytes of `persisted` acks waiting for their durable topic's log to be fsynced, over
+    /// all connections. Once a `persisted` publish's batch is in its topic's log, its ack
+    /// waits only for the fsync that covers it (under `storage_fsync: interval`, the next
+    /// periodic one), and it gives back its stream's place in `pub_queue_depth`: so one
+    /// publish stream can keep more acks waiting for an fsync than its request window holds.
+    /// Each waiting ack is charged what it holds in memory until its frame is written, 408
+    /// bytes (the ack in its log's wait list with its share of the batch's entry, then its
+    /// entry in its stream's reply channel, its place in the writer's list and its encoded
+    /// frame), from when its request is read until its ack or refusal is written. A publish
+    /// stream whose next `persisted` request would pass it waits before it hands that request
+    /// on (its next frame is not read meanwhile, so QUIC flow control slows that client down);
+    /// nothing is refused, lost or acked early. Waits are counted in
+    /// `starling_persisted_ack_budget_waits_total{scope="broker"}`, the bytes held in
+    /// `starling_persisted_acks_pending_bytes`. Replicated topics' acks (which wait for their
+    /// Raft commit) and forwarded publishes keep their request-window place and are not
+    /// charged.
+    max_pending_persisted_ack_bytes: u64,
+    /// Most of `max_pending_persisted_ack_bytes` one client connection may hold, so one
+    /// publisher cannot take it all: a stream of a connection at its share waits as at the
+    /// whole budget, counted in `starling_persisted_ack_budget_waits_total{scope="connection"}`.
+    /// Connections from other members are held to the whole budget only (one peer link carries
+    /// the forwarded publishes of every client of its member). At most
+    /// `max_pending_persisted_ack_bytes`.
+    max_pending_persisted_ack_bytes_per_connection: u64,
     /// Most payloads one `PublishBatch` may carry. The broker's decoder reads the batch's
     /// count first and refuses a larger one before it allocates anything for the payloads:
     /// the stream is answered with an `Error` (code `LimitExceeded`) and closed. Each payload

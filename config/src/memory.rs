@@ -18,6 +18,7 @@
 //! | durable consumers' pending messages | `consumer_pending_max_bytes` (payloads, each charged its bytes plus its bookkeeping) |
 //! | connection buffers | `connection_buffer_budget_bytes` (windows and frame allowances of every client connection) |
 //! | publish data in flight | `max_inflight_publish_bytes` (read from clients and not yet in a sealed batch) |
+//! | `persisted` acks waiting for an fsync | `max_pending_persisted_ack_bytes` (each ack charged what it holds until written) |
 //! | subscriber queues | `subscriber_queue_budget_bytes` |
 //! | topics | `max_topics` × [`TOPIC_BYTES`] |
 //! | subscriptions | `max_subscriptions` × [`SUBSCRIPTION_BYTES`] |
@@ -164,6 +165,11 @@ pub fn worst_case(cfg: &BrokerConfig, peers: u32) -> Estimate {
                 bytes: cfg.max_inflight_publish_bytes,
             },
             Term {
+                what: "persisted acks waiting for an fsync",
+                knobs: "max_pending_persisted_ack_bytes",
+                bytes: cfg.max_pending_persisted_ack_bytes,
+            },
+            Term {
                 what: "subscriber queues",
                 knobs: "subscriber_queue_budget_bytes",
                 bytes: cfg.subscriber_queue_budget_bytes,
@@ -229,8 +235,13 @@ pub struct MemoryBudgets {
     /// `consumer_pending_max_bytes`: 1/64 (taken from the retained tails too: both hold
     /// recent messages for readers).
     pub consumer_pending_max_bytes: u64,
-    /// `max_inflight_publish_bytes`: 1/16.
+    /// `max_inflight_publish_bytes`: 7/128 (1/16 less the pending acks' 1/128).
     pub max_inflight_publish_bytes: u64,
+    /// `max_pending_persisted_ack_bytes`: 1/128 (taken from the publish data's 1/16: both are
+    /// what publishes hold on their way to their ack).
+    pub max_pending_persisted_ack_bytes: u64,
+    /// `max_pending_persisted_ack_bytes_per_connection`: 1/512, a quarter of the whole.
+    pub max_pending_persisted_ack_bytes_per_connection: u64,
     /// `subscriber_queue_budget_bytes`: 1/16.
     pub subscriber_queue_budget_bytes: u64,
     /// `max_topics`: 1/32 of the limit in [`TOPIC_BYTES`].
@@ -259,7 +270,9 @@ impl MemoryBudgets {
             replay_max_total_bytes: limit / 32,
             dedup_max_total_bytes: limit / 64,
             consumer_pending_max_bytes: limit / 64,
-            max_inflight_publish_bytes: limit / 16,
+            max_inflight_publish_bytes: limit / 16 - limit / 128,
+            max_pending_persisted_ack_bytes: limit / 128,
+            max_pending_persisted_ack_bytes_per_connection: limit / 512,
             subscriber_queue_budget_bytes: limit / 16,
             max_topics: count(limit / 32, TOPIC_BYTES),
             max_subscriptions: count(limit / 32, SUBSCRIPTION_BYTES),
@@ -300,6 +313,14 @@ impl MemoryBudgets {
         }
         if set("max_inflight_publish_bytes") {
             cfg.max_inflight_publish_bytes = self.max_inflight_publish_bytes;
+        }
+        if set("max_pending_persisted_ack_bytes") {
+            cfg.max_pending_persisted_ack_bytes = self.max_pending_persisted_ack_bytes;
+        }
+        if set("max_pending_persisted_ack_bytes_per_connection") {
+            cfg.max_pending_persisted_ack_bytes_per_connection = self
+                .max_pending_persisted_ack_bytes_per_connection
+                .min(cfg.max_pending_persisted_ack_bytes);
         }
         if set("subscriber_queue_budget_bytes") {
             cfg.subscriber_queue_budget_bytes = self.subscriber_queue_budget_bytes;
@@ -455,6 +476,7 @@ mod tests {
             + b.dedup_max_total_bytes
             + b.consumer_pending_max_bytes
             + b.max_inflight_publish_bytes
+            + b.max_pending_persisted_ack_bytes
             + b.subscriber_queue_budget_bytes;
         assert_eq!(sum, (4u64 << 30) / 2);
         assert_eq!(b.max_topics, 8192);

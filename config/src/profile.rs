@@ -76,6 +76,8 @@ impl Profile {
             max_headers_per_message: 32,
             max_header_bytes_per_message: 8 * 1024,
             max_inflight_publish_bytes: 256 * MIB,
+            max_pending_persisted_ack_bytes: 32 * MIB,
+            max_pending_persisted_ack_bytes_per_connection: 8 * MIB,
             max_publish_batch_items: 16_384,
             connection_buffer_budget_bytes: 2 * GIB,
             event_batch_max_events: 64,

@@ -53,7 +53,7 @@ pub fn configuration_reference() -> String {
     let _ = writeln!(out, "| setting | small | medium | large |");
     let _ = writeln!(out, "|---|---|---|---|");
     let tiers: Vec<_> = Tier::ALL.iter().map(|t| t.sizing()).collect();
-    let rows: [TierRow; 22] = [
+    let rows: [TierRow; 24] = [
         ("replicas (default)", |s| s.replicas.to_string()),
         ("CPU request / limit", |s| {
             format!("{} / {}", s.resources.cpu_request, s.resources.cpu_limit)
@@ -90,9 +90,24 @@ pub fn configuration_reference() -> String {
         ("`consumer_pending_max_bytes` (1/64)", |s| {
             bytes(s.memory_budgets().map(|b| b.consumer_pending_max_bytes))
         }),
-        ("`max_inflight_publish_bytes` (1/16)", |s| {
+        ("`max_inflight_publish_bytes` (7/128)", |s| {
             bytes(s.memory_budgets().map(|b| b.max_inflight_publish_bytes))
         }),
+        ("`max_pending_persisted_ack_bytes` (1/128)", |s| {
+            bytes(
+                s.memory_budgets()
+                    .map(|b| b.max_pending_persisted_ack_bytes),
+            )
+        }),
+        (
+            "`max_pending_persisted_ack_bytes_per_connection` (1/512)",
+            |s| {
+                bytes(
+                    s.memory_budgets()
+                        .map(|b| b.max_pending_persisted_ack_bytes_per_connection),
+                )
+            },
+        ),
         ("`subscriber_queue_budget_bytes` (1/16)", |s| {
             bytes(s.memory_budgets().map(|b| b.subscriber_queue_budget_bytes))
         }),

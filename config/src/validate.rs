@@ -173,6 +173,16 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("max_headers_per_message", Some(1), Some(1 << 16)),
     range("max_header_bytes_per_message", Some(16), Some(1 << 20)),
     range("max_inflight_publish_bytes", Some(1 << 16), Some(1 << 40)),
+    range(
+        "max_pending_persisted_ack_bytes",
+        Some(1 << 12),
+        Some(1 << 40),
+    ),
+    range(
+        "max_pending_persisted_ack_bytes_per_connection",
+        Some(1 << 12),
+        Some(1 << 40),
+    ),
     range("max_publish_batch_items", Some(1), Some(1 << 20)),
     // Room for at least one connection at the floor with the default frame size (a larger
     // `max_frame_bytes` needs more: see `least_connection_grant`); at most 4 TiB.
@@ -243,6 +253,10 @@ pub const KNOB_PAIRS: &[KnobPair] = &[
     le(
         "max_pending_handshakes_per_source",
         "max_pending_handshakes",
+    ),
+    le(
+        "max_pending_persisted_ack_bytes_per_connection",
+        "max_pending_persisted_ack_bytes",
     ),
     le("quic_initial_mtu", "quic_max_mtu_discovery"),
     le("subscriber_writer_lanes", "max_subscriber_writer_lanes"),

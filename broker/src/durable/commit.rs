@@ -8,6 +8,10 @@
 //! `interval` the storage crate's [`Flusher`] syncs every period and reports here. Under
 //! `never` an append is as durable as it gets once written, and acks complete at once.
 //!
+//! Each ack handed over is told so first ([`Waiter::handed_over`]): from then on it waits only
+//! for an fsync, and a publish ack gives its stream's request-window place back
+//! (`pubsub::pending_acks` bounds it instead).
+//!
 //! A failed fsync (here, in the flusher, or in the writer at a segment roll) poisons the log
 //! for every handle: the acks waiting are refused, and so is every ack handed over later;
 //! none completes until the log is reopened. The first failure is counted, logged and shown
@@ -28,6 +32,10 @@ use super::metrics::StorageMetrics;
 
 /// What waits for durability: a publish's ack (the topic task's ack token implements it).
 pub trait Waiter: Send + 'static {
+    /// It was handed to the log and now waits only for an fsync covering its record (called
+    /// before it is queued, completed or refused here): it may give back what bounded it on
+    /// its way (an ack's place in its stream's request window).
+    fn handed_over(&mut self) {}
     /// The record is durable.
     fn durable(self);
     /// It will not become durable: refuse with a typed error.
@@ -118,10 +126,11 @@ impl<W: Waiter + std::fmt::Debug, F: Fs> Committer<W, F> {
 
     /// Completes `acks` once every record before `next` is durable (at once if it is).
     /// Refuses them at once if the log is poisoned and they are not durable already.
-    pub fn wait(&self, next: Position, acks: Vec<W>) {
+    pub fn wait(&self, next: Position, mut acks: Vec<W>) {
         if acks.is_empty() {
             return;
         }
+        acks.iter_mut().for_each(W::handed_over);
         let mut state = self.inner.state.lock();
         let durable = Synced {
             durable_next: self.inner.view.durable_next(),

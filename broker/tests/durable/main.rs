@@ -2,7 +2,9 @@
 //! `persisted` message and its position (`restart`), a real `starling-broker` process
 //! killed with SIGKILL in the middle of acked publishing loses no acked message (`sigkill`),
 //! and a subscription from a time starts at the first record stamped at or after it, then
-//! continues live (`from_time`), and `GET /storage` reports the volume (`storage_endpoint`).
+//! continues live (`from_time`), `GET /storage` reports the volume (`storage_endpoint`), and
+//! one publish stream keeps more `persisted` acks waiting for an `interval` fsync than its
+//! request window, within the pending-ack budget (`pending_acks`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
@@ -11,6 +13,7 @@ mod common;
 mod consumers;
 mod from_time;
 mod headers;
+mod pending_acks;
 mod restart;
 mod sigkill;
 mod storage_endpoint;

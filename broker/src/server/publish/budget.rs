@@ -125,8 +125,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_batch_of_empty_payloads_takes_its_items_of_the_budget() {
-        let gate = PublishGate::new(1 << 20);
         let metrics = Metrics::new().unwrap();
+        let pending =
+            crate::pubsub::pending_acks::PendingAcks::new(1 << 20, 1, metrics.pending_acks_shown());
+        let gate = PublishGate::new(1 << 20, pending);
         let held = Budget::take(&gate, &metrics, charge(0, 1000))
             .await
             .unwrap();

@@ -7,7 +7,10 @@
 //! connection's `pub_workers_per_conn` workers, see [`workers`], chosen by topic hash so one
 //! connection's messages to one topic stay in order). Each worker's queue holds
 //! `pub_queue_depth / workers` requests; when it is full the reader stops reading and QUIC flow
-//! control pushes back on the publisher. Acks go back on the same stream ([`replies`]).
+//! control pushes back on the publisher. Acks go back on the same stream ([`replies`]); a
+//! `persisted` ack on a durable topic is charged to the broker's pending-ack budget
+//! (`pubsub::pending_acks`, with the connection's share) before its request is handed on, and
+//! waits for its log's fsync outside the stream's request window.
 //!
 //! In a cluster, a publish for a topic another member owns goes through the same worker (so
 //! its order is kept) and is forwarded over the peer link; an acked one is acked only when the
@@ -506,9 +509,9 @@ async fn submit_forward(
 ) -> Result<(), WorkersGone> {
     let count = req.payloads.len() as u32;
     let token = match req.ack {
-        AckMode::Ack => replies.token(req.request_id, count).await,
+        AckMode::Ack => replies.token(req.request_id, count, None).await,
         AckMode::None if request => replies
-            .token(req.request_id, count)
+            .token(req.request_id, count, None)
             .await
             .map(AckToken::refusals_only),
         AckMode::None => None,
@@ -550,8 +553,21 @@ async fn submit_local(
     // one is counted in `starling_cluster_forwarded_total` on the way).
     h.metrics.published_messages.inc_by(count.into());
     h.metrics.published_bytes.inc_by(bytes as u64);
+    // A `persisted` ack on a single-copy durable topic will wait for its log's fsync: it is
+    // charged to the pending-ack budget first (waiting for room there, before it takes its
+    // place in the request window), and gives its window place back once in the log's wait
+    // list. A replicated topic's waits for its Raft commit and keeps its window place.
+    let pending = if req.ack == AckMode::Ack
+        && h.cfg.ack_level == AckLevel::Persisted
+        && h.topics.is_durable(&req.topic)
+        && !h.topics.is_replicated(&req.topic)
+    {
+        h.gate.pending_acks.take(publisher.pending_share()).await
+    } else {
+        None
+    };
     let token = match req.ack {
-        AckMode::Ack => replies.token(req.request_id, count).await,
+        AckMode::Ack => replies.token(req.request_id, count, pending).await,
         AckMode::None => None,
     };
     // `persisted` waits in the topic task for its durable log (on a durable topic; on any

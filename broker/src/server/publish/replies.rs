@@ -1,7 +1,9 @@
 //! What goes back on a publish stream: acks, pongs and typed errors, written by one writer
 //! task per stream that coalesces whatever is ready into one write. Every item holds one of the
-//! stream's `pub_queue_depth` permits until written, so a publisher that never reads its acks
-//! is eventually pushed back too.
+//! stream's `pub_queue_depth` permits (the request window) until written, so a publisher that
+//! never reads its acks is eventually pushed back too; except a `persisted` ack, which gives
+//! its permit back once handed to its durable log and holds its charge of the pending-ack
+//! budget (`pubsub::pending_acks`) until written instead.
 
 use std::sync::Arc;
 
@@ -11,7 +13,8 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
 use crate::metrics::Metrics;
-use crate::pubsub::ack::{AckItem, AckToken};
+use crate::pubsub::ack::{AckItem, AckToken, Held};
+use crate::pubsub::pending_acks::PendingCharge;
 
 /// The sending side of a publish stream's writer.
 pub struct Replies {
@@ -49,21 +52,34 @@ impl Replies {
                 code,
                 message: message.into(),
             });
-            let _ = self.tx.send((frame, permit));
+            let _ = self.tx.send((frame, Held::window(permit)));
         }
     }
 
     /// Answers a `Ping`.
     pub async fn pong(&self, p: Ping) {
         if let Ok(permit) = Arc::clone(&self.permits).acquire_owned().await {
-            let _ = self.tx.send((Frame::Pong(p), permit));
+            let _ = self.tx.send((Frame::Pong(p), Held::window(permit)));
         }
     }
 
-    /// The ack of request `request_id` of `count` messages, holding a permit until written.
-    pub async fn token(&self, request_id: u64, count: u32) -> Option<AckToken> {
+    /// The ack of request `request_id` of `count` messages, holding a permit until written
+    /// (or, with `pending`, a `persisted` ack's charge, until written, and the permit until it
+    /// is handed to its durable log).
+    pub async fn token(
+        &self,
+        request_id: u64,
+        count: u32,
+        pending: Option<PendingCharge>,
+    ) -> Option<AckToken> {
         match Arc::clone(&self.permits).acquire_owned().await {
-            Ok(permit) => Some(AckToken::new(request_id, count, self.tx.clone(), permit)),
+            Ok(permit) => {
+                let token = AckToken::new(request_id, count, self.tx.clone(), permit);
+                Some(match pending {
+                    Some(charge) => token.charged(charge),
+                    None => token,
+                })
+            }
             Err(_) => None,
         }
     }

@@ -15,7 +15,8 @@ use super::Handles;
 use super::budget::InFlight;
 use crate::auth::Access;
 use crate::cluster::{Member, Role};
-use crate::pubsub::ack::AckToken;
+use crate::pubsub::ack::{AckToken, PENDING_ACK_BYTES};
+use crate::pubsub::pending_acks::ConnShare;
 use crate::pubsub::topic::{Hold, TopicMsg};
 
 /// The connection's workers have stopped (the broker is stopping).
@@ -57,14 +58,24 @@ pub struct Publisher {
     role: Role,
     access: Access,
     conn_id: u64,
+    /// The connection's share of the pending-ack budget (none for a member's connection,
+    /// held to the whole budget only).
+    pending_share: Option<ConnShare>,
 }
 
 impl Publisher {
     /// The pipeline of connection `conn_id` that was granted the `granted` feature bits,
     /// whose publishes are checked against `access`.
     pub fn new(h: Arc<Handles>, conn_id: u64, granted: u64, role: Role, access: Access) -> Self {
+        let pending_share = (role != Role::Peer).then(|| {
+            ConnShare::new(
+                h.cfg.max_pending_persisted_ack_bytes_per_connection,
+                PENDING_ACK_BYTES,
+            )
+        });
         Publisher {
             inner: Arc::new(tokio::sync::OnceCell::new()),
+            pending_share,
             h,
             hasher: ahash::RandomState::with_seeds(7, 11, 13, 17),
             granted,
@@ -87,6 +98,11 @@ impl Publisher {
     /// The feature bits granted to the connection.
     pub fn granted(&self) -> u64 {
         self.granted
+    }
+
+    /// The connection's share of the pending-ack budget (`None`: a member's connection).
+    pub fn pending_share(&self) -> Option<&ConnShare> {
+        self.pending_share.as_ref()
     }
 
     /// What the connection said it is.
