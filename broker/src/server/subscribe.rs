@@ -168,15 +168,8 @@ fn check_inbox(h: &Handles, link: &Link, req: &Subscribe) -> Result<Option<Patte
         return Err(Refusal::Error(ErrorCode::Forbidden, refused.to_string()));
     }
     let pattern = wildcard(link, req)?;
-    if pattern.is_none()
-        && link.role != Role::Plain
-        && let Route::Peer(owner) = h.cluster.route(Kind::Topic, req.topic.as_bytes())
-    {
-        h.metrics
-            .cluster_moved
-            .with_label_values(&["subscribe"])
-            .inc();
-        return Err(Refusal::Moved(owner));
+    if pattern.is_none() {
+        to_owner(h, link.role, &req.topic)?;
     }
     if pattern.is_none()
         && let Err(limit) = h.topics.reserve(&req.topic)
@@ -271,8 +264,19 @@ fn check(h: &Handles, link: &Link, req: &Subscribe) -> Result<Option<Pattern>, R
         h.metrics.forbidden(&denied);
         return Err(Refusal::Error(ErrorCode::Forbidden, denied.to_string()));
     }
+    to_owner(h, role, &req.topic)?;
+    if let Err(limit) = h.topics.reserve(&req.topic) {
+        h.metrics.limit_refused(Limit::Topics);
+        return Err(Refusal::Error(ErrorCode::LimitExceeded, limit.to_string()));
+    }
+    Ok(None)
+}
+
+/// A routing client's or a peer's subscription to one topic another member owns goes there:
+/// `Moved` (counted); a plain client's is served here.
+fn to_owner(h: &Handles, role: Role, topic: &str) -> Result<(), Refusal> {
     if role != Role::Plain
-        && let Route::Peer(owner) = h.cluster.route(Kind::Topic, req.topic.as_bytes())
+        && let Route::Peer(owner) = h.cluster.route(Kind::Topic, topic.as_bytes())
     {
         h.metrics
             .cluster_moved
@@ -280,11 +284,7 @@ fn check(h: &Handles, link: &Link, req: &Subscribe) -> Result<Option<Pattern>, R
             .inc();
         return Err(Refusal::Moved(owner));
     }
-    if let Err(limit) = h.topics.reserve(&req.topic) {
-        h.metrics.limit_refused(Limit::Topics);
-        return Err(Refusal::Error(ErrorCode::LimitExceeded, limit.to_string()));
-    }
-    Ok(None)
+    Ok(())
 }
 
 /// Answers a refused `Subscribe` and finishes the stream.
