@@ -36,29 +36,7 @@ fn spread_topics(prefix: &str, n: usize) -> Vec<String> {
 /// Receives from `subs` until `want` events arrived in all (failing after `SOON`), then half
 /// a second more, so a duplicate would show; returns each subscription's (topic, index).
 async fn collect(subs: &mut [Subscription], want: usize) -> Vec<Vec<(String, u32)>> {
-    let mut got = vec![Vec::new(); subs.len()];
-    let deadline = Instant::now() + SOON;
-    let mut settle: Option<Instant> = None;
-    loop {
-        let total: usize = got.iter().map(Vec::len).sum();
-        if total >= want && settle.is_none() {
-            settle = Some(Instant::now() + Duration::from_millis(500));
-        }
-        if settle.is_some_and(|s| Instant::now() >= s) {
-            return got;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{total} of {want} events arrived: {got:?}"
-        );
-        for (i, s) in subs.iter_mut().enumerate() {
-            if let Ok(Some(Ok(event))) =
-                tokio::time::timeout(Duration::from_millis(20), s.next_event()).await
-            {
-                got[i].push((event.topic.to_string(), index(&event.payload)));
-            }
-        }
-    }
+    crate::collect_each(subs, want, |e| (e.topic.to_string(), index(&e.payload))).await
 }
 
 /// Publishes `per_topic` events to each topic from `client`, acked, numbered `topic index *

@@ -35,29 +35,7 @@ fn moving_topic() -> String {
 /// Receives from every member until `want` events arrived in all (failing after `SOON`), then
 /// a moment more, so a duplicate would show; returns each member's indexes.
 async fn collect(members: &mut [Subscription], want: usize) -> Vec<Vec<u32>> {
-    let mut got = vec![Vec::new(); members.len()];
-    let deadline = Instant::now() + SOON;
-    let mut settle: Option<Instant> = None;
-    loop {
-        let total: usize = got.iter().map(Vec::len).sum();
-        if total >= want && settle.is_none() {
-            settle = Some(Instant::now() + Duration::from_millis(500));
-        }
-        if settle.is_some_and(|s| Instant::now() >= s) {
-            return got;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{total} of {want} events arrived"
-        );
-        for (i, m) in members.iter_mut().enumerate() {
-            if let Ok(Some(Ok(event))) =
-                tokio::time::timeout(Duration::from_millis(20), m.next_event()).await
-            {
-                got[i].push(index(&event.payload));
-            }
-        }
-    }
+    crate::collect_each(members, want, |e| index(&e.payload)).await
 }
 
 /// Every index of `from..to` exactly once over all members.
