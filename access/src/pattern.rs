@@ -110,6 +110,15 @@ impl Pattern {
         self.tokens.iter().all(|t| matches!(t, Token::Literal(_)))
     }
 
+    /// How many of the pattern's tokens are literal: of two patterns matching one name, the one
+    /// with more literal tokens is the more specific (an exact name has only literal tokens).
+    pub fn literal_tokens(&self) -> usize {
+        self.tokens
+            .iter()
+            .filter(|t| matches!(t, Token::Literal(_)))
+            .count()
+    }
+
     /// Whether `name` (a topic's UTF-8 bytes, or a cache key) matches.
     pub fn matches(&self, name: &[u8]) -> bool {
         let mut parts = name.split(|b| *b == b'.');

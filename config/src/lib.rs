@@ -18,6 +18,8 @@
 //! - [`quantity`]: Kubernetes quantities (`4Gi`, `500m`) as numbers.
 //! - [`client`]: the client-side pool sizing that SDKs take from the same tables.
 //! - [`resolve`]: `profile ⊕ tier ⊕ overrides`, plus loading from a file and `STARLING_*` variables.
+//! - [`topics`]: the topics document (`topics_file`): per-topic durability policies the operator
+//!   writes from `BrokerTopic` objects and the broker applies.
 //! - [`validate`]: rejects impossible combinations with messages that name the field.
 //! - [`reference`]: renders the configuration reference (docs/configuration.md) from the tables.
 //! - [`error`]: the crate's error type.
@@ -38,6 +40,7 @@ pub mod reference;
 pub mod resolve;
 pub mod tier;
 pub mod tier_overrides;
+pub mod topics;
 pub mod validate;
 
 pub use client::ClientTuning;
