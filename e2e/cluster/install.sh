@@ -42,14 +42,29 @@ on_exit() {
 }
 trap on_exit EXIT
 
-# run_step NAME DIR CMD...: runs CMD in DIR with its output in a per-step log file.
+# run_step NAME DIR CMD...: runs CMD in DIR with its output in a per-step log file, and logs its
+# wall time and CPU time (user+sys of CMD and its children, from getrusage via /usr/bin/time when
+# present): on a shared machine the wall time says little, the CPU time is what a step costs.
+# Each finished step also adds a line to $STEPS_LOG (deps-steps.log), so the costs of every
+# first-time build on a machine stay on record.
+STEPS_LOG="$CACHE_DIR/logs/deps-steps.log"
 run_step() {
   STEP=$1; local dir=$2; shift 2
   STEP_LOG="$CACHE_DIR/logs/$STEP.log"
-  local t0=$SECONDS
+  local t0=$SECONDS rusage="$CACHE_DIR/logs/.$STEP.rusage" cpu=""
   log "$STEP: running (log: $STEP_LOG)"
-  (cd "$dir" && "$@") >"$STEP_LOG" 2>&1
-  log "$STEP: done in $((SECONDS - t0))s"
+  if [[ -x /usr/bin/time ]]; then
+    (cd "$dir" && /usr/bin/time -f '%U %S' -o "$rusage" "$@") >"$STEP_LOG" 2>&1
+    local user sys
+    read -r user sys <"$rusage" && cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.0f", u + s }')
+    rm -f "$rusage"
+  else
+    (cd "$dir" && "$@") >"$STEP_LOG" 2>&1
+  fi
+  local wall=$((SECONDS - t0))
+  log "$STEP: done in ${wall}s${cpu:+, ${cpu} CPU s}"
+  printf '%s %-36s wall %5ds  cpu %5ss  load %s\n' "$(date -u +%FT%TZ)" "$STEP" "$wall" "${cpu:-?}" \
+    "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$STEPS_LOG"
   STEP_LOG=""
 }
 
