@@ -8,8 +8,9 @@
 # What it adds to running the phases one by one:
 #   - `deps` (Debian packages, and Kubernetes, etcd, CoreDNS, helm built from the Go module
 #     proxy: about 14 minutes the first time on a machine, a second when cached) starts in the
-#     background at once, niced, and is waited for before the first phase that needs its tools.
-#     From nothing its downloads and single-threaded Go links fill the gaps of the cargo build.
+#     background at once, at the phases' own priority, and is waited for before the first phase
+#     that needs its tools. From nothing its downloads and single-threaded Go links fill the
+#     gaps of the cargo build.
 #     Its output goes to $STARLING_CACHE_DIR/logs/deps.log and is printed if it fails.
 #   - the cargo build directory (intermediate artifacts) lives in
 #     $STARLING_CACHE_DIR/cargo-build/<hash of the checkout's path> unless CARGO_BUILD_BUILD_DIR
@@ -17,11 +18,13 @@
 #     recompile the ~390 dependencies (docs/local-cluster.md, "Test budget"). One directory
 #     per path, because cargo names a workspace crate's artifacts by its path relative to the
 #     workspace: two checkouts sharing one directory could each take the other's compiled
-#     crates for fresh. Binaries still go to the clone's target/. Past
-#     $STARLING_BUILD_CACHE_MAX_GB (default 30) the least recently used checkout directories
-#     are removed, never the newest.
-#   - a timing table (date, commit, each phase's time and the load average at its end, `uptime`
-#     at the end), appended to $STARLING_TIMINGS_FILE when that is set, else to
+#     crates for fresh. Binaries still go to the clone's target/. A path's first run copies
+#     the most recently used directory minus the workspace's crates, so a clone at a new path
+#     compiles only those; past $STARLING_BUILD_CACHE_MAX_GB (default 30) the least recently
+#     used checkout directories are removed, never the newest (scripts/build-cache.sh).
+#   - a timing table (date, commit, each phase's wall time, its CPU time (user+sys of the
+#     phase's processes, which other builds on the machine do not stretch) and the load average
+#     at its end, `uptime` at the end), appended to $STARLING_TIMINGS_FILE when that is set, else to
 #     $STARLING_CACHE_DIR/logs/test-timings.log, so every run leaves a record on the machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,24 +36,10 @@ if [[ -z "${CARGO_BUILD_BUILD_DIR:-}" ]]; then
   build_cache="$CACHE_DIR/cargo-build"
   # {workspace-path-hash} is expanded by cargo (build.build-dir templates, cargo >= 1.91).
   export CARGO_BUILD_BUILD_DIR="$build_cache/{workspace-path-hash}"
-  max_gb=${STARLING_BUILD_CACHE_MAX_GB:-30}
-  # One build directory per checkout path (CI's clone, a developer's tree): past the cap, the
-  # directories used least recently go first, never the newest, so the checkout that runs most
-  # (CI's) stays warm.
-  if [[ -d "$build_cache" ]]; then
-    while :; do
-      used_kb=$(du -sk "$build_cache" 2>/dev/null | cut -f1)
-      [[ -n "$used_kb" && "$used_kb" -gt $((max_gb * 1024 * 1024)) ]] || break
-      # Last use: the newest of the directory and its profiles' deps/ and .fingerprint/ (a
-      # build that compiles anything adds files there).
-      mapfile -t dirs < <(for d in "$build_cache"/*/*/; do
-        printf '%s %s\n' "$(stat -c %Y "$d" "$d"*/deps "$d"*/.fingerprint 2>/dev/null | sort -n | tail -1)" "${d%/}"
-      done | sort -n | cut -d' ' -f2-)
-      [[ ${#dirs[@]} -gt 1 ]] || break
-      echo "test.sh: $build_cache holds $((used_kb / 1024 / 1024)) GiB (> $max_gb): removing ${dirs[0]}, the least recently used" >&2
-      rm -rf "${dirs[0]}"
-    done
-  fi
+  # A path's first run starts from the build directory used most recently, minus the
+  # workspace's own crates (scripts/build-cache.sh); past the size cap the directories used
+  # least recently go first, never the newest, so the checkout that runs most (CI's) stays warm.
+  ./scripts/build-cache.sh "$build_cache"
 fi
 # Incremental compilation only pays for repeated edits of one checkout; a suite run compiles
 # each crate once, and the incremental caches of every clone would pile up in the build dir.
@@ -70,6 +59,15 @@ needs_deps() {
   esac
 }
 
+# cpu_seconds FILE: what the `times` a subshell wrote to FILE says its children used (user+sys,
+# of every process they waited for): the phase's cost apart from the other builds on the
+# machine, which stretch the wall time but not this.
+cpu_seconds() {
+  awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$1" 2>/dev/null
+}
+cpu_file=$(mktemp)
+trap 'rm -f "$cpu_file" "$cpu_file.deps"' EXIT
+
 deps_pid=""
 deps_log="$CACHE_DIR/logs/deps.log"
 deps_t0=0
@@ -77,14 +75,17 @@ for p in "${phases[@]}"; do
   if [[ "$p" == deps ]]; then
     deps_t0=$SECONDS
     echo "== make deps (in the background: $deps_log)" >&2
-    nice -n 5 make deps >"$deps_log" 2>&1 &
+    # Not niced: from nothing, the e2e phase waits for it, and niced it got only what the
+    # cargo build and the other builds on the machine left (5765 s at a126717, 4028 s waited).
+    (STARLING_GO_NICE=0 make deps; rc=$?; times >"$cpu_file.deps"; exit "$rc") >"$deps_log" 2>&1 &
     deps_pid=$!
     break
   fi
 done
 
 declare -a rows=()
-row() { rows+=("$(printf '%-16s %6ds  %-22s load %s' "$1" "$2" "$3" "$(cut -d' ' -f1-3 /proc/loadavg)")"); }
+# row PHASE WALL CPU RESULT
+row() { rows+=("$(printf '%-16s %6ds %6s CPU s  %-22s load %s' "$1" "$2" "${3:-?}" "$4" "$(cut -d' ' -f1-3 /proc/loadavg)")"); }
 
 wait_deps() {
   [[ -n "$deps_pid" ]] || return 0
@@ -94,11 +95,11 @@ wait_deps() {
   deps_pid=""
   if [[ $rc -ne 0 ]]; then
     cat "$deps_log" >&2
-    row deps $((SECONDS - deps_t0)) "FAILED (exit $rc)"
+    row deps $((SECONDS - deps_t0)) "$(cpu_seconds "$cpu_file.deps")" "FAILED (exit $rc)"
     return "$rc"
   fi
   tail -n 3 "$deps_log" >&2
-  row deps $((SECONDS - deps_t0)) "ok (waited $((SECONDS - t0))s)"
+  row deps $((SECONDS - deps_t0)) "$(cpu_seconds "$cpu_file.deps")" "ok (waited $((SECONDS - t0))s)"
 }
 
 start=$SECONDS
@@ -110,27 +111,32 @@ for p in "${phases[@]}"; do
   fi
   t0=$SECONDS
   echo "== make $p" >&2
-  if make --no-print-directory "$p"; then
-    row "$p" $((SECONDS - t0)) ok
+  if (make --no-print-directory "$p"; r=$?; times >"$cpu_file"; exit "$r"); then
+    row "$p" $((SECONDS - t0)) "$(cpu_seconds "$cpu_file")" ok
   else
     rc=$?
-    row "$p" $((SECONDS - t0)) "FAILED (exit $rc)"
+    row "$p" $((SECONDS - t0)) "$(cpu_seconds "$cpu_file")" "FAILED (exit $rc)"
     break
   fi
 done
 if [[ -n "$deps_pid" ]]; then
+  # The subshell waits for make; stop make itself, as a Ctrl-C would.
+  pkill -TERM -P "$deps_pid" 2>/dev/null
   kill "$deps_pid" 2>/dev/null
   wait "$deps_pid" 2>/dev/null
 fi
 total=$((SECONDS - start))
 
+# This shell's children: every phase and `deps`.
+times >"$cpu_file"
+total_cpu=$(cpu_seconds "$cpu_file")
 timings_file=${STARLING_TIMINGS_FILE:-$CACHE_DIR/logs/test-timings.log}
 {
   echo
   echo "make test: phase times on $(hostname), $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), profile ${STARLING_CARGO_PROFILE:-ci}, phases: ${phases[*]}"
   printf '%s\n' "${rows[@]}"
-  printf '%-16s %6ds  (%dm%02ds)%s\n' total "$total" $((total / 60)) $((total % 60)) \
-    "$([[ $rc -eq 0 ]] && echo '' || echo ', stopped at the failure')"
+  printf '%-16s %6ds %6s CPU s  (%dm%02ds)%s\n' total "$total" "$total_cpu" \
+    $((total / 60)) $((total % 60)) "$([[ $rc -eq 0 ]] && echo '' || echo ', stopped at the failure')"
   echo "uptime: $(uptime)"
 } | tee -a "$timings_file"
 exit "$rc"
