@@ -297,7 +297,7 @@ impl Broker {
                 path.clone(),
                 text,
                 cfg.max_frame_bytes,
-                metrics.topics.clone(),
+                metrics.topics_document.clone(),
                 Duration::from_millis(cfg.auth_reload_interval_ms),
                 stop_rx.clone(),
             )));

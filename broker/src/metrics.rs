@@ -47,7 +47,7 @@ pub struct Metrics {
     /// The durable topics' storage series.
     pub storage: crate::durable::StorageMetrics,
     /// The topics document's series (`topics_file`).
-    pub topics: crate::durable::topics_file::TopicsMetrics,
+    pub topics_document: crate::durable::topics_file::TopicsMetrics,
     /// Publish frames accepted (`Publish` and `PublishBatch`).
     pub publish_requests: IntCounter,
     /// Messages accepted from publishers.
@@ -1067,7 +1067,7 @@ impl Metrics {
                 &["outcome"],
             )?,
             storage: crate::durable::StorageMetrics::register(&r)?,
-            topics: crate::durable::topics_file::TopicsMetrics::register(&r)?,
+            topics_document: crate::durable::topics_file::TopicsMetrics::register(&r)?,
             registry: r,
             pubsub: std::sync::Arc::default(),
         };
