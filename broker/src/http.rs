@@ -33,8 +33,8 @@ use tokio::sync::watch;
 
 use crate::cache::Cache;
 use crate::durable::policy::{Policies, TopicReport};
-use crate::durable::{Volume, VolumeReport};
 use crate::durable::replicated::ReplicaSync;
+use crate::durable::{Volume, VolumeReport};
 use crate::health::{Health, NotReady, Phase};
 use crate::http_slots::{HttpSlots, Pool, SlotLimits, SlotRefusal};
 use crate::metrics::{Metrics, http_refusal};

@@ -293,11 +293,21 @@ mod tests {
         assert_eq!(name("billing.eu.x"), Some("any-eu"));
         assert_eq!(name("billing"), None);
         let compiled = CompiledTopics::new(doc.clone());
-        for t in ["orders.eu.paid", "orders.eu.new", "orders.us.new", "billing.eu.x", "x"] {
+        for t in [
+            "orders.eu.paid",
+            "orders.eu.new",
+            "orders.us.new",
+            "billing.eu.x",
+            "x",
+        ] {
             assert_eq!(compiled.policy_for(t), doc.policy_for(t), "{t}");
         }
         assert_eq!(compiled.len(), 4);
-        assert!(CompiledTopics::empty().policy_for("orders.eu.paid").is_none());
+        assert!(
+            CompiledTopics::empty()
+                .policy_for("orders.eu.paid")
+                .is_none()
+        );
     }
 
     #[test]

@@ -461,7 +461,10 @@ mod tests {
         p.unpin(&topic, pin.task + 1);
         assert!(p.is_replicated(&topic), "another task's unpin leaves it");
         p.unpin(&topic, pin.task);
-        assert!(!p.is_replicated(&topic), "the next start takes the document's");
+        assert!(
+            !p.is_replicated(&topic),
+            "the next start takes the document's"
+        );
 
         // And a single-copy topic stays single-copy while its task runs.
         let single: Arc<str> = Arc::from("orders.y");
@@ -492,7 +495,11 @@ mod tests {
         p.pin(&topic);
         assert_eq!(p.max_message_bytes(&topic), Some(100));
         assert_eq!(p.retention(&topic).max_bytes, Some(5));
-        assert_eq!(p.max_message_bytes("chat"), None, "no policy: the decoder's bound");
+        assert_eq!(
+            p.max_message_bytes("chat"),
+            None,
+            "no policy: the decoder's bound"
+        );
         p.install(doc(vec![TopicPolicy::new("any", "orders.*")]));
         assert_eq!(p.max_message_bytes(&topic), None);
         assert_eq!(p.retention(&topic).max_bytes, None, "the knob: none");

@@ -117,7 +117,10 @@ impl TopicsMetrics {
 
 /// Reads and validates the document at `path` (`max_frame_bytes` bounds its messages):
 /// blocking-free, on the runtime's file I/O.
-pub async fn read(path: &Path, max_frame_bytes: u32) -> Result<(String, TopicsDocument), TopicsFileError> {
+pub async fn read(
+    path: &Path,
+    max_frame_bytes: u32,
+) -> Result<(String, TopicsDocument), TopicsFileError> {
     let read_err = |source| TopicsFileError::Read {
         path: path.to_path_buf(),
         source,
@@ -192,7 +195,9 @@ impl Watched for TopicsFile {
         };
         let n = policies.install(CompiledTopics::new(doc));
         self.last = text;
-        self.metrics.policies.set(i64::try_from(n).unwrap_or(i64::MAX));
+        self.metrics
+            .policies
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
         self.metrics.reloads.with_label_values(&[APPLIED]).inc();
         tracing::info!(file = %self.path.display(), policies = n, "topics document reloaded");
         Ok(())

@@ -86,7 +86,10 @@ async fn storage_topic(b: &TestBroker, topic: &str) -> serde_json::Value {
     let (status, body) = b.http_get("/storage").await;
     assert_eq!(status, 200, "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
-    assert!(v["storage_dir"].is_string(), "the volume's fields stay: {body}");
+    assert!(
+        v["storage_dir"].is_string(),
+        "the volume's fields stay: {body}"
+    );
     v["topics"]
         .as_array()
         .expect("topics")
@@ -103,7 +106,11 @@ async fn a_policy_makes_its_topics_durable_and_refuses_larger_messages_storing_n
     let storage = tempfile::tempdir().expect("tmp");
     let mount_dir = tempfile::tempdir().expect("tmp");
     let mount = Mount::new(mount_dir.path(), &orders(64, 1 << 20));
-    let b = start(Profile::Balanced, with_topics(storage.path(), &mount.file())).await;
+    let b = start(
+        Profile::Balanced,
+        with_topics(storage.path(), &mount.file()),
+    )
+    .await;
     let c = b.client().await;
 
     for i in 0..5 {
@@ -122,14 +129,24 @@ async fn a_policy_makes_its_topics_durable_and_refuses_larger_messages_storing_n
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names, vec!["orders.eu".to_string()], "only the policy's topic");
+    assert_eq!(
+        names,
+        vec!["orders.eu".to_string()],
+        "only the policy's topic"
+    );
 
     let t = storage_topic(&b, "orders.eu").await;
     assert_eq!(t["policy"], "orders", "{t}");
     assert_eq!(t["retention_max_bytes"], 1 << 20, "{t}");
-    assert!(t["retention_max_age_ms"].is_null(), "the knob: no limit: {t}");
+    assert!(
+        t["retention_max_age_ms"].is_null(),
+        "the knob: no limit: {t}"
+    );
     assert_eq!(t["max_message_bytes"], 64, "{t}");
-    assert_eq!(t["fsync"], "always", "the policy's, over the knob's interval: {t}");
+    assert_eq!(
+        t["fsync"], "always",
+        "the policy's, over the knob's interval: {t}"
+    );
     assert_eq!(t["configured_replicas"], 1, "{t}");
     assert_eq!(t["current_replicas"], 1, "{t}");
     assert!(storage_topic(&b, "chat").await.is_null(), "not durable");
@@ -173,7 +190,11 @@ async fn a_rewritten_document_is_put_in_force_and_a_corrupt_one_keeps_it() {
     let storage = tempfile::tempdir().expect("tmp");
     let mount_dir = tempfile::tempdir().expect("tmp");
     let mut mount = Mount::new(mount_dir.path(), &orders(64, 1 << 20));
-    let b = start(Profile::Balanced, with_topics(storage.path(), &mount.file())).await;
+    let b = start(
+        Profile::Balanced,
+        with_topics(storage.path(), &mount.file()),
+    )
+    .await;
     let c = b.client().await;
     c.publish_acked("orders.eu", padded(0, 64))
         .await
@@ -209,9 +230,7 @@ async fn a_rewritten_document_is_put_in_force_and_a_corrupt_one_keeps_it() {
     assert_eq!(code, ErrorCode::LimitExceeded, "{why}");
     assert!(why.contains("max_message_bytes = 1024"), "{why}");
     // A document that is JSON but invalid (replicas 2) is refused the same way.
-    mount.write(
-        r#"{"version":1,"topics":[{"name":"orders","pattern":"orders.*","replicas":2}]}"#,
-    );
+    mount.write(r#"{"version":1,"topics":[{"name":"orders","pattern":"orders.*","replicas":2}]}"#);
     wait_metrics(&b, "the invalid rewrite counted", |m| {
         m.get("starling_topics_document_reloads_total{result=invalid}") >= 2.0
     })

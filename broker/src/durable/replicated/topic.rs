@@ -358,15 +358,9 @@ impl Replication {
             retention: self.policies.retention(topic),
             ..self.config
         };
-        let replica = ReplicatedTopic::open(
-            topic,
-            me,
-            RealFs,
-            &dir,
-            config,
-            self.net.transport(topic),
-        )
-        .await?;
+        let replica =
+            ReplicatedTopic::open(topic, me, RealFs, &dir, config, self.net.transport(topic))
+                .await?;
         let replica = Arc::new(replica);
         if let Err(e) = self.registry.register(topic, replica.server()) {
             let _ = replica.shutdown().await;

@@ -187,7 +187,8 @@ pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -
     // What the topics document decides for the topic now holds while this task runs
     // (`durable::policy`): whether it is durable, and whether its log is replicated.
     let pinned = settings.durability.policies().pin(&name);
-    let replicated = settings.replication.is_replicated(&name) && settings.durability.is_durable(&name);
+    let replicated =
+        settings.replication.is_replicated(&name) && settings.durability.is_durable(&name);
     let task = TopicTask {
         name,
         pinned: pinned.task,
