@@ -459,6 +459,25 @@ mod tests {
     }
 
     #[test]
+    fn a_retention_changed_while_the_log_is_open_applies_at_its_next_run() {
+        use starling_config::topics::{CompiledTopics, TopicPolicy, TopicsDocument};
+        let fs = FaultFs::new();
+        let cfg = starling_config::Profile::Balanced.config();
+        let policies = Policies::new(&cfg, CompiledTopics::empty());
+        let (log, metrics) = open(&fs, None);
+        let mut log = log.with_live_retention(Arc::clone(&policies));
+        for i in 0..8 {
+            log.append(at(i), 1, &[1; 56]).unwrap(); // two segments of four records
+        }
+        assert_eq!(log.retain(), 0, "no limit in force");
+        let mut p = TopicPolicy::new("t", "t");
+        p.retention_max_bytes = Some(450);
+        policies.install(CompiledTopics::new(TopicsDocument::new(vec![p])));
+        assert_eq!(log.retain(), 1, "the new limit deletes the oldest segment");
+        assert_eq!(metrics.retention_deleted_segments.get(), 1);
+    }
+
+    #[test]
     fn on_a_full_volume_retention_runs_at_once_and_the_batch_goes_through() {
         let fs = FaultFs::new();
         let (mut log, metrics) = open(&fs, Some(450));
