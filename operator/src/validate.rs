@@ -11,6 +11,7 @@ pub mod durability;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod storage;
+pub mod topics;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
