@@ -24,7 +24,11 @@ pub fn broker_topic_resource() -> ApiResource {
 impl TestNamespace {
     /// Typed-enough API for BrokerTopics here.
     pub fn topics(&self) -> Api<DynamicObject> {
-        Api::namespaced_with(self.env.client.clone(), &self.name, &broker_topic_resource())
+        Api::namespaced_with(
+            self.env.client.clone(),
+            &self.name,
+            &broker_topic_resource(),
+        )
     }
 
     /// Creates a BrokerTopic of `cluster` with the rest of its spec (the CRD's camelCase
@@ -75,7 +79,10 @@ impl TestNamespace {
     ) -> Result<serde_json::Value, E2eError> {
         let api = self.topics();
         wait::until(
-            &format!("BrokerTopic {}/{name} lists {topic} with {in_sync} in sync", self.name),
+            &format!(
+                "BrokerTopic {}/{name} lists {topic} with {in_sync} in sync",
+                self.name
+            ),
             timeout,
             || {
                 let api = api.clone();

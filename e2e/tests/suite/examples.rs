@@ -101,7 +101,10 @@ async fn every_example_becomes_ready() {
 
         for topic in &topics {
             let topic_name = topic["metadata"]["name"].as_str().expect("topic name");
-            assert_eq!(topic["spec"]["clusterRef"], name, "{at}: {topic_name}'s cluster");
+            assert_eq!(
+                topic["spec"]["clusterRef"], name,
+                "{at}: {topic_name}'s cluster"
+            );
             ns.wait_topic_ready(topic_name)
                 .await
                 .unwrap_or_else(|e| panic!("{at}: {e}"));

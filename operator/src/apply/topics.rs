@@ -53,7 +53,9 @@ impl TopicWrites {
     pub fn is_own_write(&self, topic: &BrokerTopic) -> bool {
         let key = (topic.namespace().unwrap_or_default(), topic.name_any());
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let own = map.get(&key).is_some_and(|v| topic.metadata.resource_version.as_ref() == Some(v));
+        let own = map
+            .get(&key)
+            .is_some_and(|v| topic.metadata.resource_version.as_ref() == Some(v));
         if !own {
             map.remove(&key);
         }
@@ -99,7 +101,11 @@ pub async fn gather(client: &Client, v: &ValidatedCluster) -> Result<Gathered> {
         .zip(&names)
         .map(|(t, name)| TopicEntry {
             name,
-            created: t.metadata.creation_timestamp.as_ref().map(|c| c.0.as_second()),
+            created: t
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|c| c.0.as_second()),
             spec: &t.spec,
         })
         .collect();

@@ -36,8 +36,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::names::{
-    CONFIG_DIR, CONFIG_HASH_ANNOTATION, DATA_DIR, HTTP_PORT_NAME, PEER_DIR, QUIC_PORT_NAME, TLS_DIR,
-    TOPICS_DIR,
+    CONFIG_DIR, CONFIG_HASH_ANNOTATION, DATA_DIR, HTTP_PORT_NAME, PEER_DIR, QUIC_PORT_NAME,
+    TLS_DIR, TOPICS_DIR,
 };
 use crate::validate::{ValidatedCluster, config_path};
 

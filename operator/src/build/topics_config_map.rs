@@ -52,6 +52,9 @@ mod tests {
             .and_then(|d| d.get(TOPICS_KEY))
             .cloned()
             .unwrap_or_default();
-        assert_eq!(TopicsDocument::parse(&text, v.config.max_frame_bytes), Ok(doc));
+        assert_eq!(
+            TopicsDocument::parse(&text, v.config.max_frame_bytes),
+            Ok(doc)
+        );
     }
 }

@@ -141,12 +141,18 @@ async fn the_document_holds_the_accepted_topics_and_each_status_says_why() {
     h.add("audit", "2026-01-04T00:00:00Z", json!({"topic": "audit.>"}));
     h.reconcile_cluster().await;
 
-    let doc = h.document().unwrap_or_else(|| panic!("no topics ConfigMap"));
+    let doc = h
+        .document()
+        .unwrap_or_else(|| panic!("no topics ConfigMap"));
     let names: Vec<&str> = doc.topics.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["audit", "orders"], "sorted by BrokerTopic name");
     let orders = &doc.topics[1];
     assert_eq!(
-        (orders.replicas, orders.retention_max_bytes, orders.retention_max_age_ms),
+        (
+            orders.replicas,
+            orders.retention_max_bytes,
+            orders.retention_max_age_ms
+        ),
         (Some(3), Some(1 << 30), Some(3_600_000))
     );
     assert_eq!(orders.max_message_bytes, Some(64 * 1024));
@@ -160,7 +166,12 @@ async fn the_document_holds_the_accepted_topics_and_each_status_says_why() {
     assert_eq!(reason, "Invalid");
     assert!(message.contains("maxMessageBytes"), "{message}");
     assert_eq!(h.ready("audit").1, "Accepted");
-    assert_eq!(h.stored("orders").status.and_then(|s| s.observed_generation), Some(1));
+    assert_eq!(
+        h.stored("orders")
+            .status
+            .and_then(|s| s.observed_generation),
+        Some(1)
+    );
 
     h.with(|f| {
         // Every status write is a server-side apply under the topics' own field manager.
@@ -220,7 +231,11 @@ async fn a_new_or_deleted_topic_changes_the_document_but_not_the_pod_template() 
     let before = h.template();
     assert!(before.is_object());
 
-    h.add("orders", "2026-01-01T00:00:00Z", json!({"topic": "orders.*", "replicas": 3}));
+    h.add(
+        "orders",
+        "2026-01-01T00:00:00Z",
+        json!({"topic": "orders.*", "replicas": 3}),
+    );
     h.reconcile_cluster().await;
     assert_eq!(h.document().map(|d| d.topics.len()), Some(1));
     assert_eq!(h.template(), before, "a BrokerTopic restarts no broker");
@@ -278,7 +293,10 @@ async fn a_topic_of_a_missing_cluster_is_reported_by_its_own_controller() {
         ))
     );
     let (status, reason, message) = h.ready("orders");
-    assert_eq!((status.as_str(), reason.as_str()), ("False", "ClusterNotFound"));
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ClusterNotFound")
+    );
     assert!(message.contains("nowhere"), "{message}");
     // The cluster exists: the controller leaves the status to the cluster's reconcile.
     h.with(|f| f.calls.clear());

@@ -167,9 +167,15 @@ pub struct TopicReplicaStatus {
     #[serde(default)]
     #[schemars(length(max = MAX_LISTED_REPLICAS))]
     pub in_sync: Vec<String>,
-    /// The broker pods that report a replica of the topic.
+    /// The replicas the topic has now: the voters of its Raft membership as its leader
+    /// reports them (else the broker pods that report a replica of it).
     #[serde(default)]
     pub replicas: u32,
+    /// The replica count the brokers' topics document gives the topic (this BrokerTopic's
+    /// `replicas`, else the cluster's `durable_replicas`), as the brokers report it: while
+    /// it differs from `replicas`, the topic's replica set has not followed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configured_replicas: Option<u32>,
     /// How many log entries (each one publish batch) the furthest replica has still to apply
     /// to reach the newest commit reported; unset when no replica reports its indexes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

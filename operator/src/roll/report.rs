@@ -72,9 +72,14 @@ pub struct ReplicaReport {
     /// does, or from a broker that does not report it.
     #[serde(default)]
     pub policy: Option<String>,
-    /// The replica count the topic is configured with, when the broker reports it.
+    /// The replica count the topics document in force on the broker (or its
+    /// `durable_replicas`) gives the topic, when the broker reports it.
     #[serde(default)]
-    pub replicas: Option<u32>,
+    pub configured_replicas: Option<u32>,
+    /// The voters of the topic's Raft membership as this replica knows them, when the broker
+    /// reports it: the replica count the topic has now.
+    #[serde(default)]
+    pub current_replicas: Option<u32>,
 }
 
 impl ReplicaReport {
@@ -87,7 +92,8 @@ impl ReplicaReport {
             applied: None,
             leader_commit: None,
             policy: None,
-            replicas: None,
+            configured_replicas: None,
+            current_replicas: None,
         }
     }
 }
@@ -138,11 +144,16 @@ mod tests {
         // Today's broker reports no policy; one that does is read.
         assert_eq!(got[0].policy, None);
         let with_policy = parse(
-            br#"[{"topic":"a","sync":{"state":"in_sync"},"policy":"orders","replicas":3}]"#,
+            br#"[{"topic":"a","sync":{"state":"in_sync"},"policy":"orders",
+                  "configured_replicas":3,"current_replicas":1}]"#,
         )
         .unwrap_or_default();
         assert_eq!(with_policy[0].policy.as_deref(), Some("orders"));
-        assert_eq!(with_policy[0].replicas, Some(3));
+        let counts = (
+            with_policy[0].configured_replicas,
+            with_policy[0].current_replicas,
+        );
+        assert_eq!(counts, (Some(3), Some(1)));
         assert_eq!(parse(b"[]"), Ok(vec![]));
         assert!(parse(br#"[{"topic":"a","sync":{"state":"confused"}}]"#).is_err());
         assert!(parse(b"ready").is_err());

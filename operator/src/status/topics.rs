@@ -4,7 +4,9 @@
 //! passed in.
 //!
 //! Per topic: the leader is the pod whose replica says it leads; the in-sync replicas are the
-//! pods whose replica reports `in_sync`; the lag is how many log entries the furthest replica
+//! pods whose replica reports `in_sync`; the replicas are the voters of the topic's Raft
+//! membership as the leader reports them (else the brokers that report a replica), beside the
+//! count the brokers' topics document configures; the lag is how many log entries the furthest replica
 //! has still to apply to reach the newest index reported (the leader's applied index, else
 //! the newest commit a follower heard of). A broker whose answer could not be read adds
 //! nothing, so its replica counts as not in sync. Which policy a topic belongs to is what the
@@ -28,6 +30,10 @@ struct Seen {
     leader_applied: Option<u64>,
     in_sync: Vec<String>,
     replicas: u32,
+    /// The voters the leader (else any replica) reports.
+    voters: Option<u32>,
+    /// The replica count the brokers' topics document gives the topic.
+    configured: Option<u32>,
     /// (applied, newest commit heard of) of every replica.
     indexes: Vec<(Option<u64>, Option<u64>)>,
     policy: Option<String>,
@@ -50,6 +56,10 @@ pub fn by_policy(
             if r.is_leader {
                 seen.leader = Some(broker.pod.clone());
                 seen.leader_applied = r.applied;
+            }
+            if r.is_leader || seen.voters.is_none() {
+                seen.voters = r.current_replicas.or(seen.voters);
+                seen.configured = r.configured_replicas.or(seen.configured);
             }
             if r.sync == crate::roll::report::SyncState::InSync {
                 seen.in_sync.push(broker.pod.clone());
@@ -74,7 +84,8 @@ pub fn by_policy(
             name: topic.to_string(),
             leader: seen.leader,
             in_sync: seen.in_sync,
-            replicas: seen.replicas,
+            replicas: seen.voters.unwrap_or(seen.replicas),
+            configured_replicas: seen.configured,
             lag: lag(seen.leader_applied, &seen.indexes),
         });
     }
@@ -115,9 +126,7 @@ pub fn status_of(
             all.iter().take(MAX_LISTED_TOPICS).cloned().collect(),
             Some(u32::try_from(all.len()).unwrap_or(u32::MAX)),
         ),
-        (true, None) => previous.map_or((Vec::new(), None), |s| {
-            (s.topics.clone(), s.topic_count)
-        }),
+        (true, None) => previous.map_or((Vec::new(), None), |s| (s.topics.clone(), s.topic_count)),
     };
     BrokerTopicStatus {
         observed_generation: topic.metadata.generation,
@@ -198,6 +207,7 @@ mod tests {
                 leader: Some("events-0".into()),
                 in_sync: vec!["events-0".into()],
                 replicas: 2,
+                configured_replicas: None,
                 lag: Some(6),
             }]
         );
@@ -208,6 +218,7 @@ mod tests {
                 leader: Some("events-1".into()),
                 in_sync: vec!["events-0".into(), "events-1".into()],
                 replicas: 2,
+                configured_replicas: None,
                 lag: Some(2),
             }]
         );
@@ -217,8 +228,15 @@ mod tests {
     fn the_policy_the_brokers_report_wins_over_the_document() {
         let mut r = report("orders.new", SyncState::InSync, true, 1);
         r.policy = Some("paid".into());
+        r.current_replicas = Some(3);
+        r.configured_replicas = Some(5);
         let got = by_policy(&[broker("events-0", Ok(vec![r]))], &document());
         assert_eq!(got.keys().collect::<Vec<_>>(), ["paid"]);
+        // The leader's voters and the configured count, as the broker reports them.
+        assert_eq!(
+            (got["paid"][0].replicas, got["paid"][0].configured_replicas),
+            (3, Some(5))
+        );
         // Without indexes there is no lag.
         let bare = ReplicaReport::new("orders.x", SyncState::Blank);
         let got = by_policy(&[broker("events-0", Ok(vec![bare]))], &document());
@@ -251,7 +269,13 @@ mod tests {
             })
             .collect();
         let now = Time(Timestamp::UNIX_EPOCH);
-        let s = status_of(&topic(), topic_reasons::ACCEPTED, "in", Some(&all), now.clone());
+        let s = status_of(
+            &topic(),
+            topic_reasons::ACCEPTED,
+            "in",
+            Some(&all),
+            now.clone(),
+        );
         assert_eq!(s.topics.len(), MAX_LISTED_TOPICS);
         assert_eq!(s.topic_count, Some(25));
         assert_eq!(s.observed_generation, Some(2));
@@ -262,7 +286,13 @@ mod tests {
         let later = Time(Timestamp::now());
         let kept = status_of(&t, topic_reasons::ACCEPTED, "in", None, later.clone());
         assert_eq!(kept, s, "an unchanged status keeps its transition time");
-        let refused = status_of(&t, topic_reasons::CONFLICT, "older", Some(&all), later.clone());
+        let refused = status_of(
+            &t,
+            topic_reasons::CONFLICT,
+            "older",
+            Some(&all),
+            later.clone(),
+        );
         assert!(refused.topics.is_empty() && refused.topic_count.is_none());
         assert_eq!(refused.conditions[0].status, "False");
         assert_eq!(refused.conditions[0].last_transition_time, later);

@@ -189,7 +189,10 @@ pub fn judge(topics: &[TopicEntry<'_>], c: &ClusterFacts) -> Judged {
 fn describe(p: &TopicPolicy, c: &ClusterFacts) -> String {
     match p.replicas {
         Some(r) => format!("{r} replica(s)"),
-        None => format!("{} replica(s) (the cluster's durable_replicas)", c.durable_replicas),
+        None => format!(
+            "{} replica(s) (the cluster's durable_replicas)",
+            c.durable_replicas
+        ),
     }
 }
 
@@ -250,7 +253,10 @@ mod tests {
         let mut big = spec("t");
         big.max_message_bytes = Some(QuantityValue::from("8Gi"));
         let e = refused(big);
-        assert!(e.contains("maxMessageBytes") && e.contains("does not fit"), "{e}");
+        assert!(
+            e.contains("maxMessageBytes") && e.contains("does not fit"),
+            "{e}"
+        );
         let mut above = spec("t");
         above.max_message_bytes = Some(QuantityValue::from("2Mi"));
         assert!(refused(above).contains("max_frame_bytes (1048576)"));
@@ -285,7 +291,12 @@ mod tests {
 
     #[test]
     fn the_older_of_two_same_topics_wins_and_the_document_is_sorted_by_name() {
-        let (a, b, c, bad) = (spec("orders.*"), spec("orders.*"), spec("audit.>"), spec("x..y"));
+        let (a, b, c, bad) = (
+            spec("orders.*"),
+            spec("orders.*"),
+            spec("audit.>"),
+            spec("x..y"),
+        );
         let judged = judge(
             &[
                 entry("zz-first", 1, &a),
@@ -339,7 +350,10 @@ mod tests {
         );
         assert_eq!(judged.verdicts[0].reason, topic_reasons::NO_STORAGE);
         assert_eq!(judged.document, TopicsDocument::new(Vec::new()));
-        assert_eq!(judge(&[], &facts()).document.render(), TopicsDocument::new(vec![]).render());
+        assert_eq!(
+            judge(&[], &facts()).document.render(),
+            TopicsDocument::new(vec![]).render()
+        );
     }
 
     #[test]
