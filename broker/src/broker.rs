@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use starling_config::BrokerConfig;
+use starling_config::topics::CompiledTopics;
 use starling_placement::Kind;
 use starling_proto::FrameDecoder;
 use tokio::net::TcpListener;
@@ -29,8 +30,9 @@ use crate::cluster::replica_link::{LinksNet, ReplicaLinks};
 use crate::cluster::source::Source;
 use crate::cluster::upstream::Upstreams;
 use crate::cluster::{Cluster, MemberSet, Route};
-use crate::durable::Durability;
 use crate::durable::escape;
+use crate::durable::topics_file;
+use crate::durable::{Durability, Policies};
 use crate::durable::replicated::{ReplicaRegistry, ReplicaSync, Replication, sync};
 use crate::error::BrokerError;
 use crate::health::{Health, Phase};
@@ -139,6 +141,8 @@ impl Broker {
             return Err(BrokerError::ClusterWithoutPeerCertificate);
         }
         let (users_source, users, users_text) = first_users(&cfg).await?;
+        let first_topics =
+            topics_file::first_read(cfg.topics_file.as_deref(), cfg.max_frame_bytes).await?;
         let leaf_sha256: [u8; 32] = {
             use sha2::Digest;
             sha2::Sha256::digest(&certificate_der).into()
@@ -199,7 +203,13 @@ impl Broker {
             Peers::new(&cfg, leaf_sha256, Arc::clone(&metrics))
                 .with_pod_ips(source.as_ref().and_then(Source::pod_ips)),
         );
-        let durability = Durability::new(&cfg, metrics.storage.clone());
+        let (topics_text, topics_doc) = match first_topics {
+            Some((text, doc)) => (Some(text), doc),
+            None => (None, CompiledTopics::empty()),
+        };
+        let policies = Policies::new(&cfg, topics_doc);
+        let durability =
+            Durability::with_policies(&cfg, metrics.storage.clone(), Arc::clone(&policies));
         let on_disk = Arc::clone(&durability);
         let replica_links = ReplicaLinks::new(
             &cfg,
@@ -210,6 +220,8 @@ impl Broker {
         let replicas = ReplicaRegistry::new(cfg.max_topics as usize);
         let replication = Arc::new(Replication {
             replicas: cfg.durable_replicas as usize,
+            policies: Arc::clone(&policies),
+            per_topic: cfg.topics_file.is_some(),
             net: Arc::new(LinksNet(Arc::clone(&replica_links))),
             registry: Arc::clone(&replicas),
             leaders: Arc::default(),
@@ -271,6 +283,7 @@ impl Broker {
             config_yaml: cfg.to_yaml(),
             replicas: Arc::clone(&replica_sync),
             volume: durability.volume(),
+            policies: Arc::clone(&policies),
         });
         tasks.push(tokio::spawn(http::serve_http(
             http_listener,
@@ -278,6 +291,17 @@ impl Broker {
             stop_rx.clone(),
         )));
 
+        if let (Some(path), Some(text)) = (&cfg.topics_file, topics_text) {
+            tasks.push(tokio::spawn(topics_file::poll(
+                &policies,
+                path.clone(),
+                text,
+                cfg.max_frame_bytes,
+                metrics.topics_document.clone(),
+                Duration::from_millis(cfg.auth_reload_interval_ms),
+                stop_rx.clone(),
+            )));
+        }
         let auth = Auth::new(&cfg, users, Arc::clone(&metrics));
         if let Some(users_source) = users_source {
             tasks.push(tokio::spawn(auth::reload::poll(
@@ -395,6 +419,7 @@ impl Broker {
             tasks.push(tokio::spawn(sync::run(
                 replicas_open,
                 Arc::clone(&replica_sync),
+                Arc::clone(&policies),
                 stop_rx.clone(),
             )));
             open_replicas_on_disk(&state, on_disk, &replica_sync).await;

@@ -56,6 +56,9 @@ pub enum BrokerError {
     /// The users document could not be read at start.
     #[error("users document: {0}")]
     Users(#[from] crate::auth::source::UsersSourceError),
+    /// The topics document (`topics_file`) is missing or invalid at start.
+    #[error("topics document: {0}")]
+    Topics(#[from] crate::durable::topics_file::TopicsFileError),
     /// Metrics registration failed.
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),

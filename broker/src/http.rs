@@ -32,7 +32,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::cache::Cache;
-use crate::durable::Volume;
+use crate::durable::policy::{Policies, TopicReport};
+use crate::durable::{Volume, VolumeReport};
 use crate::durable::replicated::ReplicaSync;
 use crate::health::{Health, NotReady, Phase};
 use crate::http_slots::{HttpSlots, Pool, SlotLimits, SlotRefusal};
@@ -52,6 +53,16 @@ pub struct HttpState {
     pub replicas: Arc<ReplicaSync>,
     /// The storage volume.
     pub volume: Arc<Volume>,
+    /// What applies to each durable topic open here (`/storage`'s `topics`).
+    pub policies: Arc<Policies>,
+}
+
+/// The answer of `GET /storage`: the volume's fields, and the durable topics open here.
+#[derive(serde::Serialize)]
+struct StorageAnswer {
+    #[serde(flatten)]
+    volume: VolumeReport,
+    topics: Vec<TopicReport>,
 }
 
 /// HTTP connections served at once for any endpoint. Probes and scrapes need a few; more go to
@@ -156,7 +167,13 @@ pub fn route(state: &HttpState, method: &Method, path: &str) -> Response<Full<By
             ),
         },
         "/replicas" => json("replicas", &state.replicas.topics()),
-        "/storage" => json("storage", &state.volume.report()),
+        "/storage" => json(
+            "storage",
+            &StorageAnswer {
+                volume: state.volume.report(),
+                topics: state.policies.open_topics(),
+            },
+        ),
         "/config" => text(
             StatusCode::OK,
             "application/yaml",

@@ -46,6 +46,8 @@ pub struct Metrics {
     registry: Registry,
     /// The durable topics' storage series.
     pub storage: crate::durable::StorageMetrics,
+    /// The topics document's series (`topics_file`).
+    pub topics_document: crate::durable::topics_file::TopicsMetrics,
     /// Publish frames accepted (`Publish` and `PublishBatch`).
     pub publish_requests: IntCounter,
     /// Messages accepted from publishers.
@@ -402,11 +404,14 @@ pub enum Limit {
     /// topics' de-duplication windows may hold (the whole request refused; counted by the
     /// topic task, exported from the engine's counters).
     DedupTotalBytes,
+    /// `max_message_bytes` of a topic's policy (the topics document, `topics_file`): a
+    /// message with a larger payload (the whole request refused).
+    MessageBytes,
 }
 
 impl Limit {
     /// Every limit, for pre-creating the labelled series.
-    pub const ALL: [Limit; 15] = [
+    pub const ALL: [Limit; 16] = [
         Limit::Topics,
         Limit::Subscriptions,
         Limit::SubscriptionsPerConnection,
@@ -422,6 +427,7 @@ impl Limit {
         Limit::ConsumerAckPending,
         Limit::MsgIdBytes,
         Limit::DedupTotalBytes,
+        Limit::MessageBytes,
     ];
 
     /// The label value: the knob's name.
@@ -444,6 +450,7 @@ impl Limit {
             Limit::ConsumerAckPending => "max_consumer_ack_pending",
             Limit::MsgIdBytes => "max_msg_id_bytes",
             Limit::DedupTotalBytes => "dedup_max_total_bytes",
+            Limit::MessageBytes => "max_message_bytes",
         }
     }
 }
@@ -1060,6 +1067,7 @@ impl Metrics {
                 &["outcome"],
             )?,
             storage: crate::durable::StorageMetrics::register(&r)?,
+            topics_document: crate::durable::topics_file::TopicsMetrics::register(&r)?,
             registry: r,
             pubsub: std::sync::Arc::default(),
         };

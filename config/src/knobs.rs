@@ -559,6 +559,16 @@ knobs! {
     /// How long (ms) a durable topic's log keeps a segment after its last record; older
     /// whole segments are deleted. 0: no age limit.
     storage_retention_max_age_ms: u64,
+    /// The topics document: per-topic durability policies (JSON, `config/src/topics.rs`; the
+    /// operator renders it from the cluster's `BrokerTopic` objects into a ConfigMap mounted
+    /// in every broker pod). A topic matching a policy is durable with the policy's replicas,
+    /// fsync, retention and largest message payload, each unset setting taking the knob
+    /// above; the most specific policy wins, and `durable_topics` still makes the topics it
+    /// names durable with the knobs' values. Read at start (a missing or invalid file stops
+    /// the broker) and re-read by path every `auth_reload_interval_ms`: a changed valid
+    /// document is put in force, an unreadable or invalid one is logged and counted and the
+    /// one in force stays (`docs/durability.md`, "Per-topic policies"). Needs `storage_dir`.
+    topics_file: Option<PathBuf>,
 
     ["Cache"]
     /// Upper bound (bytes) of cache keys, values and per-entry overhead; beyond it the least

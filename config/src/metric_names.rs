@@ -92,5 +92,14 @@ pub const STORAGE_HANDOFF_COPIED_RECORDS: &str = "starling_storage_handoff_copie
 /// Records this broker's logs served to another member taking over a topic (counter).
 pub const STORAGE_HANDOFF_SERVED_RECORDS: &str = "starling_storage_handoff_served_records_total";
 
+/// Re-reads of the topics document (`topics_file`) that put a changed document in force or
+/// failed, by `result`: `applied`, `unreadable`, `invalid` (the one in force stays) (counter).
+pub const TOPICS_DOCUMENT_RELOADS: &str = "starling_topics_document_reloads_total";
+/// Per-topic durability policies in force, the topics document's (gauge).
+pub const TOPICS_POLICIES: &str = "starling_topics_policies";
+/// 1 when the last read of `topics_file` was valid (put in force, or unchanged), 0 when it
+/// failed and an older document stays in force (gauge).
+pub const TOPICS_DOCUMENT_VALID: &str = "starling_topics_document_valid";
+
 /// A limit in force, by `knob` (the budgets and caps alerts compare usage with) (gauge).
 pub const CONFIG_LIMIT: &str = "starling_config_limit";

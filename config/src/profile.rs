@@ -109,6 +109,7 @@ impl Profile {
             storage_fsync_interval_ms: 100,
             storage_retention_max_bytes: 0,
             storage_retention_max_age_ms: 0,
+            topics_file: None,
             cache_max_bytes: GIB,
             cache_shards: 64,
             cache_max_value_bytes: MIB as u32,

@@ -148,20 +148,86 @@ impl TopicsDocument {
     /// The policy that applies to `topic`: of those whose pattern matches, the most specific
     /// (most literal tokens, so an exact name first), the first listed among equals.
     pub fn policy_for(&self, topic: &str) -> Option<&TopicPolicy> {
-        let mut best: Option<(usize, &TopicPolicy)> = None;
-        for policy in &self.topics {
-            let Ok(pattern) = Pattern::parse(&policy.pattern) else {
-                continue;
-            };
-            if !pattern.matches(topic.as_bytes()) {
-                continue;
-            }
-            let score = pattern.literal_tokens();
-            if best.is_none_or(|(s, _)| score > s) {
-                best = Some((score, policy));
-            }
+        most_specific(
+            self.topics
+                .iter()
+                .filter_map(|p| Pattern::parse(&p.pattern).ok().map(|pat| (pat, p))),
+            topic,
+        )
+    }
+}
+
+/// Of `candidates` (each policy beside its parsed pattern, in document order), the one
+/// [`TopicsDocument::policy_for`] picks for `topic`.
+fn most_specific<'a, P: std::borrow::Borrow<Pattern>>(
+    candidates: impl Iterator<Item = (P, &'a TopicPolicy)>,
+    topic: &str,
+) -> Option<&'a TopicPolicy> {
+    let mut best: Option<(usize, &TopicPolicy)> = None;
+    for (pattern, policy) in candidates {
+        let pattern = pattern.borrow();
+        if !pattern.matches(topic.as_bytes()) {
+            continue;
         }
-        best.map(|(_, p)| p)
+        let score = pattern.literal_tokens();
+        if best.is_none_or(|(s, _)| score > s) {
+            best = Some((score, policy));
+        }
+    }
+    best.map(|(_, p)| p)
+}
+
+/// A document with its patterns parsed once, for a broker that matches every topic it
+/// opens (and every publish's topic) against it: the same rule as
+/// [`TopicsDocument::policy_for`].
+#[derive(Debug, Clone)]
+pub struct CompiledTopics {
+    document: TopicsDocument,
+    /// The parsed pattern of each policy, in document order (a pattern that does not parse,
+    /// which validation refuses first, matches nothing).
+    patterns: Vec<Option<Pattern>>,
+}
+
+impl CompiledTopics {
+    /// Parses the patterns of `document`.
+    pub fn new(document: TopicsDocument) -> CompiledTopics {
+        let patterns = document
+            .topics
+            .iter()
+            .map(|p| Pattern::parse(&p.pattern).ok())
+            .collect();
+        CompiledTopics { document, patterns }
+    }
+
+    /// No policy.
+    pub fn empty() -> CompiledTopics {
+        CompiledTopics::new(TopicsDocument::new(Vec::new()))
+    }
+
+    /// The document.
+    pub fn document(&self) -> &TopicsDocument {
+        &self.document
+    }
+
+    /// How many policies it holds.
+    pub fn len(&self) -> usize {
+        self.document.topics.len()
+    }
+
+    /// Whether it holds no policy.
+    pub fn is_empty(&self) -> bool {
+        self.document.topics.is_empty()
+    }
+
+    /// See [`TopicsDocument::policy_for`].
+    pub fn policy_for(&self, topic: &str) -> Option<&TopicPolicy> {
+        most_specific(
+            self.patterns
+                .iter()
+                .zip(&self.document.topics)
+                .filter_map(|(pat, p)| pat.as_ref().map(|pat| (pat, p))),
+            topic,
+        )
     }
 }
 
@@ -226,6 +292,12 @@ mod tests {
         assert_eq!(name("orders.us.new"), Some("all-orders"));
         assert_eq!(name("billing.eu.x"), Some("any-eu"));
         assert_eq!(name("billing"), None);
+        let compiled = CompiledTopics::new(doc.clone());
+        for t in ["orders.eu.paid", "orders.eu.new", "orders.us.new", "billing.eu.x", "x"] {
+            assert_eq!(compiled.policy_for(t), doc.policy_for(t), "{t}");
+        }
+        assert_eq!(compiled.len(), 4);
+        assert!(CompiledTopics::empty().policy_for("orders.eu.paid").is_none());
     }
 
     #[test]

@@ -416,6 +416,14 @@ impl BrokerConfig {
                     .to_string()
             },
         );
+        c.check(
+            self.topics_file.is_none() || self.storage_dir.is_some(),
+            "storage_dir",
+            || {
+                "topics_file is set: storage_dir must name the directory of the durable topics' logs"
+                    .to_string()
+            },
+        );
         for topic in &self.durable_topics {
             if let Err(e) = starling_access::Pattern::parse(topic) {
                 c.check(false, "durable_topics", || format!("`{topic}`: {e}"));
@@ -461,7 +469,16 @@ mod tests {
             msg.contains("durable_topics") && msg.contains("orders.>.x"),
             "{msg}"
         );
+        let msg = errors(ConfigOverrides {
+            topics_file: Some(Some("/etc/starling/topics/topics.json".into())),
+            ..Default::default()
+        });
+        assert!(
+            msg.contains("storage_dir") && msg.contains("topics_file"),
+            "{msg}"
+        );
         let ok = errors(ConfigOverrides {
+            topics_file: Some(Some("/etc/starling/topics/topics.json".into())),
             durable_topics: Some(vec!["orders.*".into(), "audit.>".into(), "exact".into()]),
             storage_dir: Some(Some("/var/lib/starling".into())),
             ..Default::default()

@@ -28,7 +28,7 @@ use crate::index::{self, IndexEntry, SparseIndex};
 use crate::reader::{Reader, Start};
 use crate::record::{self, OVERHEAD, key};
 use crate::recovery::{self, RecoveryReport, SegmentState};
-use crate::retention::{self, RetentionReport, SegmentSummary};
+use crate::retention::{self, RetentionPolicy, RetentionReport, SegmentSummary};
 use crate::segment::{self, INDEX_EXT, LOG_EXT};
 use crate::shared::{Segment, Shared, State};
 use crate::stats::{Counters, LogStats};
@@ -554,6 +554,16 @@ impl<F: Fs> Log<F> {
     /// the retention policy keeps).
     pub fn enforce_retention(&mut self, now_ms: u64) -> Result<RetentionReport> {
         let policy = self.shared.config.retention;
+        self.enforce_retention_under(policy, now_ms)
+    }
+
+    /// [`Log::enforce_retention`] under `policy` instead of the configured one (a retention
+    /// changed while the log is open).
+    pub fn enforce_retention_under(
+        &mut self,
+        policy: RetentionPolicy,
+        now_ms: u64,
+    ) -> Result<RetentionReport> {
         let doomed: Vec<Arc<Segment>> = {
             let mut state = self.shared.state.lock();
             let summaries: Vec<SegmentSummary> = state

@@ -22,6 +22,9 @@ pub use crate::payload::{index64 as index, payload64 as payload};
 
 /// Upper bound for anything that should happen "soon" on a loaded 2-core machine.
 pub const SOON: Duration = Duration::from_secs(15);
+/// The topics document's file in the cluster's directory ([`TestCluster::start_with_topics`]).
+const TOPICS_FILE: &str = "topics.json";
+
 /// How often the brokers re-read the members file in these tests.
 pub const POLL: Duration = Duration::from_millis(100);
 
@@ -53,12 +56,12 @@ impl TestCluster {
     /// Starts brokers `ids` as one cluster; with `users` (a users document), every broker runs
     /// with `auth_mode: required` and reads it from the cluster's `users.yaml`.
     pub async fn start_with_users(tag: &str, ids: &[&str], users: Option<&str>) -> TestCluster {
-        Self::start_inner(tag, ids, users, &[], 1).await
+        Self::start_inner(tag, ids, users, None, &[], 1).await
     }
 
     /// Starts brokers `ids` as one cluster whose topics matching `durable` are durable.
     pub async fn start_durable(tag: &str, ids: &[&str], durable: &[&str]) -> TestCluster {
-        Self::start_inner(tag, ids, None, durable, 1).await
+        Self::start_inner(tag, ids, None, None, durable, 1).await
     }
 
     /// Starts brokers `ids` as one cluster whose topics matching `durable` are durable, each
@@ -69,13 +72,26 @@ impl TestCluster {
         durable: &[&str],
         replicas: u32,
     ) -> TestCluster {
-        Self::start_inner(tag, ids, None, durable, replicas).await
+        Self::start_inner(tag, ids, None, None, durable, replicas).await
+    }
+
+    /// Like [`TestCluster::start_replicated`], with every broker reading the topics document
+    /// `topics` (JSON, `topics_file`) from the cluster's directory.
+    pub async fn start_with_topics(
+        tag: &str,
+        ids: &[&str],
+        durable: &[&str],
+        replicas: u32,
+        topics: &str,
+    ) -> TestCluster {
+        Self::start_inner(tag, ids, None, Some(topics), durable, replicas).await
     }
 
     async fn start_inner(
         tag: &str,
         ids: &[&str],
         users: Option<&str>,
+        topics: Option<&str>,
         durable: &[&str],
         replicas: u32,
     ) -> TestCluster {
@@ -87,6 +103,9 @@ impl TestCluster {
         std::fs::create_dir_all(&dir).expect("tmp dir");
         if let Some(users) = users {
             std::fs::write(dir.join("users.yaml"), users).expect("write users");
+        }
+        if let Some(topics) = topics {
+            std::fs::write(dir.join(TOPICS_FILE), topics).expect("write topics");
         }
         let ca = pki::Ca::new("starling test cluster CA");
         let server = ca.issue("localhost", &["localhost"]);
@@ -203,6 +222,8 @@ impl TestCluster {
     /// certificate, anonymous clients).
     pub fn overrides(&self, id: &str) -> ConfigOverrides {
         let port = self.ports[id];
+        let topics = self.dir.join(TOPICS_FILE).exists();
+        let storage = !self.durable.is_empty() || topics;
         let (cert, key) = self.server_files(id);
         ConfigOverrides {
             quic_listen: Some(SocketAddr::from(([127, 0, 0, 1], port))),
@@ -228,10 +249,10 @@ impl TestCluster {
             cluster_peer_timeout_ms: Some(300),
             drain_timeout_ms: Some(3_000),
             durable_topics: (!self.durable.is_empty()).then(|| self.durable.clone()),
-            storage_dir: (!self.durable.is_empty())
-                .then(|| Some(self.dir.join(format!("data-{id}")))),
-            storage_fsync: (!self.durable.is_empty()).then_some(StorageFsync::Always),
-            ack_level: (!self.durable.is_empty()).then_some(AckLevel::Persisted),
+            topics_file: topics.then(|| Some(self.dir.join(TOPICS_FILE))),
+            storage_dir: storage.then(|| Some(self.dir.join(format!("data-{id}")))),
+            storage_fsync: storage.then_some(StorageFsync::Always),
+            ack_level: storage.then_some(AckLevel::Persisted),
             durable_replicas: Some(self.replicas),
             ..ConfigOverrides::default()
         }
@@ -366,6 +387,11 @@ impl TestCluster {
                 (metric == name && rest.contains(labels)).then(|| value.parse::<f64>().ok())?
             })
             .sum()
+    }
+
+    /// The body of `GET path` on broker `id`'s HTTP listener.
+    pub async fn http(&self, id: &str, path: &str) -> String {
+        http_body(self.running[id].http_addr, path).await
     }
 
     /// `name` summed over every running broker.

@@ -20,6 +20,7 @@ use starling_storage::{
 
 use super::commit::{Committer, Waiter};
 use super::metrics::StorageMetrics;
+use super::policy::Policies;
 use super::volume::Volume;
 
 /// How often retention runs on a log that is being appended to.
@@ -68,6 +69,9 @@ pub struct DurableLog<W: Waiter, F: Fs = RealFs> {
     last_retention: Instant,
     /// Whether this log counts in `disk_full_logs` (its last append failed for space).
     full: bool,
+    /// Where each retention run reads the topic's retention in force (`None`: the one the
+    /// log was opened with).
+    live_retention: Option<Arc<Policies>>,
 }
 
 impl<W: Waiter + std::fmt::Debug> DurableLog<W> {
@@ -154,10 +158,18 @@ impl<W: Waiter + std::fmt::Debug, F: Fs> DurableLog<W, F> {
             shown: LogStats::default(),
             last_retention: Instant::now(),
             full: false,
+            live_retention: None,
         };
         durable.show_free_space();
         durable.show_stats();
         Ok(durable)
+    }
+
+    /// Makes each retention run apply the retention `policies` give the topic then, so a
+    /// changed topics document reaches an open log.
+    pub fn with_live_retention(mut self, policies: Arc<Policies>) -> Self {
+        self.live_retention = Some(policies);
+        self
     }
 
     /// One past the last record recovered or appended. After opening a log, the topic
@@ -206,7 +218,14 @@ impl<W: Waiter + std::fmt::Debug, F: Fs> DurableLog<W, F> {
     /// Applies retention now (and measures the volume's free space); the segments deleted.
     fn retain(&mut self) -> u64 {
         self.last_retention = Instant::now();
-        let deleted = match self.log.enforce_retention(now_ms()) {
+        let run = match &self.live_retention {
+            Some(policies) => {
+                let policy = policies.retention(&self.topic);
+                self.log.enforce_retention_under(policy, now_ms())
+            }
+            None => self.log.enforce_retention(now_ms()),
+        };
+        let deleted = match run {
             Ok(r) => {
                 self.metrics.retention_deleted_segments.inc_by(r.segments);
                 r.segments

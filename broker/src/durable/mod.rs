@@ -1,5 +1,6 @@
-//! Durable topics: the broker side of `starling-storage`. A topic named by `durable_topics`
-//! gets one append-only log under `storage_dir/<escaped topic name>/` ([`escape`]), opened
+//! Durable topics: the broker side of `starling-storage`. A durable topic (one a policy of
+//! the topics document matches, or `durable_topics` names: [`policy`]) gets one append-only
+//! log under `storage_dir/<escaped topic name>/` ([`escape`]), opened
 //! (and recovered: a torn tail is truncated, a damaged sealed segment quarantined, both
 //! counted) when the topic's task starts. The task appends each sealed batch, numbered with
 //! the topic's position, before it offers the batch to subscribers; after opening a log it
@@ -14,6 +15,10 @@
 //! - [`commit`]: the group-commit thread and the acks waiting for durability.
 //! - [`log`](DurableLog): one topic's log, as the topic task uses it.
 //! - [`metrics`](StorageMetrics): the storage series.
+//! - [`policy`]: what applies to each topic (durable or not, replicas, fsync, retention, the
+//!   largest message), from the topics document in force and the knobs.
+//! - [`topics_file`]: reading the topics document at start and re-reading it while the broker
+//!   runs.
 //! - [`record`]: what a log record holds (a batch's headers frame, if any, and its batch).
 //! - [`transfer`]: copying a topic's log to its new owner after an owner change.
 //! - [`replicated`]: replicated durable topics (the replicas open here and their RPCs).
@@ -23,8 +28,10 @@ pub mod commit;
 pub mod escape;
 mod log;
 pub mod metrics;
+pub mod policy;
 pub mod record;
 pub mod replicated;
+pub mod topics_file;
 pub mod transfer;
 pub mod volume;
 
@@ -32,13 +39,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use starling_access::Pattern;
+use starling_config::topics::CompiledTopics;
 use starling_config::{AckLevel, BrokerConfig, StorageFsync};
-use starling_storage::{FsyncPolicy, LogConfig, RetentionPolicy};
+use starling_storage::{FsyncPolicy, LogConfig};
 
 pub use commit::Waiter;
 pub use log::{DurableError, DurableLog};
 pub use metrics::StorageMetrics;
+pub use policy::{Policies, TopicDurability};
 pub use volume::{Volume, VolumeReport};
 
 /// The file in a log's directory holding the topic's whole name (the directory name may be
@@ -48,51 +56,59 @@ const NAME_FILE: &str = "topic.name";
 /// Which topics are durable, where their logs live and how they are synced.
 #[derive(Debug)]
 pub struct Durability {
-    patterns: Vec<Pattern>,
+    policies: Arc<Policies>,
     dir: Option<PathBuf>,
+    /// The knobs' log settings (fsync and retention are each topic's, [`policy`]).
     config: LogConfig,
-    mode: StorageFsync,
+    interval: Duration,
     ack_level: AckLevel,
     metrics: StorageMetrics,
     volume: Arc<Volume>,
 }
 
+/// The log's own fsync bookkeeping under a topic's `storage_fsync` mode.
+fn fsync_policy(mode: StorageFsync, interval: Duration) -> FsyncPolicy {
+    match mode {
+        // Appends do not fsync: the group committer does, for everything appended since
+        // its last fsync. The log's own `Interval` bookkeeping is what it relies on.
+        StorageFsync::Always | StorageFsync::Interval => FsyncPolicy::Interval(interval),
+        StorageFsync::Never => FsyncPolicy::Never,
+    }
+}
+
 impl Durability {
-    /// Reads the durability knobs of `cfg`. A pattern that does not parse (config validation
-    /// refuses it first) makes no topic durable.
+    /// Reads the durability knobs of `cfg`, with no topics document.
     pub fn new(cfg: &BrokerConfig, metrics: StorageMetrics) -> Arc<Durability> {
-        let patterns = cfg
-            .durable_topics
-            .iter()
-            .filter_map(|p| Pattern::parse(p).ok())
-            .collect();
+        Durability::with_policies(cfg, metrics, Policies::new(cfg, CompiledTopics::empty()))
+    }
+
+    /// Reads the durability knobs of `cfg`; `policies` holds the topics document in force.
+    pub fn with_policies(
+        cfg: &BrokerConfig,
+        metrics: StorageMetrics,
+        policies: Arc<Policies>,
+    ) -> Arc<Durability> {
         let interval = Duration::from_millis(cfg.storage_fsync_interval_ms.max(1));
-        let fsync = match cfg.storage_fsync {
-            // Appends do not fsync: the group committer does, for everything appended since
-            // its last fsync. The log's own `Interval` bookkeeping is what it relies on.
-            StorageFsync::Always | StorageFsync::Interval => FsyncPolicy::Interval(interval),
-            StorageFsync::Never => FsyncPolicy::Never,
-        };
-        let nonzero = |v: u64| (v > 0).then_some(v);
         let config = LogConfig {
-            fsync,
-            retention: RetentionPolicy {
-                max_bytes: nonzero(cfg.storage_retention_max_bytes),
-                max_age_ms: nonzero(cfg.storage_retention_max_age_ms),
-            },
+            fsync: fsync_policy(cfg.storage_fsync, interval),
             // A record is one EventBatch frame, at most a frame and its headers.
             max_record_bytes: cfg.max_frame_bytes.saturating_mul(2),
             ..LogConfig::default()
         };
         Arc::new(Durability {
-            patterns,
+            policies,
             dir: cfg.storage_dir.clone(),
             config,
-            mode: cfg.storage_fsync,
+            interval,
             ack_level: cfg.ack_level,
             metrics,
             volume: Arc::new(Volume::new(cfg.storage_dir.as_deref())),
         })
+    }
+
+    /// The topics document in force and what it decides for each topic.
+    pub fn policies(&self) -> &Arc<Policies> {
+        &self.policies
     }
 
     /// The storage volume, as `GET /storage` reports it.
@@ -100,9 +116,9 @@ impl Durability {
         Arc::clone(&self.volume)
     }
 
-    /// Whether `topic` is durable here.
+    /// Whether `topic` is durable here ([`Policies::is_durable`]).
     pub fn is_durable(&self, topic: &str) -> bool {
-        self.dir.is_some() && self.patterns.iter().any(|p| p.matches(topic.as_bytes()))
+        self.dir.is_some() && self.policies.is_durable(topic)
     }
 
     /// Whether acked publishes wait for durability (`ack_level: persisted`).
@@ -119,14 +135,21 @@ impl Durability {
             return Err(DurableError::NoStorageDir);
         };
         let dir = root.join(escape::dir_name(topic));
+        let mode = self.policies.fsync_at_open(topic);
+        let config = LogConfig {
+            fsync: fsync_policy(mode, self.interval),
+            retention: self.policies.retention(topic),
+            ..self.config
+        };
         let log = DurableLog::open(
             topic,
             &dir,
-            self.config,
-            self.mode,
+            config,
+            mode,
             self.metrics.clone(),
             Arc::clone(&self.volume),
-        )?;
+        )?
+        .with_live_retention(Arc::clone(&self.policies));
         // The whole name beside the log, for a directory name that was cut (see
         // `topics_on_disk`); best effort: without it the log is only not claimed.
         let named = dir.join(NAME_FILE);

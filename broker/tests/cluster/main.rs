@@ -22,6 +22,7 @@ mod replicated;
 mod replicated_sigkill;
 mod rotation;
 mod scale;
+mod topic_policies;
 
 // The cluster harness, shared with the CLI's cluster test.
 use starling_testkit::cluster as harness;

@@ -4,7 +4,8 @@
 //! and a subscription from a time starts at the first record stamped at or after it, then
 //! continues live (`from_time`), `GET /storage` reports the volume (`storage_endpoint`), and
 //! one publish stream keeps more `persisted` acks waiting for an `interval` fsync than its
-//! request window, within the pending-ack budget (`pending_acks`).
+//! request window, within the pending-ack budget (`pending_acks`), and per-topic policies
+//! from a topics document, re-read while the broker runs (`topics_file`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
@@ -17,6 +18,7 @@ mod pending_acks;
 mod restart;
 mod sigkill;
 mod storage_endpoint;
+mod topics_file;
 
 use std::collections::HashSet;
 

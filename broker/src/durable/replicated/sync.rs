@@ -40,6 +40,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::topic::Open;
+use crate::durable::policy::Policies;
 use crate::health::ReadinessGate;
 
 /// How long a follower may take to apply a commit index it learned and still count as in
@@ -188,12 +189,25 @@ pub struct TopicSync {
     pub leader_commit: Option<u64>,
     /// Where it stands.
     pub sync: Verdict,
+    /// The name of the topics document's policy that applies to the topic (`None`: none
+    /// does; the knobs apply).
+    pub policy: Option<String>,
+    /// The replica count the topics document in force here (or `durable_replicas`) gives
+    /// the topic.
+    pub configured_replicas: u32,
+    /// The voters of the topic's Raft membership as this replica knows it: the count the
+    /// topic has now.
+    pub current_replicas: usize,
 }
 
 impl TopicSync {
     /// `topic`'s replica in `status`, judged `sync`.
-    pub fn of(topic: &str, status: &TopicStatus, sync: Verdict) -> TopicSync {
+    pub fn of(topic: &str, status: &TopicStatus, sync: Verdict, policy: &Policies) -> TopicSync {
+        let configured = policy.configured(topic);
         TopicSync {
+            policy: configured.policy,
+            configured_replicas: configured.replicas,
+            current_replicas: status.voters.len(),
             topic: topic.to_string(),
             replica: status.id,
             leader: status.leader,
@@ -288,7 +302,12 @@ impl ReadinessGate for ReplicaSync {
 
 /// Observes every replica in `open` every [`EVERY`] into `sync`, until `stop` turns true.
 /// Its trackers follow the open replicas, which the replica registry bounds (`max_topics`).
-pub async fn run(open: Arc<Open>, sync: Arc<ReplicaSync>, mut stop: watch::Receiver<bool>) {
+pub async fn run(
+    open: Arc<Open>,
+    sync: Arc<ReplicaSync>,
+    policies: Arc<Policies>,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut trackers: HashMap<Arc<str>, Tracker> = HashMap::new();
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -314,7 +333,8 @@ pub async fn run(open: Arc<Open>, sync: Arc<ReplicaSync>, mut stop: watch::Recei
                 .entry(Arc::clone(&topic))
                 .or_default()
                 .observe(&Observation::of(&status), now);
-            topics.insert(topic.to_string(), TopicSync::of(&topic, &status, verdict));
+            let report = TopicSync::of(&topic, &status, verdict, &policies);
+            topics.insert(topic.to_string(), report);
         }
         sync.update(topics, now);
     }
@@ -484,6 +504,9 @@ mod tests {
             applied: Some(1),
             leader_commit: Some(1),
             sync,
+            policy: None,
+            configured_replicas: 3,
+            current_replicas: 3,
         }
     }
 

@@ -1,8 +1,11 @@
 //! One replicated durable topic's replica on this broker ([`ReplicatedLog`]), as its topic
 //! task uses it, and what every such topic shares ([`Replication`]).
 //!
-//! With `durable_replicas` N > 1 on a cluster member, a durable topic's replica set is the
-//! first N members of the topic's placement order ([`ReplicaNet::replica_set`]). A broker of
+//! With a replica count N > 1 on a cluster member (the topic's policy's, else
+//! `durable_replicas`: `durable::policy`), a durable topic's replica set is the first N
+//! members of the topic's placement order ([`ReplicaNet::replica_set`]). The count is asked
+//! afresh at every look of the mover and the status watcher, so a policy moving a topic
+//! between 3 and 5 replicas is carried out on the open topic. A broker of
 //! the set opens its replica (`starling_replica::ReplicatedTopic`, under
 //! `storage_dir/<escaped topic>/`, on the real file system) when the topic's task starts, and
 //! registers its RPC server in the [`ReplicaRegistry`] so the peer links route the topic's
@@ -38,6 +41,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use super::health::Health;
 use super::registry::{RegistryFull, ReplicaRegistry};
+use crate::durable::policy::Policies;
 
 /// The stream every position of a replicated topic is in.
 pub const STREAM: u64 = 1;
@@ -72,12 +76,12 @@ pub trait ReplicaNet: Send + Sync {
 /// Why a topic's replica is not open here.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    /// Fewer members than `durable_replicas`.
+    /// Fewer members than the topic's replica count.
     #[error(
-        "the cluster has fewer members than durable_replicas ({need}): persisted publishes are refused until there are enough"
+        "the cluster has fewer members than the topic's replicas ({need}: its policy's, else durable_replicas): persisted publishes are refused until there are enough"
     )]
     TooFewMembers {
-        /// `durable_replicas`.
+        /// The topic's replica count.
         need: usize,
     },
     /// This broker is not one of the topic's replicas.
@@ -166,6 +170,11 @@ pub struct ReplicaMetrics {
 pub struct Replication {
     /// `durable_replicas`.
     pub replicas: usize,
+    /// Each topic's replica count (`durable::policy`).
+    pub policies: Arc<Policies>,
+    /// Whether a topics document is configured (`topics_file`): a policy may replicate a
+    /// topic whatever `durable_replicas` says.
+    pub per_topic: bool,
     /// The cluster side.
     pub net: Arc<dyn ReplicaNet>,
     /// Where incoming Raft RPCs find the replicas.
@@ -262,8 +271,11 @@ impl Replication {
     /// Replication that never applies: durable topics have one copy (outside a cluster, or
     /// for a broker part tested alone).
     pub fn off(max_topics: usize) -> Arc<Replication> {
+        let cfg = starling_config::Profile::Balanced.config();
         Arc::new(Replication {
             replicas: 1,
+            policies: Policies::new(&cfg, starling_config::topics::CompiledTopics::empty()),
+            per_topic: false,
             net: Arc::new(Standalone),
             registry: ReplicaRegistry::new(max_topics),
             leaders: Arc::default(),
@@ -276,19 +288,31 @@ impl Replication {
         })
     }
 
-    /// Whether durable topics are replicated here (`durable_replicas` > 1, in a cluster).
+    /// Whether durable topics may be replicated here (in a cluster, `durable_replicas` > 1 or
+    /// a topics document whose policies may ask for replicas).
     pub fn enabled(&self) -> bool {
-        self.replicas > 1 && self.net.is_clustered()
+        (self.replicas > 1 || self.per_topic) && self.net.is_clustered()
     }
 
-    /// Whether this broker is one of `topic`'s replicas (replication enabled, and this
-    /// broker among the first `durable_replicas` members of the topic's placement order).
-    /// Says nothing about whether `topic` is durable.
+    /// Whether `topic`, if durable, is replicated here (in a cluster, with a replica count
+    /// above 1: [`Policies::is_replicated`]). Says nothing about whether it is durable.
+    pub fn is_replicated(&self, topic: &str) -> bool {
+        self.net.is_clustered() && self.policies.is_replicated(topic)
+    }
+
+    /// The replica count of `topic` now ([`Policies::replicas_now`]).
+    pub fn replicas_of(&self, topic: &str) -> usize {
+        self.policies.replicas_now(topic) as usize
+    }
+
+    /// Whether this broker is one of `topic`'s replicas (replicated here, and this broker
+    /// among the first N members of the topic's placement order, N its replica count). Says
+    /// nothing about whether `topic` is durable.
     pub fn is_replica_here(&self, topic: &str) -> bool {
-        self.enabled()
+        self.is_replicated(topic)
             && self
                 .net
-                .replica_set(topic, self.replicas)
+                .replica_set(topic, self.replicas_of(topic))
                 .is_some_and(|set| set.contains(&self.net.self_id()))
     }
 
@@ -306,10 +330,9 @@ impl Replication {
 
     /// Opens this broker's replica of `topic` (see the module doc) and starts its tasks.
     pub async fn open(&self, topic: &Arc<str>) -> Result<ReplicatedLog, OpenError> {
-        let Some(set) = self.net.replica_set(topic, self.replicas) else {
-            return Err(OpenError::TooFewMembers {
-                need: self.replicas,
-            });
+        let n = self.replicas_of(topic);
+        let Some(set) = self.net.replica_set(topic, n) else {
+            return Err(OpenError::TooFewMembers { need: n });
         };
         let me = self.net.self_id();
         let dir = match &self.dir {
@@ -330,12 +353,17 @@ impl Replication {
         if !set.contains(&me) && !holds {
             return Err(OpenError::NotAReplica);
         }
+        // The committed log keeps the topic's retention as it is at the open.
+        let config = ReplicaConfig {
+            retention: self.policies.retention(topic),
+            ..self.config
+        };
         let replica = ReplicatedTopic::open(
             topic,
             me,
             RealFs,
             &dir,
-            self.config,
+            config,
             self.net.transport(topic),
         )
         .await?;
@@ -370,12 +398,13 @@ impl Replication {
             self.metrics.clone(),
             stopped.clone(),
             Arc::clone(&self.leaders),
-            self.replicas,
+            Arc::clone(&self.policies),
         ));
         let (removed_tx, removed) = watch::channel(false);
         let desired: super::mover::Desired = {
-            let (net, topic, n) = (Arc::clone(&self.net), Arc::clone(topic), self.replicas);
-            Box::new(move || net.replica_set(&topic, n))
+            let (net, topic) = (Arc::clone(&self.net), Arc::clone(topic));
+            let policies = Arc::clone(&self.policies);
+            Box::new(move || net.replica_set(&topic, policies.replicas_now(&topic) as usize))
         };
         tokio::spawn(
             super::mover::Mover {
@@ -641,15 +670,15 @@ async fn read(
     }
 }
 
-/// Keeps the leaders map and the metrics current with the replica's state (`replicas`:
-/// `durable_replicas`, for the under-replicated judgement of [`super::health`]).
+/// Keeps the leaders map and the metrics current with the replica's state (`policies`: the
+/// topic's replica count now, for the under-replicated judgement of [`super::health`]).
 async fn watch_status(
     replica: Arc<ReplicatedTopic<RealFs>>,
     topic: Arc<str>,
     metrics: ReplicaMetrics,
     stopped: watch::Receiver<bool>,
     leaders: Arc<Leaders>,
-    replicas: usize,
+    policies: Arc<Policies>,
 ) {
     let labels = [&*topic];
     let mut leader = None;
@@ -683,6 +712,7 @@ async fn watch_status(
             .is_leader
             .with_label_values(&labels)
             .set(i64::from(s.is_leader));
+        let replicas = policies.replicas_now(&topic) as usize;
         let verdict = health.observe(&s, replicas, std::time::Instant::now());
         metrics
             .under_replicated

@@ -69,10 +69,21 @@ impl Topics {
         self.shared.settings.durability.is_durable(topic)
     }
 
-    /// Whether `topic` is a replicated durable topic here (`durable_replicas` > 1 in a
-    /// cluster): its publishes go to its Raft leader, not its placement owner.
+    /// Whether `topic` is a replicated durable topic here (a replica count above 1 in a
+    /// cluster, `durable::policy`): its publishes go to its Raft leader, not its placement
+    /// owner.
     pub fn is_replicated(&self, topic: &str) -> bool {
-        self.shared.settings.replication.enabled() && self.is_durable(topic)
+        self.shared.settings.replication.is_replicated(topic) && self.is_durable(topic)
+    }
+
+    /// The largest message payload a publish to `topic` may carry, when its policy lowers it
+    /// below `max_frame_bytes`.
+    pub fn max_message_bytes(&self, topic: &str) -> Option<u32> {
+        self.shared
+            .settings
+            .durability
+            .policies()
+            .max_message_bytes(topic)
     }
 
     /// Whether `topic` is a replicated durable topic and this broker one of its replicas

@@ -184,9 +184,13 @@ pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -
     epoch.mark_unchanged();
     let mut membership = settings.epoch.clone();
     membership.mark_unchanged();
-    let replicated = settings.replication.enabled() && settings.durability.is_durable(&name);
+    // What the topics document decides for the topic now holds while this task runs
+    // (`durable::policy`): whether it is durable, and whether its log is replicated.
+    let pinned = settings.durability.policies().pin(&name);
+    let replicated = settings.replication.is_replicated(&name) && settings.durability.is_durable(&name);
     let task = TopicTask {
         name,
+        pinned: pinned.task,
         data: data_rx,
         control: control_rx,
         batcher: Batcher::new(settings.limits),
@@ -199,6 +203,7 @@ pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -
         next_seq: 0,
         epoch,
         membership: replicated.then_some(membership),
+        documents: replicated.then(|| settings.durability.policies().changes()),
         retained: Retained::new(
             settings.replay_window,
             settings
@@ -224,6 +229,8 @@ pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -
 
 struct TopicTask {
     name: Arc<str>,
+    /// The task id under which this task pinned the topic's durability (`durable::policy`).
+    pinned: u64,
     data: mpsc::Receiver<TopicMsg>,
     control: mpsc::UnboundedReceiver<Control>,
     batcher: Batcher<Attach>,
@@ -247,6 +254,11 @@ struct TopicTask {
     /// the publish path reads): at each one a task without its replica open tries to open
     /// it (this broker may have joined the topic's replica set). `None` for other topics.
     membership: Option<watch::Receiver<u64>>,
+    /// A replicated topic's view of the topics document's changes: at each one a task
+    /// without its replica open tries again too (the document may have put this broker in
+    /// the topic's replica set, a 3 → 5 move, or reached it after the leader's). `None` for
+    /// other topics.
+    documents: Option<watch::Receiver<u64>>,
     retained: Retained,
     /// How far each of the owner's streams has been relayed here.
     relayed: SeenStreams,
@@ -392,6 +404,14 @@ impl TopicTask {
                         Err(_) => self.membership = None,
                     }
                 }
+                changed = changed(&mut self.documents), if self.documents.is_some()
+                    && !matches!(self.durable, Durable::Replicated(_)) =>
+                {
+                    match changed {
+                        Ok(()) => self.open_replica().await,
+                        Err(_) => self.documents = None,
+                    }
+                }
                 msg = self.data.recv() => match msg {
                     Some(msg) => {
                         last_activity = Instant::now();
@@ -432,11 +452,17 @@ impl TopicTask {
         if let Durable::Replicated(log) = std::mem::replace(&mut self.durable, Durable::No) {
             log.close().await;
         }
+        self.shared
+            .settings
+            .durability
+            .policies()
+            .unpin(&self.name, self.pinned);
     }
 
-    /// Whether this topic is a replicated durable topic (`durable_replicas` > 1 in a cluster).
+    /// Whether this topic is a replicated durable topic (a replica count above 1 in a
+    /// cluster, as this task pinned it at its start).
     fn is_replicated(&self) -> bool {
-        self.shared.settings.replication.enabled()
+        self.shared.settings.replication.is_replicated(&self.name)
             && self.shared.settings.durability.is_durable(&self.name)
     }
 

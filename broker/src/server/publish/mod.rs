@@ -249,6 +249,31 @@ fn check_msg_id(h: &Handles, entry: &IndexedHeaders) -> Result<(), HeaderRefusal
     Ok(())
 }
 
+/// Checks each message's payload against its topic's `max_message_bytes`, when the topic's
+/// policy (the topics document, `durable::policy`) sets one below `max_frame_bytes` (which
+/// the decoder enforces for every topic): a larger one refuses the whole request with
+/// `LimitExceeded`, counted, before anything of it is handed on (so nothing of it is stored).
+fn check_message_size(h: &Handles, req: &Request) -> Result<(), String> {
+    let Some(max) = h.topics.max_message_bytes(&req.topic) else {
+        return Ok(());
+    };
+    let Some((index, payload)) = req
+        .payloads
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.len() > max as usize)
+    else {
+        return Ok(());
+    };
+    h.metrics.limit_refused(Limit::MessageBytes);
+    Err(format!(
+        "message {index} has a {}-byte payload, more than topic `{}` allows \
+         (max_message_bytes = {max})",
+        payload.len(),
+        req.topic
+    ))
+}
+
 /// Whether the connection may publish to `topic` as a reply: it is a reply inbox named by a
 /// request recently delivered to the connection (its permissions are checked first; a
 /// publish they allow needs no grant).
@@ -428,6 +453,12 @@ pub async fn serve_publish_stream(
         if let Err(why) = check_request(&h, &publisher, &req) {
             replies
                 .error(req.request_id, ErrorCode::NoResponders, why)
+                .await;
+            continue;
+        }
+        if let Err(why) = check_message_size(&h, &req) {
+            replies
+                .error(req.request_id, ErrorCode::LimitExceeded, why)
                 .await;
             continue;
         }
