@@ -34,6 +34,7 @@ pub const OPERATOR_MANAGED_KNOBS: &[&str] = &[
     "cluster_peer_cert_file",
     "cluster_peer_key_file",
     "storage_dir",
+    "topics_file",
 ];
 
 pub use starling_config::validate::{
