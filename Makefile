@@ -102,6 +102,7 @@ docs:
 crds: deps
 	$(CARGO) run -q -p starling-operator --bin crdgen > crds/brokercluster.yaml
 	$(CARGO) run -q -p starling-operator --bin crdgen -- --user > crds/brokeruser.yaml
+	$(CARGO) run -q -p starling-operator --bin crdgen -- --topic > crds/brokertopic.yaml
 	./scripts/render-manifests.sh
 
 manifests: deps

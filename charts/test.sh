@@ -141,6 +141,8 @@ WANT_RULES = {
     ("starling.dev", "brokerusers"): {"list", "watch"},
     ("starling.dev", "brokerusers/status"): {"patch"},
     ("starling.dev", "brokerusers/finalizers"): {"update"},
+    ("starling.dev", "brokertopics"): {"list", "watch"},
+    ("starling.dev", "brokertopics/status"): {"patch"},
     ("networking.k8s.io", "networkpolicies"): {"list", "watch", "create", "patch"},
     ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch"},
     ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
@@ -419,6 +421,16 @@ else
       "${K[@]}" apply --server-side --field-manager=starling-chart-test -f crds/brokeruser.yaml >/dev/null
       established "$USER_CRD"
       ok "server accepts crds/brokeruser.yaml (installed for this run)"
+    fi
+    TOPIC_CRD=brokertopics.starling.dev
+    not_terminating "$TOPIC_CRD"
+    if "${K[@]}" get crd "$TOPIC_CRD" >/dev/null 2>&1; then
+      dry "crds/brokertopic.yaml" crds/brokertopic.yaml
+    else
+      CLEANUP+=("${K[*]} delete crd $TOPIC_CRD --ignore-not-found --wait=false")
+      "${K[@]}" apply --server-side --field-manager=starling-chart-test -f crds/brokertopic.yaml >/dev/null
+      established "$TOPIC_CRD"
+      ok "server accepts crds/brokertopic.yaml (installed for this run)"
     fi
     # Only the stand-ins of the kinds the server lacks, so real prometheus-operator CRDs stay.
     missing_crds=()

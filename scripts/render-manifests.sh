@@ -3,6 +3,7 @@
 #
 #   charts/starling-operator/crds/brokercluster.yaml   a byte-for-byte copy of crds/brokercluster.yaml
 #   charts/starling-operator/crds/brokeruser.yaml      a byte-for-byte copy of crds/brokeruser.yaml
+#   charts/starling-operator/crds/brokertopic.yaml     a byte-for-byte copy of crds/brokertopic.yaml
 #   manifests/install.yaml                              a Namespace, the CRDs and every object of the
 #                                                       chart with its default values (release
 #                                                       starling-operator, namespace starling-system)
@@ -16,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CHART=charts/starling-operator
-CRDS=(brokercluster.yaml brokeruser.yaml)
+CRDS=(brokercluster.yaml brokeruser.yaml brokertopic.yaml)
 INSTALL=manifests/install.yaml
 RELEASE=starling-operator
 NAMESPACE=starling-system
@@ -51,7 +52,7 @@ render_install() {
     echo "render-manifests: warning: helm is ${version:-unknown}, the committed output comes from $HELM_MINOR" >&2
   fi
   cat <<EOF
-# The Starling operator as plain manifests: a Namespace, the BrokerCluster and BrokerUser CRDs, and the
+# The Starling operator as plain manifests: a Namespace, the BrokerCluster, BrokerUser and BrokerTopic CRDs, and the
 # objects of the Helm chart charts/starling-operator with its default values (release
 # $RELEASE, namespace $NAMESPACE).
 #

@@ -12,6 +12,7 @@ pub mod http;
 pub mod kube_env;
 pub mod pod_logs;
 pub mod replicas;
+pub mod topics;
 pub mod users;
 pub mod wait;
 

@@ -6,11 +6,13 @@
 //! reconcile of an unchanged cluster writes nothing. The generated TLS Secret is the
 //! exception: it is created once when absent ([`ensure_tls_secret`]) and never rewritten.
 //! Status writes, one field manager per writer, are in [`status`]; the cluster CA and peer
-//! certificate Secrets in [`pki`]; the users document Secret in [`users`].
+//! certificate Secrets in [`pki`]; the users document Secret in [`users`]; the topics document
+//! ConfigMap and the BrokerTopics' status in [`topics`].
 
 pub mod current;
 pub mod pki;
 pub mod status;
+pub mod topics;
 pub mod users;
 
 use std::fmt::Debug;

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use kube::runtime::events::Recorder;
 use kube::{Client, ResourceExt};
 
+use crate::apply::topics::TopicWrites;
 use crate::autoscale::fetch::Fetcher;
 use crate::crd::BrokerCluster;
 use crate::fence::Fence;
@@ -37,6 +38,8 @@ pub struct Context {
     /// stays `Unknown` and a held roll waits; the tests without broker pods).
     pub brokers: Option<Fetcher>,
     failures: Mutex<HashMap<(String, String), u32>>,
+    /// The operator's own BrokerTopic status writes, which trigger no cluster reconcile.
+    pub topic_writes: TopicWrites,
 }
 
 impl Context {
@@ -56,6 +59,7 @@ impl Context {
             live: LiveChildren::default(),
             brokers: None,
             failures: Mutex::new(HashMap::new()),
+            topic_writes: TopicWrites::default(),
         }
     }
 

@@ -5,13 +5,16 @@
 //! ([`stage`]) → [`plan_members`] (the next
 //! step of a scale change) → create the generated TLS Secret if absent ([`ensure_tls_secret`])
 //! → the cluster CA and peer certificate ([`ensure_pki`]) → the users document
-//! ([`apply_users`]) → [`render_sized`] → [`apply_children`] (skipped when paused or refused) →
-//! [`status::compute`] → write status if it changed → publish events. The logic worth testing
+//! ([`apply_users`]) → the topics document of the cluster's BrokerTopics
+//! ([`topics::gather`], [`topics::apply_document`]) → [`render_sized`] → [`apply_children`]
+//! (skipped when paused or refused) → [`status::compute`] → write status if it changed →
+//! the BrokerTopics' status ([`topics::write_statuses`]) → publish events. The logic worth testing
 //! lives in those pure steps; this file only wires them to the API server.
 //!
 //! Reconciles are driven by watches: of the BrokerClusters, of every child kind (metadata only,
-//! also kept as caches, see [`crate::live`], so an unchanged child is not applied again) and of
-//! the BrokerUsers. A reconcile asks to be run again sooner than [`STEADY_REQUEUE`] only while
+//! also kept as caches, see [`crate::live`], so an unchanged child is not applied again), of
+//! the BrokerUsers and of the BrokerTopics (but for the operator's own status writes to them,
+//! [`topics::TopicWrites`]). A reconcile asks to be run again sooner than [`STEADY_REQUEUE`] only while
 //! something waits on the clock ([`Timers`]: a scale-down's hand-off grace, a staged tier
 //! change); a cluster that is merely not ready yet waits for its StatefulSet's status to change.
 //!
@@ -46,6 +49,7 @@ use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::apply::pki::ensure_pki;
+use crate::apply::topics::{self, Gathered, TopicWrites};
 use crate::apply::users::apply_users;
 use crate::apply::{apply_children, apply_status, ensure_tls_secret};
 use crate::autoscale::fetch::Fetcher;
@@ -54,6 +58,7 @@ use crate::autoscale::scrape::targets;
 use crate::build::{Sizes, render_sized, unwanted};
 use crate::context::Context;
 use crate::crd::conditions::Reason;
+use crate::crd::topic::BrokerTopic;
 use crate::crd::user::BrokerUser;
 use crate::crd::{BrokerCluster, BrokerClusterStatus};
 use crate::error::{Error, Result};
@@ -183,12 +188,25 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         staging = staged;
         v
     });
+    // The cluster's BrokerTopics, judged against the validated spec: they make topics
+    // durable and replicated too, without changing the pod template.
+    let gathered: Option<Gathered> = match &validated {
+        Ok(v) => Some(topics::gather(&ctx.client, v).await?),
+        Err(_) => None,
+    };
+    let topics_replicated = match (&validated, &gathered) {
+        (Ok(v), Some(g)) => g.judged.replicated(v.config.durable_replicas),
+        _ => false,
+    };
     // The broker pods, listed once for what reads them: the held roll and the placement when
     // the durable topics are replicated, the volumes when any topic is durable.
     let (replicated, durable) = match &validated {
         Ok(v) => (
-            v.replication().is_some(),
-            !v.config.durable_topics.is_empty(),
+            v.replication().is_some() || topics_replicated,
+            !v.config.durable_topics.is_empty()
+                || gathered
+                    .as_ref()
+                    .is_some_and(|g| !g.judged.document.topics.is_empty()),
         ),
         Err(_) => (false, false),
     };
@@ -196,6 +214,17 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         Some(list_pods(ctx, &namespace, &names).await)
     } else {
         None
+    };
+    // The brokers' `GET /replicas`, read once: for the BrokerTopics' status when some policy
+    // is replicated (and then for the roll too); `Some(empty)` when none is (no topic of theirs
+    // is replicated), `None` when they could not be read (the listed topics stay as they were).
+    let topic_reports: Option<Vec<roll::BrokerReplicas>> = match (&pods, before.as_ref()) {
+        _ if !topics_replicated => Some(Vec::new()),
+        (Some(Ok(p)), Some(sts)) => match ctx.brokers.as_ref() {
+            Some(fetcher) => Some(read_replicas(fetcher, p, sts).await),
+            None => None,
+        },
+        _ => None,
     };
     let mut planned: Vec<Planned> = Vec::new();
     let mut observed = before.clone();
@@ -220,8 +249,22 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
                 &Observed::of(before.as_ref(), bc.status.as_ref(), now),
                 ctx.defaults.handoff_grace,
             );
-            let roll = decide_roll(ctx, v, plan, before.as_ref(), pods.as_ref(), now).await;
-            match apply_cluster(ctx, v, plan, roll.partition, before.as_ref()).await {
+            let read = topic_reports.as_deref().filter(|_| topics_replicated);
+            let roll = decide_roll(
+                ctx,
+                v,
+                RollReads {
+                    replicated,
+                    pods: pods.as_ref(),
+                    reports: read,
+                },
+                plan,
+                before.as_ref(),
+                now,
+            )
+            .await;
+            let document = gathered.as_ref().map(|g| &g.judged.document);
+            match apply_cluster(ctx, v, plan, roll.partition, before.as_ref(), document).await {
                 Ok((applied, problem)) => {
                     planned.extend(events::for_apply(before.as_ref(), v));
                     planned.extend(events::for_roll(bc.status.as_ref(), &roll));
@@ -277,6 +320,20 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
             &names.cluster,
             FIELD_MANAGER,
             &body,
+        )
+        .await?;
+    }
+    // The BrokerTopics' status, once the document they are reported in was written (or the
+    // cluster is paused, which they report).
+    if let Some(g) = &gathered
+        && (rolled.is_some() || bc.spec.paused)
+    {
+        topics::write_statuses(
+            &ctx.client,
+            &ctx.topic_writes,
+            g,
+            topic_reports.as_deref(),
+            bc.spec.paused,
         )
         .await?;
     }
@@ -350,18 +407,29 @@ async fn observe_volumes(
     Ok(futures::future::join_all(reads).await)
 }
 
+/// What the held roll reads besides the spec.
+struct RollReads<'a> {
+    /// Some durable topic is replicated, by the knobs or by a BrokerTopic.
+    replicated: bool,
+    /// The listed broker pods.
+    pods: Option<&'a Result<Vec<Pod>, String>>,
+    /// The brokers' `GET /replicas`, when this reconcile already read them.
+    reports: Option<&'a [roll::BrokerReplicas]>,
+}
+
 /// The held roll's decision for `v` ([`roll::decide`]) over the StatefulSet read before the
-/// apply and the listed `pods`. The brokers' `GET /replicas` are read only when the decision
-/// gets as far as needing them (a first decision without answers waits for an unread one);
-/// an unreplicated cluster reads nothing.
+/// apply and the listed pods. The brokers' `GET /replicas` are read only when the decision
+/// gets as far as needing them (a first decision without answers waits for an unread one),
+/// unless this reconcile read them already; an unreplicated cluster reads nothing.
 async fn decide_roll(
     ctx: &Context,
     v: &ValidatedCluster,
+    reads: RollReads<'_>,
     plan: MembersPlan,
     before: Option<&StatefulSet>,
-    pods: Option<&Result<Vec<Pod>, String>>,
     now: Timestamp,
 ) -> Roll {
+    let pods = reads.pods;
     let template_hash = crate::build::statefulset::template_hash(&crate::build::pod::template(v));
     let live = before.and_then(roll::observe::live_set);
     let listed: Result<&[Pod], &str> = match pods {
@@ -375,16 +443,19 @@ async fn decide_roll(
         (Err(why), _) => Err(why),
     };
     let mut input = RollInput {
-        replicated: v.replication().is_some(),
+        replicated: reads.replicated,
         replicas: plan.statefulset_replicas,
         template_hash: &template_hash,
         live: live.as_ref(),
         pods: views.as_ref().map(Vec::as_slice).map_err(|e| *e),
-        reports: &[],
+        reports: reads.reports.unwrap_or(&[]),
         min_ready: Duration::from_secs(u64::try_from(v.min_ready_seconds).unwrap_or(0)),
         now,
     };
     let first = roll::decide(&input);
+    if reads.reports.is_some() {
+        return first;
+    }
     let (Some(roll::Wait::Unreachable { .. }), Ok(p), Some(sts), Some(fetcher)) =
         (first.wait(), listed, before, ctx.brokers.as_ref())
     else {
@@ -464,20 +535,25 @@ async fn maintain_credentials(ctx: &Context, v: &ValidatedCluster) -> Result<Opt
     ))))
 }
 
-/// Creates the generated TLS Secret if needed, keeps the credentials, then applies every child
-/// at the planned sizes and the held roll's `partition` that the API server does not already hold as rendered. Also returns
-/// the users-document problem of [`maintain_credentials`], if any.
+/// Creates the generated TLS Secret if needed, keeps the credentials, applies the topics
+/// `document` (before the StatefulSet, whose pods mount it), then applies every child at the
+/// planned sizes and the held roll's `partition` that the API server does not already hold as
+/// rendered. Also returns the users-document problem of [`maintain_credentials`], if any.
 async fn apply_cluster(
     ctx: &Context,
     v: &ValidatedCluster,
     plan: MembersPlan,
     partition: Option<i32>,
     before: Option<&StatefulSet>,
+    document: Option<&starling_config::topics::TopicsDocument>,
 ) -> Result<(StatefulSet, Option<Error>)> {
     if ensure_tls_secret(&ctx.client, v).await? {
         tracing::info!(secret = %v.tls_secret, "created the cluster's TLS secret");
     }
     let problem = maintain_credentials(ctx, v).await?;
+    if let Some(document) = document {
+        topics::apply_document(&ctx.client, &ctx.live, v, document).await?;
+    }
     let children = render_sized(
         v,
         Sizes {
@@ -552,6 +628,7 @@ pub fn generation_or_effective_tier(bc: &BrokerCluster) -> Option<u64> {
 pub fn controller_for(
     client: &Client,
     ns: Option<&str>,
+    writes: &TopicWrites,
 ) -> (Controller<BrokerCluster>, Store<BrokerCluster>, ChildStores) {
     let (reader, writer) = reflector::store();
     let clusters = watcher(
@@ -579,6 +656,20 @@ pub fn controller_for(
                 Some(ObjectRef::<BrokerCluster>::new(&user.spec.cluster).within(&ns))
             },
         );
+    // Any change or deletion of a BrokerTopic recomputes its cluster's topics document, except
+    // the operator's own status writes (their status may change at every reconcile: a lag).
+    let writes = writes.clone();
+    let controller = controller.watches(
+        scoped::<BrokerTopic>(client, ns),
+        watcher::Config::default(),
+        move |topic: BrokerTopic| {
+            if writes.is_own_write(&topic) {
+                return None;
+            }
+            let ns = topic.namespace()?;
+            Some(ObjectRef::<BrokerCluster>::new(&topic.spec.cluster_ref).within(&ns))
+        },
+    );
     (controller, reader, live)
 }
 
@@ -589,7 +680,7 @@ async fn stopped(mut shutdown: watch::Receiver<bool>, fence: crate::fence::Fence
     }
 }
 
-/// Runs one BrokerCluster and one BrokerUser controller per watch scope (every namespace
+/// Runs one BrokerCluster, one BrokerUser and one BrokerTopic controller per watch scope (every namespace
 /// when `namespaces` is empty) and the autoscaler until `shutdown` turns true or leadership is lost (`ctx.fence`), keeping the
 /// managed-clusters gauge current.
 pub async fn run(
@@ -606,13 +697,20 @@ pub async fn run(
     let mut stores = Vec::new();
     let mut runs = Vec::new();
     let mut user_runs = Vec::new();
+    let mut topic_runs = Vec::new();
     for scope in scopes {
         user_runs.push(crate::users::run(
             ctx.clone(),
             scope.clone(),
             shutdown.clone(),
         ));
-        let (controller, store, children) = controller_for(&ctx.client, scope.as_deref());
+        topic_runs.push(crate::topics::run(
+            ctx.clone(),
+            scope.clone(),
+            shutdown.clone(),
+        ));
+        let (controller, store, children) =
+            controller_for(&ctx.client, scope.as_deref(), &ctx.topic_writes);
         ctx.live.set(scope.clone(), children);
         stores.push(store);
         let run = controller
@@ -646,6 +744,7 @@ pub async fn run(
     futures::join!(
         futures::future::join_all(runs),
         futures::future::join_all(user_runs),
+        futures::future::join_all(topic_runs),
         gauge,
         autoscaler
     );
@@ -653,5 +752,7 @@ pub async fn run(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod topic_tests;
 #[cfg(test)]
 mod user_tests;

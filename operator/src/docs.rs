@@ -300,6 +300,29 @@ fn brokeruser(out: &mut String) {
     }
 }
 
+/// The BrokerTopic reference: its fields, rules and `Ready` reasons.
+fn brokertopic(out: &mut String) {
+    let crd = serde_json::to_value(crate::crd::topic::crd()).unwrap_or_default();
+    let root = crd
+        .pointer("/spec/versions/0/schema/openAPIV3Schema")
+        .cloned()
+        .unwrap_or_default();
+    let _ = writeln!(out, "\n### BrokerTopic fields\n");
+    let _ = writeln!(out, "| field | type | default | meaning |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    for part in ["spec", "status"] {
+        if let Some(node) = root.pointer(&format!("/properties/{part}")) {
+            field_rows(part, node, out);
+        }
+    }
+    let _ = writeln!(out, "\n### BrokerTopic `Ready` reasons\n");
+    let _ = writeln!(out, "| reason | status | meaning |");
+    let _ = writeln!(out, "|---|---|---|");
+    for (reason, status, doc) in crate::crd::topic::TOPIC_REASONS {
+        let _ = writeln!(out, "| `{reason}` | `{status}` | {doc} |");
+    }
+}
+
 /// The generated section, markers excluded.
 pub fn reference() -> String {
     let root = schema_root();
@@ -345,6 +368,7 @@ pub fn reference() -> String {
         let _ = writeln!(out, "| `{reason}` | {kind} | {doc} |");
     }
     brokeruser(&mut out);
+    brokertopic(&mut out);
     let _ = writeln!(out, "\n### Operator metrics\n");
     for name in METRIC_NAMES {
         let _ = writeln!(out, "- `{name}`");

@@ -83,7 +83,10 @@ impl Fake {
             "GET" => match self.objects.get(path) {
                 Some(obj) => (200, obj.clone()),
                 // A collection: every stored object right below it.
-                None if path.ends_with("/brokerusers") || path.ends_with("/pods") => {
+                None if path.ends_with("/brokerusers")
+                    || path.ends_with("/brokertopics")
+                    || path.ends_with("/pods") =>
+                {
                     let prefix = format!("{path}/");
                     let mut items: Vec<(&String, &Value)> = self
                         .objects

@@ -34,6 +34,9 @@
 //! - [`controller`]: the kube-runtime controller wiring the steps together.
 //! - [`users`]: the BrokerUser controller (credentials Secrets and user status); [`access`]
 //!   checks users and builds the users document (pure).
+//! - [`topics`]: the BrokerTopic controller (a BrokerTopic whose cluster is missing); the
+//!   cluster's reconcile judges its BrokerTopics ([`validate::topics`]), writes the topics
+//!   document and their status ([`apply::topics`], [`status::topics`]).
 //! - [`leader`], [`fence`]: Lease-based leader election, and the fence every writer stops on
 //!   when the lease is lost.
 //! - [`metrics`], [`http`], [`telemetry`]: the process's metrics, health endpoint and logs;
@@ -75,5 +78,6 @@ pub mod status;
 pub mod telemetry;
 pub mod tier_change;
 pub mod tls;
+pub mod topics;
 pub mod users;
 pub mod validate;

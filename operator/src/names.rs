@@ -5,7 +5,8 @@
 //! ServiceAccount, Role and RoleBinding `events-broker`, (without `spec.tls`) the generated
 //! Secret `events-tls`, (with more than one replica) PodDisruptionBudget `events`, the cluster
 //! CA Secret `events-ca`, the peer certificate Secret `events-peer`, the users document Secret
-//! `events-users` and the NetworkPolicy `events`.
+//! `events-users`, the topics document ConfigMap `events-topics` (with `spec.storage`) and the
+//! NetworkPolicy `events`.
 
 use std::collections::BTreeMap;
 
@@ -13,6 +14,8 @@ use std::collections::BTreeMap;
 pub const FIELD_MANAGER: &str = "starling-operator";
 /// The field manager of the autoscaler's status writes (`effectiveTier`, `autoscaling`).
 pub const AUTOSCALER_FIELD_MANAGER: &str = "starling-operator-autoscaler";
+/// The field manager of BrokerTopic status writes.
+pub const TOPIC_FIELD_MANAGER: &str = "starling-operator-topics";
 /// Annotation on every applied child: the hash of what was applied (see
 /// [`crate::apply::current`]).
 pub const APPLIED_HASH_ANNOTATION: &str = "starling.dev/applied-hash";
@@ -38,6 +41,11 @@ pub const TLS_DIR: &str = "/etc/starling/tls";
 pub const PEER_DIR: &str = "/etc/starling/peer";
 /// Key of the users document in the users Secret.
 pub const USERS_KEY: &str = "users.yaml";
+/// Directory of the topics document ConfigMap inside the pod (a directory mount, so the
+/// kubelet's updates of the ConfigMap reach the brokers, which re-read the file).
+pub const TOPICS_DIR: &str = "/etc/starling/topics";
+/// Key of the topics document in the topics ConfigMap, and its file name in [`TOPICS_DIR`].
+pub const TOPICS_KEY: &str = "topics.json";
 /// Label on a BrokerUser's credentials Secret naming the BrokerUser.
 pub const USER_LABEL: &str = "starling.dev/user";
 /// Mount point of the optional data volume.
@@ -86,6 +94,8 @@ pub struct Names {
     pub users_secret: String,
     /// NetworkPolicy of the broker pods.
     pub network_policy: String,
+    /// ConfigMap holding the topics document (`topics.json`) of the cluster's BrokerTopics.
+    pub topics_config_map: String,
 }
 
 impl Names {
@@ -107,6 +117,7 @@ impl Names {
             peer_secret: format!("{cluster}-peer"),
             users_secret: format!("{cluster}-users"),
             network_policy: cluster.to_string(),
+            topics_config_map: format!("{cluster}-topics"),
         }
     }
 
@@ -184,6 +195,7 @@ mod tests {
         );
         assert_eq!(n.client_host("msg"), "events.msg.svc");
         assert_eq!(n.members_config_map, "events-members");
+        assert_eq!(n.topics_config_map, "events-topics");
         assert_eq!(
             (n.role.as_str(), n.role_binding.as_str()),
             ("events-broker", "events-broker")

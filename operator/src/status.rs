@@ -34,6 +34,7 @@ use crate::validate::storage::rendered_claim;
 use crate::validate::{SpecError, ValidatedCluster};
 
 pub mod replication;
+pub mod topics;
 pub mod volumes;
 
 /// What the StatefulSet shows about the rollout.
@@ -315,8 +316,9 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
         Err(_) => None,
     };
     let disk = match input.desired {
+        // Durable by the knobs, or the volumes were read because some BrokerTopic is.
         Ok(v) => Some(volumes::condition(
-            !v.config.durable_topics.is_empty(),
+            !v.config.durable_topics.is_empty() || input.volumes.is_some(),
             input.volumes,
         )),
         Err(_) => None,

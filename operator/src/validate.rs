@@ -11,6 +11,7 @@ pub mod durability;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod storage;
+pub mod topics;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -24,7 +25,9 @@ use crate::crd::{
     PodTemplateOverrides, StorageSpec,
 };
 use crate::error::Error;
-use crate::names::{CONFIG_DIR, CONFIG_FILE, DATA_DIR, Names, PEER_DIR, TLS_DIR};
+use crate::names::{
+    CONFIG_DIR, CONFIG_FILE, DATA_DIR, Names, PEER_DIR, TLS_DIR, TOPICS_DIR, TOPICS_KEY,
+};
 use crate::quantity::parse_nanos;
 
 pub use autoscaling::Policy;
@@ -407,7 +410,7 @@ fn broker_config(
         return Err(Problem {
             reason: Reason::ManagedKnobSet,
             message: format!(
-                "config.{} {} set by the operator and cannot be overridden (use spec.tls for TLS, spec.auth.mode for authentication and spec.storage for the durable topics' volume; cluster membership, users and peer certificates are managed by the operator)",
+                "config.{} {} set by the operator and cannot be overridden (use spec.tls for TLS, spec.auth.mode for authentication and spec.storage for the durable topics' volume and BrokerTopics for the topics document; cluster membership, users and peer certificates are managed by the operator)",
                 managed.join(", config."),
                 if managed.len() == 1 { "is" } else { "are" }
             ),
@@ -429,6 +432,9 @@ fn broker_config(
     force_operator_knobs(&mut overrides, names);
     overrides.auth_mode = Some(spec.auth_mode());
     overrides.storage_dir = Some(spec.storage.as_ref().map(|_| DATA_DIR.into()));
+    // The topics document of the cluster's BrokerTopics, mounted with the volumes (an empty
+    // document when there are none): its path only, so its content is no part of the hash.
+    overrides.topics_file = Some(spec.storage.as_ref().map(|_| topics_path().into()));
     let mut config = compose(spec.profile, Some(tier), &overrides);
     if let Some(limit) = memory_limit {
         starling_config::memory::MemoryBudgets::for_limit(limit).apply_unset(&mut config, &set);
@@ -459,6 +465,11 @@ pub fn force_operator_knobs(overrides: &mut ConfigOverrides, names: &Names) {
     overrides.auth_client_ca_file = Some(Some(format!("{PEER_DIR}/ca.crt").into()));
     overrides.cluster_peer_cert_file = Some(Some(format!("{PEER_DIR}/tls.crt").into()));
     overrides.cluster_peer_key_file = Some(Some(format!("{PEER_DIR}/tls.key").into()));
+}
+
+/// Path of the topics document inside the pod ([`crate::names::TOPICS_DIR`]).
+pub fn topics_path() -> String {
+    format!("{TOPICS_DIR}/{TOPICS_KEY}")
 }
 
 /// Path of the config file the broker is started with.

@@ -1,6 +1,7 @@
 //! Every example in `manifests/examples/` is applied for real: its BrokerCluster becomes Ready
 //! with the tier and profile it names (tiers shrunk by e2e/values-e2e.yaml so they fit one
-//! small node), and each of its BrokerUsers becomes Ready and, with the credentials Secret the
+//! small node), each of its BrokerTopics becomes Ready (accepted into the cluster's topics
+//! document), and each of its BrokerUsers becomes Ready and, with the credentials Secret the
 //! operator wrote, publishes to (and subscribes to) a topic its patterns allow.
 
 use std::time::Duration;
@@ -49,15 +50,17 @@ async fn every_example_becomes_ready() {
             .collect();
         let users: Vec<&serde_json::Value> =
             docs.iter().filter(|d| kind(d) == "BrokerUser").collect();
+        let topics: Vec<&serde_json::Value> =
+            docs.iter().filter(|d| kind(d) == "BrokerTopic").collect();
         assert_eq!(clusters.len(), 1, "{at}: one BrokerCluster");
         assert!(
             !users.is_empty(),
             "{at}: every example shows a BrokerUser (brokers require authentication)"
         );
         assert_eq!(
-            clusters.len() + users.len(),
+            clusters.len() + users.len() + topics.len(),
             docs.len(),
-            "{at}: only BrokerClusters and BrokerUsers"
+            "{at}: only BrokerClusters, BrokerUsers and BrokerTopics"
         );
         let bc = &clusters[0];
         let name = bc.metadata.name.clone().expect("example has a name");
@@ -72,6 +75,14 @@ async fn every_example_becomes_ready() {
                 .create(&PostParams::default(), &obj)
                 .await
                 .unwrap_or_else(|e| panic!("{at}: create BrokerUser: {e}"));
+        }
+        for topic in &topics {
+            let obj: DynamicObject =
+                serde_json::from_value((*topic).clone()).unwrap_or_else(|e| panic!("{at}: {e}"));
+            ns.topics()
+                .create(&PostParams::default(), &obj)
+                .await
+                .unwrap_or_else(|e| panic!("{at}: create BrokerTopic: {e}"));
         }
         let ready = ns
             .wait_ready(&name)
@@ -88,6 +99,16 @@ async fn every_example_becomes_ready() {
             "{at}: the running broker has the example's profile"
         );
 
+        for topic in &topics {
+            let topic_name = topic["metadata"]["name"].as_str().expect("topic name");
+            assert_eq!(
+                topic["spec"]["clusterRef"], name,
+                "{at}: {topic_name}'s cluster"
+            );
+            ns.wait_topic_ready(topic_name)
+                .await
+                .unwrap_or_else(|e| panic!("{at}: {e}"));
+        }
         for user in users {
             let user_name = user["metadata"]["name"].as_str().expect("user name");
             assert_eq!(user["spec"]["cluster"], name, "{at}: {user_name}'s cluster");

@@ -1,5 +1,8 @@
-//! Replicated durable topics (`durable_replicas: 3`) on the real cluster: three brokers with a
-//! volume each, a durable topic acked `persisted` under `storage_fsync: always`.
+//! Replicated durable topics on the real cluster: three brokers with a volume each, and a
+//! durable topic acked `persisted`, made durable with three replicas fsynced `always` by a
+//! `BrokerTopic` (`orders.>`, `replicas: 3`), not by `spec.durability`: its `Ready` condition
+//! is `Accepted`, and its status lists the topic with its leader and three in-sync replicas
+//! as the brokers report them.
 //!
 //! - **Node loss.** Two publishers send persisted publishes, each connected to one of the two
 //!   brokers that do not lead the topic (they forward to the leader). The leader's pod is
@@ -27,6 +30,7 @@ use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams};
 use starling_client::{Client, ClientConfig, ClientError, Position, ProtocolError};
 use starling_e2e::credentials::UserCredentials;
+use starling_e2e::topics::topic_ready;
 use starling_e2e::{Env, TestNamespace, replicas, wait};
 use starling_operator::crd::BrokerClusterSpec;
 use starling_testkit::payload::{payload, try_index};
@@ -48,15 +52,53 @@ const FIRST: u32 = 9 * PUBLISHER_SPAN;
 /// timeout), and at any time during a roll.
 const MAX_GAP: Duration = Duration::from_secs(10);
 
+/// The BrokerTopic that makes [`TOPIC`] durable with three replicas.
+const BROKER_TOPIC: &str = "orders";
+
+/// Three brokers with volumes; no topic is durable by the cluster's own knobs.
 fn r3_spec() -> BrokerClusterSpec {
     serde_json::from_value(serde_json::json!({
         "tier": "small",
         "replicas": 3,
         "storage": { "size": "1Gi" },
-        "durability": { "topics": ["orders.>"], "fsync": "always" },
-        "config": { "ack_level": "persisted", "durable_replicas": 3 },
+        "config": { "ack_level": "persisted" },
     }))
     .expect("spec")
+}
+
+/// Creates the cluster and the BrokerTopic `orders` (`orders.>`, three replicas, fsync
+/// `always`), and waits until both are Ready, the BrokerTopic with reason `Accepted`.
+async fn create_r3_cluster(ns: &TestNamespace) {
+    ns.create_cluster(CLUSTER, r3_spec()).await.expect("create");
+    ns.create_topic(
+        BROKER_TOPIC,
+        CLUSTER,
+        serde_json::json!({ "topic": "orders.>", "replicas": 3, "fsync": "always" }),
+    )
+    .await
+    .expect("create the BrokerTopic");
+    ns.wait_ready(CLUSTER).await.expect("Ready");
+    let topic = ns
+        .wait_topic_ready(BROKER_TOPIC)
+        .await
+        .expect("the BrokerTopic is Ready");
+    let (status, reason, message) = topic_ready(&topic).expect("a Ready condition");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "Accepted"),
+        "{message}"
+    );
+}
+
+/// Waits until the BrokerTopic's status lists [`TOPIC`] with a leader and all three replicas
+/// in sync (the operator reads the brokers' `GET /replicas` at least every 30 s).
+async fn assert_listed_in_sync(ns: &TestNamespace) {
+    let entry = ns
+        .wait_topic_listed(BROKER_TOPIC, TOPIC, 3, Duration::from_secs(90))
+        .await
+        .expect("the BrokerTopic's status lists the topic");
+    eprintln!("BrokerTopic {BROKER_TOPIC} status: {entry}");
+    assert_eq!(entry["replicas"], 3, "{entry}");
 }
 
 /// What the publishers saw.
@@ -302,10 +344,10 @@ fn pod_addr(ip: Option<IpAddr>, name: &str) -> String {
 async fn losing_the_leaders_pod_and_volume_loses_no_acked_message() {
     let env = Env::new().await.expect("e2e environment");
     let ns = env.namespace("r3-loss").await.expect("namespace");
-    ns.create_cluster(CLUSTER, r3_spec()).await.expect("create");
-    ns.wait_ready(CLUSTER).await.expect("Ready");
+    create_r3_cluster(&ns).await;
     let user = ns.full_access_user(CLUSTER).await.expect("BrokerUser");
     let first = create_topic(&ns, &user).await;
+    assert_listed_in_sync(&ns).await;
 
     let leader = replicas::leader_pod(&ns, CLUSTER, TOPIC, Duration::from_secs(60))
         .await
@@ -538,10 +580,10 @@ async fn look(ns: &TestNamespace, new_hash: Option<&str>) -> Option<Look> {
 async fn a_rolling_restart_keeps_an_r3_topic_writable_and_waits_for_its_replicas() {
     let env = Env::new().await.expect("e2e environment");
     let ns = env.namespace("r3-roll").await.expect("namespace");
-    ns.create_cluster(CLUSTER, r3_spec()).await.expect("create");
-    ns.wait_ready(CLUSTER).await.expect("Ready");
+    create_r3_cluster(&ns).await;
     let user = ns.full_access_user(CLUSTER).await.expect("BrokerUser");
     let first = create_topic(&ns, &user).await;
+    assert_listed_in_sync(&ns).await;
     replicas::leader_pod(&ns, CLUSTER, TOPIC, Duration::from_secs(60))
         .await
         .expect("the topic has a leader");

@@ -1,6 +1,7 @@
 //! Prints the BrokerCluster CRD as YAML (`crds/brokercluster.yaml`), with `--user` the
-//! BrokerUser CRD (`crds/brokeruser.yaml`), or with `--write-docs PATH` regenerates the
-//! reference section of `docs/operator.md`.
+//! BrokerUser CRD (`crds/brokeruser.yaml`), with `--topic` the BrokerTopic CRD
+//! (`crds/brokertopic.yaml`), or with `--write-docs PATH` regenerates the reference section
+//! of `docs/operator.md`.
 
 use std::process::ExitCode;
 
@@ -15,6 +16,10 @@ fn main() -> ExitCode {
             print!("{}", starling_operator::crd::user::crd_yaml());
             ExitCode::SUCCESS
         }
+        [flag] if flag == "--topic" => {
+            print!("{}", starling_operator::crd::topic::crd_yaml());
+            ExitCode::SUCCESS
+        }
         [flag, path] if flag == "--write-docs" => {
             match starling_operator::docs::update_file(std::path::Path::new(path)) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -25,7 +30,7 @@ fn main() -> ExitCode {
             }
         }
         _ => {
-            eprintln!("usage: crdgen [--user | --write-docs docs/operator.md]");
+            eprintln!("usage: crdgen [--user | --topic | --write-docs docs/operator.md]");
             ExitCode::from(2)
         }
     }

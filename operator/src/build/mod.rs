@@ -24,6 +24,7 @@ pub mod service;
 pub mod service_account;
 pub mod statefulset;
 pub mod tls_secret;
+pub mod topics_config_map;
 pub mod users_secret;
 
 use k8s_openapi::api::apps::v1::StatefulSet;

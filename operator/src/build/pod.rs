@@ -16,7 +16,10 @@
 //! secret (the user's or the generated one) at [`TLS_DIR`], and the cluster's peer certificate
 //! Secret (`<cluster>-peer`: `tls.crt`, `tls.key`, `ca.crt`) at [`PEER_DIR`]. Secret volumes are
 //! updated in place by the kubelet, and the brokers re-read those files, so a renewal needs no
-//! restart.
+//! restart. With `spec.storage`, the topics document ConfigMap `<cluster>-topics` is mounted
+//! as a directory at [`TOPICS_DIR`] (always, empty when no BrokerTopic names the cluster), so
+//! the kubelet's updates reach the brokers, which re-read it: its content is not part of the
+//! template and a BrokerTopic change restarts no broker.
 
 use std::collections::BTreeMap;
 
@@ -33,7 +36,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::names::{
-    CONFIG_DIR, CONFIG_HASH_ANNOTATION, DATA_DIR, HTTP_PORT_NAME, PEER_DIR, QUIC_PORT_NAME, TLS_DIR,
+    CONFIG_DIR, CONFIG_HASH_ANNOTATION, DATA_DIR, HTTP_PORT_NAME, PEER_DIR, QUIC_PORT_NAME,
+    TLS_DIR, TOPICS_DIR,
 };
 use crate::validate::{ValidatedCluster, config_path};
 
@@ -47,6 +51,8 @@ pub const TERMINATION_MARGIN_SECONDS: i64 = 10;
 /// Name of the broker container.
 pub const CONTAINER_NAME: &str = "broker";
 pub use crate::names::DATA_VOLUME;
+/// Name of the topics document volume (the ConfigMap `<cluster>-topics`).
+pub const TOPICS_VOLUME: &str = "topics";
 /// The node label the brokers spread over, and the replicated brokers' anti-affinity key.
 pub const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
 /// The zone label the brokers of a replicated cluster spread over.
@@ -253,6 +259,12 @@ pub fn container(v: &ValidatedCluster) -> Container {
             mount_path: DATA_DIR.to_string(),
             ..VolumeMount::default()
         });
+        mounts.push(VolumeMount {
+            name: TOPICS_VOLUME.to_string(),
+            mount_path: TOPICS_DIR.to_string(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
     }
     Container {
         name: CONTAINER_NAME.to_string(),
@@ -321,6 +333,16 @@ fn volumes(v: &ValidatedCluster) -> Vec<Volume> {
         &v.names.peer_secret,
         &["tls.crt", "tls.key", "ca.crt"],
     ));
+    if v.storage.is_some() {
+        out.push(Volume {
+            name: TOPICS_VOLUME.to_string(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: v.names.topics_config_map.clone(),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
     out
 }
 

@@ -115,6 +115,7 @@ async fn first_reconcile_applies_every_child_then_writes_status_and_an_event() {
             f.paths("GET"),
             vec![
                 "statefulsets/events",
+                "brokertopics",
                 "secrets/events-tls",
                 "secrets/events-ca",
                 "secrets/events-peer",

@@ -34,6 +34,7 @@ pub const OPERATOR_MANAGED_KNOBS: &[&str] = &[
     "cluster_peer_cert_file",
     "cluster_peer_key_file",
     "storage_dir",
+    "topics_file",
 ];
 
 pub use starling_config::validate::{
@@ -181,6 +182,8 @@ fn decorate(obj: &mut Map<String, Value>) {
         .partition(|k| k.starts_with("auth_") || k.starts_with("cluster_peer_"));
     let (storage, rest): (Vec<&str>, Vec<&str>) =
         rest.into_iter().partition(|k| k.starts_with("storage_"));
+    let (topics, rest): (Vec<&str>, Vec<&str>) =
+        rest.into_iter().partition(|k| k.starts_with("topics_"));
     let (cluster, listen): (Vec<&str>, Vec<&str>) =
         rest.into_iter().partition(|k| k.starts_with("cluster_"));
     let none_set = |knobs: &[&str]| {
@@ -223,6 +226,14 @@ fn decorate(obj: &mut Map<String, Value>) {
             "config.{} is set by the operator: the volume of spec.storage, at {}",
             storage.join(" and config."),
             "/var/lib/starling"
+        ),
+    );
+    push_rule(
+        obj,
+        &none_set(&topics),
+        &format!(
+            "config.{} is set by the operator: the topics document of the cluster's BrokerTopic resources",
+            topics.join(" and config.")
         ),
     );
     push_rule(

@@ -14,7 +14,8 @@
 //!   outside the derive and why;
 //! - [`config_rules`]: the schema and admission rules of `spec.config` (the broker knobs),
 //!   attached by `schema_with` from the shared tables;
-//! - [`user`]: the `BrokerUser` resource (a client identity and its permissions).
+//! - [`user`]: the `BrokerUser` resource (a client identity and its permissions);
+//! - [`topic`]: the `BrokerTopic` resource (a durable topic or pattern and its log policy).
 
 pub mod cel;
 pub mod conditions;
@@ -23,6 +24,7 @@ pub mod duration;
 pub mod quantity;
 pub mod rules;
 pub mod status;
+pub mod topic;
 pub mod user;
 
 use std::collections::BTreeMap;
@@ -146,7 +148,9 @@ pub struct BrokerClusterSpec {
     /// Which topics are durable and how their logs are kept: rendered into the broker knobs
     /// `durable_topics`, `storage_fsync`, `storage_fsync_interval_ms`,
     /// `storage_retention_max_bytes` and `storage_retention_max_age_ms`. Needs `storage`. A
-    /// knob set here must not also be set in `config`.
+    /// knob set here must not also be set in `config`. The default of every topic no
+    /// BrokerTopic names: a topic a BrokerTopic matches takes that BrokerTopic's settings,
+    /// and these knobs for the ones it leaves unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub durability: Option<DurabilitySpec>,
     /// QUIC TLS, for clients and between brokers (every broker mounts the same certificate).

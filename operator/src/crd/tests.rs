@@ -49,7 +49,7 @@ fn kube_cel_rule(rule: &str) -> String {
     out
 }
 
-fn kube_cel_compat(node: &mut Value) {
+pub(super) fn kube_cel_compat(node: &mut Value) {
     match node {
         Value::Object(obj) => {
             if let Some(Value::Array(rules)) = obj.get_mut("x-kubernetes-validations") {

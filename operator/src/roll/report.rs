@@ -1,6 +1,8 @@
-//! What a broker's `GET /replicas` says, as the roll reads it: each replica of a replicated
-//! topic open on the broker and where it stands (`broker/src/durable/replicated/sync.rs`,
-//! `TopicSync`). Fields the roll does not read are ignored; a state it does not know is refused
+//! What a broker's `GET /replicas` says, as the roll and the BrokerTopic status read it: each
+//! replica of a replicated topic open on the broker, where it stands
+//! (`broker/src/durable/replicated/sync.rs`, `TopicSync`), whether it leads, its indexes and
+//! the topic policy that applies. Fields nobody here reads are ignored; the ones a broker of
+//! an older build does not send default to unset; a state this build does not know is refused
 //! (the roll then waits, as for a broker it cannot read). Pure.
 
 use serde::Deserialize;
@@ -57,6 +59,43 @@ pub struct ReplicaReport {
     pub topic: String,
     /// Where it stands.
     pub sync: SyncState,
+    /// Whether this replica leads the topic.
+    #[serde(default)]
+    pub is_leader: bool,
+    /// Its last applied log index.
+    #[serde(default)]
+    pub applied: Option<u64>,
+    /// The newest commit index a leader's append carried to it.
+    #[serde(default)]
+    pub leader_commit: Option<u64>,
+    /// The topic policy (a BrokerTopic's name) that applies to the topic; unset when none
+    /// does, or from a broker that does not report it.
+    #[serde(default)]
+    pub policy: Option<String>,
+    /// The replica count the topics document in force on the broker (or its
+    /// `durable_replicas`) gives the topic, when the broker reports it.
+    #[serde(default)]
+    pub configured_replicas: Option<u32>,
+    /// The voters of the topic's Raft membership as this replica knows them, when the broker
+    /// reports it: the replica count the topic has now.
+    #[serde(default)]
+    pub current_replicas: Option<u32>,
+}
+
+impl ReplicaReport {
+    /// A report of `topic` in state `sync`, nothing else known.
+    pub fn new(topic: impl Into<String>, sync: SyncState) -> ReplicaReport {
+        ReplicaReport {
+            topic: topic.into(),
+            sync,
+            is_leader: false,
+            applied: None,
+            leader_commit: None,
+            policy: None,
+            configured_replicas: None,
+            current_replicas: None,
+        }
+    }
 }
 
 /// Largest `/replicas` body read (a broker holds at most `max_topics` replicas).
@@ -100,6 +139,21 @@ mod tests {
                 ("c", SyncState::Blank),
             ]
         );
+        assert!(got[0].is_leader && !got[1].is_leader);
+        assert_eq!((got[1].applied, got[1].leader_commit), (Some(4), Some(9)));
+        // Today's broker reports no policy; one that does is read.
+        assert_eq!(got[0].policy, None);
+        let with_policy = parse(
+            br#"[{"topic":"a","sync":{"state":"in_sync"},"policy":"orders",
+                  "configured_replicas":3,"current_replicas":1}]"#,
+        )
+        .unwrap_or_default();
+        assert_eq!(with_policy[0].policy.as_deref(), Some("orders"));
+        let counts = (
+            with_policy[0].configured_replicas,
+            with_policy[0].current_replicas,
+        );
+        assert_eq!(counts, (Some(3), Some(1)));
         assert_eq!(parse(b"[]"), Ok(vec![]));
         assert!(parse(br#"[{"topic":"a","sync":{"state":"confused"}}]"#).is_err());
         assert!(parse(b"ready").is_err());

@@ -47,14 +47,8 @@ fn in_sync(pod: &str) -> BrokerReplicas {
     BrokerReplicas {
         pod: pod.into(),
         answer: Ok(vec![
-            ReplicaReport {
-                topic: "orders.a".into(),
-                sync: SyncState::InSync,
-            },
-            ReplicaReport {
-                topic: "orders.b".into(),
-                sync: SyncState::Blank,
-            },
+            ReplicaReport::new("orders.a", SyncState::InSync),
+            ReplicaReport::new("orders.b", SyncState::Blank),
         ]),
     }
 }
@@ -175,13 +169,13 @@ fn the_partition_returns_to_zero_when_every_pod_is_updated() {
 fn a_lagging_replica_on_another_pod_holds_the_roll() {
     let pods = [pod(0, OLD), pod(1, OLD), pod(2, NEW)];
     let mut reports = all_in_sync();
-    reports[0].answer = Ok(vec![ReplicaReport {
-        topic: "orders.a".into(),
-        sync: SyncState::CatchingUp {
+    reports[0].answer = Ok(vec![ReplicaReport::new(
+        "orders.a",
+        SyncState::CatchingUp {
             applied: Some(40),
             target: 90,
         },
-    }]);
+    )]);
     let roll = decide_with(Some(&live(2)), &pods, &reports);
     assert_eq!(roll.partition, Some(2), "held where it is");
     let wait = Wait::Replica {
@@ -204,10 +198,7 @@ fn a_lagging_replica_on_another_pod_holds_the_roll() {
     );
     // Leaderless and stopped replicas hold it too.
     for state in [SyncState::NoLeader, SyncState::Stopped] {
-        reports[0].answer = Ok(vec![ReplicaReport {
-            topic: "orders.a".into(),
-            sync: state,
-        }]);
+        reports[0].answer = Ok(vec![ReplicaReport::new("orders.a", state)]);
         let roll = decide_with(Some(&live(2)), &pods, &reports);
         assert_eq!(roll.partition, Some(2));
         assert!(

@@ -495,8 +495,14 @@ fn durable_topics_need_storage_and_get_its_volume() {
         v.config.storage_dir.as_deref(),
         Some(std::path::Path::new("/var/lib/starling"))
     );
+    // The topics document of the BrokerTopics, mounted with the volumes.
+    assert_eq!(
+        v.config.topics_file.as_deref(),
+        Some(std::path::Path::new("/etc/starling/topics/topics.json"))
+    );
     let plain = try_spec(BrokerClusterSpec::default()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(plain.config.storage_dir, None);
+    assert_eq!(plain.config.topics_file, None);
 }
 
 /// A StatefulSet as the API server stores one the operator rendered with storage of `size`
