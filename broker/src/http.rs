@@ -1,7 +1,8 @@
 //! The HTTP listener: `/metrics` (Prometheus text), `/healthz`, `/livez`, `/readyz`, `/config`,
 //! `/replicas` (the replicated topics' replicas open here, JSON) and `/storage` (the storage
 //! volume's free bytes and whether it is full, JSON: what the operator's `DiskFull` condition
-//! reads).
+//! reads) and `/users` (the users table's health, JSON: what the operator's `UsersTableHealthy`
+//! condition reads; no user's name).
 //!
 //! The listener has fixed budgets, so a client that opens connections and never finishes a
 //! request (slowloris) cannot hold the port or the broker's memory: at most
@@ -31,6 +32,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::auth::health::UsersHealth;
 use crate::cache::Cache;
 use crate::durable::Volume;
 use crate::durable::replicated::ReplicaSync;
@@ -52,6 +54,8 @@ pub struct HttpState {
     pub replicas: Arc<ReplicaSync>,
     /// The storage volume.
     pub volume: Arc<Volume>,
+    /// The users table's health (`None`: no users document is configured).
+    pub users: Option<Arc<UsersHealth>>,
 }
 
 /// HTTP connections served at once for any endpoint. Probes and scrapes need a few; more go to
@@ -157,6 +161,14 @@ pub fn route(state: &HttpState, method: &Method, path: &str) -> Response<Full<By
         },
         "/replicas" => json("replicas", &state.replicas.topics()),
         "/storage" => json("storage", &state.volume.report()),
+        "/users" => match &state.users {
+            Some(users) => json("users", &users.report()),
+            None => text(
+                StatusCode::NOT_FOUND,
+                PLAIN,
+                "no users document is configured\n",
+            ),
+        },
         "/config" => text(
             StatusCode::OK,
             "application/yaml",
@@ -165,7 +177,7 @@ pub fn route(state: &HttpState, method: &Method, path: &str) -> Response<Full<By
         _ => text(
             StatusCode::NOT_FOUND,
             PLAIN,
-            "not found: try /metrics, /healthz, /readyz, /config, /replicas or /storage\n",
+            "not found: try /metrics, /healthz, /readyz, /config, /replicas, /storage or /users\n",
         ),
     }
 }

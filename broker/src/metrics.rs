@@ -233,8 +233,12 @@ pub struct Metrics {
     pub auth_failures: IntCounterVec,
     /// Users in the table in force.
     pub auth_users: IntGauge,
-    /// Users-document reads or parses that failed.
-    pub auth_reload_errors: IntCounter,
+    /// Users-document reads or parses that failed, by reason (`auth::health::ReadFailure`).
+    pub auth_reload_errors: IntCounterVec,
+    /// 1 while the last users-document read failed.
+    pub auth_users_stale: IntGauge,
+    /// Seconds since the users table in force was last read.
+    pub auth_users_age: IntGauge,
     /// Connections closed because their user was removed.
     pub auth_revoked: IntCounter,
     /// Open subscriptions ended because a reload withdrew their permission.
@@ -1038,10 +1042,21 @@ impl Metrics {
                 &["reason"],
             )?,
             auth_users: gauge(&r, names::AUTH_USERS, "Users in the users table in force.")?,
-            auth_reload_errors: counter(
+            auth_reload_errors: counter_vec(
                 &r,
                 names::AUTH_RELOAD_ERRORS,
-                "Users-document reads or parses that failed (the last good table stayed).",
+                "Users-document reads or parses that failed (the last good table stayed), by reason.",
+                &["reason"],
+            )?,
+            auth_users_stale: gauge(
+                &r,
+                names::AUTH_USERS_STALE,
+                "1 while the last read of the users document failed (the last good table, if any, stays in force).",
+            )?,
+            auth_users_age: gauge(
+                &r,
+                names::AUTH_USERS_AGE,
+                "Seconds since the users table in force was last read (since start, when none was).",
             )?,
             auth_revoked: counter(
                 &r,
@@ -1093,6 +1108,9 @@ impl Metrics {
         }
         for reason in auth_failure::ALL {
             m.auth_failures.with_label_values(&[reason]);
+        }
+        for reason in crate::auth::health::ReadFailure::ALL {
+            m.auth_reload_errors.with_label_values(&[reason.as_str()]);
         }
         for outcome in ["applied", "failed"] {
             m.tls_reloads.with_label_values(&[outcome]);

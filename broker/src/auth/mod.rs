@@ -6,6 +6,8 @@
 //! - [`reload`]: re-reading it every `auth_reload_interval_ms`, keeping the last good table
 //!   when a read or a parse fails, and closing the live connections of removed users and of
 //!   replaced tokens;
+//! - [`health`]: whether the last read succeeded, why not, and the age of the table in force
+//!   (metrics, `GET /users`, readiness);
 //! - [`identity`]: the verified client certificate's subject common name;
 //! - [`decide`]: who a connection is ([`Principal`]) from its certificate, its `Hello` token and
 //!   the feature bits it asked for, or why it is refused;
@@ -19,6 +21,7 @@
 //! permissions of live connections follow the document.
 
 pub mod decide;
+pub mod health;
 pub mod identity;
 pub mod reload;
 pub mod source;
