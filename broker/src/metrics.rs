@@ -272,12 +272,15 @@ pub mod auth_failure {
     pub const UNKNOWN_CERTIFICATE: &str = "unknown_certificate";
     /// `PEER` asked for without the peer certificate.
     pub const NOT_A_PEER: &str = "not_a_peer";
+    /// A peer certificate without this cluster's URI (`cluster_peer_uri`).
+    pub const FOREIGN_PEER: &str = "foreign_peer";
     /// Every reason, for pre-creating the labelled series.
-    pub const ALL: [&str; 4] = [
+    pub const ALL: [&str; 5] = [
         NO_CREDENTIALS,
         UNKNOWN_TOKEN,
         UNKNOWN_CERTIFICATE,
         NOT_A_PEER,
+        FOREIGN_PEER,
     ];
 }
 

@@ -165,6 +165,7 @@ struct Live {
 pub struct Auth {
     mode: AuthMode,
     client_ca: bool,
+    peer_uri: Option<String>,
     table: parking_lot::RwLock<Arc<Users>>,
     live: parking_lot::Mutex<HashMap<u64, Live>>,
     metrics: Arc<Metrics>,
@@ -214,6 +215,7 @@ impl Auth {
         Arc::new(Auth {
             mode: cfg.auth_mode,
             client_ca: cfg.auth_client_ca_file.is_some(),
+            peer_uri: cfg.cluster_peer_uri.clone(),
             table: parking_lot::RwLock::new(Arc::new(users)),
             live: parking_lot::Mutex::new(HashMap::new()),
             metrics,
@@ -228,6 +230,11 @@ impl Auth {
     /// Whether client certificates are verified against a client CA.
     pub fn has_client_ca(&self) -> bool {
         self.client_ca
+    }
+
+    /// The URI a peer certificate must carry (`cluster_peer_uri`), if set.
+    pub fn peer_uri(&self) -> Option<&str> {
+        self.peer_uri.as_deref()
     }
 
     /// The table in force.

@@ -114,7 +114,7 @@ reasons! {
     Scaling => Progressing, "True", "The broker count is changing; running brokers are not restarted.";
     Paused => Progressing, "False", "spec.paused is true: the operator does not change the cluster's objects.";
     AsExpected => Degraded, "False", "The spec is valid and every object was applied.";
-    ManagedKnobSet => Degraded, "True", "spec.config sets a knob the operator owns (quic_listen, http_listen, tls_cert_file, tls_key_file, cluster_members_file, cluster_members_configmap, auth_mode, auth_users_file, auth_users_secret, auth_client_ca_file, cluster_peer_cert_file, cluster_peer_key_file).";
+    ManagedKnobSet => Degraded, "True", "spec.config sets a knob the operator owns (quic_listen, http_listen, tls_cert_file, tls_key_file, cluster_members_file, cluster_members_configmap, auth_mode, auth_users_file, auth_users_secret, auth_client_ca_file, cluster_peer_cert_file, cluster_peer_key_file, cluster_peer_uri).";
     InvalidConfig => Degraded, "True", "The broker config resolved from profile, tier and spec.config was refused by the shared validation; the message names the knob.";
     InvalidResources => Degraded, "True", "A CPU, memory or storage quantity does not parse, or a request exceeds its limit.";
     InvalidName => Degraded, "True", "The BrokerCluster name cannot be used for the Services and StatefulSet derived from it.";
