@@ -44,7 +44,7 @@ pub fn common_name(der: &[u8]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::common_name;
+    use super::{common_name, uri_sans};
 
     #[test]
     fn reads_the_subject_common_name() {
