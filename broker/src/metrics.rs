@@ -284,6 +284,18 @@ pub mod auth_failure {
     ];
 }
 
+/// The `reason` values of `starling_auth_reload_errors_total` (`auth::health::ReadFailure`).
+pub mod users_read_failure {
+    /// The file, the Secret or its `users.yaml` key does not exist.
+    pub const MISSING: &str = "missing";
+    /// The source could not be read.
+    pub const UNREADABLE: &str = "unreadable";
+    /// The document is not UTF-8 or does not compile.
+    pub const INVALID: &str = "invalid";
+    /// Every reason, for pre-creating the labelled series.
+    pub const ALL: [&str; 3] = [MISSING, UNREADABLE, INVALID];
+}
+
 /// The `reason` values of `starling_http_refused_total`: the HTTP listener's budgets.
 pub mod http_refusal {
     /// Accepted and closed at once: the connection cap was reached.
@@ -1112,8 +1124,8 @@ impl Metrics {
         for reason in auth_failure::ALL {
             m.auth_failures.with_label_values(&[reason]);
         }
-        for reason in crate::auth::health::ReadFailure::ALL {
-            m.auth_reload_errors.with_label_values(&[reason.as_str()]);
+        for reason in users_read_failure::ALL {
+            m.auth_reload_errors.with_label_values(&[reason]);
         }
         for outcome in ["applied", "failed"] {
             m.tls_reloads.with_label_values(&[outcome]);

@@ -139,7 +139,11 @@ pub fn issue(
 
 /// The brokers' peer certificate: common name [`PEER_IDENTITY`], the URI SAN `uri`
 /// ([`peer_uri`]), client and server authentication, [`PEER_LIFETIME`].
-pub fn issue_peer(ca: &CertificatePem, uri: &str, now_unix: i64) -> Result<CertificatePem, PkiError> {
+pub fn issue_peer(
+    ca: &CertificatePem,
+    uri: &str,
+    now_unix: i64,
+) -> Result<CertificatePem, PkiError> {
     issue(
         ca,
         PEER_IDENTITY,
@@ -395,7 +399,10 @@ mod tests {
         let ca = generate_ca("events", "messaging", NOW).unwrap_or_else(|e| panic!("{e}"));
         let peer = issue_peer(&ca, URI, NOW).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(uri_sans(&peer.cert), [URI]);
-        assert_eq!(peer_needs_renewal(Some(&peer.cert), &ca.cert, URI, NOW), None);
+        assert_eq!(
+            peer_needs_renewal(Some(&peer.cert), &ca.cert, URI, NOW),
+            None
+        );
         // Another cluster's URI, or none (a certificate issued before the URI): reissued.
         let other = peer_uri("messaging", "billing");
         assert_eq!(

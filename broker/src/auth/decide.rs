@@ -230,7 +230,10 @@ mod tests {
             };
             name(decide(mode, true, Some(URI), &u, &pr))
         };
-        assert_eq!(peer(AuthMode::Required, &ours, peer_bits()).unwrap(), "<peer>");
+        assert_eq!(
+            peer(AuthMode::Required, &ours, peer_bits()).unwrap(),
+            "<peer>"
+        );
         let foreign = Err(Unauthorized::ForeignPeer(URI.into()));
         assert_eq!(peer(AuthMode::Required, &theirs, peer_bits()), foreign);
         assert_eq!(peer(AuthMode::Required, &[], peer_bits()), foreign);

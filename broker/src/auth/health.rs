@@ -12,7 +12,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::health::ReadinessGate;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, users_read_failure};
 
 /// Why a read of the users document did not put a table in force (the `reason` label of
 /// `starling_auth_reload_errors_total`).
@@ -28,19 +28,12 @@ pub enum ReadFailure {
 }
 
 impl ReadFailure {
-    /// Every reason, for pre-creating the labelled series.
-    pub const ALL: [ReadFailure; 3] = [
-        ReadFailure::Missing,
-        ReadFailure::Unreadable,
-        ReadFailure::Invalid,
-    ];
-
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
-            ReadFailure::Missing => "missing",
-            ReadFailure::Unreadable => "unreadable",
-            ReadFailure::Invalid => "invalid",
+            ReadFailure::Missing => users_read_failure::MISSING,
+            ReadFailure::Unreadable => users_read_failure::UNREADABLE,
+            ReadFailure::Invalid => users_read_failure::INVALID,
         }
     }
 }

@@ -609,7 +609,10 @@ async fn wait_users_state(s: &Secured, state: &str) -> serde_json::Value {
         if answer["state"] == state {
             return answer;
         }
-        assert!(Instant::now() < deadline, "no {state} table within 10 s: {answer}");
+        assert!(
+            Instant::now() < deadline,
+            "no {state} table within 10 s: {answer}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -630,13 +633,26 @@ async fn a_corrupt_or_missing_users_document_is_reported_while_the_last_good_tab
     let stale = wait_users_state(&s, "stale").await;
     assert_eq!(stale["reason"], "invalid", "{stale}");
     assert_eq!(stale["users"], 2, "the last good table stays: {stale}");
-    assert!(stale["error"].as_str().is_some_and(|e| !e.is_empty()), "{stale}");
+    assert!(
+        stale["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{stale}"
+    );
     let m = s.broker.metrics().await;
     assert_eq!(m.get("starling_auth_users_stale"), 1.0);
     assert!(m.get("starling_auth_reload_errors_total{reason=invalid}") >= 1.0);
-    assert_eq!(m.get("starling_auth_reload_errors_total{reason=missing}"), 0.0);
-    assert_eq!(s.broker.http_get("/readyz").await.0, 200, "a stale table keeps it ready");
-    let app = s.token_client(APP_TOKEN).await.expect("last good table in force");
+    assert_eq!(
+        m.get("starling_auth_reload_errors_total{reason=missing}"),
+        0.0
+    );
+    assert_eq!(
+        s.broker.http_get("/readyz").await.0,
+        200,
+        "a stale table keeps it ready"
+    );
+    let app = s
+        .token_client(APP_TOKEN)
+        .await
+        .expect("last good table in force");
     app.close().await;
 
     // A deleted document: reported as missing.

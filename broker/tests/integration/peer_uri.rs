@@ -33,10 +33,12 @@ async fn broker(ca: &Ca) -> TestBroker {
 }
 
 async fn as_peer(b: &TestBroker, leaf: Leaf) -> Result<PeerClient, ClientError> {
-    let cfg = b.client_config().with_credentials(Credentials::Certificate {
-        cert_pem: leaf.cert.into_bytes(),
-        key_pem: leaf.key.into_bytes(),
-    });
+    let cfg = b
+        .client_config()
+        .with_credentials(Credentials::Certificate {
+            cert_pem: leaf.cert.into_bytes(),
+            key_pem: leaf.key.into_bytes(),
+        });
     PeerClient::connect(cfg).await
 }
 
@@ -45,7 +47,9 @@ async fn a_peer_certificate_must_name_this_cluster_by_its_uri() {
     let ca = Ca::new("cluster CA");
     let b = broker(&ca).await;
 
-    let ours = as_peer(&b, ca.peer(OURS)).await.expect("our peer certificate is a peer");
+    let ours = as_peer(&b, ca.peer(OURS))
+        .await
+        .expect("our peer certificate is a peer");
     drop(ours);
 
     // The same CA, the peer name, another cluster's URI: refused, and no user either.
@@ -62,15 +66,24 @@ async fn a_peer_certificate_must_name_this_cluster_by_its_uri() {
         .expect_err("a peer certificate without the URI is refused");
     assert!(matches!(&err, ClientError::Unauthorized(_)), "{err}");
     let m = b.metrics().await;
-    assert_eq!(m.get("starling_auth_failures_total{reason=foreign_peer}"), 2.0);
+    assert_eq!(
+        m.get("starling_auth_failures_total{reason=foreign_peer}"),
+        2.0
+    );
 
     // Our URI from another CA: TLS refuses it before any Starling frame.
     let err = as_peer(&b, Ca::new("rogue CA").peer(OURS))
         .await
         .expect_err("a certificate of another CA is refused");
     assert!(
-        !matches!(err, ClientError::Server { .. } | ClientError::Unauthorized(_)),
+        !matches!(
+            err,
+            ClientError::Server { .. } | ClientError::Unauthorized(_)
+        ),
         "refused by TLS: {err}"
     );
-    assert_eq!(m.get("starling_auth_failures_total{reason=not_a_peer}"), 0.0);
+    assert_eq!(
+        m.get("starling_auth_failures_total{reason=not_a_peer}"),
+        0.0
+    );
 }
