@@ -168,9 +168,18 @@ fn counters_selector_endpoints_and_rendered_values() {
         (ep.host.as_str(), ep.quic_port, ep.http_port),
         ("events.messaging.svc", 7400, 9400)
     );
-    assert_eq!(status.conditions.len(), 6);
+    assert_eq!(status.conditions.len(), 7);
     let disk = status.conditions.iter().find(|c| c.type_ == "DiskFull");
     assert_eq!(disk.map(|c| c.reason.as_str()), Some("NoDurableTopics"));
+    let users = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "UsersTableHealthy");
+    assert_eq!(
+        users.map(|c| (c.status.as_str(), c.reason.as_str())),
+        Some(("Unknown", "UsersTableUnknown")),
+        "authentication on, nothing read yet"
+    );
     assert!(
         status
             .conditions
