@@ -298,8 +298,8 @@ if prs:
         "StarlingBrokerNotReady", "StarlingEventsDropped", "StarlingPeerDown", "StarlingLanesStalled",
         "StarlingRetentionAtCap", "StarlingTopicUnderReplicated", "StarlingTopicLeaderless",
         "StarlingReplicaLeaderChurn", "StarlingOperatorReconcileErrors", "StarlingAutoscalerStuck",
-        "StarlingDiskFull"]),
-          "full: the eleven alerts")
+        "StarlingDiskFull", "StarlingUsersTableStale"]),
+          "full: the twelve alerts")
     check(all(r["annotations"].get("summary") and r["annotations"].get("description")
               and r["annotations"]["runbook_url"].endswith("docs/operations.md#" + r["alert"].lower())
               and r["labels"].get("severity") in ("warning", "critical") for r in alerts),

@@ -18,6 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::auth::health::UsersHealth;
 use crate::auth::source::UsersSource;
 use crate::auth::{self, Auth};
 use crate::cache::{Cache, CacheConfig};
@@ -140,7 +141,14 @@ impl Broker {
         {
             return Err(BrokerError::ClusterWithoutPeerCertificate);
         }
-        let (users_source, users, users_text) = first_users(&cfg).await?;
+        let first = first_users(&cfg).await?;
+        let users_health = first.source.as_ref().map(|_| {
+            let read = first.read.clone().map(|r| r.map_or(0, |(_, n)| n));
+            Arc::new(UsersHealth::new(read, Arc::clone(&metrics)))
+        });
+        if let Some(h) = &users_health {
+            health.gate_on(Arc::clone(h) as Arc<dyn crate::health::ReadinessGate>);
+        }
         let first_topics =
             topics_file::first_read(cfg.topics_file.as_deref(), cfg.max_frame_bytes).await?;
         let leaf_sha256: [u8; 32] = {
@@ -284,6 +292,7 @@ impl Broker {
             replicas: Arc::clone(&replica_sync),
             volume: durability.volume(),
             policies: Arc::clone(&policies),
+            users: users_health.clone(),
         });
         tasks.push(tokio::spawn(http::serve_http(
             http_listener,
@@ -302,12 +311,13 @@ impl Broker {
                 stop_rx.clone(),
             )));
         }
-        let auth = Auth::new(&cfg, users, Arc::clone(&metrics));
-        if let Some(users_source) = users_source {
+        let auth = Auth::new(&cfg, first.users, Arc::clone(&metrics));
+        if let (Some(users_source), Some(users_health)) = (first.source, users_health) {
             tasks.push(tokio::spawn(auth::reload::poll(
                 Arc::downgrade(&auth),
                 users_source,
-                users_text,
+                users_health,
+                first.read.ok().flatten(),
                 Duration::from_millis(cfg.auth_reload_interval_ms),
                 stop_rx.clone(),
             )));
@@ -452,23 +462,44 @@ impl Broker {
 /// The users source and its first table. A users file must be readable at start (a typo in
 /// the path fails loudly); a Secret that cannot be read yet starts the broker with an empty
 /// table (only peers get in) until the poll reads it.
-async fn first_users(
-    cfg: &BrokerConfig,
-) -> Result<(Option<UsersSource>, starling_access::Users, Option<String>), BrokerError> {
+async fn first_users(cfg: &BrokerConfig) -> Result<FirstUsers, BrokerError> {
     let Some(source) = UsersSource::from_config(cfg).await? else {
-        return Ok((None, starling_access::Users::default(), None));
+        return Ok(FirstUsers {
+            source: None,
+            users: starling_access::Users::default(),
+            read: Ok(None),
+        });
     };
     match source.read().await {
         Ok((text, users)) => {
             tracing::info!(source = %source.describe(), users = users.len(), "users document loaded");
-            Ok((Some(source), users, Some(text)))
+            let count = users.len();
+            Ok(FirstUsers {
+                source: Some(source),
+                users,
+                read: Ok(Some((text, count))),
+            })
         }
         Err(e) if matches!(source, UsersSource::Secret { .. }) => {
-            tracing::warn!(source = %source.describe(), error = %e, "users document not readable yet: admitting no user until it is");
-            Ok((Some(source), starling_access::Users::default(), None))
+            tracing::warn!(source = %source.describe(), error = %e, "users document not readable yet: admitting no user until it is (not ready meanwhile)");
+            Ok(FirstUsers {
+                source: Some(source),
+                users: starling_access::Users::default(),
+                read: Err((e.reason(), e.to_string())),
+            })
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The first read of the users document.
+struct FirstUsers {
+    /// Where it comes from (`None`: no users document is configured).
+    source: Option<UsersSource>,
+    /// The table to start with.
+    users: starling_access::Users,
+    /// The text read and its users, or why the read failed.
+    read: Result<Option<(String, usize)>, (auth::health::ReadFailure, String)>,
 }
 
 /// Moves subscriptions and upstreams, and closes links to departed members, after every

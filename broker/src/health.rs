@@ -1,12 +1,12 @@
 //! The broker's lifecycle state and its readiness, shared by the HTTP probes and the drain
-//! logic. Readiness is the phase (`Serving`) and, once set, a gate ([`ReadinessGate`]): the
+//! logic. Readiness is the phase (`Serving`) and the gates set ([`ReadinessGate`]): the
 //! replicas of replicated topics in sync with their leaders
 //! (`durable::replicated::sync`), so a rolling restart moves on only once a restarted
-//! broker has caught up. The gate never changes what the broker serves: connections, peer
-//! links and Raft RPCs are served in `Serving` whether it holds or not.
+//! broker has caught up; and a users table read at least once (`auth::health`), so a broker
+//! that admits no user is not ready. The gates never change what the broker serves:
+//! connections, peer links and Raft RPCs are served in `Serving` whether they hold or not.
 
 use std::sync::Arc;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Where the broker is in its life.
@@ -38,18 +38,18 @@ pub enum NotReady {
 }
 
 /// Shared lifecycle state. `/healthz` is OK in every phase but `Stopped`; `/readyz` only in
-/// `Serving`, and only while the gate (if set) does not hold.
+/// `Serving`, and only while no gate holds.
 #[derive(Default)]
 pub struct Health {
     phase: AtomicU8,
-    gate: OnceLock<Arc<dyn ReadinessGate>>,
+    gates: parking_lot::RwLock<Vec<Arc<dyn ReadinessGate>>>,
 }
 
 impl std::fmt::Debug for Health {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Health")
             .field("phase", &self.phase())
-            .field("gated", &self.gate.get().is_some())
+            .field("gates", &self.gates.read().len())
             .finish()
     }
 }
@@ -60,9 +60,9 @@ impl Health {
         self.phase.store(phase as u8, Ordering::Release);
     }
 
-    /// Makes readiness wait for `gate` too (once; a second gate is ignored).
+    /// Makes readiness wait for `gate` too (besides the gates already set).
     pub fn gate_on(&self, gate: Arc<dyn ReadinessGate>) {
-        let _ = self.gate.set(gate);
+        self.gates.write().push(gate);
     }
 
     /// The current phase.
@@ -77,7 +77,9 @@ impl Health {
 
     /// Whether `/readyz` should answer 200, and why not.
     pub fn readiness(&self) -> Result<(), NotReady> {
-        readiness(self.phase(), || self.gate.get().and_then(|g| g.blocker()))
+        readiness(self.phase(), || {
+            self.gates.read().iter().find_map(|g| g.blocker())
+        })
     }
 
     /// Whether `/readyz` should answer 200.
@@ -131,6 +133,8 @@ mod tests {
         h.gate_on(Arc::new(Holds(None)));
         h.set(Phase::Serving);
         assert!(h.is_ready());
+        h.gate_on(Arc::new(Holds(Some("no users table"))));
+        assert_eq!(h.readiness(), Err(NotReady::Gate("no users table".into())));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The HTTP listener: `/metrics` (Prometheus text), `/healthz`, `/livez`, `/readyz`, `/config`,
 //! `/replicas` (the replicated topics' replicas open here, JSON) and `/storage` (the storage
 //! volume's free bytes and whether it is full, JSON: what the operator's `DiskFull` condition
-//! reads).
+//! reads) and `/users` (the users table's health, JSON: what the operator's `UsersTableHealthy`
+//! condition reads; no user's name).
 //!
 //! The listener has fixed budgets, so a client that opens connections and never finishes a
 //! request (slowloris) cannot hold the port or the broker's memory: at most
@@ -31,6 +32,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::auth::health::UsersHealth;
 use crate::cache::Cache;
 use crate::durable::policy::{Policies, TopicReport};
 use crate::durable::replicated::ReplicaSync;
@@ -55,6 +57,8 @@ pub struct HttpState {
     pub volume: Arc<Volume>,
     /// What applies to each durable topic open here (`/storage`'s `topics`).
     pub policies: Arc<Policies>,
+    /// The users table's health (`None`: no users document is configured).
+    pub users: Option<Arc<UsersHealth>>,
 }
 
 /// The answer of `GET /storage`: the volume's fields, and the durable topics open here.
@@ -174,6 +178,14 @@ pub fn route(state: &HttpState, method: &Method, path: &str) -> Response<Full<By
                 topics: state.policies.open_topics(),
             },
         ),
+        "/users" => match &state.users {
+            Some(users) => json("users", &users.report()),
+            None => text(
+                StatusCode::NOT_FOUND,
+                PLAIN,
+                "no users document is configured\n",
+            ),
+        },
         "/config" => text(
             StatusCode::OK,
             "application/yaml",
@@ -182,7 +194,7 @@ pub fn route(state: &HttpState, method: &Method, path: &str) -> Response<Full<By
         _ => text(
             StatusCode::NOT_FOUND,
             PLAIN,
-            "not found: try /metrics, /healthz, /readyz, /config, /replicas or /storage\n",
+            "not found: try /metrics, /healthz, /readyz, /config, /replicas, /storage or /users\n",
         ),
     }
 }

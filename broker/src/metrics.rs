@@ -235,8 +235,12 @@ pub struct Metrics {
     pub auth_failures: IntCounterVec,
     /// Users in the table in force.
     pub auth_users: IntGauge,
-    /// Users-document reads or parses that failed.
-    pub auth_reload_errors: IntCounter,
+    /// Users-document reads or parses that failed, by reason (`auth::health::ReadFailure`).
+    pub auth_reload_errors: IntCounterVec,
+    /// 1 while the last users-document read failed.
+    pub auth_users_stale: IntGauge,
+    /// Seconds since the users table in force was last read.
+    pub auth_users_age: IntGauge,
     /// Connections closed because their user was removed.
     pub auth_revoked: IntCounter,
     /// Open subscriptions ended because a reload withdrew their permission.
@@ -270,13 +274,28 @@ pub mod auth_failure {
     pub const UNKNOWN_CERTIFICATE: &str = "unknown_certificate";
     /// `PEER` asked for without the peer certificate.
     pub const NOT_A_PEER: &str = "not_a_peer";
+    /// A peer certificate without this cluster's URI (`cluster_peer_uri`).
+    pub const FOREIGN_PEER: &str = "foreign_peer";
     /// Every reason, for pre-creating the labelled series.
-    pub const ALL: [&str; 4] = [
+    pub const ALL: [&str; 5] = [
         NO_CREDENTIALS,
         UNKNOWN_TOKEN,
         UNKNOWN_CERTIFICATE,
         NOT_A_PEER,
+        FOREIGN_PEER,
     ];
+}
+
+/// The `reason` values of `starling_auth_reload_errors_total` (`auth::health::ReadFailure`).
+pub mod users_read_failure {
+    /// The file, the Secret or its `users.yaml` key does not exist.
+    pub const MISSING: &str = "missing";
+    /// The source could not be read.
+    pub const UNREADABLE: &str = "unreadable";
+    /// The document is not UTF-8 or does not compile.
+    pub const INVALID: &str = "invalid";
+    /// Every reason, for pre-creating the labelled series.
+    pub const ALL: [&str; 3] = [MISSING, UNREADABLE, INVALID];
 }
 
 /// The `reason` values of `starling_http_refused_total`: the HTTP listener's budgets.
@@ -1045,10 +1064,21 @@ impl Metrics {
                 &["reason"],
             )?,
             auth_users: gauge(&r, names::AUTH_USERS, "Users in the users table in force.")?,
-            auth_reload_errors: counter(
+            auth_reload_errors: counter_vec(
                 &r,
                 names::AUTH_RELOAD_ERRORS,
-                "Users-document reads or parses that failed (the last good table stayed).",
+                "Users-document reads or parses that failed (the last good table stayed), by reason.",
+                &["reason"],
+            )?,
+            auth_users_stale: gauge(
+                &r,
+                names::AUTH_USERS_STALE,
+                "1 while the last read of the users document failed (the last good table, if any, stays in force).",
+            )?,
+            auth_users_age: gauge(
+                &r,
+                names::AUTH_USERS_AGE,
+                "Seconds since the users table in force was last read (since start, when none was).",
             )?,
             auth_revoked: counter(
                 &r,
@@ -1101,6 +1131,9 @@ impl Metrics {
         }
         for reason in auth_failure::ALL {
             m.auth_failures.with_label_values(&[reason]);
+        }
+        for reason in users_read_failure::ALL {
+            m.auth_reload_errors.with_label_values(&[reason]);
         }
         for outcome in ["applied", "failed"] {
             m.tls_reloads.with_label_values(&[outcome]);

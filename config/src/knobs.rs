@@ -602,6 +602,12 @@ knobs! {
     cluster_peer_cert_file: Option<PathBuf>,
     /// PEM private key matching `cluster_peer_cert_file`.
     cluster_peer_key_file: Option<PathBuf>,
+    /// URI a peer's certificate must carry as a subject alternative name, besides the common
+    /// name `starling:peer`, for a connection to be a peer: it names the cluster, so a peer
+    /// certificate of the same CA for another cluster is refused. The operator sets
+    /// `urn:starling:peer:<namespace>/<cluster>` and issues the peer certificate with it.
+    /// Unset: the common name alone (a hand-run cluster).
+    cluster_peer_uri: Option<String>,
     /// Receive and send window (bytes) of each connection this broker opens to another member
     /// (its peer links: relayed subscriptions, forwarded publishes and cache requests; a link
     /// has the profile's and tier's client pools of connections). Small, because members are

@@ -38,9 +38,15 @@ pub const FORBIDDEN: &str = "starling_forbidden_total";
 pub const AUTH_FAILURES: &str = "starling_auth_failures_total";
 /// Users in the users table in force (gauge).
 pub const AUTH_USERS: &str = "starling_auth_users";
-/// Reads or parses of the users document that failed; the last good table stayed in force
-/// (counter).
+/// Reads or parses of the users document that failed; the last good table stayed in force, by
+/// `reason` (`missing`, `unreadable`, `invalid`) (counter).
 pub const AUTH_RELOAD_ERRORS: &str = "starling_auth_reload_errors_total";
+/// 1 while the last read of the users document failed (the table in force, if any, is the last
+/// good one), else 0 (gauge).
+pub const AUTH_USERS_STALE: &str = "starling_auth_users_stale";
+/// Seconds since the users table in force was last read (since the broker started, when none
+/// was), updated at every read (gauge).
+pub const AUTH_USERS_AGE: &str = "starling_auth_users_age_seconds";
 /// Live connections closed because their user left the users table (counter).
 pub const AUTH_REVOKED_CONNECTIONS: &str = "starling_auth_revoked_connections_total";
 /// Open subscriptions ended because a reload of the users document withdrew the permission

@@ -119,6 +119,7 @@ impl Profile {
             cluster_poll_interval_ms: 1_000,
             cluster_peer_cert_file: None,
             cluster_peer_key_file: None,
+            cluster_peer_uri: None,
             cluster_peer_window_bytes: 2 * MIB,
             cluster_peer_timeout_ms: 1_000,
             cluster_handoff_window_ms: 30_000,

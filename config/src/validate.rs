@@ -395,6 +395,13 @@ impl BrokerConfig {
             },
             || "cluster_peer_cert_file and cluster_peer_key_file must be set together".to_string(),
         );
+        c.check(
+            self.cluster_peer_uri
+                .as_deref()
+                .is_none_or(|u| u.contains(':') && u.len() <= 1024 && u.bytes().all(|b| b.is_ascii_graphic())),
+            "cluster_peer_uri",
+            || "cluster_peer_uri must be a URI (a scheme, `:`, then printable ASCII without spaces; at most 1024 bytes)".to_string(),
+        );
         let clustered =
             self.cluster_members_file.is_some() || self.cluster_members_configmap.is_some();
         c.check(

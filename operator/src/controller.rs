@@ -36,7 +36,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
@@ -69,7 +69,7 @@ use crate::names::{FIELD_MANAGER, MANAGED_BY_SELECTOR, Names};
 use crate::pods::Owner;
 use crate::roll::{self, Roll, RollInput};
 use crate::status::replication::{Observation, Placement};
-use crate::status::{self, StatusInput, volumes};
+use crate::status::{self, StatusInput, users_table, volumes};
 use crate::tier_change::{self, stage::stage};
 use crate::validate::{ObjectIdentity, ValidatedCluster, validate_observed};
 
@@ -90,6 +90,10 @@ pub struct Timers {
     /// The brokers' volumes were read (some topic is durable): read them again within
     /// [`volumes::VOLUME_POLL`], so a full volume, and its end, shows in `DiskFull` soon.
     pub volumes: bool,
+    /// The users table's health was read (authentication is on): read it again within
+    /// [`users_table::USERS_POLL`], so a stale table, and its end, shows in
+    /// `UsersTableHealthy` soon.
+    pub users: bool,
     /// A replicated cluster's roll is held by the operator ([`roll::Roll::held`]): look again
     /// within [`roll::ROLL_POLL`], since replicas catching up trigger no watch.
     pub roll: bool,
@@ -115,6 +119,9 @@ pub fn requeue_after(timers: Timers) -> Duration {
     }
     if timers.volumes {
         after = after.min(volumes::VOLUME_POLL);
+    }
+    if timers.users {
+        after = after.min(users_table::USERS_POLL);
     }
     if timers.roll {
         after = after.min(roll::ROLL_POLL);
@@ -199,18 +206,20 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         _ => false,
     };
     // The broker pods, listed once for what reads them: the held roll and the placement when
-    // the durable topics are replicated, the volumes when any topic is durable.
-    let (replicated, durable) = match &validated {
+    // the durable topics are replicated, the volumes when any topic is durable, the users
+    // table's health when authentication is on.
+    let (replicated, durable, authenticated) = match &validated {
         Ok(v) => (
             v.replication().is_some() || topics_replicated,
             !v.config.durable_topics.is_empty()
                 || gathered
                     .as_ref()
                     .is_some_and(|g| !g.judged.document.topics.is_empty()),
+            v.auth_mode == starling_config::AuthMode::Required,
         ),
-        Err(_) => (false, false),
+        Err(_) => (false, false, false),
     };
-    let pods = if replicated || durable {
+    let pods = if replicated || durable || (authenticated && ctx.brokers.is_some()) {
         Some(list_pods(ctx, &namespace, &names).await)
     } else {
         None
@@ -288,6 +297,12 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         }
         _ => None,
     };
+    let users = match (&pods, &ctx.brokers) {
+        (Some(pods), Some(fetcher)) if authenticated => {
+            Some(observe_users(ctx, fetcher, &namespace, &names, pods, observed.as_ref()).await)
+        }
+        _ => None,
+    };
     let new_status = status::compute(&StatusInput {
         names: &names,
         namespace: &namespace,
@@ -302,6 +317,7 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         members: members.as_ref(),
         placement: placement.as_ref(),
         volumes: volumes.as_ref(),
+        users_table: users.as_ref(),
         roll: rolled.as_ref(),
         now: Time(now),
     });
@@ -347,6 +363,7 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
                 members_wait: members.and_then(|m| m.wait),
                 staged: staging,
                 volumes: volumes.is_some(),
+                users: users.is_some(),
                 roll: rolled.as_ref().is_some_and(Roll::held),
             };
             Ok(Action::requeue(requeue_after(timers)))
@@ -405,6 +422,52 @@ async fn observe_volumes(
         volumes::BrokerVolume { pod: t.pod, answer }
     });
     Ok(futures::future::join_all(reads).await)
+}
+
+/// The users Secret as the API server holds it ([`users_table::check_secret`]) and every broker
+/// pod's `GET /users` (the pods `sts` controls, not being deleted, at their IP and `http` port),
+/// all at once, each within [`users_table::USERS_TIMEOUT`]. No StatefulSet yet: no pod.
+async fn observe_users(
+    ctx: &Context,
+    fetcher: &Fetcher,
+    namespace: &str,
+    names: &Names,
+    pods: &Result<Vec<Pod>, String>,
+    sts: Option<&StatefulSet>,
+) -> users_table::Observation {
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let secret = match secrets.get_opt(&names.users_secret).await {
+        Ok(found) => users_table::check_secret(&names.users_secret, found.as_ref()),
+        Err(e) => Err(Error::kube("get", "Secret", &names.users_secret, e).to_string()),
+    };
+    let brokers = match (pods, sts.and_then(Owner::of)) {
+        (Err(why), _) => Err(why.clone()),
+        (Ok(_), None) => Ok(Vec::new()),
+        (Ok(pods), Some(owner)) => {
+            let reads = targets(pods, &owner).into_iter().map(|t| async move {
+                let answer = match t.addr {
+                    None => Err("no pod IP yet".to_string()),
+                    Some(addr) => fetcher
+                        .get(
+                            &format!("http://{addr}/users"),
+                            "application/json",
+                            None,
+                            users_table::USERS_TIMEOUT,
+                            users_table::MAX_BODY,
+                        )
+                        .await
+                        .map_err(|e| e.to_string())
+                        .and_then(|a| match a.status {
+                            200 => users_table::parse(&a.body),
+                            other => Err(format!("GET /users answered HTTP {other}")),
+                        }),
+                };
+                users_table::BrokerUsers { pod: t.pod, answer }
+            });
+            Ok(futures::future::join_all(reads).await)
+        }
+    };
+    users_table::Observation { secret, brokers }
 }
 
 /// What the held roll reads besides the spec.

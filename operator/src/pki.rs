@@ -3,20 +3,22 @@
 //!
 //! Each BrokerCluster has one CA ([`generate_ca`]), kept in the Secret `<cluster>-ca` and never
 //! regenerated while it is valid ([`ca_is_usable`]). It signs:
-//! - the brokers' peer certificate (common name [`PEER_IDENTITY`], client and server
-//!   authentication), shared by every broker ([`issue_peer`]);
+//! - the brokers' peer certificate (common name [`PEER_IDENTITY`], the URI SAN
+//!   [`peer_uri`] naming the cluster, client and server authentication), shared by every
+//!   broker ([`issue_peer`]);
 //! - one client certificate per `BrokerUser` with `authentication.type: tls` (common name = the
 //!   user's name, client authentication only) ([`issue_user`]).
 //!
 //! A leaf is reissued when [`leaf_needs_renewal`] says so: it does not parse, names someone
-//! else, was not signed by the current CA, or has less than a third of its lifetime left.
+//! else, was not signed by the current CA, or has less than a third of its lifetime left; the
+//! peer certificate also when it lacks the cluster's URI ([`peer_needs_renewal`]).
 //! Nothing here does I/O; the Secrets are rendered by [`crate::build::pki_secrets`].
 
 use std::time::Duration;
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 use starling_access::PEER_IDENTITY;
 use x509_parser::pem::parse_x509_pem;
@@ -43,6 +45,13 @@ pub enum PkiError {
     /// A time could not be represented.
     #[error("time out of range: {0}")]
     Time(String),
+}
+
+/// The URI SAN of cluster `namespace/cluster`'s peer certificate, which its brokers require of
+/// a peer (`cluster_peer_uri`): `urn:starling:peer:<namespace>/<cluster>`. Namespace and
+/// cluster names are DNS labels, so the URI needs no escaping and names one cluster only.
+pub fn peer_uri(namespace: &str, cluster: &str) -> String {
+    format!("urn:starling:peer:{namespace}/{cluster}")
 }
 
 fn asn1(unix_secs: i64) -> Result<ASN1Time, PkiError> {
@@ -97,6 +106,7 @@ pub fn generate_ca(
 pub fn issue(
     ca: &CertificatePem,
     cn: &str,
+    uri: Option<&str>,
     usages: Vec<ExtendedKeyUsagePurpose>,
     lifetime: Duration,
     now_unix: i64,
@@ -108,6 +118,9 @@ pub fn issue(
     dn.push(DnType::CommonName, cn);
     dn.push(DnType::OrganizationName, "starling");
     params.distinguished_name = dn;
+    if let Some(uri) = uri {
+        params.subject_alt_names = vec![SanType::URI(uri.try_into()?)];
+    }
     params.is_ca = IsCa::ExplicitNoCa;
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
@@ -124,12 +137,17 @@ pub fn issue(
     })
 }
 
-/// The brokers' peer certificate: common name [`PEER_IDENTITY`], client and server
-/// authentication, [`PEER_LIFETIME`].
-pub fn issue_peer(ca: &CertificatePem, now_unix: i64) -> Result<CertificatePem, PkiError> {
+/// The brokers' peer certificate: common name [`PEER_IDENTITY`], the URI SAN `uri`
+/// ([`peer_uri`]), client and server authentication, [`PEER_LIFETIME`].
+pub fn issue_peer(
+    ca: &CertificatePem,
+    uri: &str,
+    now_unix: i64,
+) -> Result<CertificatePem, PkiError> {
     issue(
         ca,
         PEER_IDENTITY,
+        Some(uri),
         vec![
             ExtendedKeyUsagePurpose::ClientAuth,
             ExtendedKeyUsagePurpose::ServerAuth,
@@ -149,6 +167,7 @@ pub fn issue_user(
     issue(
         ca,
         user,
+        None,
         vec![ExtendedKeyUsagePurpose::ClientAuth],
         USER_LIFETIME,
         now_unix,
@@ -186,6 +205,8 @@ pub enum Renewal {
     OtherIssuer,
     /// Less than a third of its lifetime is left (or it has expired).
     Expiring,
+    /// A peer certificate without the cluster's URI (issued before the URI was required).
+    MissingUri,
 }
 
 impl Renewal {
@@ -196,6 +217,7 @@ impl Renewal {
             Renewal::WrongName => "the certificate names someone else",
             Renewal::OtherIssuer => "the certificate was signed by another CA",
             Renewal::Expiring => "less than a third of the certificate's lifetime is left",
+            Renewal::MissingUri => "the peer certificate does not carry the cluster's URI",
         }
     }
 }
@@ -239,12 +261,49 @@ pub fn leaf_needs_renewal(
     (left.saturating_mul(3) < lifetime || left <= 0).then_some(Renewal::Expiring)
 }
 
+/// Whether the peer certificate `cert_pem` must be reissued by `ca_cert_pem` at `now_unix`:
+/// [`leaf_needs_renewal`] for [`PEER_IDENTITY`], or it does not carry `uri` as a URI SAN.
+pub fn peer_needs_renewal(
+    cert_pem: Option<&str>,
+    ca_cert_pem: &str,
+    uri: &str,
+    now_unix: i64,
+) -> Option<Renewal> {
+    leaf_needs_renewal(cert_pem, ca_cert_pem, PEER_IDENTITY, now_unix).or_else(|| {
+        let uris = cert_pem.map(uri_sans).unwrap_or_default();
+        (!uris.iter().any(|u| u == uri)).then_some(Renewal::MissingUri)
+    })
+}
+
+/// The URI subject alternative names of the PEM certificate `cert_pem` (none when it does not
+/// parse).
+pub fn uri_sans(cert_pem: &str) -> Vec<String> {
+    let Ok((_, block)) = parse_x509_pem(cert_pem.as_bytes()) else {
+        return Vec::new();
+    };
+    let Ok(cert) = block.parse_x509() else {
+        return Vec::new();
+    };
+    let Ok(Some(san)) = cert.subject_alternative_name() else {
+        return Vec::new();
+    };
+    san.value
+        .general_names
+        .iter()
+        .filter_map(|n| match n {
+            x509_parser::extensions::GeneralName::URI(u) => Some((*u).to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use x509_parser::extensions::ExtendedKeyUsage;
 
     const NOW: i64 = 1_800_000_000;
+    const URI: &str = "urn:starling:peer:messaging/events";
 
     fn parse(pem: &str) -> Vec<u8> {
         let (_, block) = parse_x509_pem(pem.as_bytes()).unwrap_or_else(|e| panic!("pem: {e}"));
@@ -315,7 +374,7 @@ mod tests {
     #[test]
     fn the_peer_certificate_is_signed_by_the_ca_for_both_directions() {
         let ca = generate_ca("events", "messaging", NOW).unwrap_or_else(|e| panic!("{e}"));
-        let peer = issue_peer(&ca, NOW).unwrap_or_else(|e| panic!("{e}"));
+        let peer = issue_peer(&ca, URI, NOW).unwrap_or_else(|e| panic!("{e}"));
         let der = parse(&peer.cert);
         let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap_or_else(|e| panic!("{e}"));
         let ca_der = parse(&ca.cert);
@@ -332,6 +391,45 @@ mod tests {
             cert.validity().not_after.timestamp(),
             NOW + secs(PEER_LIFETIME)
         );
+    }
+
+    #[test]
+    fn the_peer_certificate_names_its_cluster_by_uri_and_one_without_it_is_reissued() {
+        assert_eq!(peer_uri("messaging", "events"), URI);
+        let ca = generate_ca("events", "messaging", NOW).unwrap_or_else(|e| panic!("{e}"));
+        let peer = issue_peer(&ca, URI, NOW).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(uri_sans(&peer.cert), [URI]);
+        assert_eq!(
+            peer_needs_renewal(Some(&peer.cert), &ca.cert, URI, NOW),
+            None
+        );
+        // Another cluster's URI, or none (a certificate issued before the URI): reissued.
+        let other = peer_uri("messaging", "billing");
+        assert_eq!(
+            peer_needs_renewal(Some(&peer.cert), &ca.cert, &other, NOW),
+            Some(Renewal::MissingUri)
+        );
+        let bare = issue(
+            &ca,
+            PEER_IDENTITY,
+            None,
+            vec![ExtendedKeyUsagePurpose::ClientAuth],
+            PEER_LIFETIME,
+            NOW,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(uri_sans(&bare.cert).is_empty());
+        assert_eq!(
+            peer_needs_renewal(Some(&bare.cert), &ca.cert, URI, NOW),
+            Some(Renewal::MissingUri)
+        );
+        assert_eq!(
+            peer_needs_renewal(None, &ca.cert, URI, NOW),
+            Some(Renewal::Missing)
+        );
+        // A user certificate carries no URI.
+        let user = issue_user(&ca, "orders-app", NOW).unwrap_or_else(|e| panic!("{e}"));
+        assert!(uri_sans(&user.cert).is_empty());
     }
 
     #[test]
@@ -352,7 +450,7 @@ mod tests {
     #[test]
     fn renewal_when_missing_misnamed_foreign_or_two_thirds_through() {
         let ca = generate_ca("events", "messaging", NOW).unwrap_or_else(|e| panic!("{e}"));
-        let peer = issue_peer(&ca, NOW).unwrap_or_else(|e| panic!("{e}"));
+        let peer = issue_peer(&ca, URI, NOW).unwrap_or_else(|e| panic!("{e}"));
         let check =
             |cert: Option<&str>, ca: &str, cn: &str, now| leaf_needs_renewal(cert, ca, cn, now);
         assert_eq!(

@@ -17,6 +17,10 @@
 //! `DiskFull` ([`volumes`]) says whether a broker's storage volume is full, from the brokers'
 //! own `GET /storage` answers. A refused spec keeps the previous one.
 //!
+//! `UsersTableHealthy` ([`users_table`]) says whether the users Secret is valid and the brokers
+//! hold the table it carries, from the Secret and the brokers' `GET /users` answers. A refused
+//! spec keeps the previous one.
+//!
 //! `storage` is read from the same StatefulSet: its data volume claim template and retention
 //! policy, what the operator rendered from `spec.storage` as the API server stored it.
 
@@ -35,6 +39,7 @@ use crate::validate::{SpecError, ValidatedCluster};
 
 pub mod replication;
 pub mod topics;
+pub mod users_table;
 pub mod volumes;
 
 /// What the StatefulSet shows about the rollout.
@@ -173,6 +178,9 @@ pub struct StatusInput<'a> {
     /// The brokers' `GET /storage` answers, read only when some topic is durable (`None`
     /// otherwise, or when nothing was read).
     pub volumes: Option<&'a volumes::Observation>,
+    /// The users Secret and the brokers' `GET /users` answers, read only when authentication
+    /// is on (`None` otherwise, or when nothing was read).
+    pub users_table: Option<&'a users_table::Observation>,
     /// The held roll's decision of this reconcile (`None` when nothing was applied: paused,
     /// refused, or an unreplicated cluster's reconcile that did not decide one).
     pub roll: Option<&'a Roll>,
@@ -323,6 +331,13 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
         )),
         Err(_) => None,
     };
+    let users = match input.desired {
+        Ok(v) => Some(users_table::condition(
+            v.auth_mode == starling_config::AuthMode::Required,
+            input.users_table,
+        )),
+        Err(_) => None,
+    };
     // A refused spec: keep what was reported before.
     let kept = |computed: bool, t: ConditionType| {
         if computed {
@@ -337,6 +352,7 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
     let kept_auth = kept(auth.is_some(), ConditionType::AuthenticationDisabled);
     let kept_replication = kept(replicated.is_some(), ConditionType::ReplicationDegraded);
     let kept_disk = kept(disk.is_some(), ConditionType::DiskFull);
+    let kept_users = kept(users.is_some(), ConditionType::UsersTableHealthy);
     let conditions = [
         Some((ready_reason, ready_msg)),
         Some((prog_reason, prog_msg)),
@@ -351,6 +367,8 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
     .chain(kept_replication)
     .chain(disk.map(|(reason, message)| condition(reason, message, input, &prev.conditions)))
     .chain(kept_disk)
+    .chain(users.map(|(reason, message)| condition(reason, message, input, &prev.conditions)))
+    .chain(kept_users)
     .collect();
 
     BrokerClusterStatus {

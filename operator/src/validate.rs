@@ -327,7 +327,7 @@ pub fn validate_at_tier(
     let memory_limit = resources
         .as_ref()
         .and_then(|r| starling_config::quantity::parse_units(&r.limits.memory));
-    let config = match broker_config(spec, tier, &names, memory_limit) {
+    let config = match broker_config(spec, tier, &names, &id.namespace, memory_limit) {
         Ok(c) => Some(c),
         Err(p) => {
             problems.push(p);
@@ -397,6 +397,7 @@ fn broker_config(
     spec: &BrokerClusterSpec,
     tier: Tier,
     names: &Names,
+    namespace: &str,
     memory_limit: Option<u64>,
 ) -> Result<BrokerConfig, Problem> {
     let mut overrides = durability::merged_overrides(spec)?;
@@ -429,7 +430,7 @@ fn broker_config(
                 .to_string(),
         });
     }
-    force_operator_knobs(&mut overrides, names);
+    force_operator_knobs(&mut overrides, names, namespace);
     overrides.auth_mode = Some(spec.auth_mode());
     overrides.storage_dir = Some(spec.storage.as_ref().map(|_| DATA_DIR.into()));
     // The topics document of the cluster's BrokerTopics, mounted with the volumes (an empty
@@ -449,9 +450,9 @@ fn broker_config(
 /// paths of the mounted TLS secret (the user's or the generated one, so every broker has the
 /// same certificate), the members ConfigMap, the users document Secret, and the peer
 /// certificate mounted from `<cluster>-peer` at [`PEER_DIR`] (its `ca.crt`, the cluster CA, is
-/// also the CA that signs user client certificates). `auth_mode` is set from `spec.auth.mode`
-/// by the caller.
-pub fn force_operator_knobs(overrides: &mut ConfigOverrides, names: &Names) {
+/// also the CA that signs user client certificates) and the URI it carries
+/// ([`crate::pki::peer_uri`]). `auth_mode` is set from `spec.auth.mode` by the caller.
+pub fn force_operator_knobs(overrides: &mut ConfigOverrides, names: &Names, namespace: &str) {
     use std::net::{IpAddr, Ipv4Addr, SocketAddr};
     let any = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
     overrides.quic_listen = Some(SocketAddr::new(any, starling_config::DEFAULT_QUIC_PORT));
@@ -465,6 +466,7 @@ pub fn force_operator_knobs(overrides: &mut ConfigOverrides, names: &Names) {
     overrides.auth_client_ca_file = Some(Some(format!("{PEER_DIR}/ca.crt").into()));
     overrides.cluster_peer_cert_file = Some(Some(format!("{PEER_DIR}/tls.crt").into()));
     overrides.cluster_peer_key_file = Some(Some(format!("{PEER_DIR}/tls.key").into()));
+    overrides.cluster_peer_uri = Some(Some(crate::pki::peer_uri(namespace, &names.cluster)));
 }
 
 /// Path of the topics document inside the pod ([`crate::names::TOPICS_DIR`]).

@@ -4,6 +4,7 @@
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    SanType,
 };
 
 /// A certificate authority.
@@ -62,6 +63,28 @@ impl Ca {
     /// A client certificate for user (or peer identity) `cn`.
     pub fn client(&self, cn: &str) -> Leaf {
         self.issue(cn, &[])
+    }
+
+    /// A `starling:peer` certificate carrying the URI SAN `uri` (as the operator issues it,
+    /// `urn:starling:peer:<namespace>/<cluster>`), for server and client use.
+    pub fn peer(&self, uri: &str) -> Leaf {
+        let key = KeyPair::generate().expect("leaf key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("leaf params");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "starling:peer");
+        params.subject_alt_names = vec![SanType::URI(uri.try_into().expect("an IA5 URI"))];
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let issuer = Issuer::from_params(&self.params, &self.key);
+        let cert = params.signed_by(&key, &issuer).expect("leaf cert");
+        Leaf {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+            der: cert.der().to_vec(),
+        }
     }
 }
 

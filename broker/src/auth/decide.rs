@@ -3,7 +3,9 @@
 //! No I/O: the handshake hands the facts in and writes the answer.
 //!
 //! - A certificate whose common name is [`PEER_IDENTITY`] is a peer (it was verified against
-//!   the client CA during the TLS handshake, or the handshake would have failed).
+//!   the client CA during the TLS handshake, or the handshake would have failed), provided it
+//!   carries the URI SAN `cluster_peer_uri` when that is set: a peer certificate of the same CA
+//!   naming another cluster is refused ([`Unauthorized::ForeignPeer`]), and is no user either.
 //! - A certificate whose common name names a `tls` user is that user.
 //! - Otherwise, with `AUTH_TOKEN` asked for, the token's user ([`Users::by_token`]).
 //! - `PEER` asked for by anything but the peer certificate is refused, except under
@@ -22,6 +24,8 @@ use crate::metrics::auth_failure;
 pub struct Presented<'a> {
     /// The verified client certificate's subject common name, if a certificate was presented.
     pub common_name: Option<&'a str>,
+    /// The verified client certificate's URI subject alternative names.
+    pub uris: &'a [String],
     /// The feature bits asked for in `Hello`.
     pub requested: u64,
     /// `Hello.auth_token`.
@@ -47,6 +51,11 @@ pub enum Unauthorized {
         "the PEER feature needs a client certificate with common name {PEER_IDENTITY:?} signed by the cluster CA"
     )]
     NotAPeer,
+    /// A peer certificate without the URI this cluster's peers carry (`cluster_peer_uri`).
+    #[error(
+        "the peer certificate does not carry this cluster's URI {0:?}: it was issued for another cluster"
+    )]
+    ForeignPeer(String),
 }
 
 impl Unauthorized {
@@ -56,21 +65,30 @@ impl Unauthorized {
             Unauthorized::NoCredentials => auth_failure::NO_CREDENTIALS,
             Unauthorized::UnknownToken => auth_failure::UNKNOWN_TOKEN,
             Unauthorized::UnknownCertificate(_) => auth_failure::UNKNOWN_CERTIFICATE,
+            Unauthorized::ForeignPeer(_) => auth_failure::FOREIGN_PEER,
             Unauthorized::NotAPeer => auth_failure::NOT_A_PEER,
         }
     }
 }
 
 /// A connection's principal and the feature bits its identity allows (`PEER` only for a peer,
-/// `AUTH_TOKEN` only for a token user).
+/// `AUTH_TOKEN` only for a token user). `peer_uri`: the URI a peer certificate must carry
+/// (`cluster_peer_uri`), or `None` for the common name alone.
 pub fn decide(
     mode: AuthMode,
     client_ca: bool,
+    peer_uri: Option<&str>,
     users: &Users,
     presented: &Presented<'_>,
 ) -> Result<(Principal, u64), Unauthorized> {
     let wants_peer = presented.requested & features::PEER != 0;
     let is_peer_cert = presented.common_name == Some(PEER_IDENTITY);
+    if let Some(uri) = peer_uri
+        && is_peer_cert
+        && !presented.uris.iter().any(|u| u == uri)
+    {
+        return Err(Unauthorized::ForeignPeer(uri.to_string()));
+    }
     if is_peer_cert || (wants_peer && mode == AuthMode::None && !client_ca) {
         return Ok((Principal::Peer, features::PEER));
     }
@@ -117,6 +135,7 @@ mod tests {
     fn p<'a>(cn: Option<&'a str>, requested: u64, token: Option<&'a [u8]>) -> Presented<'a> {
         Presented {
             common_name: cn,
+            uris: &[],
             requested,
             token,
         }
@@ -133,7 +152,7 @@ mod tests {
     #[test]
     fn required_maps_certificates_and_tokens_to_users_and_refuses_the_rest() {
         let u = users();
-        let req = |pr| name(decide(AuthMode::Required, true, &u, &pr));
+        let req = |pr| name(decide(AuthMode::Required, true, None, &u, &pr));
         let tok = features::BASE | features::AUTH_TOKEN;
         assert_eq!(
             req(p(Some("billing"), features::BASE, None)).unwrap(),
@@ -176,7 +195,7 @@ mod tests {
     #[test]
     fn none_admits_everyone_and_peers_only_by_certificate_once_a_ca_is_set() {
         let u = users();
-        let none = |ca, pr| name(decide(AuthMode::None, ca, &u, &pr));
+        let none = |ca, pr| name(decide(AuthMode::None, ca, None, &u, &pr));
         assert_eq!(
             none(false, p(None, features::BASE, None)).unwrap(),
             "<anonymous>"
@@ -193,6 +212,43 @@ mod tests {
         assert_eq!(
             none(true, p(Some("billing"), features::BASE, None)).unwrap(),
             "<anonymous>"
+        );
+    }
+
+    #[test]
+    fn with_a_peer_uri_the_peer_certificate_must_carry_it() {
+        let u = users();
+        const URI: &str = "urn:starling:peer:messaging/events";
+        let ours = [URI.to_string()];
+        let theirs = ["urn:starling:peer:messaging/billing".to_string()];
+        let peer = |mode, uris: &[String], bits| {
+            let pr = Presented {
+                common_name: Some(PEER_IDENTITY),
+                uris,
+                requested: bits,
+                token: None,
+            };
+            name(decide(mode, true, Some(URI), &u, &pr))
+        };
+        assert_eq!(
+            peer(AuthMode::Required, &ours, peer_bits()).unwrap(),
+            "<peer>"
+        );
+        let foreign = Err(Unauthorized::ForeignPeer(URI.into()));
+        assert_eq!(peer(AuthMode::Required, &theirs, peer_bits()), foreign);
+        assert_eq!(peer(AuthMode::Required, &[], peer_bits()), foreign);
+        assert_eq!(
+            peer(AuthMode::Required, &theirs, features::BASE),
+            foreign,
+            "nor a user, nor anonymous"
+        );
+        assert_eq!(peer(AuthMode::None, &theirs, peer_bits()), foreign);
+        assert_eq!(foreign.unwrap_err().label(), "foreign_peer");
+        // Users' certificates are not asked for a URI.
+        let pr = p(Some("billing"), features::BASE, None);
+        assert_eq!(
+            name(decide(AuthMode::Required, true, Some(URI), &u, &pr)).unwrap(),
+            "billing"
         );
     }
 }

@@ -1,20 +1,38 @@
-//! The subject common name of a connection's client certificate. rustls has verified the chain
-//! against the client CA by the time the connection is established; this only reads the leaf.
+//! The subject common name and URI subject alternative names of a connection's client
+//! certificate. rustls has verified the chain against the client CA by the time the connection
+//! is established; this only reads the leaf.
 //! Parsed with `x509-parser` (the maintained DER/X.509 parser of the rusticata project, which
 //! rcgen also reads certificates with) rather than by hand: certificate parsing is exactly the
 //! code not to write again.
 
 use rustls::pki_types::CertificateDer;
-use x509_parser::prelude::{FromDer, X509Certificate};
+use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 
-/// The common name of the leaf of `conn`'s client certificate chain; `None` without a client
-/// certificate, or when the leaf has no UTF-8 common name.
-pub fn client_common_name(conn: &quinn::Connection) -> Option<String> {
+/// The DER of the leaf of `conn`'s client certificate chain; `None` without one.
+pub fn client_leaf(conn: &quinn::Connection) -> Option<CertificateDer<'static>> {
     let chain = conn
         .peer_identity()?
         .downcast::<Vec<CertificateDer<'static>>>()
         .ok()?;
-    common_name(chain.first()?.as_ref())
+    chain.first().cloned()
+}
+
+/// The URI subject alternative names of a DER certificate (none when it does not parse).
+pub fn uri_sans(der: &[u8]) -> Vec<String> {
+    let Ok((_, cert)) = X509Certificate::from_der(der) else {
+        return Vec::new();
+    };
+    let Ok(Some(san)) = cert.subject_alternative_name() else {
+        return Vec::new();
+    };
+    san.value
+        .general_names
+        .iter()
+        .filter_map(|n| match n {
+            GeneralName::URI(u) => Some((*u).to_string()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The first subject common name of a DER certificate.
@@ -26,11 +44,11 @@ pub fn common_name(der: &[u8]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::common_name;
+    use super::{common_name, uri_sans};
 
     #[test]
     fn reads_the_subject_common_name() {
-        let mut params = rcgen::CertificateParams::new(vec!["x".into()]).unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         params
             .distinguished_name
             .push(rcgen::DnType::CommonName, "starling:peer");
@@ -38,5 +56,12 @@ mod tests {
         let cert = params.self_signed(&key).unwrap();
         assert_eq!(common_name(cert.der()).as_deref(), Some("starling:peer"));
         assert_eq!(common_name(b"not a certificate"), None);
+        assert!(uri_sans(cert.der()).is_empty());
+        params.subject_alt_names = vec![rcgen::SanType::URI(
+            "urn:starling:peer:ns/c".try_into().unwrap(),
+        )];
+        let cert = params.self_signed(&key).unwrap();
+        assert_eq!(uri_sans(cert.der()), ["urn:starling:peer:ns/c"]);
+        assert!(uri_sans(b"not a certificate").is_empty());
     }
 }

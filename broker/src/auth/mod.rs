@@ -6,6 +6,8 @@
 //! - [`reload`]: re-reading it every `auth_reload_interval_ms`, keeping the last good table
 //!   when a read or a parse fails, and closing the live connections of removed users and of
 //!   replaced tokens;
+//! - [`health`]: whether the last read succeeded, why not, and the age of the table in force
+//!   (metrics, `GET /users`, readiness);
 //! - [`identity`]: the verified client certificate's subject common name;
 //! - [`decide`]: who a connection is ([`Principal`]) from its certificate, its `Hello` token and
 //!   the feature bits it asked for, or why it is refused;
@@ -19,6 +21,7 @@
 //! permissions of live connections follow the document.
 
 pub mod decide;
+pub mod health;
 pub mod identity;
 pub mod reload;
 pub mod source;
@@ -162,6 +165,7 @@ struct Live {
 pub struct Auth {
     mode: AuthMode,
     client_ca: bool,
+    peer_uri: Option<String>,
     table: parking_lot::RwLock<Arc<Users>>,
     live: parking_lot::Mutex<HashMap<u64, Live>>,
     metrics: Arc<Metrics>,
@@ -211,6 +215,7 @@ impl Auth {
         Arc::new(Auth {
             mode: cfg.auth_mode,
             client_ca: cfg.auth_client_ca_file.is_some(),
+            peer_uri: cfg.cluster_peer_uri.clone(),
             table: parking_lot::RwLock::new(Arc::new(users)),
             live: parking_lot::Mutex::new(HashMap::new()),
             metrics,
@@ -225,6 +230,11 @@ impl Auth {
     /// Whether client certificates are verified against a client CA.
     pub fn has_client_ca(&self) -> bool {
         self.client_ca
+    }
+
+    /// The URI a peer certificate must carry (`cluster_peer_uri`), if set.
+    pub fn peer_uri(&self) -> Option<&str> {
+        self.peer_uri.as_deref()
     }
 
     /// The table in force.

@@ -1,16 +1,18 @@
 //! Re-reads the users document every `auth_reload_interval_ms` (the broker's one poller,
 //! [`crate::watched`]). A changed document that compiles replaces the table
 //! ([`Auth::install`]: live connections get the new permissions, those of removed users are
-//! closed); one that cannot be read or does not compile is logged and counted
-//! (`starling_auth_reload_errors_total`), and the last good table stays in force.
+//! closed); one that cannot be read or does not compile is logged and reported to the table's
+//! health ([`UsersHealth`]: counted by reason, the table marked stale), and the last good table
+//! stays in force. A read that finds the same text confirms the table in force.
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use starling_access::Users;
 use tokio::sync::watch;
 
 use super::Auth;
+use super::health::{ReadFailure, UsersHealth};
 use super::source::UsersSource;
 use crate::watched::{self, Watched};
 
@@ -18,16 +20,9 @@ use crate::watched::{self, Watched};
 struct UsersDocument {
     auth: Weak<Auth>,
     source: UsersSource,
-    /// The text of the table in force.
-    last: Option<String>,
-}
-
-impl UsersDocument {
-    fn count_error(&self) {
-        if let Some(auth) = self.auth.upgrade() {
-            auth.metrics().auth_reload_errors.inc();
-        }
-    }
+    health: Arc<UsersHealth>,
+    /// The text of the table in force, and its users.
+    last: Option<(String, usize)>,
 }
 
 impl Watched for UsersDocument {
@@ -40,25 +35,29 @@ impl Watched for UsersDocument {
     async fn read(&self) -> Result<String, String> {
         let read = self.source.read_text().await;
         read.map_err(|e| {
-            self.count_error();
+            self.health.read_failed(e.reason(), e.to_string());
             e.to_string()
         })
     }
 
     fn apply(&mut self, text: String) -> Result<(), String> {
-        if self.last.as_deref() == Some(text.as_str()) {
+        if let Some((last, users)) = &self.last
+            && *last == text
+        {
+            self.health.read_ok(*users);
             return Ok(());
         }
         let Some(auth) = self.auth.upgrade() else {
             return Ok(());
         };
         let users = Users::parse(&text).map_err(|e| {
-            self.count_error();
+            self.health.read_failed(ReadFailure::Invalid, e.to_string());
             e.to_string()
         })?;
         let count = users.len();
         let revoked = auth.install(users);
-        self.last = Some(text);
+        self.last = Some((text, count));
+        self.health.read_ok(count);
         tracing::info!(source = %self.source.describe(), users = count, revoked, "users document reloaded");
         Ok(())
     }
@@ -71,15 +70,21 @@ impl Watched for UsersDocument {
     }
 }
 
-/// Polls `source` every `every` until `stop` (or until the broker is gone). `last` is the text
-/// of the table in force.
+/// Polls `source` every `every` until `stop` (or until the broker is gone), reporting each read
+/// to `health`. `last` is the text of the table in force and its users.
 pub async fn poll(
     auth: Weak<Auth>,
     source: UsersSource,
-    last: Option<String>,
+    health: Arc<UsersHealth>,
+    last: Option<(String, usize)>,
     every: Duration,
     stop: watch::Receiver<bool>,
 ) {
-    let document = UsersDocument { auth, source, last };
+    let document = UsersDocument {
+        auth,
+        source,
+        health,
+        last,
+    };
     watched::poll(document, every, stop).await;
 }

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use starling_access::{AccessError, Users};
 use starling_config::BrokerConfig;
 
+use super::health::ReadFailure;
 use crate::cluster::source::pod_namespace;
 
 /// The Secret key holding the users document.
@@ -58,6 +59,31 @@ pub enum UsersSourceError {
     /// One read took longer than `READ_LIMIT`.
     #[error("no answer within {READ_LIMIT:?}")]
     Timeout,
+}
+
+impl UsersSourceError {
+    /// Why, as the users table's health counts it: the document is not there, could not be
+    /// read, or does not compile.
+    pub fn reason(&self) -> ReadFailure {
+        match self {
+            UsersSourceError::File { source, .. }
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                ReadFailure::Missing
+            }
+            UsersSourceError::Secret {
+                source: kube::Error::Api(status),
+                ..
+            } if status.code == 404 => ReadFailure::Missing,
+            UsersSourceError::NoKey(_) => ReadFailure::Missing,
+            UsersSourceError::NotUtf8 | UsersSourceError::Document(_) => ReadFailure::Invalid,
+            UsersSourceError::NoNamespace(_)
+            | UsersSourceError::Kubernetes(_)
+            | UsersSourceError::File { .. }
+            | UsersSourceError::Secret { .. }
+            | UsersSourceError::Timeout => ReadFailure::Unreadable,
+        }
+    }
 }
 
 /// A users document source.

@@ -129,28 +129,39 @@ pub async fn handshake<G>(
         let _ = send.finish();
         return Err(err);
     };
-    let common_name = identity::client_common_name(conn);
+    let leaf = identity::client_leaf(conn);
+    let common_name = leaf.as_ref().and_then(|l| identity::common_name(l));
+    let uris = leaf
+        .as_ref()
+        .map(|l| identity::uri_sans(l))
+        .unwrap_or_default();
     let presented = Presented {
         common_name: common_name.as_deref(),
+        uris: &uris,
         requested: hello.features,
         token: hello.auth_token.as_deref(),
     };
     let users = auth.users();
-    let (principal, identity_bits) =
-        match decide(auth.mode(), auth.has_client_ca(), &users, &presented) {
-            Ok(decided) => decided,
-            Err(why) => {
-                metrics
-                    .auth_failures
-                    .with_label_values(&[why.label()])
-                    .inc();
-                let err = HandshakeError::Unauthorized(why);
-                let code = ErrorCode::Unauthorized;
-                reply::error(&mut send, metrics, 0, code, err.to_string()).await;
-                let _ = send.finish();
-                return Err(err);
-            }
-        };
+    let (principal, identity_bits) = match decide(
+        auth.mode(),
+        auth.has_client_ca(),
+        auth.peer_uri(),
+        &users,
+        &presented,
+    ) {
+        Ok(decided) => decided,
+        Err(why) => {
+            metrics
+                .auth_failures
+                .with_label_values(&[why.label()])
+                .inc();
+            let err = HandshakeError::Unauthorized(why);
+            let code = ErrorCode::Unauthorized;
+            reply::error(&mut send, metrics, 0, code, err.to_string()).await;
+            let _ = send.finish();
+            return Err(err);
+        }
+    };
     let identity_mask = !(features::PEER | features::AUTH_TOKEN) | identity_bits;
     let mut granted = hello.features & OFFERED_FEATURES & identity_mask;
     if matches!(principal, Principal::Peer) {

@@ -441,7 +441,7 @@ async fn a_reload_adds_a_user_and_a_removed_users_subscription_is_closed_within_
     // A broken document is refused and counted; the table in force stays.
     s.write_users("version: 1\nusers: [{name: BAD}]\n");
     wait_metrics(&s.broker, "the reload error counted", |m| {
-        m.get("starling_auth_reload_errors_total") >= 1.0
+        m.get("starling_auth_reload_errors_total{reason=invalid}") >= 1.0
     })
     .await;
     let late = s
@@ -592,4 +592,84 @@ async fn narrowed_permissions_end_the_open_subscriptions_they_no_longer_allow() 
     assert_eq!(m.get("starling_auth_subscriptions_withdrawn_total"), 2.0);
     assert_eq!(m.get("starling_auth_revoked_connections_total"), 0.0);
     app.close().await;
+}
+
+/// `GET /users` as JSON.
+async fn users_health(s: &Secured) -> serde_json::Value {
+    let (status, body) = s.broker.http_get("/users").await;
+    assert_eq!(status, 200, "/users: {body}");
+    serde_json::from_str(&body).expect("/users is JSON")
+}
+
+/// Waits until `GET /users` says `state`, and returns the answer.
+async fn wait_users_state(s: &Secured, state: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = users_health(s).await;
+        if answer["state"] == state {
+            return answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {state} table within 10 s: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_or_missing_users_document_is_reported_while_the_last_good_table_serves() {
+    let s = Secured::start("stale").await;
+    let current = wait_users_state(&s, "current").await;
+    assert_eq!(current["users"], 2, "{current}");
+    assert_eq!(current["reason"], serde_json::Value::Null);
+    let m = s.broker.metrics().await;
+    assert_eq!(m.get("starling_auth_users_stale"), 0.0);
+    assert!(m.get("starling_auth_users_age_seconds") < 5.0);
+
+    // A corrupt document: reported stale (invalid), counted, the broker stays ready and its
+    // users are served with the last good table.
+    s.write_users("version: 1\nusers: [{name: BAD}]\n");
+    let stale = wait_users_state(&s, "stale").await;
+    assert_eq!(stale["reason"], "invalid", "{stale}");
+    assert_eq!(stale["users"], 2, "the last good table stays: {stale}");
+    assert!(
+        stale["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{stale}"
+    );
+    let m = s.broker.metrics().await;
+    assert_eq!(m.get("starling_auth_users_stale"), 1.0);
+    assert!(m.get("starling_auth_reload_errors_total{reason=invalid}") >= 1.0);
+    assert_eq!(
+        m.get("starling_auth_reload_errors_total{reason=missing}"),
+        0.0
+    );
+    assert_eq!(
+        s.broker.http_get("/readyz").await.0,
+        200,
+        "a stale table keeps it ready"
+    );
+    let app = s
+        .token_client(APP_TOKEN)
+        .await
+        .expect("last good table in force");
+    app.close().await;
+
+    // A deleted document: reported as missing.
+    std::fs::remove_file(s.dir.join("users.yaml")).unwrap();
+    wait_metrics(&s.broker, "the missing document counted", |m| {
+        m.get("starling_auth_reload_errors_total{reason=missing}") >= 1.0
+    })
+    .await;
+    let missing = users_health(&s).await;
+    assert_eq!(missing["state"], "stale", "{missing}");
+    assert_eq!(missing["reason"], "missing", "{missing}");
+
+    // A good document again: current, the gauge back at 0.
+    s.write_users(&users_doc(&late_user()));
+    let back = wait_users_state(&s, "current").await;
+    assert_eq!(back["users"], 3, "{back}");
+    assert_eq!(back["error"], serde_json::Value::Null);
+    let m = s.broker.metrics().await;
+    assert_eq!(m.get("starling_auth_users_stale"), 0.0);
 }

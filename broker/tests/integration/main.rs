@@ -19,6 +19,7 @@ mod http_budget;
 mod http_probes;
 mod limits;
 mod observability;
+mod peer_uri;
 mod publish_flood;
 mod queue_groups;
 mod quic_path;

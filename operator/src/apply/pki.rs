@@ -110,24 +110,17 @@ pub async fn ensure_pki(client: &Client, v: &ValidatedCluster, now: i64) -> Resu
     let (ca, ca_created) = ensure_ca(client, v, now).await?;
     let api: Api<Secret> = Api::namespaced(client.clone(), &v.id.namespace);
     let peer = get(&api, &v.names.peer_secret).await?;
+    let uri = pki::peer_uri(&v.id.namespace, &v.id.name);
     let renewal = match &peer {
-        Some(s) if key_text(s, CA_CERT) != Some(ca.cert.as_str()) => pki::leaf_needs_renewal(
-            key_text(s, TLS_CERT),
-            &ca.cert,
-            starling_access::PEER_IDENTITY,
-            now,
-        )
-        .or(Some(Renewal::OtherIssuer)),
-        Some(s) => pki::leaf_needs_renewal(
-            key_text(s, TLS_CERT),
-            &ca.cert,
-            starling_access::PEER_IDENTITY,
-            now,
-        ),
+        Some(s) if key_text(s, CA_CERT) != Some(ca.cert.as_str()) => {
+            pki::peer_needs_renewal(key_text(s, TLS_CERT), &ca.cert, &uri, now)
+                .or(Some(Renewal::OtherIssuer))
+        }
+        Some(s) => pki::peer_needs_renewal(key_text(s, TLS_CERT), &ca.cert, &uri, now),
         None => Some(Renewal::Missing),
     };
     if renewal.is_some() {
-        let leaf = pki::issue_peer(&ca, now)?;
+        let leaf = pki::issue_peer(&ca, &uri, now)?;
         apply(client, &pki_secrets::peer_secret(v, &leaf, &ca.cert)).await?;
     }
     Ok(PkiOutcome {

@@ -114,7 +114,8 @@ mod tests {
         );
         assert_eq!(read_ca(&s), Some(ca.clone()));
 
-        let peer = pki::issue_peer(&ca, 1_800_000_000).unwrap_or_else(|e| panic!("{e}"));
+        let peer = pki::issue_peer(&ca, "urn:starling:peer:messaging/events", 1_800_000_000)
+            .unwrap_or_else(|e| panic!("{e}"));
         let p = peer_secret(&v, &peer, &ca.cert);
         assert_eq!(p.metadata.name.as_deref(), Some("events-peer"));
         assert_eq!(p.type_.as_deref(), Some("kubernetes.io/tls"));

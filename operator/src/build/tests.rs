@@ -234,7 +234,7 @@ fn every_tier_and_profile_combination_is_pinned() {
 
 fn forced() -> ConfigOverrides {
     let mut o = ConfigOverrides::default();
-    crate::validate::force_operator_knobs(&mut o, &crate::names::Names::new("events"));
+    crate::validate::force_operator_knobs(&mut o, &crate::names::Names::new("events"), "messaging");
     o
 }
 

@@ -291,6 +291,7 @@ fn only_timers_bring_the_next_reconcile_forward() {
         members_wait: Some(Duration::from_secs(9)),
         staged: false,
         volumes: false,
+        users: false,
         roll: false,
     };
     assert_eq!(requeue_after(grace), Duration::from_secs(9));
@@ -298,6 +299,7 @@ fn only_timers_bring_the_next_reconcile_forward() {
         members_wait: None,
         staged: true,
         volumes: false,
+        users: false,
         roll: false,
     };
     assert_eq!(requeue_after(staged), tier_change::STAGE_POLL);
@@ -305,6 +307,7 @@ fn only_timers_bring_the_next_reconcile_forward() {
         members_wait: Some(Duration::from_secs(2)),
         staged: true,
         volumes: false,
+        users: false,
         roll: false,
     };
     assert_eq!(requeue_after(both), Duration::from_secs(2));
@@ -312,11 +315,13 @@ fn only_timers_bring_the_next_reconcile_forward() {
         members_wait: None,
         staged: false,
         volumes: true,
+        users: false,
         roll: false,
     };
     assert_eq!(requeue_after(durable), crate::status::volumes::VOLUME_POLL);
     let held = Timers {
         volumes: true,
+        users: false,
         roll: true,
         ..Timers::default()
     };

@@ -23,17 +23,20 @@ pub enum ConditionType {
     ReplicationDegraded,
     /// A broker's storage volume is full: its durable logs refuse appends for space.
     DiskFull,
+    /// The users table the brokers admit clients by is the one the operator writes.
+    UsersTableHealthy,
 }
 
 impl ConditionType {
     /// Every type, in the order they are written.
-    pub const ALL: [ConditionType; 6] = [
+    pub const ALL: [ConditionType; 7] = [
         ConditionType::Ready,
         ConditionType::Progressing,
         ConditionType::Degraded,
         ConditionType::AuthenticationDisabled,
         ConditionType::ReplicationDegraded,
         ConditionType::DiskFull,
+        ConditionType::UsersTableHealthy,
     ];
 
     /// The condition's `type`.
@@ -45,6 +48,7 @@ impl ConditionType {
             ConditionType::AuthenticationDisabled => "AuthenticationDisabled",
             ConditionType::ReplicationDegraded => "ReplicationDegraded",
             ConditionType::DiskFull => "DiskFull",
+            ConditionType::UsersTableHealthy => "UsersTableHealthy",
         }
     }
 
@@ -68,6 +72,9 @@ impl ConditionType {
             }
             ConditionType::DiskFull => {
                 "True when a broker's storage volume is full: one of its durable logs refuses appends for space (its acked publishes are refused until space returns; retention runs at once), or no byte is left. Read from each broker pod's GET /storage at every reconcile, at least every 30 s while topics are durable."
+            }
+            ConditionType::UsersTableHealthy => {
+                "True when the users Secret <name>-users exists, is within its budget and parses with the brokers' own rules, and every broker that answered holds the table it last read from it. False when the Secret is missing, too large or does not parse, or when a broker's last read failed (it keeps its last good table, so revocations stop reaching it) or it never read one (it admits no user and is not ready). Read from the Secret and each broker pod's GET /users at every reconcile, at least every 60 s while authentication is on."
             }
         }
     }
@@ -107,7 +114,7 @@ reasons! {
     Scaling => Progressing, "True", "The broker count is changing; running brokers are not restarted.";
     Paused => Progressing, "False", "spec.paused is true: the operator does not change the cluster's objects.";
     AsExpected => Degraded, "False", "The spec is valid and every object was applied.";
-    ManagedKnobSet => Degraded, "True", "spec.config sets a knob the operator owns (quic_listen, http_listen, tls_cert_file, tls_key_file, cluster_members_file, cluster_members_configmap, auth_mode, auth_users_file, auth_users_secret, auth_client_ca_file, cluster_peer_cert_file, cluster_peer_key_file).";
+    ManagedKnobSet => Degraded, "True", "spec.config sets a knob the operator owns (quic_listen, http_listen, tls_cert_file, tls_key_file, cluster_members_file, cluster_members_configmap, auth_mode, auth_users_file, auth_users_secret, auth_client_ca_file, cluster_peer_cert_file, cluster_peer_key_file, cluster_peer_uri).";
     InvalidConfig => Degraded, "True", "The broker config resolved from profile, tier and spec.config was refused by the shared validation; the message names the knob.";
     InvalidResources => Degraded, "True", "A CPU, memory or storage quantity does not parse, or a request exceeds its limit.";
     InvalidName => Degraded, "True", "The BrokerCluster name cannot be used for the Services and StatefulSet derived from it.";
@@ -127,6 +134,11 @@ reasons! {
     VolumesHaveSpace => DiskFull, "False", "Every broker that answered has space on its volume (the message names the one with the least free, and any broker not read).";
     VolumeFull => DiskFull, "True", "A broker's volume is full (named in the message, with its free and total bytes): its durable logs refuse appends for space until space returns, which they notice by themselves.";
     VolumesUnknown => DiskFull, "Unknown", "No broker answered GET /storage yet, or the broker pods could not be listed (the message says why).";
+    UsersTableNotUsed => UsersTableHealthy, "True", "spec.auth.mode is none: the brokers read no users table.";
+    UsersTableCurrent => UsersTableHealthy, "True", "The users Secret is valid and every broker that answered GET /users read it at its last attempt (the message names any broker not read).";
+    UsersSecretInvalid => UsersTableHealthy, "False", "The users Secret <name>-users is missing, has no users.yaml key, is past the document's budget (960 KiB), or does not parse with the brokers' rules (the message says which, and names any broker reporting a stale table). The operator rewrites it at each reconcile; a Secret that stays so points at another writer or an admission webhook.";
+    UsersTableStale => UsersTableHealthy, "False", "A broker's last read of the users Secret failed (missing, unreadable or invalid; named in the message with its error): it keeps its last good table, so users removed or tokens replaced since are not cut off there. A broker that never read one admits no user and is not ready.";
+    UsersTableUnknown => UsersTableHealthy, "Unknown", "No broker answered GET /users yet, or the broker pods or the users Secret could not be read (the message says why).";
 }
 
 /// The condition of a type in a status, if present.

@@ -33,6 +33,7 @@ pub const OPERATOR_MANAGED_KNOBS: &[&str] = &[
     "auth_client_ca_file",
     "cluster_peer_cert_file",
     "cluster_peer_key_file",
+    "cluster_peer_uri",
     "storage_dir",
     "topics_file",
 ];

@@ -78,6 +78,7 @@ fn compute_with(
         members: None,
         placement: None,
         volumes: None,
+        users_table: None,
         roll: None,
         now,
     })
@@ -167,9 +168,18 @@ fn counters_selector_endpoints_and_rendered_values() {
         (ep.host.as_str(), ep.quic_port, ep.http_port),
         ("events.messaging.svc", 7400, 9400)
     );
-    assert_eq!(status.conditions.len(), 6);
+    assert_eq!(status.conditions.len(), 7);
     let disk = status.conditions.iter().find(|c| c.type_ == "DiskFull");
     assert_eq!(disk.map(|c| c.reason.as_str()), Some("NoDurableTopics"));
+    let users = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "UsersTableHealthy");
+    assert_eq!(
+        users.map(|c| (c.status.as_str(), c.reason.as_str())),
+        Some(("Unknown", "UsersTableUnknown")),
+        "authentication on, nothing read yet"
+    );
     assert!(
         status
             .conditions
@@ -232,6 +242,7 @@ fn refused_spec_is_degraded_and_keeps_the_last_rendered_values() {
         members: None,
         placement: None,
         volumes: None,
+        users_table: None,
         roll: None,
         now: at(0),
     });
@@ -328,6 +339,7 @@ fn members_are_recorded_and_a_lagging_member_list_is_scaling() {
         members,
         placement: None,
         volumes: None,
+        users_table: None,
         roll: None,
         now: at(20),
     };
@@ -426,6 +438,7 @@ fn auth_mode_none_is_reported_in_its_own_condition() {
         members: None,
         placement: None,
         volumes: None,
+        users_table: None,
         roll: None,
         now: at(9),
     });
@@ -539,6 +552,7 @@ fn replication_degraded_follows_the_members_and_the_placement() {
             members: Some(members),
             placement: Some(placement),
             volumes: None,
+            users_table: None,
             roll: None,
             now: at(20),
         })
@@ -592,6 +606,7 @@ fn replication_degraded_follows_the_members_and_the_placement() {
         members: None,
         placement: None,
         volumes: None,
+        users_table: None,
         roll: None,
         now: at(30),
     });
@@ -631,6 +646,7 @@ fn disk_full_follows_the_brokers_volume_answers() {
             members: None,
             placement: None,
             volumes,
+            users_table: None,
             roll: None,
             now: at(20),
         })
@@ -698,6 +714,7 @@ fn a_held_roll_shows_what_it_waits_for_in_progressing() {
             members: None,
             placement: None,
             volumes: None,
+            users_table: None,
             roll,
             now: at(20),
         })
@@ -743,6 +760,7 @@ fn a_held_roll_shows_what_it_waits_for_in_progressing() {
         members: None,
         placement: None,
         volumes: None,
+        users_table: None,
         now: at(20),
     });
     assert_eq!(
