@@ -15,8 +15,8 @@
 #      directories and artifacts of every workspace package are deleted from the copy.
 #      Each profile directory is copied under cargo's own lock (<profile>/.cargo-lock), so a
 #      build running there is never copied half-written.
-#   2. trim: past STARLING_BUILD_CACHE_MAX_GB (default 30) the least recently used directories
-#      are removed, never the newest (the one just seeded or used).
+#   2. trim: past STARLING_BUILD_CACHE_MAX_GB (default 30) held by the per-path directories, the
+#      least recently used of them are removed, never the newest (the one just seeded or used).
 #
 #   scripts/build-cache.sh CACHE
 #
@@ -127,10 +127,13 @@ trim() {
   local used_kb dirs
   [[ -d "$cache" ]] || return 0
   while :; do
-    used_kb=$(du -sk "$cache" 2>/dev/null | cut -f1)
-    [[ -n "$used_kb" && "$used_kb" -gt $((max_gb * 1024 * 1024)) ]] || break
+    # Only the per-path directories count towards the cap: a directory named with
+    # CARGO_BUILD_BUILD_DIR (a developer's worktree) is never removed here, so counting it
+    # would remove the per-path ones (CI's) for space they do not take.
     mapfile -t dirs < <(build_dirs)
     [[ ${#dirs[@]} -gt 1 ]] || break
+    used_kb=$(du -sck "${dirs[@]}" 2>/dev/null | tail -1 | cut -f1)
+    [[ -n "$used_kb" && "$used_kb" -gt $((max_gb * 1024 * 1024)) ]] || break
     say "$cache holds $((used_kb / 1024 / 1024)) GiB (> $max_gb): removing ${dirs[0]}, the least recently used"
     rm -rf "${dirs[0]}"
   done
