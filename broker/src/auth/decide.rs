@@ -243,7 +243,10 @@ mod tests {
             "nor a user, nor anonymous"
         );
         assert_eq!(peer(AuthMode::None, &theirs, peer_bits()), foreign);
-        assert_eq!(foreign.unwrap_err().label(), "foreign_peer");
+        assert_eq!(
+            Unauthorized::ForeignPeer(URI.into()).label(),
+            "foreign_peer"
+        );
         // Users' certificates are not asked for a URI.
         let pr = p(Some("billing"), features::BASE, None);
         assert_eq!(

@@ -45,7 +45,7 @@ async fn small_balanced_cluster_serves_pubsub_and_cache() {
     // authentication and the peer certificate), and the byte budgets and object caps derived
     // from the broker container's memory limit (docs/configuration.md, "Memory fit").
     let mut overrides = ConfigOverrides::default();
-    force_operator_knobs(&mut overrides, &Names::new("events"));
+    force_operator_knobs(&mut overrides, &Names::new("events"), &ns.name);
     let mut expected = resolve(Profile::Balanced, Some(Tier::Small), &overrides).expect("valid");
     let sts = ns
         .api::<StatefulSet>()
