@@ -178,6 +178,10 @@ fn decorate(obj: &mut Map<String, Value>) {
         .iter()
         .copied()
         .partition(|k| k.starts_with("tls_"));
+    // The peer URI has a rule of its own: it came after the 0.1.0 CRD, whose stored objects
+    // must keep validating under the rules that release had (operator/tests/crd_compat.rs).
+    let (peer_uri, rest): (Vec<&str>, Vec<&str>) =
+        rest.into_iter().partition(|k| *k == "cluster_peer_uri");
     let (auth, rest): (Vec<&str>, Vec<&str>) = rest
         .into_iter()
         .partition(|k| k.starts_with("auth_") || k.starts_with("cluster_peer_"));
@@ -235,6 +239,14 @@ fn decorate(obj: &mut Map<String, Value>) {
         &format!(
             "config.{} is set by the operator: the topics document of the cluster's BrokerTopic resources",
             topics.join(" and config.")
+        ),
+    );
+    push_rule(
+        obj,
+        &none_set(&peer_uri),
+        &format!(
+            "config.{} is set by the operator: the URI SAN of the cluster's peer certificate",
+            peer_uri.join(" and config.")
         ),
     );
     push_rule(
