@@ -223,7 +223,7 @@ async fn dashboard_queries_and_alert_rules_on_real_brokers() {
     let want_alerts = alert_names();
     assert_eq!(
         want_alerts.len(),
-        11,
+        12,
         "the rule file's alerts: {want_alerts:?}"
     );
     let loaded = wait::until("the rule file loaded", Duration::from_secs(60), || async {
