@@ -62,7 +62,7 @@ REL="$(git_ rev-parse HEAD~1)"
 [[ "$(git_ log -1 --format=%s "$REL")" == "Release $NEW" ]] || fail "release commit subject"
 [[ "$(git_ rev-parse "v$NEW^{commit}")" == "$REL" ]] || fail "tag v$NEW is not on the release commit"
 CHANGED="$(git_ diff --name-only "$BASE" "$REL" | sort | tr '\n' ' ')"
-WANT="Cargo.lock Cargo.toml charts/starling-operator/Chart.yaml charts/test.sh clients/go/config.go crds/released/$NEW/brokercluster.yaml crds/released/$NEW/brokeruser.yaml docs/operator.md manifests/install.yaml "
+WANT="Cargo.lock Cargo.toml charts/starling-operator/Chart.yaml charts/test.sh clients/go/config.go crds/released/$NEW/brokercluster.yaml crds/released/$NEW/brokertopic.yaml crds/released/$NEW/brokeruser.yaml docs/operator.md manifests/install.yaml "
 [[ "$CHANGED" == "$WANT" ]] || fail "the release commit changed [$CHANGED], expected [$WANT]"
 [[ "$(git_ diff --name-only "$REL" HEAD)" == CHANGELOG.md ]] || fail "the second commit must change only CHANGELOG.md"
 

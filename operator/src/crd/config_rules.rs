@@ -178,8 +178,8 @@ fn decorate(obj: &mut Map<String, Value>) {
         .iter()
         .copied()
         .partition(|k| k.starts_with("tls_"));
-    // The peer URI has a rule of its own: it came after the 0.1.0 CRD, whose stored objects
-    // must keep validating under the rules that release had (operator/tests/crd_compat.rs).
+    // The peer URI has a rule of its own: it came after the first released CRD, whose stored
+    // objects must keep validating under the rules that release had (operator/tests/crd_compat.rs).
     let (peer_uri, rest): (Vec<&str>, Vec<&str>) =
         rest.into_iter().partition(|k| *k == "cluster_peer_uri");
     let (auth, rest): (Vec<&str>, Vec<&str>) = rest
