@@ -146,15 +146,7 @@ pub async fn reconcile(bc: Arc<BrokerCluster>, ctx: Arc<Context>) -> Result<Acti
 /// leadership is lost; nothing more is written, not even the failure event.
 async fn reconcile_timed(bc: Arc<BrokerCluster>, ctx: Arc<Context>) -> Result<Action> {
     let timer = ctx.metrics.start();
-    let result = if ctx.fence.is_lost() {
-        Err(Error::Leadership("not the leader any more".into()))
-    } else {
-        tokio::select! {
-            biased;
-            () = ctx.fence.lost() => Err(Error::Leadership("lost the lease during a reconcile".into())),
-            r = reconcile_cluster(&bc, &ctx) => r,
-        }
-    };
+    let result = ctx.fence.guard(reconcile_cluster(&bc, &ctx)).await;
     match &result {
         Ok(_) => {
             ctx.reset_failures(&bc);
@@ -736,13 +728,6 @@ pub fn controller_for(
     (controller, reader, live)
 }
 
-async fn stopped(mut shutdown: watch::Receiver<bool>, fence: crate::fence::Fence) {
-    tokio::select! {
-        _ = shutdown.wait_for(|stop| *stop) => {}
-        () = fence.lost() => {}
-    }
-}
-
 /// Runs one BrokerCluster, one BrokerUser and one BrokerTopic controller per watch scope (every namespace
 /// when `namespaces` is empty) and the autoscaler until `shutdown` turns true or leadership is lost (`ctx.fence`), keeping the
 /// managed-clusters gauge current.
@@ -777,7 +762,7 @@ pub async fn run(
         ctx.live.set(scope.clone(), children);
         stores.push(store);
         let run = controller
-            .graceful_shutdown_on(stopped(shutdown.clone(), ctx.fence.clone()))
+            .graceful_shutdown_on(ctx.fence.clone().or_shutdown(shutdown.clone()))
             .run(reconcile, error_policy, ctx.clone())
             .for_each(|res| async move {
                 match res {

@@ -249,3 +249,34 @@ pub fn fake_client(fake: Arc<Mutex<Fake>>) -> Client {
     });
     Client::new(service, "messaging")
 }
+
+/// A fake API server holding `bc` as the `events` BrokerCluster of namespace `messaging`, and
+/// an operator context (client, event recorder, metrics, default settings) talking to it: the
+/// setup every controller test starts from.
+pub fn fake_context(
+    bc: &crate::crd::BrokerCluster,
+) -> (Arc<Mutex<Fake>>, Arc<crate::context::Context>) {
+    use kube::runtime::events::{Recorder, Reporter};
+    let mut fake = Fake::default();
+    fake.objects.insert(
+        format!("/apis/starling.dev/v1alpha1{NS}brokerclusters/events"),
+        serde_json::to_value(bc).unwrap_or_default(),
+    );
+    let fake = Arc::new(Mutex::new(fake));
+    let client = fake_client(fake.clone());
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "starling-operator".into(),
+            instance: Some("test".into()),
+        },
+    );
+    let metrics = crate::metrics::Metrics::new().unwrap_or_else(|e| panic!("{e}"));
+    let ctx = crate::context::Context::new(
+        client,
+        recorder,
+        metrics,
+        crate::validate::fixtures::defaults(),
+    );
+    (fake, Arc::new(ctx))
+}

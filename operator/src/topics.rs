@@ -62,14 +62,7 @@ async fn reconcile_inner(topic: &BrokerTopic, ctx: &Context) -> Result<Action> {
 
 /// One reconcile of a BrokerTopic, fenced by leadership.
 pub async fn reconcile(topic: Arc<BrokerTopic>, ctx: Arc<Context>) -> Result<Action> {
-    if ctx.fence.is_lost() {
-        return Err(Error::Leadership("not the leader any more".into()));
-    }
-    tokio::select! {
-        biased;
-        () = ctx.fence.lost() => Err(Error::Leadership("lost the lease during a reconcile".into())),
-        r = reconcile_inner(&topic, &ctx) => r,
-    }
+    ctx.fence.guard(reconcile_inner(&topic, &ctx)).await
 }
 
 /// Retries a failed reconcile.
@@ -79,7 +72,7 @@ pub fn error_policy(_topic: Arc<BrokerTopic>, _err: &Error, _ctx: Arc<Context>) 
 
 /// Runs the BrokerTopic controller for one watch scope until `shutdown` turns true or
 /// leadership is lost. Only new generations trigger it: the status writes do not.
-pub async fn run(ctx: Arc<Context>, ns: Option<String>, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(ctx: Arc<Context>, ns: Option<String>, shutdown: watch::Receiver<bool>) {
     let client: Client = ctx.client.clone();
     let api: Api<BrokerTopic> = match ns.as_deref() {
         Some(ns) => Api::namespaced(client, ns),
@@ -91,14 +84,8 @@ pub async fn run(ctx: Arc<Context>, ns: Option<String>, mut shutdown: watch::Rec
         .reflect(writer)
         .applied_objects()
         .predicate_filter(predicates::generation, PredicateConfig::default());
-    let fence = ctx.fence.clone();
     Controller::for_stream(topics, reader)
-        .graceful_shutdown_on(async move {
-            tokio::select! {
-                _ = shutdown.wait_for(|stop| *stop) => {}
-                () = fence.lost() => {}
-            }
-        })
+        .graceful_shutdown_on(ctx.fence.clone().or_shutdown(shutdown))
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
             match res {

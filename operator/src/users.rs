@@ -375,15 +375,7 @@ async fn publish(ctx: &Context, user: &BrokerUser, planned: &Planned) {
 
 /// One reconcile of a BrokerUser.
 pub async fn reconcile(user: Arc<BrokerUser>, ctx: Arc<Context>) -> Result<Action> {
-    if ctx.fence.is_lost() {
-        return Err(Error::Leadership("not the leader any more".into()));
-    }
-    let result = tokio::select! {
-        biased;
-        () = ctx.fence.lost() => return Err(Error::Leadership("lost the lease during a reconcile".into())),
-        r = reconcile_inner(&user, &ctx) => r,
-    };
-    let o = match result {
+    let o = match ctx.fence.guard(reconcile_inner(&user, &ctx)).await {
         Ok(o) => o,
         Err(e @ Error::Leadership(_)) => return Err(e),
         Err(e) => Outcome {
@@ -417,20 +409,14 @@ pub fn error_policy(_user: Arc<BrokerUser>, _err: &Error, _ctx: Arc<Context>) ->
 
 /// Runs the BrokerUser controller for one watch scope until `shutdown` turns true or
 /// leadership is lost.
-pub async fn run(ctx: Arc<Context>, ns: Option<String>, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(ctx: Arc<Context>, ns: Option<String>, shutdown: watch::Receiver<bool>) {
     let client: Client = ctx.client.clone();
     let api: Api<BrokerUser> = match ns.as_deref() {
         Some(ns) => Api::namespaced(client, ns),
         None => Api::all(client),
     };
-    let fence = ctx.fence.clone();
     Controller::new(api, watcher::Config::default())
-        .graceful_shutdown_on(async move {
-            tokio::select! {
-                _ = shutdown.wait_for(|stop| *stop) => {}
-                () = fence.lost() => {}
-            }
-        })
+        .graceful_shutdown_on(ctx.fence.clone().or_shutdown(shutdown))
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
             match res {

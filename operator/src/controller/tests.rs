@@ -4,15 +4,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use kube::runtime::events::{Recorder, Reporter};
 use serde_json::{Value, json};
 use starling_config::Tier;
 
 use super::*;
 use crate::crd::BrokerClusterSpec;
-use crate::fake_api::{Fake, NS, fake_client};
-use crate::metrics::Metrics;
-use crate::validate::fixtures::{broker_cluster, defaults};
+use crate::fake_api::{Fake, NS, fake_context};
+use crate::validate::fixtures::broker_cluster;
 use crate::validate::validate;
 
 struct Harness {
@@ -22,21 +20,7 @@ struct Harness {
 
 impl Harness {
     fn new(bc: &BrokerCluster) -> Self {
-        let mut fake = Fake::default();
-        let path = format!("/apis/starling.dev/v1alpha1{NS}brokerclusters/events");
-        fake.objects
-            .insert(path, serde_json::to_value(bc).unwrap_or_default());
-        let fake = Arc::new(Mutex::new(fake));
-        let client = fake_client(fake.clone());
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "starling-operator".into(),
-                instance: Some("test".into()),
-            },
-        );
-        let metrics = Metrics::new().unwrap_or_else(|e| panic!("{e}"));
-        let ctx = Arc::new(Context::new(client, recorder, metrics, defaults()));
+        let (fake, ctx) = fake_context(bc);
         Harness { fake, ctx }
     }
 

@@ -5,17 +5,15 @@
 
 use std::sync::{Arc, Mutex};
 
-use kube::runtime::events::{Recorder, Reporter};
 use serde_json::{Value, json};
 use starling_config::topics::TopicsDocument;
 
 use crate::context::Context;
 use crate::crd::topic::{BrokerTopic, BrokerTopicSpec};
 use crate::crd::{BrokerCluster, BrokerClusterSpec, StorageSpec};
-use crate::fake_api::{Fake, NS, fake_client};
-use crate::metrics::Metrics;
+use crate::fake_api::{Fake, NS, fake_context};
 use crate::names::TOPIC_FIELD_MANAGER;
-use crate::validate::fixtures::{broker_cluster, defaults};
+use crate::validate::fixtures::broker_cluster;
 
 const TOPICS: &str = "/apis/starling.dev/v1alpha1/namespaces/messaging/brokertopics";
 
@@ -39,22 +37,7 @@ fn with_storage() -> BrokerClusterSpec {
 impl Harness {
     fn new(spec: BrokerClusterSpec) -> Self {
         let bc = broker_cluster(spec);
-        let mut fake = Fake::default();
-        fake.objects.insert(
-            format!("/apis/starling.dev/v1alpha1{NS}brokerclusters/events"),
-            serde_json::to_value(&bc).unwrap_or_default(),
-        );
-        let fake = Arc::new(Mutex::new(fake));
-        let client = fake_client(fake.clone());
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "starling-operator".into(),
-                instance: Some("test".into()),
-            },
-        );
-        let metrics = Metrics::new().unwrap_or_else(|e| panic!("{e}"));
-        let ctx = Arc::new(Context::new(client, recorder, metrics, defaults()));
+        let (fake, ctx) = fake_context(&bc);
         Harness { fake, ctx, bc }
     }
 

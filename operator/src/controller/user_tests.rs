@@ -3,7 +3,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use kube::runtime::events::{Recorder, Reporter};
 use serde_json::{Value, json};
 
 use k8s_openapi::api::core::v1::Secret;
@@ -14,11 +13,10 @@ use crate::context::Context;
 use crate::crd::user::{BrokerUser, UserAuthType};
 use crate::crd::user::{BrokerUserSpec, PatternRules, UserAuthentication, UserPermissions};
 use crate::crd::{BrokerCluster, BrokerClusterSpec};
-use crate::fake_api::{Fake, NS, fake_client};
-use crate::metrics::Metrics;
+use crate::fake_api::{Fake, NS, fake_context};
 use crate::pki;
 use crate::users::reconcile;
-use crate::validate::fixtures::{broker_cluster, defaults};
+use crate::validate::fixtures::broker_cluster;
 
 const USERS: &str = "/apis/starling.dev/v1alpha1/namespaces/messaging/brokerusers";
 
@@ -31,22 +29,7 @@ struct Harness {
 impl Harness {
     fn new() -> Self {
         let bc = broker_cluster(BrokerClusterSpec::default());
-        let mut fake = Fake::default();
-        fake.objects.insert(
-            format!("/apis/starling.dev/v1alpha1{NS}brokerclusters/events"),
-            serde_json::to_value(&bc).unwrap_or_default(),
-        );
-        let fake = Arc::new(Mutex::new(fake));
-        let client = fake_client(fake.clone());
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "starling-operator".into(),
-                instance: Some("test".into()),
-            },
-        );
-        let metrics = Metrics::new().unwrap_or_else(|e| panic!("{e}"));
-        let ctx = Arc::new(Context::new(client, recorder, metrics, defaults()));
+        let (fake, ctx) = fake_context(&bc);
         Harness { fake, ctx, bc }
     }
 

@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::de::{self, Visitor};
@@ -139,6 +139,23 @@ impl JsonSchema for QuantityValue {
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         json_schema!({ "x-kubernetes-int-or-string": true })
     }
+}
+
+/// `crd` with [`add_int_or_string_any_of`] applied to every version's schema: the CRD as
+/// installed, for each of the three kinds whose quantities kube's derive cannot emit.
+pub fn with_int_or_string_quantities(
+    mut crd: CustomResourceDefinition,
+) -> CustomResourceDefinition {
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            add_int_or_string_any_of(schema);
+        }
+    }
+    crd
 }
 
 /// Gives every `x-kubernetes-int-or-string` node of a generated schema the

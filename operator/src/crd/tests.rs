@@ -10,84 +10,28 @@ use super::config_rules::{
     KnobRange, OPERATOR_MANAGED_KNOBS, knob_one_of, knob_pairs, knob_ranges, one_of_rule,
     pair_rule, range_rule,
 };
+use super::probe;
 use super::*;
 
 const REGENERATE: &str = "cargo run -p starling-operator --bin crdgen > crds/brokercluster.yaml";
 
 /// The CRD's schema exactly as installed.
 fn schema() -> Value {
-    let crd = serde_json::to_value(crd()).unwrap_or_default();
-    crd.pointer("/spec/versions/0/schema/openAPIV3Schema")
-        .cloned()
-        .unwrap_or_default()
-}
-
-/// Rewrites a rule for kube-cel 0.8, which differs from the API server in two ways:
-/// - it escapes every `_` of a property name to `__` while the API server
-///   (`k8s.io/apiserver/pkg/cel/escaping.go`) escapes only `__`. The rules are written for the
-///   API server (`self.pub_queue_depth`); offline they must read `self.pub__queue__depth`. Only
-///   identifiers right after a `.` are property accesses;
-/// - it has no `type()`. The one use, `type(self) == int` on an int-or-string quantity, becomes
-///   `string(self) != self`, which says the same of an int-or-string value (an integer differs
-///   from its digits, a string equals itself).
-fn kube_cel_rule(rule: &str) -> String {
-    let rule = rule.replace("type(self) == int", "string(self) != self");
-    let mut out = String::with_capacity(rule.len() * 2);
-    let mut after_dot = false;
-    for c in rule.chars() {
-        if c == '_' && after_dot {
-            out.push_str("__");
-            continue;
-        }
-        after_dot = if c == '.' {
-            true
-        } else {
-            after_dot && (c.is_ascii_alphanumeric())
-        };
-        out.push(c);
-    }
-    out
-}
-
-pub(super) fn kube_cel_compat(node: &mut Value) {
-    match node {
-        Value::Object(obj) => {
-            if let Some(Value::Array(rules)) = obj.get_mut("x-kubernetes-validations") {
-                for r in rules.iter_mut() {
-                    if let Some(Value::String(rule)) = r.get_mut("rule") {
-                        *rule = kube_cel_rule(rule);
-                    }
-                }
-            }
-            obj.values_mut().for_each(kube_cel_compat);
-        }
-        Value::Array(items) => items.iter_mut().for_each(kube_cel_compat),
-        _ => {}
-    }
+    probe::schema(&crd())
 }
 
 /// The schema as kube-cel needs it to evaluate the rules like the API server does.
 fn cel_schema() -> Value {
-    let mut s = schema();
-    kube_cel_compat(&mut s);
-    s
+    probe::cel_schema(&crd())
 }
 
 fn object(name: &str, spec: Value) -> Value {
-    json!({
-        "apiVersion": "starling.dev/v1alpha1",
-        "kind": "BrokerCluster",
-        "metadata": { "name": name, "namespace": "messaging" },
-        "spec": spec,
-    })
+    probe::object("BrokerCluster", name, spec)
 }
 
 /// Messages of every rule the object fails (empty: admitted).
 fn failures(obj: &Value, old: Option<&Value>) -> Vec<String> {
-    match Validator::new().validate(&cel_schema(), obj, old) {
-        Ok(()) => Vec::new(),
-        Err(errors) => errors.into_vec().into_iter().map(|e| e.message).collect(),
-    }
+    probe::failures(&cel_schema(), obj, old)
 }
 
 fn admit(spec: Value) -> Vec<String> {
@@ -96,12 +40,7 @@ fn admit(spec: Value) -> Vec<String> {
 
 #[test]
 fn committed_crd_matches_generated() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../crds/brokercluster.yaml");
-    let committed = std::fs::read_to_string(path).unwrap_or_default();
-    assert!(
-        committed == crd_yaml(),
-        "crds/brokercluster.yaml is out of date; regenerate it with `{REGENERATE}`"
-    );
+    probe::assert_committed("brokercluster.yaml", &crd_yaml(), REGENERATE);
 }
 
 #[test]
@@ -116,13 +55,10 @@ fn names_columns_and_subresources() {
     assert_eq!(c.spec.scope, "Namespaced");
     let v = &c.spec.versions[0];
     assert_eq!(v.name, "v1alpha1");
-    let columns: Vec<&str> = v
-        .additional_printer_columns
-        .iter()
-        .flatten()
-        .map(|c| c.name.as_str())
-        .collect();
-    assert_eq!(columns, ["Tier", "Profile", "Ready", "Status", "Age"]);
+    assert_eq!(
+        probe::printer_columns(&c),
+        ["Tier", "Profile", "Ready", "Status", "Age"]
+    );
     let sub = v.subresources.as_ref();
     assert!(sub.and_then(|s| s.status.as_ref()).is_some());
     let scale = sub.and_then(|s| s.scale.as_ref());
@@ -254,19 +190,7 @@ fn every_rule_compiles_and_has_a_message() {
         let message = r.get("message").and_then(Value::as_str).unwrap_or("");
         assert!(message.len() > 10, "rule without a readable message: {r}");
     }
-    fn walk(c: &kube::core::cel::CompiledSchema, errors: &mut Vec<String>) {
-        for v in &c.validations {
-            if let Err(e) = v {
-                errors.push(e.to_string());
-            }
-        }
-        c.properties.values().for_each(|p| walk(p, errors));
-        if let Some(items) = &c.items {
-            walk(items, errors);
-        }
-    }
-    let mut errors = Vec::new();
-    walk(&compile_schema(&schema()), &mut errors);
+    let (_, errors) = probe::compile_errors(&schema());
     assert!(errors.is_empty(), "{errors:#?}");
 }
 
@@ -845,16 +769,19 @@ fn spec_round_trips_and_defaults_apply() {
 #[test]
 fn kube_cel_rewrite_touches_only_property_names_and_type() {
     assert_eq!(
-        kube_cel_rule("!has(self.pub_queue_depth) || self.pub_queue_depth >= 1"),
+        probe::kube_cel_rule("!has(self.pub_queue_depth) || self.pub_queue_depth >= 1"),
         "!has(self.pub__queue__depth) || self.pub__queue__depth >= 1"
     );
     assert_eq!(
-        kube_cel_rule("{'a_b': 1}['a_b'] > 0"),
+        probe::kube_cel_rule("{'a_b': 1}['a_b'] > 0"),
         "{'a_b': 1}['a_b'] > 0"
     );
-    assert_eq!(kube_cel_rule("self.metadata.name"), "self.metadata.name");
     assert_eq!(
-        kube_cel_rule(rules::QUANTITY_RULE),
+        probe::kube_cel_rule("self.metadata.name"),
+        "self.metadata.name"
+    );
+    assert_eq!(
+        probe::kube_cel_rule(rules::QUANTITY_RULE),
         "string(self) != self ? self >= 0 : isQuantity(self) && !self.startsWith('-')"
     );
 }

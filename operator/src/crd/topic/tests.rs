@@ -2,40 +2,26 @@
 //! compiles, and the rules admit and refuse as intended (evaluated offline with kube's CEL
 //! validator).
 
-use kube::core::cel::{Validator, compile_schema};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::crd::probe;
 
 const REGENERATE: &str =
     "cargo run -p starling-operator --bin crdgen -- --topic > crds/brokertopic.yaml";
 
 fn schema() -> Value {
-    let crd = serde_json::to_value(crd()).unwrap_or_default();
-    let mut s = crd
-        .pointer("/spec/versions/0/schema/openAPIV3Schema")
-        .cloned()
-        .unwrap_or_default();
-    // The quantity rule's `type(self)`, which kube's offline CEL lacks, as the BrokerCluster
-    // tests rewrite it.
-    crate::crd::tests::kube_cel_compat(&mut s);
-    s
+    // The quantity rule's `type(self)`, which kube's offline CEL lacks, rewritten as the
+    // BrokerCluster tests do.
+    probe::cel_schema(&crd())
 }
 
 fn object(spec: Value) -> Value {
-    json!({
-        "apiVersion": "starling.dev/v1alpha1",
-        "kind": "BrokerTopic",
-        "metadata": { "name": "orders", "namespace": "messaging" },
-        "spec": spec,
-    })
+    probe::object("BrokerTopic", "orders", spec)
 }
 
 fn failures(obj: &Value, old: Option<&Value>) -> Vec<String> {
-    match Validator::new().validate(&schema(), obj, old) {
-        Ok(()) => Vec::new(),
-        Err(errors) => errors.into_vec().into_iter().map(|e| e.message).collect(),
-    }
+    probe::failures(&schema(), obj, old)
 }
 
 fn admit(spec: Value) -> Vec<String> {
@@ -52,12 +38,7 @@ fn refused(spec: Value, expected: &str) {
 
 #[test]
 fn committed_crd_matches_generated() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../crds/brokertopic.yaml");
-    let committed = std::fs::read_to_string(path).unwrap_or_default();
-    assert!(
-        committed == crd_yaml(),
-        "crds/brokertopic.yaml is out of date; regenerate it with `{REGENERATE}`"
-    );
+    probe::assert_committed("brokertopic.yaml", &crd_yaml(), REGENERATE);
 }
 
 #[test]
@@ -68,33 +49,16 @@ fn names_columns_and_status() {
     assert_eq!(crd.spec.scope, "Namespaced");
     let v = &crd.spec.versions[0];
     assert_eq!(v.name, "v1alpha1");
-    let columns: Vec<&str> = v
-        .additional_printer_columns
-        .iter()
-        .flatten()
-        .map(|c| c.name.as_str())
-        .collect();
-    assert_eq!(columns, ["Cluster", "Topic", "Replicas", "Ready", "Age"]);
+    assert_eq!(
+        probe::printer_columns(&crd),
+        ["Cluster", "Topic", "Replicas", "Ready", "Age"]
+    );
     assert!(v.subresources.as_ref().is_some_and(|s| s.status.is_some()));
 }
 
 #[test]
 fn every_rule_compiles() {
-    fn walk(c: &kube::core::cel::CompiledSchema, n: &mut usize, errors: &mut Vec<String>) {
-        for v in &c.validations {
-            *n += 1;
-            if let Err(e) = v {
-                errors.push(e.to_string());
-            }
-        }
-        c.properties.values().for_each(|p| walk(p, n, errors));
-        if let Some(items) = &c.items {
-            walk(items, n, errors);
-        }
-    }
-    let mut errors = Vec::new();
-    let mut n = 0;
-    walk(&compile_schema(&schema()), &mut n, &mut errors);
+    let (n, errors) = probe::compile_errors(&schema());
     assert!(errors.is_empty(), "{errors:#?}");
     assert!(
         n >= 6,

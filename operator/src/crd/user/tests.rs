@@ -2,35 +2,24 @@
 //! and the rules admit and refuse as intended (evaluated offline with kube's CEL validator),
 //! the pattern shape check agreeing with `starling_access::Pattern` on every sample.
 
-use kube::core::cel::{Validator, compile_schema};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::crd::probe;
 
 const REGENERATE: &str =
     "cargo run -p starling-operator --bin crdgen -- --user > crds/brokeruser.yaml";
 
 fn schema() -> Value {
-    let crd = serde_json::to_value(crd()).unwrap_or_default();
-    crd.pointer("/spec/versions/0/schema/openAPIV3Schema")
-        .cloned()
-        .unwrap_or_default()
+    probe::schema(&crd())
 }
 
 fn object(name: &str, spec: Value) -> Value {
-    json!({
-        "apiVersion": "starling.dev/v1alpha1",
-        "kind": "BrokerUser",
-        "metadata": { "name": name, "namespace": "messaging" },
-        "spec": spec,
-    })
+    probe::object("BrokerUser", name, spec)
 }
 
 fn failures(obj: &Value, old: Option<&Value>) -> Vec<String> {
-    match Validator::new().validate(&schema(), obj, old) {
-        Ok(()) => Vec::new(),
-        Err(errors) => errors.into_vec().into_iter().map(|e| e.message).collect(),
-    }
+    probe::failures(&schema(), obj, old)
 }
 
 fn spec_with(permissions: Value) -> Value {
@@ -43,12 +32,7 @@ fn admit(spec: Value) -> Vec<String> {
 
 #[test]
 fn committed_crd_matches_generated() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../crds/brokeruser.yaml");
-    let committed = std::fs::read_to_string(path).unwrap_or_default();
-    assert!(
-        committed == crd_yaml(),
-        "crds/brokeruser.yaml is out of date; regenerate it with `{REGENERATE}`"
-    );
+    probe::assert_committed("brokeruser.yaml", &crd_yaml(), REGENERATE);
 }
 
 #[test]
@@ -59,33 +43,16 @@ fn names_columns_and_status() {
     assert_eq!(crd.spec.scope, "Namespaced");
     let v = &crd.spec.versions[0];
     assert_eq!(v.name, "v1alpha1");
-    let columns: Vec<&str> = v
-        .additional_printer_columns
-        .iter()
-        .flatten()
-        .map(|c| c.name.as_str())
-        .collect();
-    assert_eq!(columns, ["Cluster", "Auth", "Ready", "Secret", "Age"]);
+    assert_eq!(
+        probe::printer_columns(&crd),
+        ["Cluster", "Auth", "Ready", "Secret", "Age"]
+    );
     assert!(v.subresources.as_ref().is_some_and(|s| s.status.is_some()));
 }
 
 #[test]
 fn every_rule_compiles() {
-    fn walk(c: &kube::core::cel::CompiledSchema, n: &mut usize, errors: &mut Vec<String>) {
-        for v in &c.validations {
-            *n += 1;
-            if let Err(e) = v {
-                errors.push(e.to_string());
-            }
-        }
-        c.properties.values().for_each(|p| walk(p, n, errors));
-        if let Some(items) = &c.items {
-            walk(items, n, errors);
-        }
-    }
-    let mut errors = Vec::new();
-    let mut n = 0;
-    walk(&compile_schema(&schema()), &mut n, &mut errors);
+    let (n, errors) = probe::compile_errors(&schema());
     assert!(errors.is_empty(), "{errors:#?}");
     assert!(
         n >= 5,
