@@ -193,7 +193,10 @@ async fn a_retention_lowered_while_open_trims_at_the_next_apply_and_keeps_snapsh
         .map(|c| c.index)
         .collect();
     assert_eq!(installed, kept, "the snapshot holds what retention kept");
-    assert_eq!(fresh.applied_state().await.unwrap().1.log_id(), &Some(id(0)));
+    assert_eq!(
+        fresh.applied_state().await.unwrap().1.log_id(),
+        &Some(id(0))
+    );
 
     // Lowered to nothing but the active segment: the run that deletes every sealed one
     // first fsyncs what stays, so a power cut right after it keeps the applied entry (the
