@@ -405,7 +405,8 @@ impl<F: Fs> RaftStateMachine<TypeConfig> for StateMachine<F> {
         }
         let retention = inner.retention_now();
         let now = now_ms();
-        if inner.log.retention_due(retention, now) > 0 {
+        let limited = retention.max_bytes.is_some() || retention.max_age_ms.is_some();
+        if limited && inner.log.retention_due(retention, now) > 0 {
             // What stays is made durable before anything goes (see the module doc).
             inner.log.sync().map_err(sm_write_err)?;
             inner
