@@ -63,6 +63,8 @@ const FIRST_MEMBERS_READ: Duration = Duration::from_secs(30);
 pub struct Broker {
     cfg: BrokerConfig,
     server_id: String,
+    /// Segment size of replicated topics' logs, when not the library's default.
+    replica_segment_bytes: Option<u64>,
 }
 
 /// A started broker.
@@ -94,13 +96,26 @@ impl Broker {
         let server_id = std::env::var("POD_NAME")
             .or_else(|_| std::env::var("HOSTNAME"))
             .unwrap_or_else(|_| "starling".to_string());
-        Ok(Broker { cfg, server_id })
+        Ok(Broker {
+            cfg,
+            server_id,
+            replica_segment_bytes: None,
+        })
     }
 
     /// Overrides the broker's id (default: `POD_NAME`, else `HOSTNAME`), which is also its
     /// member id in a cluster.
     pub fn with_server_id(mut self, id: impl Into<String>) -> Self {
         self.server_id = id.into();
+        self
+    }
+
+    /// Overrides the segment size of replicated topics' Raft and committed logs (default:
+    /// `starling_replica::ReplicaConfig::segment_bytes`, 64 MiB): retention deletes whole
+    /// segments, so a test that must see it trim a replicated topic sets it small. Not a
+    /// knob.
+    pub fn with_replica_segment_bytes(mut self, bytes: u64) -> Self {
+        self.replica_segment_bytes = Some(bytes);
         self
     }
 
@@ -234,7 +249,11 @@ impl Broker {
             registry: Arc::clone(&replicas),
             leaders: Arc::default(),
             dir: cfg.storage_dir.clone(),
-            config: replica_config(&cfg, replica_links.max_rpc_bytes()),
+            config: replica_config(
+                &cfg,
+                replica_links.max_rpc_bytes(),
+                self.replica_segment_bytes,
+            ),
             metrics: metrics.replica.clone(),
             open: Arc::default(),
             move_permits: Arc::new(tokio::sync::Semaphore::new(
@@ -768,14 +787,20 @@ impl RunningBroker {
 
 /// The settings of replicated topics' replicas: the library's defaults, frames bounded by
 /// what one `ReplicaRpc` carries, and the durable logs' retention for the committed log.
-fn replica_config(cfg: &BrokerConfig, max_rpc_bytes: usize) -> starling_replica::ReplicaConfig {
+fn replica_config(
+    cfg: &BrokerConfig,
+    max_rpc_bytes: usize,
+    segment_bytes: Option<u64>,
+) -> starling_replica::ReplicaConfig {
     let nonzero = |v: u64| (v > 0).then_some(v);
+    let defaults = starling_replica::ReplicaConfig::default();
     starling_replica::ReplicaConfig {
+        segment_bytes: segment_bytes.unwrap_or(defaults.segment_bytes),
         retention: starling_storage::RetentionPolicy {
             max_bytes: nonzero(cfg.storage_retention_max_bytes),
             max_age_ms: nonzero(cfg.storage_retention_max_age_ms),
         },
-        ..starling_replica::ReplicaConfig::default()
+        ..defaults
     }
     .within_frame(max_rpc_bytes)
 }

@@ -13,8 +13,51 @@
 //!
 //! Snapshot installation writes the image into a new generation directory (`g{n}/`), fsyncs
 //! it, then switches `sm-meta.json` to it atomically and deletes the old generation's files:
-//! a crash at any point leaves one whole committed log. Retention runs on the committed log
-//! after each apply ([`starling_storage::RetentionPolicy`] of its config).
+//! a crash at any point leaves one whole committed log.
+//!
+//! **Retention.** Retention runs on the committed log after each apply: the policy of its
+//! config, or, once [`StateMachine::follow_retention`] gave it a
+//! [`starling_storage::RetentionSource`], the one the source gives at that apply (the broker's
+//! source is the topics document in force, the same one its single-copy logs read), so a
+//! changed retention reaches an open replica, leader and followers alike, at its next apply.
+//! Why trimming the committed log cannot break the Raft side:
+//!
+//! - Retention deletes only whole sealed segments of the **committed log**. The **Raft log**
+//!   (`log_store`), from which the leader replicates to followers, is never touched by it:
+//!   openraft purges it only behind a snapshot (`snapshot_every`, keeping
+//!   `keep_after_snapshot` entries). So a lagging follower is caught up from the leader's
+//!   Raft log as before, or, when it is behind the purge, from a snapshot.
+//! - What the state machine itself needs is its applied log id and its membership. The
+//!   membership is in `sm-meta.json`, not in the log. The applied id is the last record,
+//!   which is always in the active segment (a segment rolls when an append would overflow
+//!   it, so the new record opens the new segment), and the active segment is never deleted.
+//! - After a crash the committed log must still reach at least the Raft log's purge point:
+//!   openraft applies again only from what the Raft log still holds. The committed log is
+//!   not fsynced per apply, so before a retention run deletes anything it is fsynced
+//!   (`Log::retention_due`, then a sync): a power cut can then cut only records applied
+//!   after the sync, never leave the committed log ending before a snapshot's last entry
+//!   (the purge point is at most that, and a snapshot's build fsyncs first too). Without
+//!   it, a retention that deletes every sealed segment followed by a power cut that empties
+//!   the unsynced active one would leave an empty committed log behind a purged Raft log.
+//!   The sync costs one fsync per run that deletes (at most one per segment rolled, for a
+//!   byte limit).
+//! - A snapshot is the image of the committed log as retention left it, up to the applied
+//!   id, built under the same lock retention runs under (no segment goes away during a
+//!   build); its last record is the applied one, which retention keeps, so the check a
+//!   snapshot install makes (the image ends at the meta's last log id) holds. A follower that
+//!   installs it holds what the leader's readers could read, and trims it further at its own
+//!   next apply if its own retention is lower.
+//! - Positions are Raft indexes, the same on every replica; only where each replica's
+//!   retained history starts can differ (segment boundaries differ, e.g. after a snapshot
+//!   install): a read from before it begins at the oldest entry kept there ([`StateMachine::read`]).
+//! - Retention does not wait for readers, as on a single-copy log: a subscriber resuming from
+//!   an index retention removed is served from the oldest entry kept. Nothing the Raft needs
+//!   is among what it removes.
+//!
+//! The committed log's retention bounds what readers and snapshots see, not the Raft log,
+//! which holds at most about `snapshot_every` + `keep_after_snapshot` entries whatever the
+//! retention. Like a single-copy log's, retention runs only when something is written: a
+//! topic without publishes keeps what it has until its next apply.
 //!
 //! A batch of a format version this build does not know ([`crate::Batch::check`]) is not
 //! applied: `apply` fails, which stops this replica's Raft (a newer build wrote it; the
@@ -32,7 +75,7 @@ use openraft::{
 };
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use starling_storage::{Fs, Log, LogConfig, LogView, now_ms};
+use starling_storage::{Fs, Log, LogConfig, LogView, RetentionPolicy, RetentionSource, now_ms};
 
 use crate::batch::Applied;
 use crate::codec;
@@ -63,6 +106,8 @@ struct Inner<F: Fs> {
     log: Log<F>,
     applied: Option<LogId>,
     max_snapshot: usize,
+    /// Where each retention run reads the retention in force (`None`: `config.retention`).
+    retention: Option<Arc<dyn RetentionSource>>,
 }
 
 /// One topic's committed log; cloning shares it (the clone is the snapshot builder, and the
@@ -119,6 +164,7 @@ impl<F: Fs> StateMachine<F> {
             log,
             applied: None,
             max_snapshot,
+            retention: None,
         };
         if let Some(last) = inner.last_record()? {
             inner.applied = Some(last.log_id());
@@ -137,6 +183,12 @@ impl<F: Fs> StateMachine<F> {
         Ok(StateMachine {
             inner: Arc::new(Mutex::new(inner)),
         })
+    }
+
+    /// Makes every later retention run apply what `source` gives then, instead of the
+    /// retention the committed log was opened with (see the module doc).
+    pub fn follow_retention(&self, source: Arc<dyn RetentionSource>) {
+        self.inner.lock().retention = Some(source);
     }
 
     /// The last applied log id: the topic's high-water mark.
@@ -180,6 +232,13 @@ impl<F: Fs> StateMachine<F> {
 impl<F: Fs> Inner<F> {
     fn max_record(&self) -> usize {
         self.config.max_record_bytes as usize
+    }
+
+    /// The retention in force now (see the module doc).
+    fn retention_now(&self) -> RetentionPolicy {
+        self.retention
+            .as_ref()
+            .map_or(self.config.retention, |s| s.retention_now())
     }
 
     fn last_record(&self) -> Result<Option<CommittedRecord>, StorageError> {
@@ -344,11 +403,15 @@ impl<F: Fs> RaftStateMachine<TypeConfig> for StateMachine<F> {
             }
             out.push(Applied { index });
         }
-        if inner.config.retention.max_bytes.is_some() || inner.config.retention.max_age_ms.is_some()
-        {
+        let retention = inner.retention_now();
+        let now = now_ms();
+        let limited = retention.max_bytes.is_some() || retention.max_age_ms.is_some();
+        if limited && inner.log.retention_due(retention, now) > 0 {
+            // What stays is made durable before anything goes (see the module doc).
+            inner.log.sync().map_err(sm_write_err)?;
             inner
                 .log
-                .enforce_retention(now_ms())
+                .enforce_retention_under(retention, now)
                 .map_err(sm_write_err)?;
         }
         Ok(out)

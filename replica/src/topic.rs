@@ -181,6 +181,12 @@ impl<F: Fs> ReplicatedTopic<F> {
         })
     }
 
+    /// Makes the committed log's retention follow `source` from its next apply on (see
+    /// `state_machine`, "Retention"): a retention changed while the replica is open.
+    pub fn follow_retention(&self, source: Arc<dyn starling_storage::RetentionSource>) {
+        self.committed.follow_retention(source);
+    }
+
     /// Bootstraps a new topic with `members` as its voters. Call it once, on one replica,
     /// when the topic is created; the others learn the membership from it (and call
     /// [`ReplicatedTopic::founding`]).

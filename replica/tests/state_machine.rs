@@ -1,7 +1,8 @@
 //! The committed log as openraft's state machine, directly: applied entries are read back,
 //! the applied position and membership survive a power cut up to what was fsynced, a
-//! snapshot installs into a fresh replica, and a batch of an unknown format version is
-//! refused, not applied.
+//! snapshot installs into a fresh replica, a batch of an unknown format version is
+//! refused, not applied, and a retention lowered while the log is open trims it at the next
+//! apply without losing the applied entry, the membership or a whole snapshot.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
 use std::collections::BTreeSet;
@@ -110,4 +111,109 @@ async fn applied_entries_snapshots_and_unknown_versions() {
             .is_err()
     );
     assert_eq!(fresh.applied(), Some(id(2)));
+}
+
+/// A retention that a test changes while the committed log is open (the broker's is the
+/// topics document in force).
+#[derive(Debug, Default)]
+struct Retention(parking_lot::Mutex<starling_storage::RetentionPolicy>);
+
+impl starling_storage::RetentionSource for Retention {
+    fn retention_now(&self) -> starling_storage::RetentionPolicy {
+        *self.0.lock()
+    }
+}
+
+fn batch(index: u64) -> Entry {
+    entry(
+        index,
+        EntryPayload::Normal(Batch::new(vec![index.to_be_bytes().to_vec()])),
+    )
+}
+
+#[tokio::test]
+async fn a_retention_lowered_while_open_trims_at_the_next_apply_and_keeps_snapshots_whole() {
+    let fs = FaultFs::new();
+    let config = starling_replica::ReplicaConfig {
+        segment_bytes: 512,
+        ..ReplicaConfig::default()
+    };
+    let open_small = |fs: &FaultFs| {
+        StateMachine::open(
+            fs.clone(),
+            Path::new("/sm"),
+            config.committed_log_config(),
+            1 << 20,
+        )
+        .unwrap()
+    };
+    let mut sm = open_small(&fs);
+    let retention = std::sync::Arc::new(Retention::default());
+    sm.follow_retention(retention.clone());
+    let mut entries = vec![entry(0, EntryPayload::Membership(membership()))];
+    entries.extend((1..100).map(batch));
+    sm.apply(entries).await.unwrap();
+    assert_eq!(sm.read(0, 1000).unwrap().len(), 99, "no limit: all kept");
+
+    // Lowered: nothing changes until the next apply, which trims the oldest segments.
+    retention.0.lock().max_bytes = Some(1024);
+    assert_eq!(sm.read(0, 1000).unwrap().len(), 99);
+    sm.apply(vec![batch(100)]).await.unwrap();
+    let kept: Vec<u64> = sm.read(0, 1000).unwrap().iter().map(|c| c.index).collect();
+    assert!(kept.len() < 99 && kept[0] > 1, "trimmed: {kept:?}");
+    assert_eq!(
+        kept,
+        (kept[0]..=100).collect::<Vec<_>>(),
+        "nothing newer than the first kept entry lost"
+    );
+
+    // The state machine still knows its applied entry and membership (the membership
+    // entry itself was trimmed), after a power cut too.
+    let (applied, m) = sm.applied_state().await.unwrap();
+    assert_eq!((applied, m.log_id()), (Some(id(100)), &Some(id(0))));
+
+    // A snapshot of the trimmed log ends at the applied entry and installs whole.
+    let snapshot = sm
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    assert_eq!(snapshot.meta.last_log_id, Some(id(100)));
+    let other = FaultFs::new();
+    let mut fresh = open_small(&other);
+    fresh
+        .install_snapshot(&snapshot.meta, snapshot.snapshot)
+        .await
+        .unwrap();
+    let installed: Vec<u64> = fresh
+        .read(0, 1000)
+        .unwrap()
+        .iter()
+        .map(|c| c.index)
+        .collect();
+    assert_eq!(installed, kept, "the snapshot holds what retention kept");
+    assert_eq!(
+        fresh.applied_state().await.unwrap().1.log_id(),
+        &Some(id(0))
+    );
+
+    // Lowered to nothing but the active segment: the run that deletes every sealed one
+    // first fsyncs what stays, so a power cut right after it keeps the applied entry (the
+    // committed log never ends before what the Raft log may have purged).
+    retention.0.lock().max_bytes = Some(1);
+    sm.apply(vec![batch(101)]).await.unwrap();
+    let kept: Vec<u64> = sm.read(0, 1000).unwrap().iter().map(|c| c.index).collect();
+    assert!(kept.len() < 20 && kept.last() == Some(&101), "{kept:?}");
+    drop(sm);
+    fs.crash(None);
+    let mut sm = open_small(&fs);
+    let (applied, m) = sm.applied_state().await.unwrap();
+    assert_eq!(
+        (applied, m.log_id()),
+        (Some(id(101)), &Some(id(0))),
+        "a power cut after trimming keeps the applied entry and the membership"
+    );
+    let after: Vec<u64> = sm.read(0, 1000).unwrap().iter().map(|c| c.index).collect();
+    assert_eq!(after, kept);
 }

@@ -46,7 +46,7 @@ pub use fs::{Fs, FsFile, RealFs};
 pub use log::{Appended, FsyncPolicy, Log, LogConfig, LogView, Synced, now_ms};
 pub use reader::Reader;
 pub use recovery::{QUARANTINE_SUFFIX, RecoveryReport};
-pub use retention::{RetentionPolicy, RetentionReport};
+pub use retention::{RetentionPolicy, RetentionReport, RetentionSource};
 pub use segment::Record;
 pub use starling_proto::Position;
 pub use stats::LogStats;

@@ -557,6 +557,14 @@ impl<F: Fs> Log<F> {
         self.enforce_retention_under(policy, now_ms)
     }
 
+    /// How many segments [`Log::enforce_retention_under`] would delete under `policy` at
+    /// `now_ms` (nothing is deleted): a caller that must make what stays durable before
+    /// anything goes (a replicated topic's committed log) syncs first when it is not 0.
+    pub fn retention_due(&self, policy: RetentionPolicy, now_ms: u64) -> usize {
+        let state = self.shared.state.lock();
+        retention::plan(&summaries(&state.segments), &policy, now_ms).0
+    }
+
     /// [`Log::enforce_retention`] under `policy` instead of the configured one (a retention
     /// changed while the log is open).
     pub fn enforce_retention_under(
@@ -566,15 +574,7 @@ impl<F: Fs> Log<F> {
     ) -> Result<RetentionReport> {
         let doomed: Vec<Arc<Segment>> = {
             let mut state = self.shared.state.lock();
-            let summaries: Vec<SegmentSummary> = state
-                .segments
-                .iter()
-                .map(|s| SegmentSummary {
-                    bytes: s.len.load(Ordering::Acquire),
-                    last_ms: s.last_ms.load(Ordering::Relaxed),
-                })
-                .collect();
-            let (n, _) = retention::plan(&summaries, &policy, now_ms);
+            let (n, _) = retention::plan(&summaries(&state.segments), &policy, now_ms);
             let doomed: Vec<_> = state.segments.drain(..n).collect();
             for s in &doomed {
                 s.deleted.store(true, Ordering::Release);
@@ -759,4 +759,15 @@ impl<F: Fs> LogView<F> {
         }
         stats
     }
+}
+
+/// What the retention rule sees of `segments` (oldest first).
+fn summaries(segments: &[Arc<Segment>]) -> Vec<SegmentSummary> {
+    segments
+        .iter()
+        .map(|s| SegmentSummary {
+            bytes: s.len.load(Ordering::Acquire),
+            last_ms: s.last_ms.load(Ordering::Relaxed),
+        })
+        .collect()
 }

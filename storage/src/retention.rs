@@ -1,6 +1,7 @@
 //! Retention: which whole segments to delete, by the log's total bytes and by age. The
 //! active (last) segment is never deleted. [`plan`] is the pure rule; the log applies it and
-//! returns a [`RetentionReport`].
+//! returns a [`RetentionReport`]. A log whose retention may change while it is open reads it
+//! at each run from a [`RetentionSource`] (the broker's is the topics document in force).
 
 /// Limits on what a log keeps; `None` keeps without limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -9,6 +10,15 @@ pub struct RetentionPolicy {
     pub max_bytes: Option<u64>,
     /// Delete segments whose newest record is older than this, in milliseconds.
     pub max_age_ms: Option<u64>,
+}
+
+/// Where an open log reads the retention in force at each retention run, so a changed
+/// policy reaches it without a reopen (the broker's implementation reads the topics document
+/// in force for one topic; a single-copy log and a replicated topic's committed log both use
+/// it).
+pub trait RetentionSource: Send + Sync + std::fmt::Debug {
+    /// The retention in force now.
+    fn retention_now(&self) -> RetentionPolicy;
 }
 
 /// What a segment looks like to the retention rule.

@@ -45,6 +45,8 @@ pub struct TestCluster {
     durable: Vec<String>,
     /// `durable_replicas` of every broker.
     replicas: u32,
+    /// Segment size of replicated topics' logs (`Broker::with_replica_segment_bytes`).
+    replica_segment_bytes: Option<u64>,
 }
 
 impl TestCluster {
@@ -56,12 +58,12 @@ impl TestCluster {
     /// Starts brokers `ids` as one cluster; with `users` (a users document), every broker runs
     /// with `auth_mode: required` and reads it from the cluster's `users.yaml`.
     pub async fn start_with_users(tag: &str, ids: &[&str], users: Option<&str>) -> TestCluster {
-        Self::start_inner(tag, ids, users, None, &[], 1).await
+        Self::start_inner(tag, ids, users, None, &[], 1, None).await
     }
 
     /// Starts brokers `ids` as one cluster whose topics matching `durable` are durable.
     pub async fn start_durable(tag: &str, ids: &[&str], durable: &[&str]) -> TestCluster {
-        Self::start_inner(tag, ids, None, None, durable, 1).await
+        Self::start_inner(tag, ids, None, None, durable, 1, None).await
     }
 
     /// Starts brokers `ids` as one cluster whose topics matching `durable` are durable, each
@@ -72,7 +74,7 @@ impl TestCluster {
         durable: &[&str],
         replicas: u32,
     ) -> TestCluster {
-        Self::start_inner(tag, ids, None, None, durable, replicas).await
+        Self::start_inner(tag, ids, None, None, durable, replicas, None).await
     }
 
     /// Like [`TestCluster::start_replicated`], with every broker reading the topics document
@@ -84,7 +86,46 @@ impl TestCluster {
         replicas: u32,
         topics: &str,
     ) -> TestCluster {
-        Self::start_inner(tag, ids, None, Some(topics), durable, replicas).await
+        Self::start_inner(tag, ids, None, Some(topics), durable, replicas, None).await
+    }
+
+    /// Like [`TestCluster::start_with_topics`], with replicated topics' Raft and committed
+    /// logs in segments of `segment_bytes`, so a test sees retention delete whole segments
+    /// of them without writing 64 MiB.
+    pub async fn start_with_topics_in_segments(
+        tag: &str,
+        ids: &[&str],
+        replicas: u32,
+        topics: &str,
+        segment_bytes: u64,
+    ) -> TestCluster {
+        Self::start_inner(
+            tag,
+            ids,
+            None,
+            Some(topics),
+            &[],
+            replicas,
+            Some(segment_bytes),
+        )
+        .await
+    }
+
+    /// Starts brokers `ids` as one cluster reading the topics document `topics` (durable
+    /// topics only by its policies, `durable_replicas` 1) and waits until each of them holds
+    /// the member list: the setup of the tests of per-topic replicated topics.
+    pub async fn start_converged_with_topics(tag: &str, ids: &[&str], topics: &str) -> TestCluster {
+        let c = Self::start_with_topics(tag, ids, &[], 1, topics).await;
+        c.converge(ids).await;
+        c
+    }
+
+    /// Rewrites the topics document (write-then-rename, as a ConfigMap volume swaps its
+    /// files): every broker puts it in force at its next read (`auth_reload_interval_ms`).
+    pub fn write_topics(&self, topics: &str) {
+        let tmp = self.dir.join(format!("{TOPICS_FILE}.tmp"));
+        std::fs::write(&tmp, topics).expect("write topics");
+        std::fs::rename(&tmp, self.dir.join(TOPICS_FILE)).expect("rename topics");
     }
 
     async fn start_inner(
@@ -94,6 +135,7 @@ impl TestCluster {
         topics: Option<&str>,
         durable: &[&str],
         replicas: u32,
+        replica_segment_bytes: Option<u64>,
     ) -> TestCluster {
         if let Ok(filter) = std::env::var("RUST_LOG") {
             starling_broker::telemetry::init(starling_config::LogFormat::Text, &filter);
@@ -128,6 +170,7 @@ impl TestCluster {
             ca,
             durable: durable.iter().map(|p| (*p).to_string()).collect(),
             replicas,
+            replica_segment_bytes,
         };
         for id in ids {
             c.ports.insert((*id).to_string(), free_udp_port());
@@ -266,11 +309,13 @@ impl TestCluster {
         // yet (in Kubernetes a new pod has a new network namespace).
         let deadline = Instant::now() + SOON;
         loop {
-            let started = Broker::new(compose(Profile::Balanced, None, &o))
+            let mut broker = Broker::new(compose(Profile::Balanced, None, &o))
                 .expect("valid config")
-                .with_server_id(id)
-                .start()
-                .await;
+                .with_server_id(id);
+            if let Some(bytes) = self.replica_segment_bytes {
+                broker = broker.with_replica_segment_bytes(bytes);
+            }
+            let started = broker.start().await;
             match started {
                 Ok(b) => return b,
                 Err(starling_broker::BrokerError::Bind { .. }) if Instant::now() < deadline => {

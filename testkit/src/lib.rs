@@ -8,7 +8,8 @@
 //! | [`payload`] | numbered payloads and reading their number back |
 //! | [`http`] | [`http_get`]: one plain HTTP/1.1 GET |
 //! | `broker` (feature `broker`) | one in-process broker for SDK and CLI tests; `broker::secured`, one that requires credentials |
-//! | `cluster` (feature `broker`) | several in-process brokers as one cluster, with a cluster CA and member files |
+//! | `cluster` (feature `broker`) | several in-process brokers as one cluster, with a cluster CA and member files (and a topics document) |
+//! | [`replicated`] | acked publishes to a replicated topic and reading them back with positions |
 //!
 //! Every helper panics on a setup failure: in a test, the panic is the failure report.
 
@@ -22,6 +23,7 @@ pub mod forbidden;
 pub mod http;
 pub mod payload;
 pub mod pki;
+pub mod replicated;
 
 pub use forbidden::assert_forbidden;
 pub use http::http_get;

@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 use starling_config::StorageFsync;
 use starling_proto::Position;
 use starling_storage::{
-    Appended, Failure, Fs, FsyncPolicy, Log, LogConfig, LogStats, LogView, RealFs, Record, now_ms,
+    Appended, Failure, Fs, FsyncPolicy, Log, LogConfig, LogStats, LogView, RealFs, Record,
+    RetentionSource, now_ms,
 };
 
 use super::commit::{Committer, Waiter};
 use super::metrics::StorageMetrics;
-use super::policy::Policies;
 use super::volume::Volume;
 
 /// How often retention runs on a log that is being appended to.
@@ -71,7 +71,7 @@ pub struct DurableLog<W: Waiter, F: Fs = RealFs> {
     full: bool,
     /// Where each retention run reads the topic's retention in force (`None`: the one the
     /// log was opened with).
-    live_retention: Option<Arc<Policies>>,
+    live_retention: Option<Arc<dyn RetentionSource>>,
 }
 
 impl<W: Waiter + std::fmt::Debug> DurableLog<W> {
@@ -165,10 +165,11 @@ impl<W: Waiter + std::fmt::Debug, F: Fs> DurableLog<W, F> {
         Ok(durable)
     }
 
-    /// Makes each retention run apply the retention `policies` give the topic then, so a
-    /// changed topics document reaches an open log.
-    pub fn with_live_retention(mut self, policies: Arc<Policies>) -> Self {
-        self.live_retention = Some(policies);
+    /// Makes each retention run apply the retention `source` gives then
+    /// ([`super::policy::Policies::live_retention`]), so a changed topics document reaches
+    /// an open log.
+    pub fn with_live_retention(mut self, source: Arc<dyn RetentionSource>) -> Self {
+        self.live_retention = Some(source);
         self
     }
 
@@ -219,8 +220,8 @@ impl<W: Waiter + std::fmt::Debug, F: Fs> DurableLog<W, F> {
     fn retain(&mut self) -> u64 {
         self.last_retention = Instant::now();
         let run = match &self.live_retention {
-            Some(policies) => {
-                let policy = policies.retention(&self.topic);
+            Some(source) => {
+                let policy = source.retention_now();
                 self.log.enforce_retention_under(policy, now_ms())
             }
             None => self.log.enforce_retention(now_ms()),
@@ -461,11 +462,13 @@ mod tests {
     #[test]
     fn a_retention_changed_while_the_log_is_open_applies_at_its_next_run() {
         use starling_config::topics::{CompiledTopics, TopicPolicy, TopicsDocument};
+
+        use crate::durable::policy::Policies;
         let fs = FaultFs::new();
         let cfg = starling_config::Profile::Balanced.config();
         let policies = Policies::new(&cfg, CompiledTopics::empty());
         let (log, metrics) = open(&fs, None);
-        let mut log = log.with_live_retention(Arc::clone(&policies));
+        let mut log = log.with_live_retention(policies.live_retention("t"));
         for i in 0..8 {
             log.append(at(i), 1, &[1; 56]).unwrap(); // two segments of four records
         }

@@ -149,7 +149,7 @@ impl Durability {
             self.metrics.clone(),
             Arc::clone(&self.volume),
         )?
-        .with_live_retention(Arc::clone(&self.policies));
+        .with_live_retention(self.policies.live_retention(topic));
         // The whole name beside the log, for a directory name that was cut (see
         // `topics_on_disk`); best effort: without it the log is only not claimed.
         let named = dir.join(NAME_FILE);

@@ -10,8 +10,10 @@
 //! has one copy whatever its replicas say.
 //!
 //! **What a changed document changes, and when.** Retention and the largest message payload
-//! follow the document in force at once, on open topics too (the log's retention reads them
-//! at each run, the publish path at each publish). The replica count of a topic whose
+//! follow the document in force at once, on open topics too: every open log, single-copy or
+//! a replicated topic's committed log on each of its replicas, reads its retention at each
+//! run from [`Policies::live_retention`], and the publish path reads the largest payload at
+//! each publish. The replica count of a topic whose
 //! replicated log is open here follows it between 3 and 5: the topic's mover (on the Raft
 //! leader) moves the membership to the new count. The rest is decided for a topic when its
 //! task starts on this broker and kept until it ends ([`Policies::pin`]): whether the topic
@@ -39,7 +41,7 @@ use parking_lot::RwLock;
 use starling_access::Pattern;
 use starling_config::topics::CompiledTopics;
 use starling_config::{BrokerConfig, StorageFsync};
-use starling_storage::RetentionPolicy;
+use starling_storage::{RetentionPolicy, RetentionSource};
 use tokio::sync::watch;
 
 /// The knobs a topic's durability falls back to.
@@ -292,6 +294,17 @@ impl Policies {
         self.configured(topic).retention
     }
 
+    /// Where an open log of `topic` reads its retention at each run ([`LiveRetention`]):
+    /// [`Policies::retention`], so a changed document reaches the open log. The one source
+    /// of both a single-copy log (`durable::log`) and a replicated topic's committed log
+    /// (`durable::replicated::topic`).
+    pub fn live_retention(self: &Arc<Self>, topic: &str) -> Arc<dyn RetentionSource> {
+        Arc::new(LiveRetention {
+            policies: Arc::clone(self),
+            topic: Arc::from(topic),
+        })
+    }
+
     /// The largest message payload a publish to `topic` may carry now, when a policy lowers
     /// it below `max_frame_bytes` (which the decoder enforces for every topic).
     pub fn max_message_bytes(&self, topic: &str) -> Option<u32> {
@@ -301,6 +314,19 @@ impl Policies {
         }
         let d = decide(&doc, &self.knobs, topic);
         (d.max_message_bytes < self.knobs.max_frame_bytes).then_some(d.max_message_bytes)
+    }
+}
+
+/// One topic's retention as the document in force gives it now ([`Policies::live_retention`]).
+#[derive(Debug)]
+struct LiveRetention {
+    policies: Arc<Policies>,
+    topic: Arc<str>,
+}
+
+impl RetentionSource for LiveRetention {
+    fn retention_now(&self) -> RetentionPolicy {
+        self.policies.retention(&self.topic)
     }
 }
 

@@ -25,9 +25,14 @@ const MOVE_DEADLINE: Duration = Duration::from_secs(60);
 
 /// The first `REPLICAS` members of `topic`'s placement order among `members`.
 fn placement(members: &[&str], topic: &str) -> Vec<String> {
+    placement_of(members, topic, REPLICAS)
+}
+
+/// The first `n` members of `topic`'s placement order among `members`.
+pub(crate) fn placement_of(members: &[&str], topic: &str, n: usize) -> Vec<String> {
     starling_placement::ranked(members.iter().copied(), Kind::Topic, topic.as_bytes())
         .into_iter()
-        .take(REPLICAS)
+        .take(n)
         .map(str::to_string)
         .collect()
 }
@@ -87,9 +92,14 @@ fn replica_state(c: &TestCluster, topic: &str) -> (Option<Membership>, BTreeSet<
 /// exactly the brokers of the set have a replica open; then checks that no other broker
 /// keeps the topic's replica files.
 async fn wait_placed(c: &TestCluster, topics: &[String], members: &[&str]) {
+    wait_placed_n(c, topics, members, REPLICAS).await;
+}
+
+/// [`wait_placed`] for topics of `n` replicas.
+pub(crate) async fn wait_placed_n(c: &TestCluster, topics: &[String], members: &[&str], n: usize) {
     let deadline = Instant::now() + MOVE_DEADLINE;
     for topic in topics {
-        let want = placement(members, topic);
+        let want = placement_of(members, topic, n);
         let want_ids = ids(&want);
         let want_open: BTreeSet<String> = want.iter().cloned().collect();
         loop {
@@ -122,15 +132,20 @@ async fn wait_placed(c: &TestCluster, topics: &[String], members: &[&str]) {
 }
 
 /// Acknowledged publish indexes by topic, and how many publishes were refused.
-type Acked = (BTreeMap<String, Vec<u64>>, u64);
+pub(crate) type Acked = (BTreeMap<String, Vec<u64>>, u64);
 
 /// Publishes `persisted` (the cluster's ack level) round-robin over `topics` until `stop`;
 /// every publish has a fresh index, a refused or timed-out one is not retried (it may or may
 /// not have committed).
-async fn publish_until(client: Client, topics: Vec<String>, stop: Arc<AtomicBool>) -> Acked {
+async fn publish_until(
+    client: Client,
+    topics: Vec<String>,
+    stop: Arc<AtomicBool>,
+    base: u64,
+) -> Acked {
     let mut acked: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     let mut refused = 0;
-    let mut i = 0;
+    let mut i = base;
     while !stop.load(Ordering::Acquire) {
         for t in &topics {
             i += 1;
@@ -148,7 +163,7 @@ async fn publish_until(client: Client, topics: Vec<String>, stop: Arc<AtomicBool
 }
 
 /// Publishes `payload(marker)` to `topic` at `client` until acked.
-async fn publish_marker(client: &Client, topic: &str, marker: u64) {
+pub(crate) async fn publish_marker(client: &Client, topic: &str, marker: u64) {
     let deadline = Instant::now() + MOVE_DEADLINE;
     while let Err(e) = client.publish_acked(topic, payload(marker)).await {
         assert!(
@@ -189,7 +204,13 @@ async fn read_back(c: &TestCluster, at: &str, topic: &str, marker: u64) -> Vec<(
 
 /// Every acked index of `topic` is read back once, in order, at the same positions on every
 /// broker of `at` (unacked publishes may be there too, each at most once).
-async fn check_read_back(c: &TestCluster, at: &[String], topic: &str, acked: &[u64], marker: u64) {
+pub(crate) async fn check_read_back(
+    c: &TestCluster,
+    at: &[String],
+    topic: &str,
+    acked: &[u64],
+    marker: u64,
+) {
     let mut first: Option<Vec<(u64, Position)>> = None;
     for id in at {
         let got = read_back(c, id, topic, marker).await;
@@ -223,20 +244,35 @@ async fn check_read_back(c: &TestCluster, at: &[String], topic: &str, acked: &[u
 }
 
 /// A publisher over `topics` at `at`, with per-topic ack counts to wait on.
-struct Publisher {
+pub(crate) struct Publisher {
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<Acked>,
 }
 
 impl Publisher {
     async fn start(c: &TestCluster, at: &str, topics: &[String]) -> Publisher {
+        Publisher::start_from(c, at, topics, 0).await
+    }
+
+    /// A publisher whose indexes start after `base` (distinct from another publisher's).
+    pub(crate) async fn start_from(
+        c: &TestCluster,
+        at: &str,
+        topics: &[String],
+        base: u64,
+    ) -> Publisher {
         let client = c.plain_client(at).await;
         let stop = Arc::new(AtomicBool::new(false));
-        let task = tokio::spawn(publish_until(client, topics.to_vec(), Arc::clone(&stop)));
+        let task = tokio::spawn(publish_until(
+            client,
+            topics.to_vec(),
+            Arc::clone(&stop),
+            base,
+        ));
         Publisher { stop, task }
     }
 
-    async fn finish(self) -> Acked {
+    pub(crate) async fn finish(self) -> Acked {
         self.stop.store(true, Ordering::Release);
         self.task.await.expect("publisher")
     }
@@ -244,7 +280,7 @@ impl Publisher {
 
 /// Five acked publishes per topic at `at` (indexes from `base`, outside the publisher's):
 /// the topics run.
-async fn some_publishes(c: &TestCluster, at: &str, topics: &[String], base: u64) {
+pub(crate) async fn some_publishes(c: &TestCluster, at: &str, topics: &[String], base: u64) {
     let client = c.plain_client(at).await;
     for (k, topic) in topics.iter().enumerate() {
         for j in 0..5 {

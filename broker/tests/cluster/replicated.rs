@@ -3,44 +3,12 @@
 //! another broker gets every acked message once, in order, live and resuming from the start
 //! or from a position, and the topic keeps taking publishes when one replica stops.
 
-use std::time::Duration;
+use starling_client::Position;
+use starling_testkit::replicated::{FROM_THE_START, publish_until_acked, read};
 
-use starling_client::{Client, Position};
+use crate::harness::{TestCluster, payload};
 
-use crate::harness::{TestCluster, index, payload};
-
-/// The first position of a replicated topic (stream 1, index 0): everything from the start.
-const FROM_THE_START: Position = Position { stream: 1, seq: 0 };
 const MESSAGES: u64 = 150;
-
-/// Publishes `payload(i)` with a `persisted` ack, again on every refusal (a retryable
-/// `Unavailable` while the topic is created or elects a leader) until acked.
-async fn publish_until_acked(client: &Client, topic: &str, i: u64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        match client.publish_acked(topic, payload(i)).await {
-            Ok(()) => return,
-            Err(e) => {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "publish {i} never acked: {e}"
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-}
-
-async fn read(sub: &mut starling_client::Subscription, n: usize) -> Vec<(u64, Position)> {
-    let mut got = Vec::new();
-    while got.len() < n {
-        match tokio::time::timeout(Duration::from_secs(10), sub.next_event()).await {
-            Ok(Some(Ok(ev))) => got.push((index(&ev.payload), ev.position)),
-            other => panic!("delivery stopped after {} events: {other:?}", got.len()),
-        }
-    }
-    got
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_ack_persisted_and_deliver_once_in_order_on_every_broker() {

@@ -5,44 +5,12 @@
 //! single-copy (no replica anywhere), and `GET /replicas` and `GET /storage` name the policy
 //! with the configured and current replica counts.
 
-use std::time::Duration;
-
-use starling_client::{Client, Position};
 use starling_config::topics::{TopicPolicy, TopicsDocument};
+use starling_testkit::replicated::{FROM_THE_START, publish_until_acked, read_indexes as read};
 
-use crate::harness::{TestCluster, index, payload};
+use crate::harness::TestCluster;
 
-const FROM_THE_START: Position = Position { stream: 1, seq: 0 };
 const MESSAGES: u64 = 60;
-
-/// Publishes `payload(i)` with a `persisted` ack, again on every retryable refusal (while
-/// the replicated topic is created or elects a leader) until acked.
-async fn publish_until_acked(client: &Client, topic: &str, i: u64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        match client.publish_acked(topic, payload(i)).await {
-            Ok(()) => return,
-            Err(e) => {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "publish {i} to {topic} never acked: {e}"
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-}
-
-async fn read(sub: &mut starling_client::Subscription, n: usize) -> Vec<u64> {
-    let mut got = Vec::new();
-    while got.len() < n {
-        match tokio::time::timeout(Duration::from_secs(10), sub.next_event()).await {
-            Ok(Some(Ok(ev))) => got.push(index(&ev.payload)),
-            other => panic!("delivery stopped after {} events: {other:?}", got.len()),
-        }
-    }
-    got
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_replicates_one_topic_three_ways_while_another_stays_single_copy() {
@@ -50,8 +18,8 @@ async fn a_policy_replicates_one_topic_three_ways_while_another_stays_single_cop
     ledger.replicas = Some(3);
     let plain = TopicPolicy::new("plain", "plain.>");
     let doc = TopicsDocument::new(vec![ledger, plain]).render();
-    let c = TestCluster::start_with_topics("topic-policies", &["a", "b", "c"], &[], 1, &doc).await;
-    c.converge(&["a", "b", "c"]).await;
+    let c =
+        TestCluster::start_converged_with_topics("topic-policies", &["a", "b", "c"], &doc).await;
 
     // The single-copy topic: a live subscriber at c, persisted publishes at a.
     let at_a = c.plain_client("a").await;

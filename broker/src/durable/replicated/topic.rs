@@ -26,6 +26,14 @@
 //!
 //! Positions: stream [`STREAM`], seq = Raft index × 2^[`SEQ_SHIFT`] + the message's offset in
 //! its entry ([`seq_of`], [`split_seq`]); stable on every replica, never reused.
+//!
+//! Retention: every replica's committed log (leader and followers) reads the topic's
+//! retention in force at each apply from [`Policies::live_retention`], the source a
+//! single-copy log reads at each run, so a changed topics document trims an open replicated
+//! topic too, on each replica after its next apply. It trims only the committed log (what
+//! readers and snapshots see), never the Raft log a lagging follower is caught up from; why
+//! that keeps the state machine and snapshots whole is in `starling_replica::state_machine`.
+//! A read from before the oldest retained entry begins at it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -353,7 +361,8 @@ impl Replication {
         if !set.contains(&me) && !holds {
             return Err(OpenError::NotAReplica);
         }
-        // The committed log keeps the topic's retention as it is at the open.
+        // The committed log follows the topic's retention in force, as a single-copy log
+        // does (the one source: `Policies::live_retention`); see the module doc.
         let config = ReplicaConfig {
             retention: self.policies.retention(topic),
             ..self.config
@@ -361,6 +370,7 @@ impl Replication {
         let replica =
             ReplicatedTopic::open(topic, me, RealFs, &dir, config, self.net.transport(topic))
                 .await?;
+        replica.follow_retention(self.policies.live_retention(topic));
         let replica = Arc::new(replica);
         if let Err(e) = self.registry.register(topic, replica.server()) {
             let _ = replica.shutdown().await;
