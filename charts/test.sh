@@ -10,7 +10,9 @@
 #      is set), the hardened operator pod, the tier overrides ConfigMap, the autoscaler's
 #      --prometheus-* flags and the NetworkPolicy's egress to Prometheus, the PrometheusRule
 #      (rules/starling.rules.yaml with the alert labels and runbook base URL) and the Grafana
-#      dashboard ConfigMap (dashboards/starling.json, labelled for the Grafana sidecar);
+#      dashboard ConfigMap (dashboards/starling.json, labelled for the Grafana sidecar), and the
+#      `helm test` hook (its annotations and weights, the test user's permissions, the test
+#      pod's security context, resources and deadline; none of it in manifests/install.yaml);
 #   4. scripts/render-manifests.sh --check (no drift of manifests/install.yaml or the CRD copy).
 # With a KUBECONFIG (argument, or the environment), against that cluster's API server:
 #   5. server-side dry runs (strict field validation) of the chart with default and with full
@@ -110,6 +112,11 @@ refuse "a dashboard namespace that is no DNS label" "at '/monitoring/dashboard/n
   --set monitoring.dashboard.enabled=true --set monitoring.dashboard.namespace=Grafana_NS
 refuse "a misspelt monitoring value" "additional properties 'runbookUrl' not allowed" \
   --set monitoring.prometheusRule.runbookUrl=https://x
+refuse "a test namespace that is not watched" "tests.namespace elsewhere is not one of watchNamespaces" \
+  --set 'watchNamespaces={team-a}' --set tests.namespace=elsewhere
+refuse "a test topic with a wildcard" "at '/tests/topic'" --set 'tests.topic=orders.>'
+refuse "an unknown test authentication" "at '/tests/authentication': value must be one of" --set tests.authentication=password
+refuse "a test cluster name that is no DNS label" "at '/tests/brokerCluster'" --set tests.brokerCluster=My_Cluster
 refuse "an existing ServiceAccount without a name" "serviceAccount.name must name an existing ServiceAccount" \
   --set serviceAccount.create=false
 
@@ -276,6 +283,77 @@ check("--prometheus-url=https://prometheus-operated.monitoring/prom" in c["args"
 check({"ports": [{"port": 443, "protocol": "TCP"}],
        "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]} in np["spec"]["egress"],
       "full: the NetworkPolicy lets the operator reach Prometheus's port (443 for an https URL without one), at prometheusPeers")
+
+# The `helm test` hook (templates/tests/): a throwaway cluster (default) or the named one, a
+# least-privilege user, and a hardened, bounded pod that runs `starling check` as that user.
+def hooks(docs):
+    return [d for d in docs if d["metadata"].get("annotations", {}).get("helm.sh/hook")]
+for name, docs in (("default", default), ("full", full)):
+    hs = hooks(docs)
+    check(all(h["metadata"]["annotations"]["helm.sh/hook"] == "test" for h in hs),
+          f"{name}: every hook of the chart is a test hook")
+    by_kind = {h["kind"]: h for h in hs}
+    want_kinds = ["BrokerCluster", "BrokerUser", "Pod"] if name == "default" else ["BrokerUser", "Pod"]
+    check(sorted(by_kind) == sorted(want_kinds) and len(hs) == len(want_kinds),
+          f"{name}: the test hook is {', '.join(want_kinds)}")
+    weights = {k: int(h["metadata"]["annotations"].get("helm.sh/hook-weight", "0")) for k, h in by_kind.items()}
+    order = [k for k in ["BrokerCluster", "BrokerUser", "Pod"] if k in weights]
+    check([weights[k] for k in order] == sorted(weights.values()) and len(set(weights.values())) == len(weights),
+          f"{name}: hook weights order {' < '.join(order)}")
+    policies = {k: set(h["metadata"]["annotations"]["helm.sh/hook-delete-policy"].split(","))
+                for k, h in by_kind.items()}
+    check(policies.get("Pod") == {"before-hook-creation"}
+          and all(policies[k] == {"before-hook-creation", "hook-succeeded"} for k in by_kind if k != "Pod"),
+          f"{name}: delete policies: before-hook-creation everywhere (repeated runs), hook-succeeded on the cluster and user, the pod kept for --logs")
+    user, pod = by_kind.get("BrokerUser"), by_kind.get("Pod")
+    if not (user and pod):
+        continue
+    topic = "starling-helm-test" if name == "default" else "smoke.ci"
+    check(user["spec"]["permissions"] == {"publish": {"allow": [topic]}, "subscribe": {"allow": [topic]}},
+          f"{name}: the test user may publish and subscribe {topic} and nothing else")
+    ns = "ops" if name == "default" else "team-a"
+    check({h["metadata"]["namespace"] for h in hs} == {ns},
+          f"{name}: the hook's objects are in {ns} ({'the release namespace' if name == 'default' else 'the first watched namespace'})")
+    cluster = "t-starling-operator-test" if name == "default" else "events"
+    check(user["spec"]["cluster"] == cluster
+          and (name != "default" or by_kind["BrokerCluster"]["metadata"]["name"] == cluster),
+          f"{name}: the user belongs to {cluster} ({'the throwaway cluster' if name == 'default' else 'tests.brokerCluster'})")
+    if name == "default":
+        check(by_kind["BrokerCluster"]["spec"] == {"tier": "small", "profile": "balanced", "replicas": 1},
+              "default: the throwaway cluster is one broker of the small tier")
+    spec = pod["spec"]
+    (c,) = spec["containers"]
+    sc, psc = c["securityContext"], spec["securityContext"]
+    check(psc["runAsNonRoot"] and psc["runAsUser"] == 65532 and psc["seccompProfile"]["type"] == "RuntimeDefault"
+          and sc["readOnlyRootFilesystem"] and sc["allowPrivilegeEscalation"] is False
+          and sc["capabilities"]["drop"] == ["ALL"] and sc["runAsNonRoot"],
+          f"{name}: test pod securityContext: non-root, read-only root fs, no capabilities, RuntimeDefault seccomp")
+    check(c["resources"].get("requests", {}).get("cpu") and c["resources"].get("requests", {}).get("memory")
+          and c["resources"].get("limits", {}).get("memory"),
+          f"{name}: test pod resource requests and a memory limit")
+    retry = next((int(a.split("=", 1)[1].rstrip("s")) for a in c["args"] if a.startswith("--retry-for=")), None)
+    check(spec["restartPolicy"] == "Never" and retry is not None and spec["activeDeadlineSeconds"] > retry,
+          f"{name}: test pod never restarts, and activeDeadlineSeconds ({spec.get('activeDeadlineSeconds')}) ends it after its retries ({retry} s)")
+    check(spec["automountServiceAccountToken"] is False, f"{name}: test pod has no API token")
+    (vol,) = spec["volumes"]
+    check(c["command"] == ["/usr/local/bin/starling"]
+          and "--credentials=/var/run/starling/credentials" in c["args"]
+          and c["args"][c["args"].index("check") + 1] == topic
+          and vol["secret"]["secretName"] == user["spec"]["secretName"]
+          and c["volumeMounts"] == [{"name": vol["name"], "mountPath": "/var/run/starling/credentials", "readOnly": True}],
+          f"{name}: test pod runs `starling check {topic}` with the test user's Secret mounted as --credentials")
+    image = "starling/broker:0.1.0" if name == "default" else "registry.example/starling/cli:dev"
+    check(c["image"] == image, f"{name}: test pod image {image}")
+    d = deployment(docs)
+    selector = d["spec"]["selector"]["matchLabels"]
+    labels = pod["metadata"]["labels"]
+    check(not all(labels.get(k) == v for k, v in selector.items())
+          and labels.get("app.kubernetes.io/name") != "starling-operator",
+          f"{name}: the test pod is no operator pod (Deployment selector, Service, brokers' NetworkPolicy)")
+    if name == "full":
+        check(labels.get("starling.dev/client") == "smoke", "full: tests.podLabels on the test pod")
+check(not [d for d in load("manifests/install.yaml") if d["metadata"].get("annotations", {}).get("helm.sh/hook")],
+      "manifests/install.yaml holds no hook (render-manifests.sh --skip-tests)")
 
 # The observability pack: one rule file and one dashboard file feed the objects unchanged.
 chart = sys.argv[3]

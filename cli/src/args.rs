@@ -109,6 +109,9 @@ pub(crate) enum Command {
     Consume(ConsumeArgs),
     /// Send a request and print its reply (exit 5 when nothing subscribes to TOPIC).
     Req(ReqArgs),
+    /// Check the broker end to end: subscribe to TOPIC, publish messages to it (acked) and
+    /// receive each of them back, then print one `ok` line (the chart's `helm test` runs it).
+    Check(CheckArgs),
     /// Answer every request on a topic or pattern with MSG, until interrupted.
     Reply(ReplyArgs),
     /// Cache operations.
@@ -177,6 +180,23 @@ pub(crate) struct ReqArgs {
     /// timeout is exit 2).
     #[arg(value_name = "MSG")]
     pub(crate) message: String,
+}
+
+/// `starling check`.
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// Topic to publish to and subscribe to (the user needs both permissions on it).
+    pub(crate) topic: String,
+    /// Publish and receive this many messages.
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub(crate) count: u64,
+    /// Run the check again after a failed attempt (a broker still starting, a user the brokers
+    /// have not read yet, credentials not mounted yet) until this long has passed since the
+    /// start, e.g. 3m; a forbidden topic is never retried. Default 0s: one attempt. Each
+    /// attempt is bounded by the global `--timeout` per step (connect, subscribe, each
+    /// publish, the wait for the messages).
+    #[arg(long, value_parser = parse_duration, default_value = "0s", value_name = "DURATION")]
+    pub(crate) retry_for: Duration,
 }
 
 /// `starling reply`.

@@ -1,11 +1,12 @@
 //! Runs the chosen subcommand with the global options: completions and `bench` need no
-//! connection; the others connect once and call one runner.
+//! connection, `check` makes its own (one per attempt); the others connect once and call one
+//! runner.
 
 use starling_client::{Client, ClientConfig, Credentials, Trust};
 
 use crate::args::{Cli, Command};
 use crate::error::{CliError, Outcome};
-use crate::{bench, cache_cmd, consume_cmd, pub_cmd, req_cmd, sub_cmd};
+use crate::{bench, cache_cmd, check_cmd, consume_cmd, pub_cmd, req_cmd, sub_cmd};
 
 /// The client config of the global options: the credentials (at most one of `--cert/--key`,
 /// `--token`, `--credentials`), the trust (`--ca`, `--insecure` or `--fingerprint`, else the
@@ -53,6 +54,10 @@ pub(crate) async fn run(cli: Cli) -> Result<Outcome, CliError> {
     if let Command::Bench { .. } = cli.command {
         return bench::exec();
     }
+    if let Command::Check(args) = &cli.command {
+        // It connects (again, on a failed attempt) itself.
+        return check_cmd::run(&cli, args).await;
+    }
     let client = Client::connect(config(&cli)?).await?;
     let outcome = match cli.command {
         Command::Pub(a) => pub_cmd::run(&client, a).await,
@@ -61,7 +66,9 @@ pub(crate) async fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Cache(c) => cache_cmd::run(&client, c, cli.output).await,
         Command::Req(a) => req_cmd::request(&client, a, cli.timeout).await,
         Command::Reply(a) => req_cmd::reply(&client, a).await,
-        Command::Bench { .. } | Command::Completions { .. } => Ok(Outcome::Done),
+        Command::Bench { .. } | Command::Completions { .. } | Command::Check(_) => {
+            Ok(Outcome::Done)
+        }
     };
     client.close().await;
     outcome

@@ -26,6 +26,20 @@ pub(crate) enum CliError {
     /// The broker ended the subscription before `--count` messages arrived.
     #[error("subscription ended by the server")]
     SubscriptionEnded,
+    /// `check`: the messages were published (and acked) but not all came back in time.
+    #[error(
+        "published {published} message(s) to {topic} (acked by the broker) but received {received} of them back within {waited:?}"
+    )]
+    CheckIncomplete {
+        /// The topic.
+        topic: String,
+        /// Messages published.
+        published: u64,
+        /// Messages received back.
+        received: u64,
+        /// How long it waited after the last publish.
+        waited: std::time::Duration,
+    },
     /// The `starling-bench` harness failed with this exit code (it printed why). Only where
     /// the harness runs as a child: on Unix it replaces the `starling` process.
     #[cfg(not(unix))]

@@ -7,7 +7,7 @@
 //! | --- | --- |
 //! | `args` | clap definitions of the command line |
 //! | `commands` | runs the chosen subcommand |
-//! | `pub_cmd`, `sub_cmd`, `consume_cmd`, `cache_cmd`, `req_cmd` | one runner per subcommand (`req_cmd`: `req` and `reply`) |
+//! | `pub_cmd`, `sub_cmd`, `consume_cmd`, `cache_cmd`, `req_cmd`, `check_cmd` | one runner per subcommand (`req_cmd`: `req` and `reply`) |
 //! | `bench` | `starling bench`: runs the separate `starling-bench` harness |
 //! | `json` | the `--output json` lines |
 //! | `duration` | duration arguments |
@@ -17,6 +17,7 @@
 mod args;
 mod bench;
 mod cache_cmd;
+mod check_cmd;
 mod commands;
 mod consume_cmd;
 mod duration;

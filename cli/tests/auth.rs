@@ -1,7 +1,8 @@
 //! The `starling` binary's credentials against an in-process broker that requires them:
 //! `--token`, `STARLING_TOKEN`, `--cert/--key`, `--credentials DIR` (its `address` as the
 //! server), and the one-line errors and exit codes of a refused handshake (3) and a refused
-//! operation (4).
+//! operation (4); `starling check` as the chart's `helm test` pod runs it (a credentials
+//! directory, retries of a refused login, no retry of a forbidden topic).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
@@ -141,5 +142,76 @@ async fn certificates_and_credentials_directories_authenticate() {
     let (code, _, err) = run(missing).await;
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("/nonexistent/creds"), "{err}");
+    s.broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_round_trips_with_a_credentials_directory_and_retries_only_what_may_pass() {
+    let s = Secured::start("cli-check").await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("token"), format!("{TOKEN}\n")).unwrap();
+    std::fs::write(dir.path().join("address"), s.broker.quic_addr.to_string()).unwrap();
+
+    // Someone else's message on the topic does not count as the check's own.
+    let mut other = at(&s);
+    other.args([
+        "--token",
+        TOKEN,
+        "pub",
+        "allowed.check",
+        "not the check's",
+        "--ack",
+    ]);
+    assert_eq!(run(other).await.0, 0);
+    let mut ok = starling(&s);
+    ok.arg("--credentials").arg(dir.path());
+    ok.args(["check", "allowed.check", "--count", "5"]);
+    let (code, out, err) = run(ok).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("ok: published 5 message(s) to allowed.check and received them back in ")
+            && out.trim_end().ends_with("ms (attempt 1)")
+            && out.lines().count() == 1,
+        "{out}"
+    );
+
+    // A forbidden topic fails at once, even with retries allowed.
+    let started = std::time::Instant::now();
+    let mut denied = starling(&s);
+    denied.arg("--credentials").arg(dir.path());
+    denied.args(["check", "denied.check", "--retry-for", "30s"]);
+    let (code, _, err) = run(denied).await;
+    assert_eq!(code, 4, "{err}");
+    assert_eq!(
+        err.trim_end(),
+        r#"error: forbidden: user "app" may not subscribe topic "denied.check""#
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+
+    // A refused login is retried until --retry-for has passed, each failure reported.
+    let mut wrong = at(&s);
+    wrong.args([
+        "--token",
+        "nobody",
+        "check",
+        "allowed.check",
+        "--retry-for",
+        "5s",
+    ]);
+    let (code, _, err) = run(wrong).await;
+    assert_eq!(code, 3, "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(lines.len() >= 3, "{err}");
+    assert!(
+        lines[0].starts_with("check: attempt 1 failed: unauthorized")
+            && lines[0].ends_with("; retrying"),
+        "{err}"
+    );
+    assert!(
+        lines[lines.len() - 2].starts_with("check: giving up after ")
+            && lines[lines.len() - 1].starts_with("error: unauthorized"),
+        "{err}"
+    );
+    assert!(!err.contains("nobody"), "the token is never echoed: {err}");
     s.broker.shutdown().await;
 }

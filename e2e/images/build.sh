@@ -3,9 +3,10 @@
 #
 #   e2e/images/build.sh [--no-import]
 #
-# 1. cargo build of starling-broker and starling-operator in the profile $STARLING_CARGO_PROFILE
-#    (default `release`; `make test` and `make demo` use `ci`, see Cargo.toml);
-# 2. for each binary, a rootfs with the binary, the glibc libraries `ldd` lists,
+# 1. cargo build of starling-broker, starling-cli and starling-operator in the profile
+#    $STARLING_CARGO_PROFILE (default `release`; `make test` and `make demo` use `ci`, see Cargo.toml);
+# 2. for each image, a rootfs with its binaries (the broker image also holds the `starling` CLI,
+#    which the chart's `helm test` pod runs), the glibc libraries `ldd` lists,
 #    /etc/passwd with uid 65532 `nonroot` and CA certificates;
 # 3. images built with crane (e2e/images/crane.sh), written as docker-archive tars
 #    under <cargo target dir>/images/, tagged
@@ -57,8 +58,8 @@ PREBUILT=${STARLING_IMAGES_PREBUILT:-0}
 if [[ "$PREBUILT" == 1 ]]; then
   log "binaries already built (STARLING_IMAGES_PREBUILT=1): $TARGET_DIR/$PROFILE_DIR"
 else
-  log "cargo build --profile $PROFILE -p starling-broker"
-  cargo build --profile "$PROFILE" -p starling-broker || die "building starling-broker failed"
+  log "cargo build --profile $PROFILE -p starling-broker -p starling-cli"
+  cargo build --profile "$PROFILE" -p starling-broker -p starling-cli || die "building starling-broker or starling-cli failed"
 fi
 
 BUILD_OPERATOR=1
@@ -78,22 +79,29 @@ else
   fi
 fi
 
-# make_image NAME BINARY REF EXPOSE...
+# make_image NAME BINARY REF EXPOSE...; the binaries in $IMAGE_EXTRA_BINARIES (paths) go into
+# /usr/local/bin too, under their own names.
 make_image() {
   local name=$1 binary=$2 ref=$3; shift 3
-  local root lib
+  local root lib extra
   [[ -x "$binary" ]] || die "$binary missing after the build"
   root=$(mktemp -d)
   mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs" "$root/tmp" "$root/home/nonroot"
   chmod 1777 "$root/tmp"
   install -m 0755 "$binary" "$root/usr/local/bin/$name"
+  for extra in ${IMAGE_EXTRA_BINARIES:-}; do
+    [[ -x "$extra" ]] || die "$extra missing after the build"
+    install -m 0755 "$extra" "$root/usr/local/bin/$(basename "$extra")"
+  done
   # The dynamic loader and every library ldd resolves, at the same paths.
-  if ldd "$binary" >/dev/null 2>&1; then
+  # shellcheck disable=SC2086 # a list of paths
+  if ldd "$binary" ${IMAGE_EXTRA_BINARIES:-} >/dev/null 2>&1; then
     while read -r lib; do
       [[ -n "$lib" ]] || continue
       mkdir -p "$root$(dirname "$lib")"
       cp -L "$lib" "$root$lib"
-    done < <(ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u)
+    # (With several files ldd heads each one's list with a `FILE:` line: not a library.)
+    done < <(ldd "$binary" ${IMAGE_EXTRA_BINARIES:-} | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// && $1 !~ /:$/ {print $1}' | sort -u)
   fi
   printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$root/etc/passwd"
   printf 'root:x:0:\nnonroot:x:65532:\n' >"$root/etc/group"
@@ -121,7 +129,9 @@ crane_start
 
 BROKER_IMAGE="starling/broker:$TAG"
 OPERATOR_IMAGE=""
-make_image starling-broker "$TARGET_DIR/$PROFILE_DIR/starling-broker" "$BROKER_IMAGE" 7400/udp 9400/tcp
+# The broker image holds the `starling` CLI too: the chart's `helm test` pod runs `starling check`.
+IMAGE_EXTRA_BINARIES="$TARGET_DIR/$PROFILE_DIR/starling" \
+  make_image starling-broker "$TARGET_DIR/$PROFILE_DIR/starling-broker" "$BROKER_IMAGE" 7400/udp 9400/tcp
 TARS=("$OUT/starling-broker.tar")
 if [[ $BUILD_OPERATOR -eq 1 ]]; then
   OPERATOR_IMAGE="starling/operator:$TAG"

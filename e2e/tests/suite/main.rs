@@ -13,6 +13,7 @@ mod cli;
 mod cluster;
 mod durable;
 mod examples;
+mod helm_test;
 mod lifecycle;
 mod observability;
 mod operator;
