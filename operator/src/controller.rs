@@ -3,7 +3,9 @@
 //! A reconcile is: read the observed StatefulSet → [`validate_observed`] (the spec, and its
 //! storage against that StatefulSet's volume claim template) → the step of a tier change
 //! ([`stage`]) → [`plan_members`] (the next
-//! step of a scale change) → create the generated TLS Secret if absent ([`ensure_tls_secret`])
+//! step of a scale change; while the durable topics are replicated, a scale-down's StatefulSet
+//! also waits until the leaving brokers' `GET /replicas` list no replica, [`observe_leaving`])
+//! → create the generated TLS Secret if absent ([`ensure_tls_secret`])
 //! → the cluster CA and peer certificate ([`ensure_pki`]) → the users document
 //! ([`apply_users`]) → the topics document of the cluster's BrokerTopics
 //! ([`topics::gather`], [`topics::apply_document`]) → [`render_sized`] → [`apply_children`]
@@ -15,8 +17,8 @@
 //! also kept as caches, see [`crate::live`], so an unchanged child is not applied again), of
 //! the BrokerUsers and of the BrokerTopics (but for the operator's own status writes to them,
 //! [`topics::TopicWrites`]). A reconcile asks to be run again sooner than [`STEADY_REQUEUE`] only while
-//! something waits on the clock ([`Timers`]: a scale-down's hand-off grace, a staged tier
-//! change); a cluster that is merely not ready yet waits for its StatefulSet's status to change.
+//! something waits on the clock ([`Timers`]: a scale-down's hand-off grace or its wait for the
+//! leaving brokers' replicas, a staged tier change); a cluster that is merely not ready yet waits for its StatefulSet's status to change.
 //!
 //! Reconciles triggered by the operator's own status writes are filtered out: the BrokerCluster
 //! watch passes only generation changes (status writes never bump `metadata.generation`) and
@@ -64,6 +66,7 @@ use crate::crd::{BrokerCluster, BrokerClusterStatus};
 use crate::error::{Error, Result};
 use crate::events::{self, Planned};
 use crate::live::{ChildStores, own_children};
+use crate::members::leaving::{self, Leaving};
 use crate::members::{MembersPlan, Observed, plan_members};
 use crate::names::{FIELD_MANAGER, MANAGED_BY_SELECTOR, Names};
 use crate::pods::Owner;
@@ -81,8 +84,8 @@ pub const STEADY_REQUEUE: Duration = Duration::from_secs(300);
 /// the next step at the right time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Timers {
-    /// The rest of a scale-down's hand-off grace, before the StatefulSet may shrink
-    /// ([`MembersPlan::wait`]).
+    /// The rest of a scale-down's hand-off grace, or the next look at the leaving brokers'
+    /// replicas, before the StatefulSet may shrink ([`MembersPlan::wait`]).
     pub members_wait: Option<Duration>,
     /// A tier change rendered an intermediate step ([`tier_change::stage`]): it may be waiting
     /// for the hand-off grace since the last member change.
@@ -197,6 +200,10 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         (Ok(v), Some(g)) => g.judged.replicated(v.config.durable_replicas),
         _ => false,
     };
+    let topic_replicas = match (&validated, &gathered) {
+        (Ok(v), Some(g)) => g.judged.most_replicas(v.config.durable_replicas),
+        _ => None,
+    };
     // The broker pods, listed once for what reads them: the held roll and the placement when
     // the durable topics are replicated, the volumes when any topic is durable, the users
     // table's health when authentication is on.
@@ -245,11 +252,19 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         },
         Ok(v) => {
             planned.extend(events::for_auth_mode(bc.status.as_ref(), v));
-            let plan = plan_members(
-                v.replicas,
-                &Observed::of(before.as_ref(), bc.status.as_ref(), now),
-                ctx.defaults.handoff_grace,
-            );
+            let mut observed_size = Observed::of(before.as_ref(), bc.status.as_ref(), now);
+            if replicated {
+                observed_size.leaving = observe_leaving(
+                    ctx,
+                    &observed_size,
+                    v.replicas,
+                    pods.as_ref(),
+                    before.as_ref(),
+                    topic_reports.as_deref().filter(|_| topics_replicated),
+                )
+                .await;
+            }
+            let plan = plan_members(v.replicas, &observed_size, ctx.defaults.handoff_grace);
             let read = topic_reports.as_deref().filter(|_| topics_replicated);
             let roll = decide_roll(
                 ctx,
@@ -259,16 +274,17 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
                     pods: pods.as_ref(),
                     reports: read,
                 },
-                plan,
+                &plan,
                 before.as_ref(),
                 now,
             )
             .await;
             let document = gathered.as_ref().map(|g| &g.judged.document);
-            match apply_cluster(ctx, v, plan, roll.partition, before.as_ref(), document).await {
+            match apply_cluster(ctx, v, &plan, roll.partition, before.as_ref(), document).await {
                 Ok((applied, problem)) => {
                     planned.extend(events::for_apply(before.as_ref(), v));
                     planned.extend(events::for_roll(bc.status.as_ref(), &roll));
+                    planned.extend(events::for_scale_down(bc.status.as_ref(), &plan));
                     observed = Some(applied);
                     members = Some(plan);
                     rolled = Some(roll);
@@ -311,6 +327,7 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         volumes: volumes.as_ref(),
         users_table: users.as_ref(),
         roll: rolled.as_ref(),
+        topic_replicas,
         now: Time(now),
     });
     // The reconciler's fields only: the autoscaler's belong to its own field manager.
@@ -352,7 +369,7 @@ async fn reconcile_cluster(bc: &BrokerCluster, ctx: &Context) -> Result<Action> 
         Some(e) => Err(e),
         None => {
             let timers = Timers {
-                members_wait: members.and_then(|m| m.wait),
+                members_wait: members.as_ref().and_then(|m| m.wait),
                 staged: staging,
                 volumes: volumes.is_some(),
                 users: users.is_some(),
@@ -480,7 +497,7 @@ async fn decide_roll(
     ctx: &Context,
     v: &ValidatedCluster,
     reads: RollReads<'_>,
-    plan: MembersPlan,
+    plan: &MembersPlan,
     before: Option<&StatefulSet>,
     now: Timestamp,
 ) -> Roll {
@@ -519,6 +536,56 @@ async fn decide_roll(
     let reports = read_replicas(fetcher, p, sts).await;
     input.reports = &reports;
     roll::decide(&input)
+}
+
+/// What the brokers a scale-down to `desired` removes still hold ([`leaving::judge`]), for a
+/// cluster whose durable topics are replicated: nothing is read when no broker is leaving;
+/// `reports` are this reconcile's reads of every broker when it made them, else the leaving
+/// brokers' `GET /replicas` are read now. Without the broker HTTP client nothing can be read,
+/// and the scale-down waits.
+async fn observe_leaving(
+    ctx: &Context,
+    observed: &Observed,
+    desired: i32,
+    pods: Option<&Result<Vec<Pod>, String>>,
+    sts: Option<&StatefulSet>,
+    reports: Option<&[roll::BrokerReplicas]>,
+) -> Leaving {
+    let (Some(sts), Some(names)) = (sts, sts.and_then(|s| s.metadata.name.clone())) else {
+        return Leaving::NotReplicated;
+    };
+    let leaving: Vec<String> = observed
+        .leaving_ordinals(desired)
+        .map(|o| format!("{names}-{o}"))
+        .collect();
+    if leaving.is_empty() {
+        return Leaving::NotReplicated;
+    }
+    let listed: Result<&[Pod], &str> = match pods {
+        Some(Ok(p)) => Ok(p.as_slice()),
+        Some(Err(why)) => Err(why.as_str()),
+        None => Err("the broker pods were not listed"),
+    };
+    let views = listed.map(|p| roll::observe::pod_views(p, sts));
+    let read;
+    let reports = match (reports, listed, ctx.brokers.as_ref()) {
+        (Some(r), _, _) => r,
+        (None, Ok(p), Some(fetcher)) => {
+            let theirs: Vec<Pod> = p
+                .iter()
+                .filter(|pod| leaving.contains(&pod.name_any()))
+                .cloned()
+                .collect();
+            read = read_replicas(fetcher, &theirs, sts).await;
+            &read
+        }
+        _ => &[],
+    };
+    leaving::judge(
+        &leaving,
+        views.as_ref().map(Vec::as_slice).map_err(|e| *e),
+        reports,
+    )
 }
 
 /// Every broker pod's `GET /replicas` (the pods `sts` controls, not being deleted, at their
@@ -597,7 +664,7 @@ async fn maintain_credentials(ctx: &Context, v: &ValidatedCluster) -> Result<Opt
 async fn apply_cluster(
     ctx: &Context,
     v: &ValidatedCluster,
-    plan: MembersPlan,
+    plan: &MembersPlan,
     partition: Option<i32>,
     before: Option<&StatefulSet>,
     document: Option<&starling_config::topics::TopicsDocument>,
@@ -798,6 +865,8 @@ pub async fn run(
     );
 }
 
+#[cfg(test)]
+mod scale_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -12,12 +12,17 @@
 //! - `RollingBroker` (Normal): a replicated cluster's held roll lets the next broker restart.
 //! - `RollWaitingForReplicas` (Normal): the held roll waits for the brokers' replicas
 //!   (emitted when what it waits for changes).
+//! - `ScaleDownWaitingForReplicas` (Normal): a scale-down's StatefulSet keeps a leaving broker
+//!   that still holds replicas (emitted when what it waits for changes).
+//! - `ScaleDownStalled` (Warning): that wait has lasted past its bound (emitted once, when
+//!   `Progressing` turns to `ScaleDownStalled`).
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::runtime::events::{Event, EventType};
 
 use crate::crd::BrokerClusterStatus;
-use crate::crd::conditions::{ConditionType, find};
+use crate::crd::conditions::{ConditionType, Reason, find};
+use crate::members::MembersPlan;
 use crate::names::CONFIG_HASH_ANNOTATION;
 use crate::roll::{Roll, Step};
 use crate::validate::{SpecError, ValidatedCluster};
@@ -98,6 +103,16 @@ pub const EVENT_REASONS: &[(&str, &str, &str)] = &[
         "RollWaitingForReplicas",
         "Normal",
         "The held roll waits: a broker reports a replica that is not in sync, or its GET /replicas could not be read. The message names the pod and the topic; emitted when that changes.",
+    ),
+    (
+        "ScaleDownWaitingForReplicas",
+        "Normal",
+        "A scale-down lowered the member list; the StatefulSet keeps the leaving brokers until none of them holds a replica of a replicated topic (or cannot be read). The message names the pod and how many topics it holds; emitted when that changes.",
+    ),
+    (
+        "ScaleDownStalled",
+        "Warning",
+        "The scale-down has waited for the leaving brokers' replicas for longer than 10 minutes. The operator keeps waiting (stopping the broker could take a topic below quorum); emitted when the Progressing condition turns to ScaleDownStalled.",
     ),
 ];
 
@@ -242,6 +257,35 @@ pub fn for_roll(previous: Option<&BrokerClusterStatus>, roll: &Roll) -> Option<P
         warning: false,
         reason: "RollWaitingForReplicas",
         action: "Update",
+        note: message,
+    })
+}
+
+/// The events of a scale-down whose StatefulSet waits for the leaving brokers' replicas
+/// ([`MembersPlan::held`]): `ScaleDownWaitingForReplicas` when what it waits for changes (the
+/// stored `Progressing` message differs), `ScaleDownStalled` when the wait passes its bound
+/// (the stored reason is not already `ScaleDownStalled`).
+pub fn for_scale_down(
+    previous: Option<&BrokerClusterStatus>,
+    plan: &MembersPlan,
+) -> Option<Planned> {
+    let held = plan.held.as_ref()?;
+    let (reason, message) = (held.reason(), held.message());
+    let stored = find(previous, ConditionType::Progressing);
+    if reason == Reason::ScaleDownStalled {
+        let already = stored.is_some_and(|c| c.reason == reason.as_str());
+        return (!already).then_some(Planned {
+            warning: true,
+            reason: "ScaleDownStalled",
+            action: "Scale",
+            note: message,
+        });
+    }
+    let already = stored.is_some_and(|c| c.reason == reason.as_str() && c.message == message);
+    (!already).then_some(Planned {
+        warning: false,
+        reason: "ScaleDownWaitingForReplicas",
+        action: "Scale",
         note: message,
     })
 }

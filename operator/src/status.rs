@@ -7,12 +7,16 @@
 //! when the spec was refused or the children could not be applied.
 //!
 //! `ReplicationDegraded` ([`replication`]) says whether the durable topics' replicas can be
-//! kept apart: from the validated `durable_replicas`, the member count and the nodes of the
-//! broker pods. A refused spec keeps the previous one.
+//! kept apart: from the validated `durable_replicas` and the replica counts of the accepted
+//! BrokerTopics, the member count and the nodes of the broker pods. A refused spec keeps the
+//! previous one.
 //!
 //! While the operator holds a replicated cluster's roll ([`crate::roll`]), `Progressing`
 //! says what it waits for: `RollWaitingForReplicas` (a replica not in sync, or a broker whose
-//! `/replicas` could not be read) or `RollingOut` naming the pod.
+//! `/replicas` could not be read) or `RollingOut` naming the pod. While a scale-down's
+//! StatefulSet waits for the leaving brokers' replicas ([`crate::members::leaving`]), it says
+//! `ScaleDownWaitingForReplicas` naming the broker and how many topics it still holds, and
+//! `ScaleDownStalled` (False) once that has lasted longer than the bound.
 //!
 //! `DiskFull` ([`volumes`]) says whether a broker's storage volume is full, from the brokers'
 //! own `GET /storage` answers. A refused spec keeps the previous one.
@@ -184,6 +188,10 @@ pub struct StatusInput<'a> {
     /// The held roll's decision of this reconcile (`None` when nothing was applied: paused,
     /// refused, or an unreplicated cluster's reconcile that did not decide one).
     pub roll: Option<&'a Roll>,
+    /// The most copies an accepted BrokerTopic of the cluster keeps of its topics, when more
+    /// than one ([`crate::validate::topics::Judged::most_replicas`]): `ReplicationDegraded`
+    /// judges the cluster against it as against `durable_replicas`.
+    pub topic_replicas: Option<u32>,
     /// The current time.
     pub now: Time,
 }
@@ -249,6 +257,11 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
         ),
     };
     let held = input.roll.and_then(Roll::progress);
+    // A scale-down whose StatefulSet waits for the leaving brokers' replicas.
+    let scale_held = input
+        .members
+        .and_then(|m| m.held.as_ref())
+        .map(|h| (h.reason(), h.message()));
     let (prog_reason, prog_msg) = if input.paused {
         let pending = matches!(input.desired, Ok(v) if sts_hash.as_deref() != Some(v.config_hash.as_str()) || sts_replicas != Some(v.replicas));
         (
@@ -261,6 +274,8 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
         )
     } else {
         match state {
+            // A scale-down held by the leaving brokers' replicas (the StatefulSet exists).
+            _ if scale_held.is_some() => scale_held.unwrap_or((Reason::Scaling, String::new())),
             Rollout::Missing | Rollout::Pending if st.is_none() => {
                 (Reason::Creating, "creating the StatefulSet".to_string())
             }
@@ -316,7 +331,7 @@ pub fn compute(input: &StatusInput<'_>) -> BrokerClusterStatus {
             let members = input.members.map(|m| m.members).or(prev.members);
             let brokers = members.map_or(v.replicas, |m| m.min(v.replicas));
             Some(replication::condition(
-                v.replication(),
+                v.replication().max(input.topic_replicas),
                 brokers,
                 input.placement,
             ))

@@ -155,6 +155,18 @@ impl ValidatedCluster {
         (self.config.durable_replicas > 1 && !self.config.durable_topics.is_empty())
             .then_some(self.config.durable_replicas)
     }
+
+    /// Whether the broker pods keep apart (a preferred pod anti-affinity on the node, a spread
+    /// over zones, [`crate::build::pod`]): when the durable topics are replicated by the
+    /// cluster's knobs, and on every cluster with `spec.storage`, the clusters whose
+    /// BrokerTopics can make topics replicated. Keyed on `spec.storage`, which cannot change,
+    /// and not on the BrokerTopics themselves, so that a BrokerTopic never changes the pod
+    /// template (a roll of every broker), and so that the pods are spread when they and their
+    /// volumes are first placed: a volume bound to a node or a zone keeps its pod there,
+    /// whatever a later template prefers.
+    pub fn spreads_replicas(&self) -> bool {
+        self.replication().is_some() || self.storage.is_some()
+    }
 }
 
 /// One thing wrong with a spec.

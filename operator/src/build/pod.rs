@@ -2,13 +2,15 @@
 //! volumes and scheduling.
 //!
 //! Scheduling: the brokers spread over nodes when possible (a topology spread on
-//! `kubernetes.io/hostname`, `ScheduleAnyway`). When the durable topics are replicated
-//! ([`ValidatedCluster::replication`]), a lost node or zone must not take several replicas of
-//! a topic, so the pods also prefer nodes without another broker of the cluster (a preferred
-//! pod anti-affinity on `kubernetes.io/hostname`) and spread over zones
+//! `kubernetes.io/hostname`, `ScheduleAnyway`). When durable topics can be replicated
+//! ([`ValidatedCluster::spreads_replicas`]: `durable_replicas` above 1 with a durable topic,
+//! or `spec.storage`, without which no BrokerTopic applies), a lost node or zone must not take
+//! several replicas of a topic, so the pods also prefer nodes without another broker of the
+//! cluster (a preferred pod anti-affinity on `kubernetes.io/hostname`) and spread over zones
 //! (`topology.kubernetes.io/zone`, `ScheduleAnyway`): preferences, never requirements, so a
 //! one-node cluster still schedules every broker, and the `ReplicationDegraded` condition says
-//! when brokers share a node. The spec's own `podTemplate.affinity.podAntiAffinity` or
+//! when brokers share a node. The BrokerTopics themselves are not read here: the template
+//! must not change with them (a change would roll every broker). The spec's own `podTemplate.affinity.podAntiAffinity` or
 //! `podTemplate.topologySpreadConstraints` replace the operator's.
 //!
 //! The pod mounts its ServiceAccount token: brokers read their member list (the
@@ -119,21 +121,21 @@ fn spread(v: &ValidatedCluster, key: &str) -> TopologySpreadConstraint {
     }
 }
 
-/// Brokers spread across nodes when possible, and across zones too when the durable topics
-/// are replicated.
+/// Brokers spread across nodes when possible, and across zones too when durable topics can
+/// be replicated.
 fn default_spread(v: &ValidatedCluster) -> Vec<TopologySpreadConstraint> {
     let mut out = vec![spread(v, HOSTNAME_KEY)];
-    if v.replication().is_some() {
+    if v.spreads_replicas() {
         out.push(spread(v, ZONE_KEY));
     }
     out
 }
 
-/// The spec's affinity; when the durable topics are replicated and the spec sets no pod
+/// The spec's affinity; when durable topics can be replicated and the spec sets no pod
 /// anti-affinity, with a preferred one that keeps two brokers of the cluster off one node.
 fn affinity(v: &ValidatedCluster) -> Option<Affinity> {
     let mut out = v.pod.affinity.clone();
-    if v.replication().is_some() {
+    if v.spreads_replicas() {
         let a = out.get_or_insert_with(Affinity::default);
         if a.pod_anti_affinity.is_none() {
             a.pod_anti_affinity = Some(PodAntiAffinity {

@@ -694,6 +694,18 @@ fn replicated_durable_topics_prefer_distinct_nodes_and_zones() {
         assert_eq!(pod.topology_spread_constraints.map(|s| s.len()), Some(1));
     }
 
+    // One copy by the knobs but a volume: a BrokerTopic can make topics replicated, so the
+    // pods keep apart as well (and no BrokerTopic ever changes the template).
+    let mut stored = cluster(Profile::Balanced, Tier::Large, one_copy);
+    stored.storage = Some(StorageSpec {
+        size: "10Gi".into(),
+        ..StorageSpec::default()
+    });
+    assert!(stored.replication().is_none() && stored.spreads_replicas());
+    let pod = pod_spec(&render(&stored).statefulset);
+    assert!(pod.affinity.and_then(|a| a.pod_anti_affinity).is_some());
+    assert_eq!(pod.topology_spread_constraints.map(|s| s.len()), Some(2));
+
     // The spec's node affinity is kept beside the operator's anti-affinity; the spec's own
     // anti-affinity replaces it.
     let with_affinity = |affinity: Affinity| {

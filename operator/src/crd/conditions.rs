@@ -68,7 +68,7 @@ impl ConditionType {
                 "True when spec.auth.mode is none: anyone who reaches the QUIC port may publish, subscribe and use the cache (development only)."
             }
             ConditionType::ReplicationDegraded => {
-                "True when the durable topics are replicated (durable_replicas above 1) and the cluster cannot keep their replicas apart: fewer brokers than durable_replicas, or brokers of the cluster on one node. Read from the member count and the nodes of the pods the StatefulSet controls."
+                "True when durable topics are replicated (durable_replicas above 1, or an accepted BrokerTopic with replicas above 1) and the cluster cannot keep their replicas apart: fewer brokers than the most copies a topic keeps, or brokers of the cluster on one node. Read from the member count and the nodes of the pods the StatefulSet controls (their spec.nodeName)."
             }
             ConditionType::DiskFull => {
                 "True when a broker's storage volume is full: one of its durable logs refuses appends for space (its acked publishes are refused until space returns; retention runs at once), or no byte is left. Read from each broker pod's GET /storage at every reconcile, at least every 30 s while topics are durable."
@@ -112,6 +112,8 @@ reasons! {
     RollingOut => Progressing, "True", "Brokers are being replaced with a new config, image or pod template. In a replicated cluster the operator holds the roll and lets one broker restart at a time; the message then says which pod it waits for.";
     RollWaitingForReplicas => Progressing, "True", "A replicated cluster's roll is held by the operator (the StatefulSet's RollingUpdate partition) because a broker reports a replica that is not in sync (catching up, without a leader, or stopped), or its GET /replicas could not be read: restarting the next broker could take a topic below quorum. The message names the pod and the topic. The roll moves on by itself once every replica is in sync.";
     Scaling => Progressing, "True", "The broker count is changing; running brokers are not restarted.";
+    ScaleDownWaitingForReplicas => Progressing, "True", "A scale-down lowered the member list, and the StatefulSet keeps the leaving brokers running because one of them still holds replicas of replicated topics (their leaders are moving them to the remaining members), or its GET /replicas could not be read (not Ready, missing, no answer): stopping it could take a topic below quorum. The message names the pod and how many topics. The StatefulSet shrinks by itself once every leaving broker reports none.";
+    ScaleDownStalled => Progressing, "False", "As ScaleDownWaitingForReplicas, for longer than 10 minutes since the member change (as a Deployment's ProgressDeadlineExceeded): the operator keeps waiting, since stopping the broker could take a topic below quorum. Look at the named broker's replicas (GET /replicas) and logs; docs/operations.md says what to do.";
     Paused => Progressing, "False", "spec.paused is true: the operator does not change the cluster's objects.";
     AsExpected => Degraded, "False", "The spec is valid and every object was applied.";
     ManagedKnobSet => Degraded, "True", "spec.config sets a knob the operator owns (quic_listen, http_listen, tls_cert_file, tls_key_file, cluster_members_file, cluster_members_configmap, auth_mode, auth_users_file, auth_users_secret, auth_client_ca_file, cluster_peer_cert_file, cluster_peer_key_file, cluster_peer_uri).";
@@ -125,9 +127,9 @@ reasons! {
     UsersDocumentFull => Degraded, "True", "The users document would pass its size budget (960 KiB, under the API server's 1 MiB per Secret): the newest valid BrokerUsers that did not fit are left out (named in the message) and cannot connect; every other user, and every revocation, is still applied.";
     AuthRequired => AuthenticationDisabled, "False", "spec.auth.mode is required: every client authenticates as a BrokerUser and every operation is checked.";
     AuthModeNone => AuthenticationDisabled, "True", "spec.auth.mode is none: clients are not authenticated and nothing is checked.";
-    NotReplicated => ReplicationDegraded, "False", "durable_replicas is 1 or no topic is durable: each durable topic has one copy, on its owner's volume.";
-    ReplicasApart => ReplicationDegraded, "False", "There are at least durable_replicas brokers, and every scheduled broker pod is on a node of its own.";
-    TooFewBrokers => ReplicationDegraded, "True", "The member list has fewer brokers than durable_replicas: no durable topic opens, and every publish to one is refused (Unavailable) until there are enough.";
+    NotReplicated => ReplicationDegraded, "False", "durable_replicas is 1 and no accepted BrokerTopic asks for more, or no topic is durable: each durable topic has one copy, on its owner's volume.";
+    ReplicasApart => ReplicationDegraded, "False", "There are at least as many brokers as the most copies a durable topic keeps (durable_replicas, a BrokerTopic's replicas), and every scheduled broker pod is on a node of its own.";
+    TooFewBrokers => ReplicationDegraded, "True", "The member list has fewer brokers than the most copies a durable topic keeps (durable_replicas, or an accepted BrokerTopic's replicas, e.g. during a scale-down): such a topic does not open, and every publish to it is refused (Unavailable) until there are enough.";
     BrokersShareNode => ReplicationDegraded, "True", "Two or more broker pods run on one node (named in the message): a topic with replicas on them loses those copies together when the node is lost with its volumes. The pods only prefer distinct nodes and zones, so a cluster with too few nodes still schedules.";
     PlacementUnknown => ReplicationDegraded, "Unknown", "The broker pods could not be listed (the message says why), or have not been read yet.";
     NoDurableTopics => DiskFull, "False", "No topic is durable: the brokers keep nothing on a volume.";

@@ -396,15 +396,16 @@ pub struct PodTemplateOverrides {
     /// Tolerations of the broker pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerations: Option<Vec<Toleration>>,
-    /// Affinity rules of the broker pods. With replicated durable topics (`durable_replicas`
-    /// above 1) and no `podAntiAffinity` here, the operator adds a preferred pod anti-affinity
-    /// on `kubernetes.io/hostname` against the cluster's other brokers.
+    /// Affinity rules of the broker pods. With `spec.storage` (where BrokerTopics can
+    /// replicate topics) or replicated durable topics (`durable_replicas` above 1), and no
+    /// `podAntiAffinity` here, the operator adds a preferred pod anti-affinity on
+    /// `kubernetes.io/hostname` against the cluster's other brokers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Affinity>,
     /// Topology spread constraints. Unset: brokers spread across nodes
-    /// (`kubernetes.io/hostname`, maxSkew 1, ScheduleAnyway), and with replicated durable
-    /// topics across zones too (`topology.kubernetes.io/zone`, the same). An empty list
-    /// disables spreading.
+    /// (`kubernetes.io/hostname`, maxSkew 1, ScheduleAnyway), and with `spec.storage` or
+    /// replicated durable topics across zones too (`topology.kubernetes.io/zone`, the same).
+    /// An empty list disables spreading.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
     /// PriorityClass of the broker pods.

@@ -231,3 +231,73 @@ fn a_held_roll_reports_each_restart_and_each_new_blocker_once() {
     };
     assert_eq!(for_roll(None, &steady), None);
 }
+
+#[test]
+fn a_held_scale_down_reports_each_new_blocker_and_its_stall_once() {
+    use crate::members::leaving::Hold;
+    use crate::members::{Held, MembersPlan};
+    use crate::roll::report::SyncState;
+    let held = |topics: usize, overdue: bool| MembersPlan {
+        statefulset_replicas: 5,
+        members: 3,
+        members_changed_at: Timestamp::UNIX_EPOCH,
+        wait: Some(crate::members::leaving::MOVE_POLL),
+        held: Some(Held {
+            hold: Hold::Replicas {
+                pod: "events-4".into(),
+                topics,
+                first: "orders.a".into(),
+                state: SyncState::InSync,
+            },
+            from: 5,
+            to: 3,
+            overdue,
+        }),
+    };
+    let stored = |reason: &str, message: &str| BrokerClusterStatus {
+        conditions: vec![Condition {
+            type_: "Progressing".into(),
+            status: "True".into(),
+            reason: reason.into(),
+            message: message.into(),
+            observed_generation: None,
+            last_transition_time: Time(Timestamp::UNIX_EPOCH),
+        }],
+        ..BrokerClusterStatus::default()
+    };
+    let waiting = held(2, false);
+    let planned = for_scale_down(None, &waiting).unwrap_or_else(|| panic!("an event"));
+    assert_eq!(
+        (planned.reason, planned.warning, planned.action),
+        ("ScaleDownWaitingForReplicas", false, "Scale")
+    );
+    assert!(
+        planned.note.contains("events-4") && planned.note.contains("2 replicated topic(s)"),
+        "{}",
+        planned.note
+    );
+    // The same wait already in the stored condition: not again; one topic fewer: again.
+    let same = stored("ScaleDownWaitingForReplicas", &planned.note);
+    assert_eq!(for_scale_down(Some(&same), &waiting), None);
+    assert!(for_scale_down(Some(&same), &held(1, false)).is_some());
+    // Past the bound: one warning, not repeated while the reason stays.
+    let stalled =
+        for_scale_down(Some(&same), &held(1, true)).unwrap_or_else(|| panic!("a warning"));
+    assert_eq!(
+        (stalled.reason, stalled.warning),
+        ("ScaleDownStalled", true)
+    );
+    let already = stored("ScaleDownStalled", "an older message");
+    assert_eq!(for_scale_down(Some(&already), &held(1, true)), None);
+    // Not held: nothing.
+    let free = MembersPlan {
+        held: None,
+        wait: None,
+        ..held(1, false)
+    };
+    assert_eq!(for_scale_down(None, &free), None);
+    let documented: Vec<&str> = EVENT_REASONS.iter().map(|(r, _, _)| *r).collect();
+    for r in [planned.reason, stalled.reason] {
+        assert!(documented.contains(&r), "{r}");
+    }
+}

@@ -1,10 +1,13 @@
 //! The `ReplicationDegraded` condition: whether the cluster can keep its durable topics'
-//! replicas apart, computed from the validated spec, the member count and where the broker pods
-//! run. Pure: the controller lists the pods (only when the durable topics are replicated) and
-//! hands their nodes in as a [`Placement`].
+//! replicas apart, computed from the validated spec and the accepted BrokerTopics, the member
+//! count and where the broker pods run. Pure: the controller lists the pods (only when some
+//! durable topic is replicated, by `durable_replicas` or by a BrokerTopic) and hands their
+//! nodes in as a [`Placement`]. The nodes come from the pods' `spec.nodeName`: the operator
+//! needs no access to Node objects (cluster-scoped) for this.
 //!
-//! With `durable_replicas` N > 1 each durable topic's replicas are the first N members of its
-//! placement order (`docs/durability.md`, "R3 and R5 in the broker"), so:
+//! With N copies of a topic (N > 1: `durable_replicas`, or the most a BrokerTopic asks for)
+//! its replicas are the first N members of its placement order (`docs/durability.md`, "R3 and
+//! R5 in the broker"), so:
 //! - fewer than N brokers: no durable topic opens, and every publish to one is refused
 //!   (`Unavailable`) until there are N (`TooFewBrokers`);
 //! - two brokers on one node: a topic may have replicas on both, and a lost node (with its
@@ -82,8 +85,8 @@ impl Placement {
 
 /// The `ReplicationDegraded` reason and message.
 ///
-/// `replicas`: `durable_replicas` when the durable topics are replicated
-/// (`ValidatedCluster::replication`), else `None`. `brokers`: the brokers in the member list,
+/// `replicas`: the most copies a durable topic keeps, when more than one
+/// (`ValidatedCluster::replication`, an accepted BrokerTopic's `replicas`), else `None`. `brokers`: the brokers in the member list,
 /// at most the desired count. `placement`: what the controller saw of the pods, `None` when it
 /// did not look.
 pub fn condition(
@@ -94,7 +97,7 @@ pub fn condition(
     let Some(n) = replicas else {
         return (
             Reason::NotReplicated,
-            "durable topics have one copy (durable_replicas is 1, or no topic is durable)"
+            "durable topics have one copy (durable_replicas is 1 and no BrokerTopic asks for more, or no topic is durable)"
                 .to_string(),
         );
     };
@@ -102,8 +105,9 @@ pub fn condition(
         return (
             Reason::TooFewBrokers,
             format!(
-                "durable_replicas is {n} but the cluster has {brokers} broker(s): no durable \
-                 topic opens and every publish to one is refused (Unavailable) until there are {n}"
+                "durable topics keep {n} copies (durable_replicas or a BrokerTopic's replicas) \
+                 but the cluster has {brokers} broker(s): no such topic opens and every publish \
+                 to one is refused (Unavailable) until there are {n}"
             ),
         );
     }
@@ -247,7 +251,7 @@ mod tests {
         let (reason, message) = condition(Some(3), 2, Some(&ok));
         assert_eq!(reason, Reason::TooFewBrokers);
         assert!(
-            message.contains("durable_replicas is 3") && message.contains("2 broker(s)"),
+            message.contains("keep 3 copies") && message.contains("2 broker(s)"),
             "{message}"
         );
         let (reason, message) = condition(Some(3), 3, Some(&ok));

@@ -80,6 +80,7 @@ fn compute_with(
         volumes: None,
         users_table: None,
         roll: None,
+        topic_replicas: None,
         now,
     })
 }
@@ -244,6 +245,7 @@ fn refused_spec_is_degraded_and_keeps_the_last_rendered_values() {
         volumes: None,
         users_table: None,
         roll: None,
+        topic_replicas: None,
         now: at(0),
     });
     assert_eq!(
@@ -326,6 +328,7 @@ fn members_are_recorded_and_a_lagging_member_list_is_scaling() {
         members: 2,
         members_changed_at: at(10).0,
         wait: Some(std::time::Duration::from_secs(5)),
+        held: None,
     };
     let input = |members, previous| StatusInput {
         names: &v.names,
@@ -341,6 +344,7 @@ fn members_are_recorded_and_a_lagging_member_list_is_scaling() {
         volumes: None,
         users_table: None,
         roll: None,
+        topic_replicas: None,
         now: at(20),
     };
     let status = compute(&input(Some(&plan), None));
@@ -362,7 +366,7 @@ fn members_are_recorded_and_a_lagging_member_list_is_scaling() {
     let done = MembersPlan {
         members: 3,
         wait: None,
-        ..plan
+        ..plan.clone()
     };
     let status = compute(&input(Some(&done), Some(&status)));
     assert_eq!(
@@ -440,6 +444,7 @@ fn auth_mode_none_is_reported_in_its_own_condition() {
         volumes: None,
         users_table: None,
         roll: None,
+        topic_replicas: None,
         now: at(9),
     });
     assert_eq!(
@@ -522,6 +527,7 @@ fn replication_degraded_follows_the_members_and_the_placement() {
         members,
         members_changed_at: at(10).0,
         wait: None,
+        held: None,
     };
     let shared: Observation = Ok(Placement {
         nodes: BTreeMap::from([
@@ -554,6 +560,7 @@ fn replication_degraded_follows_the_members_and_the_placement() {
             volumes: None,
             users_table: None,
             roll: None,
+            topic_replicas: None,
             now: at(20),
         })
     };
@@ -608,6 +615,7 @@ fn replication_degraded_follows_the_members_and_the_placement() {
         volumes: None,
         users_table: None,
         roll: None,
+        topic_replicas: None,
         now: at(30),
     });
     assert_eq!(
@@ -648,6 +656,7 @@ fn disk_full_follows_the_brokers_volume_answers() {
             volumes,
             users_table: None,
             roll: None,
+            topic_replicas: None,
             now: at(20),
         })
     };
@@ -716,6 +725,7 @@ fn a_held_roll_shows_what_it_waits_for_in_progressing() {
             volumes: None,
             users_table: None,
             roll,
+            topic_replicas: None,
             now: at(20),
         })
     };
@@ -750,6 +760,7 @@ fn a_held_roll_shows_what_it_waits_for_in_progressing() {
     let status = compute(&StatusInput {
         sts: Some(&ready),
         roll: Some(&waiting),
+        topic_replicas: None,
         names: &v.names,
         namespace: "messaging",
         generation: Some(7),
@@ -766,5 +777,132 @@ fn a_held_roll_shows_what_it_waits_for_in_progressing() {
     assert_eq!(
         reason(&status, ConditionType::Progressing),
         r("False", Reason::Stable)
+    );
+}
+
+#[test]
+fn a_held_scale_down_shows_what_it_waits_for_in_progressing() {
+    use crate::members::leaving::{Hold, MOVE_POLL};
+    use crate::members::{Held, MembersPlan};
+    let v = cluster(Profile::Balanced, Tier::Medium, |v| v.replicas = 3);
+    // The StatefulSet still runs 5 pods, the members are 3.
+    let five = sts(5, 5, 5, 5, &v.config_hash, true);
+    let held = |overdue| MembersPlan {
+        statefulset_replicas: 5,
+        members: 3,
+        members_changed_at: at(10).0,
+        wait: Some(MOVE_POLL),
+        held: Some(Held {
+            hold: Hold::Unknown {
+                pod: "events-4".into(),
+                why: "connection refused".into(),
+            },
+            from: 5,
+            to: 3,
+            overdue,
+        }),
+    };
+    let with = |plan: &MembersPlan| {
+        compute(&StatusInput {
+            names: &v.names,
+            namespace: "messaging",
+            generation: Some(7),
+            paused: false,
+            desired: Ok(&v),
+            sts: Some(&five),
+            previous: None,
+            apply_error: None,
+            members: Some(plan),
+            placement: None,
+            volumes: None,
+            users_table: None,
+            roll: None,
+            topic_replicas: None,
+            now: at(20),
+        })
+    };
+    let waiting = with(&held(false));
+    assert_eq!(
+        reason(&waiting, ConditionType::Progressing),
+        r("True", Reason::ScaleDownWaitingForReplicas)
+    );
+    let msg = find(Some(&waiting), ConditionType::Progressing)
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        msg.contains("from 5 to 3")
+            && msg.contains("events-4")
+            && msg.contains("connection refused"),
+        "{msg}"
+    );
+    assert_eq!(
+        reason(&with(&held(true)), ConditionType::Progressing),
+        r("False", Reason::ScaleDownStalled)
+    );
+    // Not held: the plain Scaling reason.
+    let free = MembersPlan {
+        held: None,
+        wait: None,
+        ..held(false)
+    };
+    assert_eq!(
+        reason(&with(&free), ConditionType::Progressing),
+        r("True", Reason::Scaling)
+    );
+}
+
+/// A BrokerTopic's replica count makes `ReplicationDegraded` judge the placement of a cluster
+/// whose own knobs keep one copy.
+#[test]
+fn a_replicated_broker_topic_is_judged_like_durable_replicas() {
+    use crate::status::replication::{Observation, Placement};
+    let v = cluster(Profile::Balanced, Tier::Medium, |v| v.replicas = 3);
+    assert_eq!(v.replication(), None);
+    let ready = sts(3, 3, 3, 3, &v.config_hash, true);
+    let shared: Observation = Ok(Placement {
+        nodes: BTreeMap::from([(
+            "n1".to_string(),
+            vec![
+                "events-0".to_string(),
+                "events-1".to_string(),
+                "events-2".to_string(),
+            ],
+        )]),
+    });
+    let with = |topic_replicas| {
+        compute(&StatusInput {
+            names: &v.names,
+            namespace: "messaging",
+            generation: Some(7),
+            paused: false,
+            desired: Ok(&v),
+            sts: Some(&ready),
+            previous: None,
+            apply_error: None,
+            members: None,
+            placement: Some(&shared),
+            volumes: None,
+            users_table: None,
+            roll: None,
+            topic_replicas,
+            now: at(20),
+        })
+    };
+    assert_eq!(
+        reason(&with(None), ConditionType::ReplicationDegraded),
+        r("False", Reason::NotReplicated)
+    );
+    let degraded = with(Some(3));
+    assert_eq!(
+        reason(&degraded, ConditionType::ReplicationDegraded),
+        r("True", Reason::BrokersShareNode)
+    );
+    let msg = find(Some(&degraded), ConditionType::ReplicationDegraded)
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(msg.contains("n1: events-0, events-1, events-2"), "{msg}");
+    assert_eq!(
+        reason(&with(Some(5)), ConditionType::ReplicationDegraded),
+        r("True", Reason::TooFewBrokers)
     );
 }

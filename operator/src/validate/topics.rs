@@ -79,6 +79,17 @@ impl Judged {
             .iter()
             .any(|p| p.replicas.unwrap_or(durable_replicas) > 1)
     }
+
+    /// The most copies an accepted policy keeps (with `durable_replicas` for a policy that
+    /// sets no count), when more than one: what the cluster must keep apart.
+    pub fn most_replicas(&self, durable_replicas: u32) -> Option<u32> {
+        self.document
+            .topics
+            .iter()
+            .map(|p| p.replicas.unwrap_or(durable_replicas))
+            .max()
+            .filter(|n| *n > 1)
+    }
 }
 
 /// A quantity of bytes, or why it is refused.
@@ -336,6 +347,17 @@ mod tests {
         );
         assert!(!judged.replicated(1));
         assert!(judged.replicated(3));
+        assert_eq!(judged.most_replicas(1), None);
+        assert_eq!(judged.most_replicas(3), Some(3));
+        let mut five = judged.clone();
+        five.document.topics[0].replicas = Some(5);
+        assert_eq!(five.most_replicas(1), Some(5));
+        five.document.topics[0].replicas = Some(1);
+        assert_eq!(
+            five.most_replicas(1),
+            None,
+            "one copy each: nothing to keep apart"
+        );
     }
 
     #[test]
