@@ -114,7 +114,7 @@ impl Held {
                 out,
                 "; still not done {} min after the member change: the operator keeps waiting, \
                  since stopping the broker could take a topic below quorum (see \
-                 docs/operations.md, \"A scale-down that waits\")",
+                 docs/operations.md, \"A scale-down that waits for replica moves\")",
                 MOVE_BOUND.as_secs() / 60
             );
         }

@@ -7,11 +7,12 @@
 //! topic's Raft group off it (`docs/replication.md`, "Replica sets follow the membership"),
 //! and the leaving broker deletes its replica once it is out of a committed membership; its
 //! `GET /replicas` then no longer lists the topic. A leaving broker is **clear** when its pod
-//! exists, is not being deleted, is Ready, and answers `GET /replicas` with no replica that
-//! holds state (a blank one holds nothing: no Raft state, no leader's append, as for the roll).
+//! exists, is not being deleted, answers `GET /replicas` with no replica that holds state (a
+//! blank one holds nothing: no Raft state, no leader's append, as for the roll), and is Ready.
 //! Anything else holds the scale-down: a replica still listed (the move is under way, or did
-//! not start), a pod that does not answer, is not Ready (a broker that just restarted lists its
-//! replicas only once it opened them, and holds readiness until then), or does not exist.
+//! not start), a pod that does not answer or does not exist, or one that lists nothing but is
+//! not Ready (a broker that just restarted lists its replicas only once it opened them, and
+//! holds readiness until then).
 //! Unknown is not safe: deleting a broker whose replicas did not move can take a topic below
 //! its quorum, and its volume with them.
 
@@ -31,6 +32,10 @@ pub const MOVE_POLL: Duration = Duration::from_secs(5);
 /// by the broker every second, and a single move is given up after 120 s; ten minutes covers
 /// a snapshot of a large topic to a new member several times over.
 pub const MOVE_BOUND: Duration = Duration::from_secs(600);
+
+/// Why a leaving broker that lists no replica but is not Ready holds the scale-down.
+const NOT_READY: &str =
+    "the pod is not Ready; a broker that just started lists its replicas once it opened them";
 
 /// Why a leaving broker holds the scale-down.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,9 +138,6 @@ pub fn judge(
         if pod.terminating {
             return unknown("the pod is being deleted");
         }
-        if pod.ready_since.is_none() {
-            return unknown("the pod is not Ready");
-        }
         let Some(report) = reports.iter().find(|r| r.pod == *name) else {
             return unknown("not read");
         };
@@ -151,6 +153,11 @@ pub fn judge(
                 first: first.topic.clone(),
                 state: first.sync,
             });
+        }
+        // Nothing listed, but not Ready: a broker that just started lists the replicas it
+        // found on its volume only once it opened them (and holds readiness until then).
+        if pod.ready_since.is_none() {
+            return unknown(NOT_READY);
         }
     }
     Leaving::Clear
@@ -284,8 +291,18 @@ mod tests {
         let unready = [pod("events-3", false, false), ready[1].clone()];
         assert_eq!(
             why(judge(&leaving(), Ok(&unready), &clear)),
-            "events-3: the pod is not Ready"
+            format!("events-3: {NOT_READY}")
         );
+        // Not Ready because of a replica it lists: the replica is what is shown.
+        let listed = [answer("events-3", &[("orders.a", SyncState::NoLeader)])];
+        assert!(matches!(
+            judge(&leaving(), Ok(&unready), &listed),
+            Leaving::Held(Hold::Replicas {
+                topics: 1,
+                state: SyncState::NoLeader,
+                ..
+            })
+        ));
         let deleting = [ready[0].clone(), pod("events-4", true, true)];
         assert_eq!(
             why(judge(&leaving(), Ok(&deleting), &clear)),
