@@ -16,9 +16,10 @@
 //! Reconciles are driven by watches: of the BrokerClusters, of every child kind (metadata only,
 //! also kept as caches, see [`crate::live`], so an unchanged child is not applied again), of
 //! the BrokerUsers and of the BrokerTopics (but for the operator's own status writes to them,
-//! [`topics::TopicWrites`]). A reconcile asks to be run again sooner than [`STEADY_REQUEUE`] only while
-//! something waits on the clock ([`Timers`]: a scale-down's hand-off grace or its wait for the
-//! leaving brokers' replicas, a staged tier change); a cluster that is merely not ready yet waits for its StatefulSet's status to change.
+//! [`topics::TopicWrites`]). A reconcile asks to be run again sooner than [`STEADY_REQUEUE`]
+//! only while something waits on the clock ([`Timers`]: a scale-down's hand-off grace or its
+//! wait for the leaving brokers' replicas, a staged tier change, a held roll); a cluster that
+//! is merely not ready yet waits for its StatefulSet's status to change.
 //!
 //! Reconciles triggered by the operator's own status writes are filtered out: the BrokerCluster
 //! watch passes only generation changes (status writes never bump `metadata.generation`) and
