@@ -168,15 +168,23 @@ async fn step(
             .get(&sts_path)
             .and_then(|s| s["spec"]["replicas"].as_i64())
             .unwrap_or(-1),
-        status: f.status_writes().pop().unwrap_or_default(),
+        // The BrokerCluster's own (a BrokerTopic's status write is a status PATCH too).
+        status: f
+            .calls
+            .iter()
+            .rfind(|c| c.method == "PATCH" && c.path.ends_with("brokerclusters/events/status"))
+            .map(|c| c.body["status"].clone())
+            .unwrap_or_default(),
         events: f.event_reasons(),
     }
 }
 
-#[tokio::test]
-async fn a_replicated_scale_down_stops_no_broker_until_its_replicas_moved() {
-    let mut bc: BrokerCluster = broker_cluster(spec());
-    // Members already lowered from 5 to 3 a minute ago: the hand-off grace (15 s) is over.
+/// `spec` as a cluster whose members were lowered from 5 to 3 a minute ago (the hand-off
+/// grace, 15 s, is over), with the fake API server and the operator's broker HTTP client.
+fn lowered_a_minute_ago(
+    spec: BrokerClusterSpec,
+) -> (BrokerCluster, Arc<Mutex<Fake>>, Arc<Context>) {
+    let mut bc: BrokerCluster = broker_cluster(spec);
     let changed = Timestamp::now()
         .checked_sub(SignedDuration::from_secs(60))
         .unwrap_or(Timestamp::UNIX_EPOCH);
@@ -192,6 +200,23 @@ async fn a_replicated_scale_down_stops_no_broker_until_its_replicas_moved() {
             .unwrap_or_else(|| panic!("one context"))
             .with_brokers(fetcher),
     );
+    (bc, fake, ctx)
+}
+
+fn condition(status: &Value, t: &str) -> (String, String) {
+    status["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == t))
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or("").to_string();
+            (s("status"), s("reason"))
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_replicated_scale_down_stops_no_broker_until_its_replicas_moved() {
+    let (bc, fake, ctx) = lowered_a_minute_ago(spec());
     let three = FakeBroker::start().await.unwrap_or_else(|e| panic!("{e}"));
     let four = FakeBroker::start().await.unwrap_or_else(|e| panic!("{e}"));
     let pods = |three_port: Option<u16>| {
@@ -252,4 +277,54 @@ async fn a_replicated_scale_down_stops_no_broker_until_its_replicas_moved() {
     assert_eq!(done.replicas, 3, "the StatefulSet follows the members");
     let (_, reason, _) = progressing(&done.status);
     assert_ne!(reason, "ScaleDownWaitingForReplicas");
+}
+
+/// The same wait for a cluster whose topics are replicated by a BrokerTopic only
+/// (`durable_replicas` 1): the brokers' `GET /replicas` read once for the BrokerTopic's status
+/// serve the scale-down too, and `ReplicationDegraded` judges the cluster against the
+/// BrokerTopic's three replicas.
+#[tokio::test]
+async fn a_broker_topic_with_three_replicas_holds_the_scale_down_too() {
+    let (bc, fake, ctx) = lowered_a_minute_ago(BrokerClusterSpec {
+        replicas: Some(3),
+        storage: Some(StorageSpec {
+            size: "10Gi".into(),
+            ..StorageSpec::default()
+        }),
+        ..BrokerClusterSpec::default()
+    });
+    fake.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .objects
+        .insert(
+            "/apis/starling.dev/v1alpha1/namespaces/messaging/brokertopics/orders".to_string(),
+            json!({"apiVersion": "starling.dev/v1alpha1", "kind": "BrokerTopic",
+               "metadata": {"name": "orders", "namespace": "messaging", "uid": "uid-orders",
+                            "generation": 1, "creationTimestamp": "2026-12-01T10:00:00Z"},
+               "spec": {"clusterRef": "events", "topic": "orders.*", "replicas": 3}}),
+        );
+    let four = FakeBroker::start().await.unwrap_or_else(|e| panic!("{e}"));
+    let three = FakeBroker::start().await.unwrap_or_else(|e| panic!("{e}"));
+    let pods = [
+        ("events-0", pod("events-0", None)),
+        ("events-1", pod("events-1", None)),
+        ("events-2", pod("events-2", None)),
+        ("events-3", pod("events-3", Some(three.port))),
+        ("events-4", pod("events-4", Some(four.port))),
+    ];
+    four.answer(r#"[{"topic":"orders.a","sync":{"state":"catching_up","applied":3,"target":9}}]"#);
+    let held = step(&fake, &ctx, &bc, &pods).await;
+    assert_eq!(held.replicas, 5, "events-4 still holds orders.a");
+    let (_, reason, message) = progressing(&held.status);
+    assert_eq!(reason, "ScaleDownWaitingForReplicas", "{message}");
+    assert!(message.contains("orders.a, catching up"), "{message}");
+    assert_eq!(
+        condition(&held.status, "ReplicationDegraded"),
+        ("False".to_string(), "ReplicasApart".to_string()),
+        "judged against the BrokerTopic's three replicas: {}",
+        held.status
+    );
+    four.answer("[]");
+    let done = step(&fake, &ctx, &bc, &pods).await;
+    assert_eq!(done.replicas, 3);
 }
