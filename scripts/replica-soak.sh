@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the replicated-topic fault schedules (replica/tests/schedules.rs) over many seeds:
+# Runs the replicated-topic fault schedules (replica/tests/replica/schedules.rs) over many seeds:
 #   scripts/replica-soak.sh N [BASE]
 # N seeds from BASE (default 1000, past the seeds `cargo test` runs). Each seed is a random
 # schedule of publishes, partitions, one-way cuts, loss and delay, leader power cuts, empty
@@ -14,4 +14,4 @@ cd "$(dirname "$0")/.."
 # alone would resolve its dependencies' features apart from `make test`'s build and compile
 # them all again.
 REPLICA_SEEDS="$n" REPLICA_SEED_BASE="$base" \
-  cargo test --profile "${STARLING_CARGO_PROFILE:-ci}" --workspace --test schedules -- --nocapture
+  cargo test --profile "${STARLING_CARGO_PROFILE:-ci}" --workspace --test replica schedules:: -- --nocapture

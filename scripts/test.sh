@@ -22,6 +22,12 @@
 #     the most recently used directory minus the workspace's crates, so a clone at a new path
 #     compiles only those; past $STARLING_BUILD_CACHE_MAX_GB (default 30) the least recently
 #     used checkout directories are removed, never the newest (scripts/build-cache.sh).
+#   - `e2e` (most of it waiting for pods and the operator) starts in the background as soon as
+#     the phases it must follow (fmt-check, lint, build) are done and `deps` is ready, and the
+#     phases after `build` (unit, go-client, bench-smoke, the checks) run beside it; its output
+#     is printed where the phase stands in the list. STARLING_E2E_OVERLAP=0 runs it in its
+#     place instead. A phase that fails stops the ones after it, but a running e2e is waited
+#     for (and its cluster torn down) before the table is printed.
 #   - a timing table (date, commit, each phase's wall time, its CPU time (user+sys of the
 #     phase's processes, which other builds on the machine do not stretch) and the load average
 #     at its end, `uptime` at the end), appended to $STARLING_TIMINGS_FILE when that is set, else to
@@ -66,7 +72,7 @@ cpu_seconds() {
   awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$1" 2>/dev/null
 }
 cpu_file=$(mktemp)
-trap 'rm -f "$cpu_file" "$cpu_file.deps"' EXIT
+trap 'rm -f "$cpu_file" "$cpu_file.deps" "$cpu_file.e2e"' EXIT
 
 deps_pid=""
 deps_log="$CACHE_DIR/logs/deps.log"
@@ -102,9 +108,60 @@ wait_deps() {
   row deps $((SECONDS - deps_t0)) "$(cpu_seconds "$cpu_file.deps")" "ok (waited $((SECONDS - t0))s)"
 }
 
+# The background e2e phase: started by start_e2e, collected by wait_e2e.
+e2e_pid="" e2e_t0=0 e2e_log=""
+overlap=${STARLING_E2E_OVERLAP:-1}
+e2e_listed=0
+for p in "${phases[@]}"; do [[ "$p" == e2e ]] && e2e_listed=1; done
+# must_precede_e2e PHASE: the phases e2e needs finished first (it packs the build's binaries
+# into images; lint and fmt-check fail fast on a broken tree).
+must_precede_e2e() {
+  case "$1" in
+    fmt-check|lint|build) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+start_e2e() {
+  e2e_t0=$SECONDS
+  e2e_log=$(mktemp)
+  echo "== make e2e (in the background beside the next phases; its output follows at its place)" >&2
+  (make --no-print-directory e2e; r=$?; times >"$cpu_file.e2e"; exit "$r") >"$e2e_log" 2>&1 &
+  e2e_pid=$!
+}
+# wait_e2e: the background e2e's output and its row; its exit status.
+wait_e2e() {
+  local r=0
+  wait "$e2e_pid" || r=$?
+  e2e_pid=""
+  echo "== make e2e (started in the background $((SECONDS - e2e_t0))s ago)" >&2
+  cat "$e2e_log" >&2
+  rm -f "$e2e_log"
+  if [[ $r -eq 0 ]]; then
+    row e2e $((SECONDS - e2e_t0)) "$(cpu_seconds "$cpu_file.e2e")" "ok (beside the others)"
+  else
+    row e2e $((SECONDS - e2e_t0)) "$(cpu_seconds "$cpu_file.e2e")" "FAILED (exit $r)"
+  fi
+  return "$r"
+}
+
 start=$SECONDS
 rc=0
+e2e_started=0
 for p in "${phases[@]}"; do
+  if [[ "$p" == e2e && -n "$e2e_pid" ]]; then
+    wait_e2e || { rc=$?; break; }
+    continue
+  fi
+  if [[ "$overlap" == 1 && $e2e_listed == 1 && $e2e_started == 0 ]] && ! must_precede_e2e "$p"; then
+    wait_deps || { rc=$?; break; }
+    e2e_started=1
+    start_e2e
+    if [[ "$p" == e2e ]]; then
+      wait_e2e || { rc=$?; break; }
+      continue
+    fi
+    [[ "$p" == deps ]] && continue
+  fi
   if needs_deps "$p"; then
     wait_deps || { rc=$?; break; }
     [[ "$p" == deps ]] && continue
@@ -119,6 +176,10 @@ for p in "${phases[@]}"; do
     break
   fi
 done
+if [[ -n "$e2e_pid" ]]; then
+  # A phase beside it failed: let it finish (and tear its cluster down), and report it too.
+  wait_e2e || true
+fi
 if [[ -n "$deps_pid" ]]; then
   # The subshell waits for make; stop make itself, as a Ctrl-C would.
   pkill -TERM -P "$deps_pid" 2>/dev/null

@@ -20,7 +20,7 @@
 //!
 //! These bytes come from a disk or the network: the decoders bound every length by the bytes
 //! present (and the whole by `max`) before they allocate, and refuse truncated, trailing or
-//! malformed input with a typed [`CodecError`]; they never panic (`replica/tests/codec.rs`,
+//! malformed input with a typed [`CodecError`]; they never panic (`replica/tests/replica/codec.rs`,
 //! proptests).
 
 use openraft::{CommittedLeaderId, EntryPayload, Membership};

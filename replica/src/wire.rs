@@ -20,7 +20,7 @@
 //!
 //! The decoder bounds every length by the bytes present before it allocates, and refuses
 //! truncated, trailing or malformed frames with a typed [`CodecError`], never a panic
-//! (`replica/tests/codec.rs`, proptests).
+//! (`replica/tests/replica/codec.rs`, proptests).
 
 use openraft::Vote;
 use openraft::raft::AppendEntriesRequest;

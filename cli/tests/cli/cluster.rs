@@ -1,8 +1,6 @@
 //! The CLI pointed at ONE broker of a cluster (`--direct`, as through a Kubernetes Service)
 //! reaches every topic and key: that broker forwards to the owners.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
-
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,6 @@
 //! frame): any input, and any corruption of a valid encoding, is refused with a typed error
 //! or decodes, never panics or allocates past what the bytes hold; encoded values decode back;
 //! the JSON an older build wrote still reads.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
 use std::collections::{BTreeMap, BTreeSet};
 

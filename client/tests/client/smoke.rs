@@ -2,8 +2,6 @@
 //! trust modes, acked / fire-and-forget / batch publishing, subscriptions,
 //! cache operations and close.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
-
 use std::time::Duration;
 
 use bytes::Bytes;

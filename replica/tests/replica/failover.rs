@@ -7,7 +7,6 @@
 //! - `throughput_r1_vs_r3` (ignored by default; run with `--ignored --nocapture`): publish
 //!   throughput of 256-byte single-message publishes from concurrent publishers, R1 and R3.
 //!   An in-process figure, not the `bench/compare` one.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

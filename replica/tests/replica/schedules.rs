@@ -9,13 +9,10 @@
 //!
 //! `REPLICA_SEEDS` (a count) and `REPLICA_SEED_BASE` choose the seeds (default: 8 seeds
 //! from 1, which `cargo test` runs); `scripts/replica-soak.sh N` runs many more.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
-
-mod common;
 
 use std::time::Duration;
 
-use common::{Checker, Cluster, node, test_config};
+use crate::common::{Checker, Cluster, node, test_config};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

@@ -3,8 +3,6 @@
 //! `Unauthorized`, a refused operation is `Forbidden` naming it, and neither a refused publish,
 //! subscribe nor cache operation disturbs the client's other requests or subscriptions.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
-
 use starling_client::{Client, ClientConfig, ClientError, Credentials};
 use starling_testkit::assert_forbidden;
 use starling_testkit::broker::secured::{CERT_USER, Secured, TOKEN, TOKEN_USER, revoke_token_user};

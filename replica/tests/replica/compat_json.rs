@@ -2,7 +2,6 @@
 //! entry and committed record serde JSON, batch version 2) opens with this build: the old
 //! records read back, the topic takes new publishes (stored binary, next to the JSON ones in
 //! the same logs), and both read back in order, also after a restart.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

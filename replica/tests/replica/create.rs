@@ -2,14 +2,11 @@
 //! topic is bootstrapped once; a bootstrapping replica whose volume was lost finds the
 //! others' state and is caught up instead of starting a second history; an unreachable
 //! replica stops creation rather than letting it guess.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{Cluster, node, test_config};
+use crate::common::{Cluster, node, test_config};
 use starling_replica::{Created, ReplicaError};
 
 const IDS: [u64; 3] = [1, 2, 3];

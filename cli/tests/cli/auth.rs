@@ -4,8 +4,6 @@
 //! operation (4); `starling check` as the chart's `helm test` pod runs it (a credentials
 //! directory, retries of a refused login, no retry of a forbidden topic).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
-
 use std::process::Stdio;
 
 use starling_client::certificate_fingerprint;

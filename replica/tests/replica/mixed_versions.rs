@@ -3,7 +3,6 @@
 //! appends to it are refused as malformed, it is sent JSON instead, and every acknowledged
 //! publish is read back on every replica; the replicas that read binary get binary appends.
 //! Simulated time (tokio's paused clock).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
 use std::collections::BTreeMap;
 use std::path::Path;

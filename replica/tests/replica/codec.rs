@@ -1,7 +1,6 @@
 //! The RPC frame decoder on untrusted bytes: any input is refused with a typed error or
 //! decodes, never panics or allocates past the bound; frames that were encoded decode back;
 //! a declared length over the bound is refused from the prefix alone.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
 use proptest::prelude::*;
 use starling_replica::Batch;

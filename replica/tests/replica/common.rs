@@ -2,7 +2,7 @@
 //! [`SimNet`], each with its own data directory on its own [`FaultFs`] (a power cut keeps
 //! only what was fsynced; a lost volume is a fresh `FaultFs`), and the checker of what
 //! every live replica's committed log holds against what was acknowledged.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // shared by several test crates
+#![allow(dead_code)] // each test module uses part of it
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -3,8 +3,6 @@
 //! received, and the new broker first replays what it accepted before the subscriber was back.
 //! Real QUIC on loopback; the broker is drained as on SIGTERM, then a new one binds the port.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
-
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 

@@ -1,8 +1,6 @@
 //! Smoke tests of the `starling` binary against an in-process broker:
 //! exit codes, one-line errors, pub/sub through stdin and stdout, and cache.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
-
 use std::process::Stdio;
 use std::time::Duration;
 

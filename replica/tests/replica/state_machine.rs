@@ -3,7 +3,6 @@
 //! snapshot installs into a fresh replica, a batch of an unknown format version is
 //! refused, not applied, and a retention lowered while the log is open trims it at the next
 //! apply without losing the applied entry, the membership or a whole snapshot.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
 
 use std::collections::BTreeSet;
 use std::path::Path;

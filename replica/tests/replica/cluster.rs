@@ -2,13 +2,10 @@
 //! back on every replica (R3 and R1), a typed refusal from a non-leader, a replica re-joining
 //! with an empty volume caught up through a snapshot, membership 3 → 5 → 3, and a leader
 //! power cut with no acknowledged publish lost. Simulated time (tokio's paused clock).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a panic is the failure report
-
-mod common;
 
 use std::time::Duration;
 
-use common::{Checker, Cluster, node, test_config};
+use crate::common::{Checker, Cluster, node, test_config};
 use starling_replica::{ReplicaConfig, ReplicaError};
 
 const SEC: Duration = Duration::from_secs(1);
