@@ -50,6 +50,10 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// The highest assigned code: `1..=LAST_ASSIGNED` are the named variants, every other
+    /// value is [`ErrorCode::Other`].
+    pub const LAST_ASSIGNED: u16 = 14;
+
     /// The wire value of this code.
     pub const fn as_u16(self) -> u16 {
         match self {
@@ -129,7 +133,7 @@ mod tests {
 
     #[test]
     fn assigned_codes_are_one_to_fourteen() {
-        for value in 1..=14u16 {
+        for value in 1..=ErrorCode::LAST_ASSIGNED {
             let code = ErrorCode::from_u16(value);
             assert!(!matches!(code, ErrorCode::Other(_)), "{value}");
             assert_eq!(code.as_u16(), value);
@@ -138,7 +142,7 @@ mod tests {
 
     #[test]
     fn unassigned_codes_are_kept() {
-        for value in [0u16, 15, 999, u16::MAX] {
+        for value in [0u16, ErrorCode::LAST_ASSIGNED + 1, 999, u16::MAX] {
             assert_eq!(ErrorCode::from_u16(value), ErrorCode::Other(value));
             assert_eq!(ErrorCode::Other(value).as_u16(), value);
         }

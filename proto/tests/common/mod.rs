@@ -82,8 +82,8 @@ fn ack() -> impl Strategy<Value = AckMode> {
 
 fn error_code() -> impl Strategy<Value = ErrorCode> {
     prop_oneof![
-        (1u16..=11).prop_map(ErrorCode::from_u16),
-        (12u16..).prop_map(ErrorCode::Other),
+        (1u16..=ErrorCode::LAST_ASSIGNED).prop_map(ErrorCode::from_u16),
+        (ErrorCode::LAST_ASSIGNED + 1..).prop_map(ErrorCode::Other),
         Just(ErrorCode::Other(0)),
     ]
 }
