@@ -22,11 +22,13 @@
 #     the most recently used directory minus the workspace's crates, so a clone at a new path
 #     compiles only those; past $STARLING_BUILD_CACHE_MAX_GB (default 30) the least recently
 #     used checkout directories are removed, never the newest (scripts/build-cache.sh).
-#   - `e2e` (most of it waiting for pods and the operator) starts in the background as soon as
-#     the phases it must follow (fmt-check, lint, build) are done and `deps` is ready, and the
-#     phases after `build` (unit, go-client, bench-smoke, the checks) run beside it; its output
-#     is printed where the phase stands in the list. STARLING_E2E_OVERLAP=0 runs it in its
-#     place instead. A phase that fails stops the ones after it, but a running e2e is waited
+#   - with STARLING_E2E_OVERLAP=1 (default 0), `e2e` (most of it waiting for pods and the
+#     operator) starts in the background as soon as the phases it must follow (fmt-check, lint,
+#     build) are done and `deps` is ready, and the phases after `build` (unit, go-client,
+#     bench-smoke, the checks) run beside it; its output is printed where the phase stands in
+#     the list. Off by default: beside the e2e setup, broker/tests/cluster's
+#     scale::a_drain_right_after_a_restart_hands_off_every_key lost a cache key once
+#     (2026-12-03), a race not understood yet. A phase that fails stops the ones after it, but a running e2e is waited
 #     for (and its cluster torn down) before the table is printed.
 #   - a timing table (date, commit, each phase's wall time, its CPU time (user+sys of the
 #     phase's processes, which other builds on the machine do not stretch) and the load average
@@ -110,7 +112,7 @@ wait_deps() {
 
 # The background e2e phase: started by start_e2e, collected by wait_e2e.
 e2e_pid="" e2e_t0=0 e2e_log=""
-overlap=${STARLING_E2E_OVERLAP:-1}
+overlap=${STARLING_E2E_OVERLAP:-0}
 e2e_listed=0
 for p in "${phases[@]}"; do [[ "$p" == e2e ]] && e2e_listed=1; done
 # must_precede_e2e PHASE: the phases e2e needs finished first (it packs the build's binaries
