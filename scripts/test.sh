@@ -28,8 +28,8 @@
 #     bench-smoke, the checks) run beside it; its output is printed where the phase stands in
 #     the list. Off by default: beside the e2e setup, broker/tests/cluster's
 #     scale::a_drain_right_after_a_restart_hands_off_every_key lost a cache key once
-#     (2026-12-03), a race not understood yet. A phase that fails stops the ones after it, but a running e2e is waited
-#     for (and its cluster torn down) before the table is printed.
+#     (2026-12-03), a race not understood yet. A phase that fails stops the ones after it,
+#     but a running e2e is waited for (and its cluster torn down) before the table is printed.
 #   - a timing table (date, commit, each phase's wall time, its CPU time (user+sys of the
 #     phase's processes, which other builds on the machine do not stretch) and the load average
 #     at its end, `uptime` at the end), appended to $STARLING_TIMINGS_FILE when that is set, else to

@@ -550,16 +550,18 @@ async fn register(
             .topics
             .subscribe(Arc::clone(sub), req.start, role == Role::Plain),
     };
+    // Counted before the lane may write `SubscribeOk`: a client that reads the metrics on
+    // seeing it finds its subscription (and group membership) counted.
+    h.metrics.subscriptions.inc();
+    if membership.is_some() {
+        h.metrics.queue_group_members.inc();
+        h.metrics.queue_groups.set(gauge(h.groups.groups()));
+    }
     if queued {
         h.lanes.schedule(Arc::clone(sub)).await;
     }
     if let Some(feed) = &feed {
         feed.go();
-    }
-    h.metrics.subscriptions.inc();
-    if membership.is_some() {
-        h.metrics.queue_group_members.inc();
-        h.metrics.queue_groups.set(gauge(h.groups.groups()));
     }
     Some(((counted, wildcard_slot, membership, feed), behind))
 }
