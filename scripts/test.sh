@@ -48,6 +48,16 @@ if [[ -z "${CARGO_BUILD_BUILD_DIR:-}" ]]; then
   # workspace's own crates (scripts/build-cache.sh); past the size cap the directories used
   # least recently go first, never the newest, so the checkout that runs most (CI's) stays warm.
   ./scripts/build-cache.sh "$build_cache"
+  # A clean clone stamps every file with the clone's time, which makes cargo recompile every
+  # workspace crate; files whose content the last run here built get that run's times back
+  # (scripts/source-mtimes.py, which says why that is safe). Sealed when the run ends.
+  own_build_dir=$(cargo metadata --format-version 1 --no-deps 2>/dev/null |
+    python3 -c 'import json, sys; print(json.load(sys.stdin).get("build_directory") or "")' 2>/dev/null)
+  if [[ -n "$own_build_dir" && "$own_build_dir" == "$build_cache"/* ]]; then
+    ./scripts/source-mtimes.py rewind "$own_build_dir" || own_build_dir=""
+  else
+    own_build_dir=""
+  fi
 fi
 # Incremental compilation only pays for repeated edits of one checkout; a suite run compiles
 # each crate once, and the incremental caches of every clone would pile up in the build dir.
@@ -74,7 +84,7 @@ cpu_seconds() {
   awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$1" 2>/dev/null
 }
 cpu_file=$(mktemp)
-trap 'rm -f "$cpu_file" "$cpu_file.deps" "$cpu_file.e2e"' EXIT
+trap 'rm -f "$cpu_file" "$cpu_file.deps" "$cpu_file.e2e"; [[ -z "${own_build_dir:-}" ]] || ./scripts/source-mtimes.py seal "$own_build_dir"' EXIT
 
 deps_pid=""
 deps_log="$CACHE_DIR/logs/deps.log"
