@@ -59,6 +59,14 @@ if [[ -z "${CARGO_BUILD_BUILD_DIR:-}" ]]; then
     own_build_dir=""
   fi
 fi
+# The revision the broker reports (broker/build.rs), computed here as the build script would:
+# told by the environment, the build script watches no file of .git, whose every file a clean
+# clone stamps new, and which made cargo recompile the broker and every crate above it even
+# for a commit built before.
+if [[ -z "${STARLING_GIT_REVISION:-}" ]] && rev=$(git rev-parse --short=12 HEAD 2>/dev/null); then
+  [[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]] || rev="$rev-dirty"
+  export STARLING_GIT_REVISION=$rev
+fi
 # Incremental compilation only pays for repeated edits of one checkout; a suite run compiles
 # each crate once, and the incremental caches of every clone would pile up in the build dir.
 export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}

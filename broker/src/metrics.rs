@@ -1457,11 +1457,15 @@ mod tests {
             .ok()
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-        // Built from a git checkout (and not told otherwise): the checkout's commit.
-        if let Some(head) = head
-            && std::env::var_os("STARLING_GIT_REVISION").is_none()
-        {
-            assert!(revision.starts_with(&head), "{revision} is not HEAD {head}");
+        match std::env::var("STARLING_GIT_REVISION") {
+            // Told at build time (`make test` says it, as does a Docker build): that value.
+            Ok(told) if !told.trim().is_empty() => assert_eq!(revision, told.trim()),
+            // Built from a git checkout: the checkout's commit.
+            _ => {
+                if let Some(head) = head {
+                    assert!(revision.starts_with(&head), "{revision} is not HEAD {head}");
+                }
+            }
         }
     }
 
