@@ -22,6 +22,10 @@
 #     the most recently used directory minus the workspace's crates, so a clone at a new path
 #     compiles only those; past $STARLING_BUILD_CACHE_MAX_GB (default 30) the least recently
 #     used checkout directories are removed, never the newest (scripts/build-cache.sh).
+#   - in that per-path directory, a clean clone's files whose content the last run built get
+#     that run's modification times back (scripts/source-mtimes.py), and the broker's build
+#     script is told the revision (STARLING_GIT_REVISION): a clone stamps every file new,
+#     which made cargo recompile every workspace crate on every CI run.
 #   - with STARLING_E2E_OVERLAP=1 (default 0), `e2e` (most of it waiting for pods and the
 #     operator) starts in the background as soon as the phases it must follow (fmt-check, lint,
 #     build) are done and `deps` is ready, and the phases after `build` (unit, go-client,
