@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"time"
 )
 
@@ -45,6 +46,7 @@ type options struct {
 	jsReplicas int
 	// Starling (--starling ADDR): the Go client of clients/go.
 	starling, starlingToken, starlingCredentials, starlingFingerprint string
+	cpuProfile                                                        string
 	// Set by run: the measurement window's start and the run's clock.
 	measureStartNs uint64
 	nowNs          func() uint64
@@ -82,6 +84,7 @@ func parse() (options, error) {
 	flag.StringVar(&o.starlingToken, "starling-token", "", "Starling: authenticate as this token user")
 	flag.StringVar(&o.starlingCredentials, "starling-credentials", "", "Starling: a BrokerUser credentials directory (token or tls.crt/tls.key, ca.crt)")
 	flag.StringVar(&o.starlingFingerprint, "starling-fingerprint", "", "Starling: trust only a server certificate with this SHA-256 (hex)")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (go tool pprof)")
 	flag.Parse()
 	switch {
 	case o.producers < 1 || o.subscribers < 1 || o.topics < 1 || o.batch < 1:
@@ -142,7 +145,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(2)
 	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "error: cpu profile:", err)
+			os.Exit(2)
+		}
+	}
 	r, err := run(o)
+	if o.cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(2)
