@@ -139,8 +139,8 @@ impl Peers {
             cache_streams_per_conn: pools.cache_streams_per_conn,
         };
         // Members are close: small windows carry their traffic, and keep what a peer link can
-        // make this broker hold within the memory-fit formula's peer term. The stream windows,
-        // keep-alive and idle timeout are the profile's.
+        // make this broker hold within the memory-fit formula's peer term. The stream windows
+        // are the profile's.
         let window = cfg.cluster_peer_window_bytes;
         let profile = cfg.profile.config();
         let t = &mut template.transport;
@@ -148,8 +148,20 @@ impl Peers {
         t.event_stream_recv_window = profile.event_stream_recv_window.min(window);
         t.cache_conn_recv_window = window;
         t.cache_stream_recv_window = profile.cache_stream_recv_window.min(window);
-        t.keep_alive_interval = Duration::from_millis(profile.keep_alive_interval_ms);
-        t.idle_timeout = Duration::from_millis(profile.idle_timeout_ms);
+        // A member that vanishes without closing its connections (a force-deleted pod: its IP
+        // stops answering) is noticed only when the link's idle timeout runs out, and until
+        // then every publish forwarded to it waits for an ack that cannot come: with the
+        // profile's 30 s, the e2e leader-loss test saw 27.5 s without an ack after the new
+        // leader was elected within 1 s. A peer link pings every `cluster_peer_timeout_ms`
+        // and gives up after five silent ones (1 s and 5 s by default), never later than the
+        // profile says.
+        let (keep_alive, idle) = peer_liveness(
+            timeout,
+            Duration::from_millis(profile.keep_alive_interval_ms),
+            Duration::from_millis(profile.idle_timeout_ms),
+        );
+        t.keep_alive_interval = keep_alive;
+        t.idle_timeout = idle;
         t.send_window = Some(window);
         // The links use this broker's own path settings (its socket buffers, MTU, congestion
         // controller and ACK frequency), not just its profile's.
@@ -350,5 +362,45 @@ impl Peers {
                 client.close().await;
             }
         }
+    }
+}
+
+/// The keep-alive interval and idle timeout of a peer link: a ping every `peer_timeout`, the
+/// link dropped after five of them go unanswered; neither later than the profile's own (a
+/// profile keep-alive of zero, which disables pings, stays zero).
+fn peer_liveness(
+    peer_timeout: Duration,
+    profile_keep_alive: Duration,
+    profile_idle: Duration,
+) -> (Duration, Duration) {
+    let keep_alive = if profile_keep_alive.is_zero() {
+        Duration::ZERO
+    } else {
+        profile_keep_alive.min(peer_timeout)
+    };
+    (keep_alive, profile_idle.min(peer_timeout * 5))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn peer_links_notice_a_vanished_member_within_five_peer_timeouts() {
+        let ms = Duration::from_millis;
+        assert_eq!(
+            super::peer_liveness(ms(1_000), ms(5_000), ms(30_000)),
+            (ms(1_000), ms(5_000))
+        );
+        // Never later than the profile.
+        assert_eq!(
+            super::peer_liveness(ms(10_000), ms(5_000), ms(30_000)),
+            (ms(5_000), ms(30_000))
+        );
+        // Pings off in the profile stay off.
+        assert_eq!(
+            super::peer_liveness(ms(1_000), ms(0), ms(30_000)),
+            (ms(0), ms(5_000))
+        );
     }
 }
