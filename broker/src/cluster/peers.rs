@@ -150,11 +150,9 @@ impl Peers {
         t.cache_stream_recv_window = profile.cache_stream_recv_window.min(window);
         // A member that vanishes without closing its connections (a force-deleted pod: its IP
         // stops answering) is noticed only when the link's idle timeout runs out, and until
-        // then every publish forwarded to it waits for an ack that cannot come: with the
-        // profile's 30 s, the e2e leader-loss test saw 27.5 s without an ack after the new
-        // leader was elected within 1 s. A peer link pings every `cluster_peer_timeout_ms`
-        // and gives up after five silent ones (1 s and 5 s by default), never later than the
-        // profile says.
+        // then a publish forwarded to it waits for an ack that cannot come (the profile's idle
+        // timeout is 30 s). A peer link pings every `cluster_peer_timeout_ms` and gives up
+        // after five silent ones (1 s and 5 s by default), never later than the profile says.
         let (keep_alive, idle) = peer_liveness(
             timeout,
             Duration::from_millis(profile.keep_alive_interval_ms),
