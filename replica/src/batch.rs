@@ -9,9 +9,15 @@
 //! byte values, version 2 as one base64 string. Both are read. Adding message headers later
 //! is a version 3 whose decoder fills them; a replica refuses an entry whose version it does
 //! not know ([`Batch::check`]) rather than guess.
+//!
+//! Payloads are shared [`Bytes`]: a batch decoded from a stored record or an append holds
+//! slices of that record's one buffer, and a proposal holds the publish frame's own slices,
+//! so no message is copied or allocated on its own between the publish and the subscriber
+//! (only the encoders copy, once each, into the record or the frame they build).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use bytes::Bytes;
 use serde::de::{self, SeqAccess, Visitor};
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -28,15 +34,16 @@ pub struct Batch {
     pub version: u8,
     /// The messages, in order.
     #[serde(serialize_with = "payloads_out", deserialize_with = "payloads_in")]
-    pub messages: Vec<Vec<u8>>,
+    pub messages: Vec<Bytes>,
 }
 
 impl Batch {
-    /// A batch of `messages` in this build's format.
-    pub fn new(messages: Vec<Vec<u8>>) -> Batch {
+    /// A batch of `messages` in this build's format (a `Vec<u8>` or a `Bytes` each: neither
+    /// is copied).
+    pub fn new<M: Into<Bytes>>(messages: impl IntoIterator<Item = M>) -> Batch {
         Batch {
             version: BATCH_VERSION,
-            messages,
+            messages: messages.into_iter().map(Into::into).collect(),
         }
     }
 
@@ -51,12 +58,12 @@ impl Batch {
 
     /// Payload bytes in the batch.
     pub fn bytes(&self) -> usize {
-        self.messages.iter().map(Vec::len).sum()
+        self.messages.iter().map(Bytes::len).sum()
     }
 }
 
 /// Writes each payload as a base64 string (version 2).
-fn payloads_out<S: Serializer>(messages: &[Vec<u8>], s: S) -> Result<S::Ok, S::Error> {
+fn payloads_out<S: Serializer>(messages: &[Bytes], s: S) -> Result<S::Ok, S::Error> {
     let mut seq = s.serialize_seq(Some(messages.len()))?;
     for m in messages {
         seq.serialize_element(&STANDARD.encode(m))?;
@@ -66,10 +73,10 @@ fn payloads_out<S: Serializer>(messages: &[Vec<u8>], s: S) -> Result<S::Ok, S::E
 
 /// Reads the payloads, each a base64 string (version 2) or an array of byte values
 /// (version 1).
-fn payloads_in<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<u8>>, D::Error> {
+fn payloads_in<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Bytes>, D::Error> {
     struct Payloads;
     impl<'de> Visitor<'de> for Payloads {
-        type Value = Vec<Vec<u8>>;
+        type Value = Vec<Bytes>;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("a list of payloads")
         }
@@ -77,7 +84,7 @@ fn payloads_in<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<u8>>, D::Error
             // The size hint comes from the input: cap what it may preallocate.
             let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
             while let Some(Payload(p)) = seq.next_element()? {
-                out.push(p);
+                out.push(Bytes::from(p));
             }
             Ok(out)
         }
@@ -127,7 +134,7 @@ mod tests {
 
     #[test]
     fn payloads_are_base64_and_version_1_arrays_still_read() {
-        let b = Batch::new(vec![b"hello".to_vec(), vec![0, 255, 7], Vec::new()]);
+        let b = Batch::new([b"hello".to_vec(), vec![0, 255, 7], Vec::new()]);
         let json = serde_json::to_string(&b).unwrap();
         assert_eq!(json, r#"{"version":2,"messages":["aGVsbG8=","AP8H",""]}"#);
         assert_eq!(serde_json::from_str::<Batch>(&json).unwrap(), b);

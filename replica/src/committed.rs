@@ -1,6 +1,7 @@
 //! The committed log's record ([`CommittedRecord`]): what the state machine stores for each
 //! applied entry, and what readers of a replicated topic get back ([`Committed`]).
 
+use bytes::Bytes;
 use openraft::{EntryPayload, Membership};
 use serde::{Deserialize, Serialize};
 
@@ -63,6 +64,6 @@ pub struct Committed {
     pub index: u64,
     /// The term of the leader that appended it.
     pub term: u64,
-    /// Its messages.
-    pub messages: Vec<Vec<u8>>,
+    /// Its messages (slices of the record read: shared, not copied).
+    pub messages: Vec<Bytes>,
 }

@@ -13,7 +13,10 @@
 //! | publish: 1, 4, then per message 4 + n | the batch's version, the message count, each message's length and bytes |
 //! | membership: the rest | the configuration as JSON (rare and small) |
 //!
-//! Payload bytes are copied once each way: no base64, no JSON scan. The format before this
+//! Payload bytes are copied once when encoded and never when decoded: a decoder given the
+//! record's or the frame's shared buffer ([`decode_entry_shared`], [`decode_record_shared`])
+//! returns each message as a slice of it (no base64, no JSON scan, no allocation per
+//! message). The format before this
 //! one was the serde JSON of the same values (batch versions 1 and 2: payloads as arrays of
 //! byte values, then as base64 strings); a JSON body starts with `{`, never with a tag byte,
 //! so both decoders read either and a log written by an older build still opens.
@@ -23,6 +26,7 @@
 //! malformed input with a typed [`CodecError`]; they never panic (`replica/tests/replica/codec.rs`,
 //! proptests).
 
+use bytes::Bytes;
 use openraft::{CommittedLeaderId, EntryPayload, Membership};
 
 use crate::batch::Batch;
@@ -59,7 +63,7 @@ enum Payload {
 }
 
 /// The exact encoded length of an entry carrying `messages` (of these lengths).
-pub fn batch_entry_len<'a>(messages: impl IntoIterator<Item = &'a Vec<u8>>) -> usize {
+pub fn batch_entry_len<'a>(messages: impl IntoIterator<Item = &'a Bytes>) -> usize {
     HEAD_BYTES
         + BATCH_HEAD_BYTES
         + messages
@@ -82,18 +86,27 @@ fn u32_of(n: usize) -> Result<u32, CodecError> {
 }
 
 fn encode(tag: u8, log_id: &LogId, parts: Parts<'_>) -> Result<Vec<u8>, CodecError> {
+    let mut out = Vec::with_capacity(match &parts {
+        Parts::Batch(batch) => batch_entry_len(&batch.messages),
+        _ => HEAD_BYTES,
+    });
+    encode_into(tag, log_id, parts, &mut out)?;
+    Ok(out)
+}
+
+/// Appends the encoding to `out` (an append frame builds its entries in place).
+fn encode_into(
+    tag: u8,
+    log_id: &LogId,
+    parts: Parts<'_>,
+    out: &mut Vec<u8>,
+) -> Result<(), CodecError> {
+    out.push(tag);
+    put_log_id(out, log_id);
     match parts {
-        Parts::Blank => {
-            let mut out = Vec::with_capacity(HEAD_BYTES);
-            out.push(tag);
-            put_log_id(&mut out, log_id);
-            out.push(KIND_BLANK);
-            Ok(out)
-        }
+        Parts::Blank => out.push(KIND_BLANK),
         Parts::Batch(batch) => {
-            let mut out = Vec::with_capacity(batch_entry_len(&batch.messages));
-            out.push(tag);
-            put_log_id(&mut out, log_id);
+            out.reserve(batch_entry_len(&batch.messages) - HEAD_BYTES);
             out.push(KIND_BATCH);
             out.push(batch.version);
             out.extend_from_slice(&u32_of(batch.messages.len())?.to_le_bytes());
@@ -101,18 +114,13 @@ fn encode(tag: u8, log_id: &LogId, parts: Parts<'_>) -> Result<Vec<u8>, CodecErr
                 out.extend_from_slice(&u32_of(m.len())?.to_le_bytes());
                 out.extend_from_slice(m);
             }
-            Ok(out)
         }
         Parts::Membership(m) => {
-            let json = codec::encode_body(m)?;
-            let mut out = Vec::with_capacity(HEAD_BYTES + json.len());
-            out.push(tag);
-            put_log_id(&mut out, log_id);
             out.push(KIND_MEMBERSHIP);
-            out.extend_from_slice(&json);
-            Ok(out)
+            out.extend_from_slice(&codec::encode_body(m)?);
         }
     }
+    Ok(())
 }
 
 /// A cursor over untrusted bytes: every read checks what is left.
@@ -181,7 +189,7 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn decode(tag: u8, bytes: &[u8], max: usize) -> Result<(LogId, Payload), CodecError> {
+fn decode(tag: u8, bytes: &Bytes, max: usize) -> Result<(LogId, Payload), CodecError> {
     if bytes.len() > max {
         return Err(CodecError::TooLarge {
             len: bytes.len(),
@@ -212,7 +220,8 @@ fn decode(tag: u8, bytes: &[u8], max: usize) -> Result<(LogId, Payload), CodecEr
             let mut messages = Vec::with_capacity(count);
             for _ in 0..count {
                 let len = c.u32()? as usize;
-                messages.push(c.take(len)?.to_vec());
+                // A slice of the shared buffer: no copy.
+                messages.push(bytes.slice_ref(c.take(len)?));
             }
             Payload::Batch(Batch { version, messages })
         }
@@ -223,19 +232,35 @@ fn decode(tag: u8, bytes: &[u8], max: usize) -> Result<(LogId, Payload), CodecEr
     Ok((log_id, payload))
 }
 
-/// A Raft log entry's bytes (this build's format).
-pub fn encode_entry(entry: &Entry) -> Result<Vec<u8>, CodecError> {
-    let parts = match &entry.payload {
+fn parts_of(entry: &Entry) -> Parts<'_> {
+    match &entry.payload {
         EntryPayload::Blank => Parts::Blank,
         EntryPayload::Normal(b) => Parts::Batch(b),
         EntryPayload::Membership(m) => Parts::Membership(m),
-    };
-    encode(ENTRY_TAG, &entry.log_id, parts)
+    }
+}
+
+/// A Raft log entry's bytes (this build's format).
+pub fn encode_entry(entry: &Entry) -> Result<Vec<u8>, CodecError> {
+    encode(ENTRY_TAG, &entry.log_id, parts_of(entry))
+}
+
+/// Appends a Raft log entry's bytes (this build's format) to `out`.
+pub fn encode_entry_into(entry: &Entry, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    encode_into(ENTRY_TAG, &entry.log_id, parts_of(entry), out)
 }
 
 /// Parses a Raft log entry of at most `max` bytes, in this build's format or the JSON of
-/// older builds.
+/// older builds. Copies `bytes` once; [`decode_entry_shared`] does not.
 pub fn decode_entry(bytes: &[u8], max: usize) -> Result<Entry, CodecError> {
+    if bytes.first() != Some(&ENTRY_TAG) {
+        return codec::decode_body(bytes, max);
+    }
+    decode_entry_shared(&Bytes::copy_from_slice(bytes), max)
+}
+
+/// [`decode_entry`] of a shared buffer: the messages are slices of it.
+pub fn decode_entry_shared(bytes: &Bytes, max: usize) -> Result<Entry, CodecError> {
     if bytes.first() != Some(&ENTRY_TAG) {
         return codec::decode_body(bytes, max);
     }
@@ -260,8 +285,16 @@ pub fn encode_record(record: &CommittedRecord) -> Result<Vec<u8>, CodecError> {
 }
 
 /// Parses a committed record of at most `max` bytes, in this build's format or the JSON of
-/// older builds.
+/// older builds. Copies `bytes` once; [`decode_record_shared`] does not.
 pub fn decode_record(bytes: &[u8], max: usize) -> Result<CommittedRecord, CodecError> {
+    if bytes.first() != Some(&RECORD_TAG) {
+        return codec::decode_body(bytes, max);
+    }
+    decode_record_shared(&Bytes::copy_from_slice(bytes), max)
+}
+
+/// [`decode_record`] of a shared buffer: the messages are slices of it.
+pub fn decode_record_shared(bytes: &Bytes, max: usize) -> Result<CommittedRecord, CodecError> {
     if bytes.first() != Some(&RECORD_TAG) {
         return codec::decode_body(bytes, max);
     }
@@ -285,7 +318,7 @@ mod tests {
     fn layout_is_as_documented() {
         let entry = Entry {
             log_id: log_id(2, 7, 9),
-            payload: EntryPayload::Normal(Batch::new(vec![b"ab".to_vec(), Vec::new()])),
+            payload: EntryPayload::Normal(Batch::new([b"ab".to_vec(), Vec::new()])),
         };
         let bytes = encode_entry(&entry).unwrap();
         let mut want = vec![ENTRY_TAG];
@@ -295,7 +328,10 @@ mod tests {
         want.extend_from_slice(&[KIND_BATCH, crate::BATCH_VERSION, 2, 0, 0, 0]);
         want.extend_from_slice(&[2, 0, 0, 0, b'a', b'b', 0, 0, 0, 0]);
         assert_eq!(bytes, want);
-        assert_eq!(bytes.len(), batch_entry_len(&[b"ab".to_vec(), Vec::new()]));
+        assert_eq!(
+            bytes.len(),
+            batch_entry_len(&[Bytes::from_static(b"ab"), Bytes::new()])
+        );
         assert_eq!(decode_entry(&bytes, 1 << 20).unwrap(), entry);
         // The JSON of an older build still reads, and a record is not an entry.
         let json = codec::encode_body(&entry).unwrap();

@@ -153,7 +153,7 @@ impl<F: Fs> Inner<F> {
             None => Ok(None),
             Some(Err(e)) => Err(read_err(e)),
             Some(Ok(r)) if r.position.seq == index => {
-                entry_codec::decode_entry(&r.payload, self.max_record)
+                entry_codec::decode_entry_shared(&r.payload, self.max_record)
                     .map(Some)
                     .map_err(read_err)
             }
@@ -193,7 +193,8 @@ impl<F: Fs> Inner<F> {
             if index >= end {
                 break;
             }
-            let entry = entry_codec::decode_entry(&r.payload, self.max_record).map_err(read_err)?;
+            let entry =
+                entry_codec::decode_entry_shared(&r.payload, self.max_record).map_err(read_err)?;
             out.push(entry);
         }
         Ok(out)

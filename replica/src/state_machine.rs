@@ -135,8 +135,9 @@ fn generation_dir(dir: &Path, generation: u64) -> PathBuf {
     dir.join(format!("g{generation}"))
 }
 
-fn decode_record(payload: &[u8], max: usize) -> Result<CommittedRecord, StorageError> {
-    entry_codec::decode_record(payload, max).map_err(sm_read_err)
+/// Decodes a stored record; its messages are slices of the record's buffer (no copy).
+fn decode_record(payload: &bytes::Bytes, max: usize) -> Result<CommittedRecord, StorageError> {
+    entry_codec::decode_record_shared(payload, max).map_err(sm_read_err)
 }
 
 impl<F: Fs> StateMachine<F> {

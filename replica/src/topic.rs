@@ -262,7 +262,10 @@ impl<F: Fs> ReplicatedTopic<F> {
 
     /// Publishes one batch of messages; resolves with its position in the committed log once
     /// it is committed (see the module doc), or [`ReplicaError::NotLeader`].
-    pub async fn publish(&self, messages: Vec<Vec<u8>>) -> Result<Position, ReplicaError> {
+    pub async fn publish<M: Into<bytes::Bytes>>(
+        &self,
+        messages: impl IntoIterator<Item = M>,
+    ) -> Result<Position, ReplicaError> {
         self.submit(messages).await?.committed().await
     }
 
@@ -270,10 +273,16 @@ impl<F: Fs> ReplicatedTopic<F> {
     /// before it commits: [`Pending::committed`] resolves like [`ReplicatedTopic::publish`].
     /// Batches submitted one after another (by one task, each `submit` awaited before the
     /// next) take consecutive places in the log, in that order, so a proposer can keep
-    /// several entries in flight and still complete them in order.
-    pub async fn submit(&self, messages: Vec<Vec<u8>>) -> Result<Pending, ReplicaError> {
+    /// several entries in flight and still complete them in order. The messages are not
+    /// copied until the entry is encoded into the Raft log (a `Bytes` each, or a `Vec<u8>`).
+    pub async fn submit<M: Into<bytes::Bytes>>(
+        &self,
+        messages: impl IntoIterator<Item = M>,
+    ) -> Result<Pending, ReplicaError> {
+        let batch = Batch::new(messages);
+        let messages = &batch.messages;
         let max = self.max_record.saturating_sub(ENTRY_OVERHEAD);
-        let len = entry_codec::batch_entry_len(&messages);
+        let len = entry_codec::batch_entry_len(messages);
         if len > max {
             return Err(ReplicaError::TooLarge { len, max });
         }
@@ -286,11 +295,7 @@ impl<F: Fs> ReplicatedTopic<F> {
         if json > max {
             return Err(ReplicaError::TooLarge { len: json, max });
         }
-        let rx = self
-            .raft
-            .client_write_ff(Batch::new(messages))
-            .await
-            .map_err(stopped)?;
+        let rx = self.raft.client_write_ff(batch).await.map_err(stopped)?;
         Ok(Pending { rx })
     }
 

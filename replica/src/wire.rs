@@ -22,6 +22,7 @@
 //! truncated, trailing or malformed frames with a typed [`CodecError`], never a panic
 //! (`replica/tests/replica/codec.rs`, proptests).
 
+use bytes::Bytes;
 use openraft::Vote;
 use openraft::raft::AppendEntriesRequest;
 
@@ -61,7 +62,15 @@ pub fn encode_append(
     req: &AppendEntriesRequest<TypeConfig>,
     max: usize,
 ) -> Result<Vec<u8>, CodecError> {
-    let mut out = Vec::with_capacity(64);
+    let payload: usize = req
+        .entries
+        .iter()
+        .map(|e| match &e.payload {
+            openraft::EntryPayload::Normal(b) => 4 + entry_codec::batch_entry_len(&b.messages),
+            _ => 4 + entry_codec::HEAD_BYTES,
+        })
+        .fold(64usize, usize::saturating_add);
+    let mut out = Vec::with_capacity(payload.min(max));
     out.extend_from_slice(&[0; FRAME_HEADER]);
     out.push(APPEND_TAG);
     out.extend_from_slice(&req.vote.leader_id.term.to_le_bytes());
@@ -72,13 +81,17 @@ pub fn encode_append(
     let count = u32::try_from(req.entries.len()).map_err(|_| too_large(usize::MAX, max))?;
     out.extend_from_slice(&count.to_le_bytes());
     for entry in &req.entries {
-        let bytes = entry_codec::encode_entry(entry)?;
-        if out.len() + 4 + bytes.len() > max {
-            return Err(too_large(out.len() + 4 + bytes.len(), max));
+        // Each entry is encoded in place after a length placeholder: its bytes are copied
+        // once, into the frame.
+        let at = out.len();
+        out.extend_from_slice(&[0; 4]);
+        entry_codec::encode_entry_into(entry, &mut out)?;
+        if out.len() > max {
+            return Err(too_large(out.len(), max));
         }
-        let len = u32::try_from(bytes.len()).map_err(|_| too_large(bytes.len(), max))?;
-        out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(&bytes);
+        let n = out.len() - at - 4;
+        let len = u32::try_from(n).map_err(|_| too_large(n, max))?;
+        out[at..at + 4].copy_from_slice(&len.to_le_bytes());
     }
     if out.len() > max {
         return Err(too_large(out.len(), max));
@@ -89,9 +102,21 @@ pub fn encode_append(
 }
 
 /// Parses the body of a binary append frame (its first byte [`APPEND_TAG`]) of at most
-/// `max` bytes.
+/// `max` bytes. Copies `body` once (one buffer for the whole frame, whose entries' messages
+/// are slices of it); [`decode_append_shared`] does not copy.
 pub fn decode_append(
     body: &[u8],
+    max: usize,
+) -> Result<AppendEntriesRequest<TypeConfig>, CodecError> {
+    if body.first() != Some(&APPEND_TAG) {
+        return Err(CodecError::Body("not a binary append".into()));
+    }
+    decode_append_shared(&Bytes::copy_from_slice(body), max)
+}
+
+/// [`decode_append`] of a shared buffer: the entries' messages are slices of it.
+pub fn decode_append_shared(
+    body: &Bytes,
     max: usize,
 ) -> Result<AppendEntriesRequest<TypeConfig>, CodecError> {
     let mut c = Cursor::new(body);
@@ -127,7 +152,10 @@ pub fn decode_append(
         if bytes.first() != Some(&entry_codec::ENTRY_TAG) {
             return Err(CodecError::Body("an append's entry is not binary".into()));
         }
-        entries.push(entry_codec::decode_entry(bytes, max)?);
+        entries.push(entry_codec::decode_entry_shared(
+            &body.slice_ref(bytes),
+            max,
+        )?);
     }
     c.end()?;
     Ok(AppendEntriesRequest {

@@ -95,8 +95,10 @@ async fn check_complete(
     let last = *acked.keys().last().expect("something acked");
     t.wait_applied(last, SOON).await.expect("applied");
     let read = t.read_committed(0, 100_000).expect("read");
-    let log: BTreeMap<u64, Vec<Vec<u8>>> =
-        read.into_iter().map(|c| (c.index, c.messages)).collect();
+    let log: BTreeMap<u64, Vec<Vec<u8>>> = read
+        .into_iter()
+        .map(|c| (c.index, c.messages.iter().map(|m| m.to_vec()).collect()))
+        .collect();
     for (index, messages) in acked {
         assert_eq!(
             log.get(index),

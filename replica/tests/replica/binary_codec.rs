@@ -28,7 +28,10 @@ fn batch() -> impl Strategy<Value = Batch> {
         any::<u8>(),
         proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..8),
     )
-        .prop_map(|(version, messages)| Batch { version, messages })
+        .prop_map(|(version, messages)| Batch {
+            version,
+            messages: messages.into_iter().map(bytes::Bytes::from).collect(),
+        })
 }
 
 fn membership() -> impl Strategy<Value = Membership<u64, BasicNode>> {
@@ -178,7 +181,7 @@ proptest! {
     #[test]
     fn huge_declared_counts_are_refused_before_allocating(count in any::<u32>()) {
         // An entry that declares `count` messages and holds none.
-        let e = Entry { log_id: LogId::new(CommittedLeaderId::new(1, 1), 1), payload: EntryPayload::Normal(Batch::new(Vec::new())) };
+        let e = Entry { log_id: LogId::new(CommittedLeaderId::new(1, 1), 1), payload: EntryPayload::Normal(Batch::new(Vec::<Vec<u8>>::new())) };
         let mut bytes = entry_codec::encode_entry(&e).unwrap();
         let n = bytes.len();
         bytes[n - 4..].copy_from_slice(&count.to_le_bytes());
@@ -210,4 +213,65 @@ fn an_append_over_the_bound_is_too_large() {
         rpc::decode_request(&frame, 3000),
         Err(CodecError::TooLarge { .. })
     ));
+}
+
+/// Whether `part` lies inside `whole`'s memory (a slice of it, not a copy).
+fn within(part: &[u8], whole: &[u8]) -> bool {
+    let (start, end) = (
+        whole.as_ptr() as usize,
+        whole.as_ptr() as usize + whole.len(),
+    );
+    let p = part.as_ptr() as usize;
+    p >= start && p + part.len() <= end
+}
+
+#[test]
+fn shared_decoders_hand_out_slices_of_the_buffer_not_copies() {
+    let messages = vec![vec![1u8; 300], Vec::new(), b"three".to_vec()];
+    let entry = Entry {
+        log_id: LogId::new(CommittedLeaderId::new(3, 2), 9),
+        payload: EntryPayload::Normal(Batch::new(messages.clone())),
+    };
+    // A stored Raft log entry.
+    let stored = bytes::Bytes::from(entry_codec::encode_entry(&entry).unwrap());
+    let decoded = entry_codec::decode_entry_shared(&stored, MAX).unwrap();
+    assert_eq!(decoded, entry);
+    let EntryPayload::Normal(batch) = &decoded.payload else {
+        panic!("not a batch: {decoded:?}")
+    };
+    assert_eq!(batch.messages, messages);
+    for m in batch.messages.iter().filter(|m| !m.is_empty()) {
+        assert!(within(m, &stored), "a message was copied out of the entry");
+    }
+    // A committed record.
+    let record = CommittedRecord::of(entry.clone());
+    let stored = bytes::Bytes::from(entry_codec::encode_record(&record).unwrap());
+    let CommittedRecord::Batch { batch, .. } =
+        entry_codec::decode_record_shared(&stored, MAX).unwrap()
+    else {
+        panic!("not a batch record")
+    };
+    assert_eq!(batch.messages, messages);
+    for m in batch.messages.iter().filter(|m| !m.is_empty()) {
+        assert!(within(m, &stored), "a message was copied out of the record");
+    }
+    // An append frame: every entry's messages are slices of the frame's body.
+    let a = AppendEntriesRequest::<TypeConfig> {
+        vote: Vote::new_committed(3, 2),
+        prev_log_id: None,
+        entries: vec![entry.clone(), entry],
+        leader_commit: None,
+    };
+    let frame = wire::encode_append(&a, MAX).unwrap();
+    let body = bytes::Bytes::from(codec::frame_body(&frame, MAX).unwrap().to_vec());
+    let got = wire::decode_append_shared(&body, MAX).unwrap();
+    assert_eq!(got.entries, a.entries);
+    for e in &got.entries {
+        let EntryPayload::Normal(batch) = &e.payload else {
+            panic!("not a batch: {e:?}")
+        };
+        for m in batch.messages.iter().filter(|m| !m.is_empty()) {
+            assert!(within(m, &body), "a message was copied out of the append");
+        }
+    }
 }

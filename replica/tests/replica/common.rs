@@ -222,13 +222,14 @@ impl Checker {
         let mut messages = BTreeSet::new();
         let mut out = Vec::new();
         for r in records {
+            let messages_of: Vec<Vec<u8>> = r.messages.iter().map(|m| m.to_vec()).collect();
             assert!(
                 last.is_none_or(|l| r.index > l),
                 "replica {id}: index {} out of order",
                 r.index
             );
             last = Some(r.index);
-            for m in &r.messages {
+            for m in &messages_of {
                 assert!(
                     messages.insert(m.clone()),
                     "replica {id}: message {m:?} twice"
@@ -236,13 +237,17 @@ impl Checker {
             }
             match self.seen.get(&r.index) {
                 Some(prev) => {
-                    assert_eq!(prev, &r.messages, "replica {id}: index {} changed", r.index)
+                    assert_eq!(
+                        prev, &messages_of,
+                        "replica {id}: index {} changed",
+                        r.index
+                    )
                 }
                 None => {
-                    self.seen.insert(r.index, r.messages.clone());
+                    self.seen.insert(r.index, messages_of.clone());
                 }
             }
-            out.push((r.index, r.messages));
+            out.push((r.index, messages_of));
         }
         out
     }

@@ -54,7 +54,11 @@ async fn a_new_topic_is_bootstrapped_once_and_a_wiped_creator_rejoins() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let read = c.topic(1).read_committed(0, 1000).unwrap();
-        let messages: Vec<Vec<u8>> = read.into_iter().flat_map(|r| r.messages).collect();
+        let messages: Vec<Vec<u8>> = read
+            .into_iter()
+            .flat_map(|r| r.messages)
+            .map(|m| m.to_vec())
+            .collect();
         if messages.len() == 21 {
             let mut want: Vec<Vec<u8>> = (0..20u8).map(|i| vec![i]).collect();
             want.push(b"after".to_vec());

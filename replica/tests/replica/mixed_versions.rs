@@ -126,7 +126,8 @@ async fn a_replica_reading_only_json_is_sent_json_appends() {
         for (index, m) in &acked {
             let got = read.iter().find(|c| c.index == *index);
             assert_eq!(
-                got.map(|c| &c.messages),
+                got.map(|c| c.messages.iter().map(|b| b.to_vec()).collect::<Vec<_>>())
+                    .as_ref(),
                 Some(m),
                 "replica {id}, index {index}"
             );

@@ -101,7 +101,7 @@ async fn applied_entries_snapshots_and_unknown_versions() {
     // A batch of a version this build does not know is not applied.
     let newer = Batch {
         version: starling_replica::BATCH_VERSION + 1,
-        messages: vec![b"?".to_vec()],
+        messages: vec![bytes::Bytes::from_static(b"?")],
     };
     assert!(
         fresh

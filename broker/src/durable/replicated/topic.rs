@@ -123,8 +123,9 @@ pub type Done = Box<dyn FnOnce(Result<(), ProposeError>) + Send>;
 
 /// One sealed batch on its way into the Raft log.
 pub struct Proposal {
-    /// Its messages.
-    pub messages: Vec<Vec<u8>>,
+    /// Its messages: the publish frames' own buffers, shared (copied only when the entry is
+    /// encoded into the Raft log).
+    pub messages: Vec<bytes::Bytes>,
     /// Called with the outcome once the entry carrying it committed (or failed).
     pub done: Done,
 }
@@ -589,12 +590,12 @@ async fn propose(
                 break;
             }
         };
-        let mut bytes: usize = first.messages.iter().map(Vec::len).sum();
+        let mut bytes: usize = first.messages.iter().map(bytes::Bytes::len).sum();
         let mut messages = first.messages;
         let mut done = vec![first.done];
         while bytes < max_bytes && messages.len() < MAX_ENTRY_MESSAGES / 2 {
             let Ok(more) = queued.try_recv() else { break };
-            bytes += more.messages.iter().map(Vec::len).sum::<usize>();
+            bytes += more.messages.iter().map(bytes::Bytes::len).sum::<usize>();
             messages.extend(more.messages);
             done.push(more.done);
         }

@@ -502,7 +502,7 @@ impl TopicTask {
         if entry.messages.is_empty() {
             return;
         }
-        let payloads: Vec<Bytes> = entry.messages.into_iter().map(Bytes::from).collect();
+        let payloads = entry.messages;
         let origin = Position {
             stream: STREAM,
             seq: seq_of(entry.index, 0),
@@ -532,7 +532,7 @@ impl TopicTask {
         let name = Arc::clone(&self.name);
         match &self.durable {
             Durable::Replicated(log) => {
-                let messages = batch.payloads.iter().map(|p| p.to_vec()).collect();
+                let messages = batch.payloads.clone();
                 let done = Box::new(move |outcome: Result<(), ProposeError>| {
                     for ack in acks {
                         match &outcome {
@@ -612,10 +612,7 @@ impl TopicTask {
                 if offset >= entry.messages.len() {
                     continue;
                 }
-                let payloads: Vec<Bytes> = entry.messages[offset..]
-                    .iter()
-                    .map(|m| Bytes::copy_from_slice(m))
-                    .collect();
+                let payloads: Vec<Bytes> = entry.messages[offset..].to_vec();
                 events = events.saturating_add(u32::try_from(payloads.len()).unwrap_or(u32::MAX));
                 let origin = Position {
                     stream: STREAM,
