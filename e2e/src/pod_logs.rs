@@ -13,6 +13,14 @@ use kube::{Api, Client, ResourceExt};
 use tokio::io::AsyncWriteExt;
 use tokio::task::JoinHandle;
 
+/// Where the brokers' logs are kept: `STARLING_E2E_LOG_DIR`, else `starling-e2e-logs` in the
+/// temporary directory; one directory per test namespace below it.
+pub fn log_dir() -> PathBuf {
+    std::env::var_os("STARLING_E2E_LOG_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("starling-e2e-logs"))
+}
+
 /// How often the pod list is read for pods not followed yet.
 const POLL: Duration = Duration::from_secs(1);
 

@@ -30,7 +30,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::ListParams;
 use starling_client::{ClientConfig, Position};
 use starling_config::{ConfigOverrides, Tier};
-use starling_e2e::pod_logs::PodLogs;
+use starling_e2e::pod_logs::{PodLogs, log_dir};
 use starling_e2e::{Env, TestNamespace};
 use starling_operator::crd::{AutoscalingSpec, BrokerCluster, BrokerClusterSpec};
 use tokio::sync::Mutex;
@@ -61,14 +61,6 @@ const KEYS_SETTLE: Duration = Duration::from_secs(30);
 
 /// The brokers' log filter in this test.
 const BROKER_LOG: &str = "info,starling_broker::pubsub::topic=trace,starling_broker::cluster=debug,starling_broker::server::subscribe=debug";
-
-/// Where the brokers' logs are kept: `STARLING_E2E_LOG_DIR`, else `starling-e2e-logs` in the
-/// temporary directory; one directory per test namespace.
-fn log_dir() -> std::path::PathBuf {
-    std::env::var_os("STARLING_E2E_LOG_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir().join("starling-e2e-logs"))
-}
 
 async fn service_addr(ns: &TestNamespace) -> String {
     let svc = ns

@@ -10,7 +10,9 @@
 //!   on a new, empty volume, and its replica is caught up by the other two under the same
 //!   identity (the same replica id, still a voter). Every acked message is read back once, in
 //!   each publisher's order, from the start at the new pod and at a survivor, and the longest
-//!   time the topic acked no publish around the loss is printed and bounded.
+//!   time the topic acked no publish around the loss is printed and bounded. The brokers' logs
+//!   are kept (`starling_e2e::pod_logs`); a gap past the bound prints the publishers' errors
+//!   and what the brokers logged during it.
 //! - **Safe roll.** A profile change rolls the three pods one at a time while a publisher sends
 //!   persisted publishes through the Service. The operator holds the roll (the StatefulSet's
 //!   `RollingUpdate` partition, seen above 0 during the roll and back at 0 at its end) and lets
@@ -22,14 +24,16 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams};
 use starling_client::{Client, ClientConfig, ClientError, Position, ProtocolError};
+use k8s_openapi::jiff::Timestamp;
 use starling_e2e::credentials::UserCredentials;
+use starling_e2e::pod_logs::{PodLogs, log_dir};
 use starling_e2e::topics::topic_ready;
 use starling_e2e::{Env, TestNamespace, replicas, wait};
 use starling_operator::crd::BrokerClusterSpec;
@@ -52,6 +56,11 @@ const FIRST: u32 = 9 * PUBLISHER_SPAN;
 /// timeout), and at any time during a roll.
 const MAX_GAP: Duration = Duration::from_secs(10);
 
+/// The brokers' log filter: every leader change, peer link and replica RPC step is in the pod
+/// logs the leader-loss test keeps (a long ack gap is looked up in them).
+const BROKER_LOG: &str =
+    "info,starling_broker::cluster=debug,starling_broker::durable::replicated=debug,openraft=info";
+
 /// The BrokerTopic that makes [`TOPIC`] durable with three replicas.
 const BROKER_TOPIC: &str = "orders";
 
@@ -61,7 +70,7 @@ fn r3_spec() -> BrokerClusterSpec {
         "tier": "small",
         "replicas": 3,
         "storage": { "size": "1Gi" },
-        "config": { "ack_level": "persisted" },
+        "config": { "ack_level": "persisted", "log_level": BROKER_LOG },
     }))
     .expect("spec")
 }
@@ -333,6 +342,51 @@ async fn stop_publishers(
     (l.acked.clone(), l.errors.clone())
 }
 
+/// The publishers' errors from a second before `from` on, as `+<seconds> <error> (xN)`, runs
+/// of the same error folded into one line.
+fn error_timeline(errors: &[(Instant, String, bool)], from: Instant) -> Vec<String> {
+    let mut sorted: Vec<&(Instant, String, bool)> = errors.iter().collect();
+    sorted.sort_by_key(|e| e.0);
+    let mut lines: Vec<(f64, String, usize)> = Vec::new();
+    for (at, what, _) in sorted {
+        let secs = if *at >= from {
+            at.duration_since(from).as_secs_f64()
+        } else {
+            -from.duration_since(*at).as_secs_f64()
+        };
+        if secs < -1.0 {
+            continue;
+        }
+        match lines.last_mut() {
+            Some(last) if last.1 == *what => last.2 += 1,
+            _ => lines.push((secs, what.clone(), 1)),
+        }
+    }
+    lines
+        .into_iter()
+        .map(|(secs, what, n)| format!("{secs:+.3}s {what} (x{n})"))
+        .collect()
+}
+
+/// The wall time of `at`, given that `base` was `base_wall`.
+fn wall_at(base_wall: SystemTime, base: Instant, at: Instant) -> Timestamp {
+    let wall = if at >= base {
+        base_wall + at.duration_since(base)
+    } else {
+        base_wall - base.duration_since(at)
+    };
+    Timestamp::try_from(wall).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// `at` moved by `secs` seconds, to the second, as the pod logs' timestamps begin
+/// (`2026-12-07T10:00:00`).
+fn second_of(at: Timestamp, secs: i64) -> String {
+    let moved = at
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(secs))
+        .unwrap_or(at);
+    moved.to_string().chars().take(19).collect()
+}
+
 fn pod_addr(ip: Option<IpAddr>, name: &str) -> String {
     format!(
         "{}:7400",
@@ -344,6 +398,12 @@ fn pod_addr(ip: Option<IpAddr>, name: &str) -> String {
 async fn losing_the_leaders_pod_and_volume_loses_no_acked_message() {
     let env = Env::new().await.expect("e2e environment");
     let ns = env.namespace("r3-loss").await.expect("namespace");
+    let logs = PodLogs::follow(
+        env.client.clone(),
+        &ns.name,
+        CLUSTER,
+        log_dir().join(&ns.name),
+    );
     create_r3_cluster(&ns).await;
     let user = ns.full_access_user(CLUSTER).await.expect("BrokerUser");
     let first = create_topic(&ns, &user).await;
@@ -405,6 +465,7 @@ async fn losing_the_leaders_pod_and_volume_loses_no_acked_message() {
         .await
         .expect("delete the leader's claim");
     let lost_at = Instant::now();
+    let lost_wall = SystemTime::now();
     ns.api::<Pod>()
         .delete(&leader, &DeleteParams::default().grace_period(0))
         .await
@@ -486,6 +547,28 @@ async fn losing_the_leaders_pod_and_volume_loses_no_acked_message() {
         gap_from.saturating_duration_since(lost_at),
         errors.len()
     );
+    for line in error_timeline(&errors, lost_at) {
+        eprintln!("  {line}");
+    }
+    if gap >= MAX_GAP {
+        let start = wall_at(lost_wall, lost_at, gap_from);
+        let end = wall_at(lost_wall, lost_at, gap_from + gap);
+        eprintln!(
+            "the gap: {start} to {end} (the loss at {}); broker logs in {}; what they said then:",
+            wall_at(lost_wall, lost_at, lost_at),
+            logs.dir().display()
+        );
+        let (from, to) = (second_of(start, -1), second_of(end, 1));
+        for line in logs.grep(
+            &|l: &str| {
+                let at = l.get(..19).unwrap_or("");
+                at >= from.as_str() && at <= to.as_str() && !l.contains(" TRACE ")
+            },
+            400,
+        ) {
+            eprintln!("  {line}");
+        }
+    }
     let fatal: Vec<&String> = errors.iter().filter(|e| !e.2).map(|e| &e.1).collect();
     assert!(fatal.is_empty(), "errors that are not retryable: {fatal:?}");
     assert!(gap < MAX_GAP, "the topic acked nothing for {gap:?}");
