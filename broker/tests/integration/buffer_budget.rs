@@ -17,9 +17,13 @@ fn refused(e: &quinn::ConnectionError) -> bool {
         if c.error_code == quinn::TransportErrorCode::CONNECTION_REFUSED)
 }
 
-/// A raw connection that completed the Starling handshake, or the reason it was not admitted.
-async fn try_ready(b: &TestBroker) -> Result<quinn::Connection, quinn::ConnectionError> {
-    let conn = b.try_raw(None).await?;
+/// A raw connection from `ep` that completed the Starling handshake, or the reason it was not
+/// admitted.
+async fn try_ready(
+    b: &TestBroker,
+    ep: &quinn::Endpoint,
+) -> Result<quinn::Connection, quinn::ConnectionError> {
+    let conn = ep.connect(b.addr(), "localhost").expect("connect").await?;
     let (mut send, mut recv) = conn.open_bi().await?;
     write_frame(&mut send, &hello(PROTOCOL_VERSION, PROTOCOL_VERSION))
         .await
@@ -52,9 +56,14 @@ async fn partial_frames_on_many_connections_stay_within_the_buffer_budget() {
     // Every stream announces a frame of the largest size and sends all of it but its last byte.
     // Without the budget each connection would hold 16 x 4 MiB = 64 MiB, 2.5 GiB in all.
     let body = Bytes::from(vec![7u8; FRAME as usize - 1]);
+    // One endpoint for the whole flood: it outlives the connections, so their closes are sent
+    // (and resent if lost) before the test waits for the grants to be released; an endpoint
+    // dropped with its connection can lose the close, and the broker then waits for the idle
+    // timeout.
+    let ep = b.raw_endpoint(None);
     let (mut conns, mut writers, mut refusals) = (Vec::new(), Vec::new(), 0);
     for _ in 0..ATTEMPTS {
-        let conn = match try_ready(&b).await {
+        let conn = match try_ready(&b, &ep).await {
             Ok(c) => c,
             Err(e) if refused(&e) => {
                 refusals += 1;
@@ -122,6 +131,7 @@ async fn partial_frames_on_many_connections_stay_within_the_buffer_budget() {
         c.close(0u32.into(), b"done");
     }
     drop(conns);
+    let _ = tokio::time::timeout(Duration::from_secs(5), ep.wait_idle()).await;
     wait_metrics(&b, "the flood's grants released", |m| {
         m.get("starling_connection_buffer_bytes") == bystander_grant
     })
