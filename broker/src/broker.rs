@@ -794,7 +794,11 @@ fn replica_config(
 ) -> starling_replica::ReplicaConfig {
     let nonzero = |v: u64| (v > 0).then_some(v);
     let defaults = starling_replica::ReplicaConfig::default();
+    let election = Duration::from_millis(cfg.replica_election_timeout_ms);
     starling_replica::ReplicaConfig {
+        heartbeat: Duration::from_millis(cfg.replica_heartbeat_ms),
+        election_timeout_min: election,
+        election_timeout_max: election * 2,
         segment_bytes: segment_bytes.unwrap_or(defaults.segment_bytes),
         retention: starling_storage::RetentionPolicy {
             max_bytes: nonzero(cfg.storage_retention_max_bytes),

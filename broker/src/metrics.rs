@@ -131,8 +131,6 @@ pub struct Metrics {
     pub publish_duplicates: IntCounter,
     /// Bytes held by the topics' de-duplication windows.
     pub dedup_window_bytes: IntGauge,
-    /// Publishes with headers refused by reason (`replicated`).
-    pub headers_refused: IntCounterVec,
     /// Requests (single-message publishes carrying `reply-to`, `REQUEST` feature) checked for
     /// responders.
     pub requests: IntCounter,
@@ -348,6 +346,9 @@ pub mod replica_rpc {
     pub const TIMEOUT: &str = "timeout";
     /// Sent: the peer answered with an `Error` (any of the refusals below).
     pub const REFUSED: &str = "refused";
+    /// Sent: the replica's Raft gave up waiting before an answer came (its own per-RPC
+    /// deadline: an append's is the heartbeat interval, a vote's the election timeout).
+    pub const ABANDONED: &str = "abandoned";
     /// Received on a connection that is not a peer's: `Forbidden`.
     pub const FORBIDDEN: &str = "forbidden";
     /// Received past `max_replica_rpcs_per_connection`: `LimitExceeded`.
@@ -360,11 +361,12 @@ pub mod replica_rpc {
     /// empty start): `Unavailable`.
     pub const GUARDED: &str = "guarded";
     /// Every value, for pre-creating the labelled series.
-    pub const ALL: [&str; 9] = [
+    pub const ALL: [&str; 10] = [
         OK,
         UNREACHABLE,
         TIMEOUT,
         REFUSED,
+        ABANDONED,
         FORBIDDEN,
         LIMIT,
         UNKNOWN_TOPIC,
@@ -770,12 +772,6 @@ impl Metrics {
                 "starling_dedup_window_bytes",
                 "Bytes held by the topics' de-duplication windows (dedup_max_total_bytes).",
             )?,
-            headers_refused: counter_vec(
-                &r,
-                "starling_headers_refused_total",
-                "Publishes with headers refused (InvalidRequest) by reason: replicated (the topic is replicated).",
-                &["reason"],
-            )?,
             requests: counter(
                 &r,
                 "starling_requests_total",
@@ -1118,7 +1114,6 @@ impl Metrics {
         for limit in Limit::ALL {
             m.limit_refusals.with_label_values(&[limit.label()]);
         }
-        m.headers_refused.with_label_values(&["replicated"]);
         for outcome in replica_rpc::ALL {
             m.replica_rpc_calls.with_label_values(&[outcome]);
             m.replica_rpc_served.with_label_values(&[outcome]);

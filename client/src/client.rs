@@ -96,8 +96,7 @@ impl Client {
     /// waits for the broker's ack. Headers need a broker that grants `HEADERS`
     /// ([`ClientError::Unsupported`] otherwise); header names are checked first
     /// ([`ClientError::InvalidHeader`]). A broker refuses headers beyond its
-    /// `max_headers_per_message` or `max_header_bytes_per_message` (`LimitExceeded`), and on
-    /// a replicated topic (`InvalidRequest`) for now; a fire-and-forget
+    /// `max_headers_per_message` or `max_header_bytes_per_message` (`LimitExceeded`); a fire-and-forget
     /// publish learns of a refusal on a later call, as with any publish.
     pub async fn publish_message(
         &self,

@@ -45,7 +45,8 @@ impl Message {
     /// publish retried after a lost ack is delivered once. Needs a broker that grants `DEDUP`
     /// ([`ClientError::Unsupported`] otherwise, nothing sent); the broker refuses an empty id
     /// (`InvalidRequest`) and one longer than its `max_msg_id_bytes` (128 by default,
-    /// `LimitExceeded`).
+    /// `LimitExceeded`). A replicated topic keeps no window: there the id is delivered as a
+    /// header and a repeat is stored again (docs/durability.md).
     ///
     /// ```
     /// use starling_client::Message;

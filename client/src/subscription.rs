@@ -45,8 +45,9 @@ pub struct Event {
     /// The published payload.
     pub payload: Bytes,
     /// The message's headers, in the order published (empty when it had none, and always on a
-    /// connection the broker did not grant `HEADERS`). Live deliveries only: events replayed
-    /// to a resuming subscription come without their headers.
+    /// connection the broker did not grant `HEADERS`). Events replayed to a resuming
+    /// subscription from a durable topic's log (single-copy or replicated) keep their
+    /// headers; those replayed from a topic's retained tail in memory come without them.
     pub headers: Vec<Header>,
 }
 

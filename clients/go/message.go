@@ -44,10 +44,10 @@ func (m Message) Header(name string) (string, bool) { return headerValue(m.Heade
 // in a batch each message is checked on its own. Publishing it needs a
 // broker that grants DEDUP (ErrUnsupported otherwise, nothing sent). The
 // broker refuses an empty id (ErrInvalidRequest) and one longer than its
-// max_msg_id_bytes (128 by default, ErrLimitExceeded), and, for now, an id
-// on a replicated topic (ErrInvalidRequest), as it does every header. A
-// durable topic keeps ids in its log and rebuilds its window from it when
-// the log opens, so a repeat is dropped across a broker restart too.
+// max_msg_id_bytes (128 by default, ErrLimitExceeded). A durable topic keeps
+// ids in its log and rebuilds its window from it when the log opens, so a
+// repeat is dropped across a broker restart too. A replicated topic keeps no
+// window: the id is delivered as a header, and a repeat is stored again.
 func (m Message) WithMsgID(id string) Message {
 	hs := make([]Header, 0, len(m.Headers)+1)
 	for _, h := range m.Headers {

@@ -624,6 +624,18 @@ knobs! {
     /// peer link, from opening its stream to reading the reply. A call past it fails with a
     /// timeout and the topic's Raft retries on its own schedule.
     replica_rpc_timeout_ms: u64,
+    /// Interval (ms) at which a replicated topic's Raft leader sends heartbeats (and retries
+    /// replication) to its followers. It is also how long the leader waits for one append to
+    /// be answered before it drops the call (`starling_replica_rpc_calls_total{outcome=
+    /// "abandoned"}`). Must be below `replica_election_timeout_ms`.
+    replica_heartbeat_ms: u64,
+    /// Shortest time (ms) a follower of a replicated topic waits without hearing from its
+    /// leader before it starts an election; each wait is drawn between this and twice it, and
+    /// the leader's lease (a vote for another refused) lasts twice it. The fail-over gap after
+    /// a lost leader is about this plus an election round. Raise it on slow disks or networks
+    /// where a healthy leader's heartbeats can be late, at the cost of a longer fail-over
+    /// (`docs/replication.md`, "Configuration").
+    replica_election_timeout_ms: u64,
     /// Most Raft RPC streams (`ReplicaRpc`) one peer connection may have open at once here. A
     /// stream past it is refused with `Error` code `LimitExceeded` (the sending replica retries
     /// on its next heartbeat) and counted in

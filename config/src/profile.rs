@@ -124,6 +124,8 @@ impl Profile {
             cluster_peer_timeout_ms: 1_000,
             cluster_handoff_window_ms: 30_000,
             replica_rpc_timeout_ms: 5_000,
+            replica_heartbeat_ms: 100,
+            replica_election_timeout_ms: 300,
             max_replica_rpcs_per_connection: 256,
             max_concurrent_replica_moves: 8,
         };

@@ -224,6 +224,8 @@ pub const KNOB_RANGES: &[KnobRange] = &[
     range("cluster_peer_timeout_ms", Some(50), Some(60_000)),
     range("cluster_handoff_window_ms", None, Some(3_600_000)),
     range("replica_rpc_timeout_ms", Some(50), Some(600_000)),
+    range("replica_heartbeat_ms", Some(20), Some(60_000)),
+    range("replica_election_timeout_ms", Some(50), Some(300_000)),
     range("max_replica_rpcs_per_connection", Some(1), Some(1 << 16)),
     range("max_concurrent_replica_moves", Some(1), Some(1 << 16)),
     range("auth_reload_interval_ms", Some(100), Some(60_000)),
@@ -260,6 +262,11 @@ pub const KNOB_PAIRS: &[KnobPair] = &[
     ),
     le("quic_initial_mtu", "quic_max_mtu_discovery"),
     le("subscriber_writer_lanes", "max_subscriber_writer_lanes"),
+    KnobPair {
+        lhs: "replica_heartbeat_ms",
+        rhs: "replica_election_timeout_ms",
+        strict: true,
+    },
 ];
 
 struct Checker(Vec<FieldError>);

@@ -1,19 +1,19 @@
-//! What one Raft entry of a topic carries ([`Batch`]: the message payloads of one publish)
-//! and what applying it answers ([`Applied`]).
+//! What one Raft entry of a topic carries ([`Batch`]: the message payloads of one publish,
+//! and their headers) and what applying it answers ([`Applied`]).
 //!
-//! A batch starts with a format version: what its content is (version 1 and 2: message
-//! payloads only). How it is written is the entry codec's: this build stores it, and sends it
-//! in appends, in the binary format of [`crate::entry_codec`] (payload bytes as they are).
-//! The serde JSON below is what older builds stored and sent, and what snapshots and appends
-//! to a peer that reads only JSON still use: version 1 wrote each payload as a JSON array of
-//! byte values, version 2 as one base64 string. Both are read. Adding message headers later
-//! is a version 3 whose decoder fills them; a replica refuses an entry whose version it does
-//! not know ([`Batch::check`]) rather than guess.
+//! A batch starts with a format version: what its content is. Versions 1 and 2 are message
+//! payloads only; version 3 adds the messages' headers ([`Batch::headers`]). A batch without
+//! headers is still written as version 2, so a replica of an older build (which refuses an
+//! entry whose version it does not know, [`Batch::check`], rather than guess) keeps
+//! applying every entry until a publish with headers comes: mixing builds during a roll
+//! works as long as no publish on the topic carries headers.
 //!
-//! Payloads are shared [`Bytes`]: a batch decoded from a stored record or an append holds
-//! slices of that record's one buffer, and a proposal holds the publish frame's own slices,
-//! so no message is copied or allocated on its own between the publish and the subscriber
-//! (only the encoders copy, once each, into the record or the frame they build).
+//! How a batch is written is the entry codec's: this build stores it, and sends it in
+//! appends, in the binary format of [`crate::entry_codec`] (payload bytes as they are). The
+//! serde JSON below is what older builds stored and sent, and what snapshots and appends to a
+//! peer that reads only JSON still use: version 1 wrote each payload as a JSON array of byte
+//! values, version 2 as one base64 string; version 3 adds `headers` as one base64 string.
+//! All are read.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -22,8 +22,12 @@ use serde::de::{self, SeqAccess, Visitor};
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// The batch format this build writes.
-pub const BATCH_VERSION: u8 = 2;
+/// The newest batch format this build writes and reads: payloads and headers.
+pub const BATCH_VERSION: u8 = 3;
+/// The format of a batch without headers (what this build writes for one).
+pub const PLAIN_BATCH_VERSION: u8 = 2;
+/// The first format with headers.
+pub const HEADERS_BATCH_VERSION: u8 = 3;
 /// The oldest batch format this build reads.
 pub const OLDEST_BATCH_VERSION: u8 = 1;
 
@@ -35,16 +39,45 @@ pub struct Batch {
     /// The messages, in order.
     #[serde(serialize_with = "payloads_out", deserialize_with = "payloads_in")]
     pub messages: Vec<Bytes>,
+    /// The messages' headers (version 3 on; empty for none): bytes the crate keeps and
+    /// returns as they are (the broker's encoding of an indexed header list, which it
+    /// checks and reads).
+    #[serde(
+        default,
+        skip_serializing_if = "Bytes::is_empty",
+        serialize_with = "headers_out",
+        deserialize_with = "headers_in"
+    )]
+    pub headers: Bytes,
 }
 
 impl Batch {
     /// A batch of `messages` in this build's format (a `Vec<u8>` or a `Bytes` each: neither
     /// is copied).
     pub fn new<M: Into<Bytes>>(messages: impl IntoIterator<Item = M>) -> Batch {
+        Batch::with_headers(messages, Bytes::new())
+    }
+
+    /// A batch of `messages` with their `headers` (empty for none): version 3 with headers,
+    /// version 2 without.
+    pub fn with_headers<M: Into<Bytes>>(
+        messages: impl IntoIterator<Item = M>,
+        headers: Bytes,
+    ) -> Batch {
         Batch {
-            version: BATCH_VERSION,
+            version: if headers.is_empty() {
+                PLAIN_BATCH_VERSION
+            } else {
+                HEADERS_BATCH_VERSION
+            },
             messages: messages.into_iter().map(Into::into).collect(),
+            headers,
         }
+    }
+
+    /// Whether its format has a headers section (version 3 on).
+    pub fn has_headers_section(&self) -> bool {
+        self.version >= HEADERS_BATCH_VERSION
     }
 
     /// Whether this build can read the batch: `Err(version)` for an unknown format.
@@ -69,6 +102,20 @@ fn payloads_out<S: Serializer>(messages: &[Bytes], s: S) -> Result<S::Ok, S::Err
         seq.serialize_element(&STANDARD.encode(m))?;
     }
     seq.end()
+}
+
+/// Writes the headers as one base64 string (version 3).
+fn headers_out<S: Serializer>(headers: &Bytes, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&STANDARD.encode(headers))
+}
+
+/// Reads the headers: one base64 string.
+fn headers_in<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+    let text = String::deserialize(d)?;
+    STANDARD
+        .decode(text)
+        .map(Bytes::from)
+        .map_err(|e| de::Error::custom(format!("headers are not base64: {e}")))
 }
 
 /// Reads the payloads, each a base64 string (version 2) or an array of byte values
@@ -154,7 +201,29 @@ mod tests {
         let newer = Batch {
             version: BATCH_VERSION + 1,
             messages: Vec::new(),
+            headers: Bytes::new(),
         };
         assert_eq!(newer.check(), Err(BATCH_VERSION + 1));
+    }
+
+    #[test]
+    fn headers_make_a_version_3_batch_and_none_a_version_2_one() {
+        let plain = Batch::with_headers([b"a".to_vec()], Bytes::new());
+        assert_eq!(plain.version, PLAIN_BATCH_VERSION);
+        assert!(!serde_json::to_string(&plain).unwrap().contains("headers"));
+        let b = Batch::with_headers([b"a".to_vec()], Bytes::from_static(b"\x00\x01"));
+        assert_eq!(b.version, HEADERS_BATCH_VERSION);
+        let json = serde_json::to_string(&b).unwrap();
+        assert_eq!(
+            json,
+            r#"{"version":3,"messages":["YQ=="],"headers":"AAE="}"#
+        );
+        assert_eq!(serde_json::from_str::<Batch>(&json).unwrap(), b);
+        assert!(
+            serde_json::from_str::<Batch>(r#"{"version":3,"messages":[],"headers":"%"}"#).is_err()
+        );
+        assert!(
+            serde_json::from_str::<Batch>(r#"{"version":3,"messages":[],"headers":7}"#).is_err()
+        );
     }
 }

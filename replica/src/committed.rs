@@ -66,4 +66,6 @@ pub struct Committed {
     pub term: u64,
     /// Its messages (slices of the record read: shared, not copied).
     pub messages: Vec<Bytes>,
+    /// Its messages' headers as they were submitted ([`Batch::headers`]; empty for none).
+    pub headers: Bytes,
 }

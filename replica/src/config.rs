@@ -15,8 +15,10 @@
 //! | `max_entries_in_flight` | 4 | entries a broker's proposer keeps submitted and not yet committed at once (more batches queue and are merged into the next entry) |
 //! | `retention` | none | retention of the committed log (what readers and snapshots see) |
 //!
-//! When the broker adopts the crate these become knobs of `config/` (the knob table); the
-//! struct is the crate's side of that contract.
+//! The broker sets `heartbeat` from the knob `replica_heartbeat_ms`, `election_timeout_min`
+//! from `replica_election_timeout_ms` and `election_timeout_max` to twice it, and the
+//! retention from the storage retention knobs (`config/`, the knob table); the rest keep the
+//! defaults above, fitted to the peer link's frame bound by [`ReplicaConfig::within_frame`].
 
 use std::time::Duration;
 

@@ -11,6 +11,7 @@
 //! | 8, 8, 8 | the log id: term, leader node id, index |
 //! | 1 | kind: 0 a leader's blank entry, 1 a publish, 2 a membership change |
 //! | publish: 1, 4, then per message 4 + n | the batch's version, the message count, each message's length and bytes |
+//! | publish, batch version 3 on: 4 + h | the headers' length and bytes (opaque here: `Batch::headers`) |
 //! | membership: the rest | the configuration as JSON (rare and small) |
 //!
 //! Payload bytes are copied once when encoded and never when decoded: a decoder given the
@@ -62,7 +63,8 @@ enum Payload {
     Membership(Membership<NodeId, Node>),
 }
 
-/// The exact encoded length of an entry carrying `messages` (of these lengths).
+/// The exact encoded length of an entry carrying `messages` (of these lengths) and no
+/// headers section (a batch of version 2 and before).
 pub fn batch_entry_len<'a>(messages: impl IntoIterator<Item = &'a Bytes>) -> usize {
     HEAD_BYTES
         + BATCH_HEAD_BYTES
@@ -70,6 +72,16 @@ pub fn batch_entry_len<'a>(messages: impl IntoIterator<Item = &'a Bytes>) -> usi
             .into_iter()
             .map(|m| 4usize.saturating_add(m.len()))
             .fold(0usize, usize::saturating_add)
+}
+
+/// The exact encoded length of an entry carrying `batch`, its headers section included.
+pub fn batch_len(batch: &Batch) -> usize {
+    let headers = if batch.has_headers_section() {
+        4usize.saturating_add(batch.headers.len())
+    } else {
+        0
+    };
+    batch_entry_len(&batch.messages).saturating_add(headers)
 }
 
 fn put_log_id(out: &mut Vec<u8>, log_id: &LogId) {
@@ -87,7 +99,7 @@ fn u32_of(n: usize) -> Result<u32, CodecError> {
 
 fn encode(tag: u8, log_id: &LogId, parts: Parts<'_>) -> Result<Vec<u8>, CodecError> {
     let mut out = Vec::with_capacity(match &parts {
-        Parts::Batch(batch) => batch_entry_len(&batch.messages),
+        Parts::Batch(batch) => batch_len(batch),
         _ => HEAD_BYTES,
     });
     encode_into(tag, log_id, parts, &mut out)?;
@@ -106,13 +118,22 @@ fn encode_into(
     match parts {
         Parts::Blank => out.push(KIND_BLANK),
         Parts::Batch(batch) => {
-            out.reserve(batch_entry_len(&batch.messages) - HEAD_BYTES);
+            out.reserve(batch_len(batch) - HEAD_BYTES);
             out.push(KIND_BATCH);
             out.push(batch.version);
             out.extend_from_slice(&u32_of(batch.messages.len())?.to_le_bytes());
             for m in &batch.messages {
                 out.extend_from_slice(&u32_of(m.len())?.to_le_bytes());
                 out.extend_from_slice(m);
+            }
+            if batch.has_headers_section() {
+                out.extend_from_slice(&u32_of(batch.headers.len())?.to_le_bytes());
+                out.extend_from_slice(&batch.headers);
+            } else if !batch.headers.is_empty() {
+                return Err(CodecError::Body(format!(
+                    "a version {} batch has no place for headers",
+                    batch.version
+                )));
             }
         }
         Parts::Membership(m) => {
@@ -223,7 +244,16 @@ fn decode(tag: u8, bytes: &Bytes, max: usize) -> Result<(LogId, Payload), CodecE
                 // A slice of the shared buffer: no copy.
                 messages.push(bytes.slice_ref(c.take(len)?));
             }
-            Payload::Batch(Batch { version, messages })
+            let mut batch = Batch {
+                version,
+                messages,
+                headers: Bytes::new(),
+            };
+            if batch.has_headers_section() {
+                let len = c.u32()? as usize;
+                batch.headers = bytes.slice_ref(c.take(len)?);
+            }
+            Payload::Batch(batch)
         }
         KIND_MEMBERSHIP => Payload::Membership(codec::decode_body(c.rest(), max)?),
         other => return Err(CodecError::Body(format!("unknown entry kind {other}"))),
@@ -325,7 +355,7 @@ mod tests {
         for v in [2u64, 7, 9] {
             want.extend_from_slice(&v.to_le_bytes());
         }
-        want.extend_from_slice(&[KIND_BATCH, crate::BATCH_VERSION, 2, 0, 0, 0]);
+        want.extend_from_slice(&[KIND_BATCH, crate::batch::PLAIN_BATCH_VERSION, 2, 0, 0, 0]);
         want.extend_from_slice(&[2, 0, 0, 0, b'a', b'b', 0, 0, 0, 0]);
         assert_eq!(bytes, want);
         assert_eq!(
@@ -341,5 +371,33 @@ mod tests {
         assert_eq!(decode_record(&r, 1 << 20).unwrap(), record);
         assert!(decode_entry(&r, 1 << 20).is_err());
         assert!(decode_entry(&bytes, bytes.len() - 1).is_err());
+    }
+
+    #[test]
+    fn a_batch_with_headers_ends_with_its_headers_section() {
+        let batch = Batch::with_headers([b"ab".to_vec()], Bytes::from_static(b"hdr"));
+        let entry = Entry {
+            log_id: log_id(1, 1, 1),
+            payload: EntryPayload::Normal(batch.clone()),
+        };
+        let bytes = encode_entry(&entry).unwrap();
+        assert_eq!(bytes.len(), batch_len(&batch));
+        assert_eq!(bytes[HEAD_BYTES], crate::batch::HEADERS_BATCH_VERSION);
+        assert!(bytes.ends_with(&[3, 0, 0, 0, b'h', b'd', b'r']));
+        assert_eq!(decode_entry(&bytes, 1 << 20).unwrap(), entry);
+        // Its JSON (a peer that reads only JSON, a snapshot) keeps the headers too.
+        let json = codec::encode_body(&entry).unwrap();
+        assert_eq!(decode_entry(&json, 1 << 20).unwrap(), entry);
+        // A headers section cut short is refused, never read past.
+        assert!(decode_entry(&bytes[..bytes.len() - 1], 1 << 20).is_err());
+        // A version 2 batch cannot carry headers.
+        let wrong = Entry {
+            log_id: log_id(1, 1, 1),
+            payload: EntryPayload::Normal(Batch {
+                version: crate::batch::PLAIN_BATCH_VERSION,
+                ..batch
+            }),
+        };
+        assert!(encode_entry(&wrong).is_err());
     }
 }

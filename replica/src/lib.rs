@@ -65,7 +65,7 @@ pub mod topic;
 pub mod types;
 pub mod wire;
 
-pub use batch::{Applied, BATCH_VERSION, Batch};
+pub use batch::{Applied, BATCH_VERSION, Batch, HEADERS_BATCH_VERSION, PLAIN_BATCH_VERSION};
 pub use committed::Committed;
 pub use config::ReplicaConfig;
 pub use error::ReplicaError;

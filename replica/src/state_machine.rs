@@ -223,6 +223,7 @@ impl<F: Fs> StateMachine<F> {
                     index: log_id.index,
                     term: log_id.leader_id.term,
                     messages: batch.messages,
+                    headers: batch.headers,
                 });
             }
         }

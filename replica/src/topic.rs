@@ -279,19 +279,32 @@ impl<F: Fs> ReplicatedTopic<F> {
         &self,
         messages: impl IntoIterator<Item = M>,
     ) -> Result<Pending, ReplicaError> {
-        let batch = Batch::new(messages);
+        self.submit_with_headers(messages, bytes::Bytes::new())
+            .await
+    }
+
+    /// [`ReplicatedTopic::submit`] of messages with their `headers` (kept and returned as
+    /// they are, [`Batch::headers`]; empty for none).
+    pub async fn submit_with_headers<M: Into<bytes::Bytes>>(
+        &self,
+        messages: impl IntoIterator<Item = M>,
+        headers: bytes::Bytes,
+    ) -> Result<Pending, ReplicaError> {
+        let batch = Batch::with_headers(messages, headers);
         let messages = &batch.messages;
         let max = self.max_record.saturating_sub(ENTRY_OVERHEAD);
-        let len = entry_codec::batch_entry_len(messages);
+        let len = entry_codec::batch_len(&batch);
         if len > max {
             return Err(ReplicaError::TooLarge { len, max });
         }
         // A peer that reads only JSON gets the entry as JSON (base64 payloads, 4 bytes per 3):
         // that must fit a stored entry too.
+        let base64 = |n: usize| n.div_ceil(3).saturating_mul(4).saturating_add(3);
         let json = messages
             .iter()
-            .map(|m| m.len().div_ceil(3).saturating_mul(4).saturating_add(3))
-            .fold(64usize, usize::saturating_add);
+            .map(|m| base64(m.len()))
+            .fold(64usize, usize::saturating_add)
+            .saturating_add(base64(batch.headers.len()) + 16);
         if json > max {
             return Err(ReplicaError::TooLarge { len: json, max });
         }

@@ -66,7 +66,7 @@ pub fn encode_append(
         .entries
         .iter()
         .map(|e| match &e.payload {
-            openraft::EntryPayload::Normal(b) => 4 + entry_codec::batch_entry_len(&b.messages),
+            openraft::EntryPayload::Normal(b) => 4 + entry_codec::batch_len(b),
             _ => 4 + entry_codec::HEAD_BYTES,
         })
         .fold(64usize, usize::saturating_add);

@@ -188,19 +188,21 @@ impl ReplicaLinks {
         to: NodeId,
         frame: Vec<u8>,
     ) -> Result<Vec<u8>, ReplicaLinkError> {
+        // Counted when the call ends however it ends: openraft drops a call past its own
+        // deadline, which this future never sees; that is counted `abandoned`.
+        let mut outcome = Outcome {
+            metrics: &self.metrics,
+            outcome: replica_rpc::ABANDONED,
+        };
         let result =
             match tokio::time::timeout(self.timeout, self.round_trip(topic, to, frame)).await {
                 Ok(r) => r,
                 Err(_) => Err(ReplicaLinkError::Timeout(self.timeout)),
             };
-        let outcome = match &result {
+        outcome.outcome = match &result {
             Ok(_) => replica_rpc::OK,
             Err(e) => e.outcome(),
         };
-        self.metrics
-            .replica_rpc_calls
-            .with_label_values(&[outcome])
-            .inc();
         result
     }
 
@@ -283,6 +285,22 @@ impl Transport for TopicLink {
                 .await
                 .map_err(|e| e.into_transport(to))
         })
+    }
+}
+
+/// Counts one sent RPC in `starling_replica_rpc_calls_total` when dropped, under the outcome
+/// set last ([`replica_rpc::ABANDONED`] unless the call got to set another).
+struct Outcome<'a> {
+    metrics: &'a Metrics,
+    outcome: &'static str,
+}
+
+impl Drop for Outcome<'_> {
+    fn drop(&mut self) {
+        self.metrics
+            .replica_rpc_calls
+            .with_label_values(&[self.outcome])
+            .inc();
     }
 }
 

@@ -1,12 +1,15 @@
 //! Replicated durable topics (`durable_replicas: 3`) on three brokers in one process: a
 //! `persisted` ack means the batch committed on a majority of replicas; a subscriber on
 //! another broker gets every acked message once, in order, live and resuming from the start
-//! or from a position, and the topic keeps taking publishes when one replica stops.
+//! or from a position, and the topic keeps taking publishes when one replica stops. Messages
+//! with headers keep them through the Raft entry, live and replayed, at every broker.
 
-use starling_client::Position;
+use std::time::Duration;
+
+use starling_client::{Event, Message, Position, Subscription};
 use starling_testkit::replicated::{FROM_THE_START, publish_until_acked, read};
 
-use crate::harness::{TestCluster, payload};
+use crate::harness::{TestCluster, index, payload};
 
 const MESSAGES: u64 = 150;
 
@@ -95,5 +98,125 @@ async fn fewer_members_than_replicas_refuse_persisted_publishes_as_retryable() {
         other => panic!("a topic with 2 of 3 replicas took a persisted publish: {other:?}"),
     }
     client.close().await;
+    c.shutdown().await;
+}
+
+/// The next `n` events of `sub`, whole.
+async fn events(sub: &mut Subscription, n: usize) -> Vec<Event> {
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let ev = tokio::time::timeout(Duration::from_secs(10), sub.next_event())
+            .await
+            .unwrap_or_else(|_| panic!("only {} of {n} events", out.len()))
+            .expect("subscription open")
+            .expect("event");
+        out.push(ev);
+    }
+    out
+}
+
+/// What the test publishes as message `i`: every third one has no headers, the others a
+/// header `n` with the number (and every fifth one a second header).
+fn message(i: u64) -> Message {
+    let m = Message::new(payload(i));
+    match (i % 3, i % 5) {
+        (0, _) => m,
+        (_, 0) => m.header("n", i.to_string()).header("five", "yes"),
+        _ => m.header("n", i.to_string()),
+    }
+}
+
+/// Each event's number and its headers as (name, value) pairs.
+fn numbered(evs: &[Event]) -> Vec<(u64, Vec<(String, String)>)> {
+    evs.iter()
+        .map(|e| {
+            let h = e
+                .headers
+                .iter()
+                .map(|h| (h.name.clone(), h.value.clone()))
+                .collect();
+            (index(&e.payload), h)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_on_a_replicated_topic_are_delivered_and_replayed_at_every_broker() {
+    const N: u64 = 60;
+    let c = TestCluster::start_replicated("replicated-headers", &["a", "b", "c"], &["ledger.>"], 3)
+        .await;
+    c.converge(&["a", "b", "c"]).await;
+    let topic = "ledger.headers";
+    let at_a = c.plain_client("a").await;
+    // The topic exists and has a leader before the subscriber and the burst.
+    publish_until_acked(&at_a, topic, 1_000_000).await;
+    let at_c = c.plain_client("c").await;
+    let mut live = at_c.subscribe(topic).await.expect("subscribe at c");
+
+    // Bursts of fire-and-forget publishes, each closed by an acked one: the batches of a burst
+    // share Raft entries (the proposer merges what queues), so header indices are rebased
+    // within an entry and a resume lands inside one.
+    let mut i = 0;
+    while i < N {
+        let end = (i + 10).min(N);
+        for j in i..end - 1 {
+            at_a.publish_message(topic, message(j), false)
+                .await
+                .expect("publish");
+        }
+        at_a.publish_message(topic, message(end - 1), true)
+            .await
+            .expect("acked publish with headers on a replicated topic");
+        i = end;
+    }
+    let want: Vec<(u64, Vec<(String, String)>)> = (0..N)
+        .map(|i| {
+            let h = message(i)
+                .headers
+                .into_iter()
+                .map(|h| (h.name, h.value))
+                .collect();
+            (i, h)
+        })
+        .collect();
+    let got = events(&mut live, N as usize).await;
+    assert_eq!(numbered(&got), want, "live at c, headers and all");
+
+    // From the start at b: the committed log's replay keeps the headers too.
+    let at_b = c.plain_client("b").await;
+    let mut from_start = at_b
+        .subscribe_from(topic, Some(FROM_THE_START))
+        .await
+        .expect("subscribe from the start at b");
+    let replayed = events(&mut from_start, N as usize + 1).await;
+    assert_eq!(index(&replayed[0].payload), 1_000_000);
+    assert_eq!(
+        numbered(&replayed[1..]),
+        want,
+        "replayed from the start at b"
+    );
+
+    // Resume at a from inside an entry: the headers of what follows, rebased.
+    for k in [13usize, 27, 44] {
+        let resume = Position {
+            stream: got[k].position.stream,
+            seq: got[k].position.seq + 1,
+        };
+        let mut resumed = at_a
+            .subscribe_from(topic, Some(resume))
+            .await
+            .expect("resume at a");
+        let rest = events(&mut resumed, N as usize - k - 1).await;
+        assert_eq!(
+            numbered(&rest),
+            want[k + 1..].to_vec(),
+            "resumed at a after message {k}"
+        );
+    }
+    drop(live);
+    drop(from_start);
+    at_a.close().await;
+    at_b.close().await;
+    at_c.close().await;
     c.shutdown().await;
 }

@@ -1,9 +1,11 @@
-//! A replicated topic's retention changed while it is open (the topics document rewritten with
-//! a lower `retention_max_bytes`): three brokers in one process, an R3 topic whose logs roll
-//! every few KiB. After the change, every replica (leader and followers) trims the oldest
-//! segments of its committed log at its next apply; a read from the start at each broker
-//! begins at that replica's new first entry and holds every acked message after it, once, in
-//! order; acked publishes keep working.
+//! A replicated topic's retention changed while it is open (the topics document rewritten):
+//! three brokers in one process, an R3 topic whose logs roll every few KiB. After the change,
+//! every replica (leader and followers) trims the oldest segments of its committed log at its
+//! next apply; a read from the start at each broker begins at that replica's new first entry
+//! and holds every acked message after it, once, in order; acked publishes keep working. Two
+//! tests: a lower `retention_max_bytes`, and a `retention_max_age_ms` set once the first
+//! messages are older than it (every closed segment of them goes; the one being appended to
+//! stays).
 
 use std::path::Path;
 use std::time::Duration;
@@ -24,19 +26,41 @@ const BEFORE: u64 = 120;
 const AFTER: u64 = 20;
 const IDS: [&str; 3] = ["a", "b", "c"];
 
-fn document(retention_max_bytes: Option<u64>) -> String {
+/// The retention age of the second test.
+const AGE_MS: u64 = 1_000;
+
+/// The topic's retention in the topics document.
+#[derive(Clone, Copy)]
+enum Retention {
+    None,
+    Bytes(u64),
+    AgeMs(u64),
+}
+
+fn document(retention: Retention) -> String {
     let mut p = TopicPolicy::new("ledger", TOPIC);
     p.replicas = Some(3);
-    p.retention_max_bytes = retention_max_bytes;
+    match retention {
+        Retention::None => {}
+        Retention::Bytes(b) => p.retention_max_bytes = Some(b),
+        Retention::AgeMs(ms) => p.retention_max_age_ms = Some(ms),
+    }
     TopicsDocument::new(vec![p]).render()
 }
 
 /// The bytes and the first entry index of the committed log's segments under `dir` (every
 /// generation directory), from their names (`{stream:016x}-{seq:016x}.log`, seq the index).
 fn committed_log(dir: &Path) -> (u64, Option<u64>) {
-    let (mut bytes, mut first) = (0, None::<u64>);
+    let (bytes, firsts) = segments(dir);
+    (bytes, firsts.first().copied())
+}
+
+/// The bytes of the committed log's segments under `dir`, and each segment's first entry
+/// index, in order.
+fn segments(dir: &Path) -> (u64, Vec<u64>) {
+    let (mut bytes, mut firsts) = (0, Vec::new());
     let Ok(generations) = std::fs::read_dir(dir) else {
-        return (0, None);
+        return (0, Vec::new());
     };
     for generation in generations.flatten() {
         let Ok(files) = std::fs::read_dir(generation.path()) else {
@@ -54,14 +78,20 @@ fn committed_log(dir: &Path) -> (u64, Option<u64>) {
                 continue;
             };
             bytes += f.metadata().map(|m| m.len()).unwrap_or(0);
-            first = Some(first.map_or(seq, |f| f.min(seq)));
+            firsts.push(seq);
         }
     }
-    (bytes, first)
+    firsts.sort_unstable();
+    (bytes, firsts)
 }
 
-/// Waits until every broker's `GET /storage` shows `TOPIC` with `retention_max_bytes`.
-async fn wait_in_force(c: &TestCluster, retention_max_bytes: u64) {
+/// Waits until every broker's `GET /storage` shows `TOPIC` with `retention`.
+async fn wait_in_force(c: &TestCluster, retention: Retention) {
+    let (field, value) = match retention {
+        Retention::None => return,
+        Retention::Bytes(b) => ("retention_max_bytes", b),
+        Retention::AgeMs(ms) => ("retention_max_age_ms", ms),
+    };
     let deadline = Instant::now() + SOON;
     for id in IDS {
         loop {
@@ -70,27 +100,28 @@ async fn wait_in_force(c: &TestCluster, retention_max_bytes: u64) {
             let in_force = storage["topics"].as_array().is_some_and(|topics| {
                 topics
                     .iter()
-                    .any(|t| t["topic"] == TOPIC && t["retention_max_bytes"] == retention_max_bytes)
+                    .any(|t| t["topic"] == TOPIC && t[field] == value)
             });
             if in_force {
                 break;
             }
             assert!(
                 Instant::now() < deadline,
-                "{id}: the lowered retention never in force: {body}"
+                "{id}: the new retention never in force: {body}"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lowered_retention_trims_every_replica_of_an_open_replicated_topic() {
+/// Publishes [`BEFORE`] messages, sets `retention` on the open topic, publishes [`AFTER`]
+/// more, and checks every replica's trim and what a read from the start there returns.
+async fn retention_trims_every_replica(tag: &str, retention: Retention) {
     let c = TestCluster::start_with_topics_in_segments(
-        "replicated-retention",
+        tag,
         &IDS,
         1,
-        &document(None),
+        &document(Retention::None),
         SEGMENT,
     )
     .await;
@@ -120,28 +151,42 @@ async fn a_lowered_retention_trims_every_replica_of_an_open_replicated_topic() {
         .expect("subscribe at b");
     assert_eq!(read(&mut from_start, 1).await[0].0, 0, "before the change");
     drop(from_start);
+    // The segment each replica is appending to: retention never deletes it.
+    let active: Vec<u64> = IDS
+        .iter()
+        .map(|id| segments(&committed(id)).1.last().copied().unwrap_or(0))
+        .collect();
+    if let Retention::AgeMs(ms) = retention {
+        // Every message so far older than the age when the retention comes into force.
+        tokio::time::sleep(Duration::from_millis(ms + 300)).await;
+    }
 
-    // Lower the retention: in force on every broker, then trimmed at each replica's next
+    // Change the retention: in force on every broker, then trimmed at each replica's next
     // apply, while acked publishes go on (at a follower or the leader alike).
     let rewritten = Instant::now();
-    c.write_topics(&document(Some(KEEP)));
-    wait_in_force(&c, KEEP).await;
+    c.write_topics(&document(retention));
+    wait_in_force(&c, retention).await;
     for i in BEFORE..BEFORE + AFTER {
         publish_until_acked(&at_b, TOPIC, i).await;
     }
     let deadline = Instant::now() + SOON;
     let mut firsts = Vec::new();
-    for id in IDS {
+    for (id, active) in IDS.into_iter().zip(active) {
         let first = loop {
             let (bytes, first) = committed_log(&committed(id));
-            if bytes <= KEEP
-                && let Some(first) = first
-            {
+            let trimmed = match retention {
+                Retention::None => true,
+                Retention::Bytes(keep) => bytes <= keep,
+                // Every closed segment of the old messages gone.
+                Retention::AgeMs(_) => first.is_some_and(|f| f >= active),
+            };
+            if trimmed && let Some(first) = first {
                 break first;
             }
             assert!(
                 Instant::now() < deadline,
-                "{id}: the committed log still holds {bytes} bytes, more than {KEEP}"
+                "{id}: the committed log still holds {bytes} bytes from entry {first:?} on \
+                 (the segment appended to at the change began at entry {active})"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
@@ -182,10 +227,20 @@ async fn a_lowered_retention_trims_every_replica_of_an_open_replicated_topic() {
         firsts.push((id, oldest));
     }
     println!(
-        "replicated retention: trimmed on every replica {:?} after the rewrite; oldest message kept per replica {firsts:?}",
+        "replicated retention ({tag}): trimmed on every replica {:?} after the rewrite; oldest message kept per replica {firsts:?}",
         rewritten.elapsed()
     );
     at_a.close().await;
     at_b.close().await;
     c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lowered_retention_trims_every_replica_of_an_open_replicated_topic() {
+    retention_trims_every_replica("replicated-retention", Retention::Bytes(KEEP)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_age_retention_trims_every_replica_of_an_open_replicated_topic() {
+    retention_trims_every_replica("replicated-retention-age", Retention::AgeMs(AGE_MS)).await;
 }

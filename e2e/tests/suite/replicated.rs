@@ -28,10 +28,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams};
 use starling_client::{Client, ClientConfig, ClientError, Position, ProtocolError};
-use k8s_openapi::jiff::Timestamp;
 use starling_e2e::credentials::UserCredentials;
 use starling_e2e::pod_logs::{PodLogs, log_dir};
 use starling_e2e::topics::topic_ready;

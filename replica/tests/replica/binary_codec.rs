@@ -27,10 +27,20 @@ fn batch() -> impl Strategy<Value = Batch> {
     (
         any::<u8>(),
         proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..8),
+        proptest::collection::vec(any::<u8>(), 0..40),
     )
-        .prop_map(|(version, messages)| Batch {
-            version,
-            messages: messages.into_iter().map(bytes::Bytes::from).collect(),
+        .prop_map(|(version, messages, headers)| {
+            // Only a format with a headers section (version 3 on) can carry headers.
+            let headers = if version >= starling_replica::HEADERS_BATCH_VERSION {
+                bytes::Bytes::from(headers)
+            } else {
+                bytes::Bytes::new()
+            };
+            Batch {
+                version,
+                messages: messages.into_iter().map(bytes::Bytes::from).collect(),
+                headers,
+            }
         })
 }
 
@@ -115,7 +125,7 @@ proptest! {
         prop_assert_eq!(bytes[0], ENTRY_TAG);
         prop_assert_eq!(entry_codec::decode_entry(&bytes, MAX).unwrap(), e.clone());
         if let EntryPayload::Normal(b) = &e.payload {
-            prop_assert_eq!(bytes.len(), entry_codec::batch_entry_len(&b.messages));
+            prop_assert_eq!(bytes.len(), entry_codec::batch_len(b));
         }
         // Any strict prefix or one more byte is refused.
         for cut in 0..bytes.len() {

@@ -102,6 +102,7 @@ async fn applied_entries_snapshots_and_unknown_versions() {
     let newer = Batch {
         version: starling_replica::BATCH_VERSION + 1,
         messages: vec![bytes::Bytes::from_static(b"?")],
+        headers: bytes::Bytes::new(),
     };
     assert!(
         fresh

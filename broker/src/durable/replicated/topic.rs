@@ -40,6 +40,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use starling_proto::{EventHeaders, Frame, IndexedHeaders};
 use starling_replica::{
     Committed, Created, Node, NodeId, Pending, ReplicaConfig, ReplicaError, ReplicatedTopic,
     Transport,
@@ -126,6 +127,9 @@ pub struct Proposal {
     /// Its messages: the publish frames' own buffers, shared (copied only when the entry is
     /// encoded into the Raft log).
     pub messages: Vec<bytes::Bytes>,
+    /// The headers of the messages that have any, by strictly increasing index into
+    /// `messages`; the entry keeps them as one `EventHeaders` frame (`Batch::headers`).
+    pub headers: Vec<IndexedHeaders>,
     /// Called with the outcome once the entry carrying it committed (or failed).
     pub done: Done,
 }
@@ -590,16 +594,33 @@ async fn propose(
                 break;
             }
         };
-        let mut bytes: usize = first.messages.iter().map(bytes::Bytes::len).sum();
+        let mut bytes: usize = first.messages.iter().map(bytes::Bytes::len).sum::<usize>()
+            + indexed_len(&first.headers);
         let mut messages = first.messages;
+        let mut headers = first.headers;
         let mut done = vec![first.done];
         while bytes < max_bytes && messages.len() < MAX_ENTRY_MESSAGES / 2 {
             let Ok(more) = queued.try_recv() else { break };
-            bytes += more.messages.iter().map(bytes::Bytes::len).sum::<usize>();
+            bytes += more.messages.iter().map(bytes::Bytes::len).sum::<usize>()
+                + indexed_len(&more.headers);
+            // The merged batch's headers index into the merged messages.
+            let base = u32::try_from(messages.len()).unwrap_or(u32::MAX);
+            headers.extend(more.headers.into_iter().map(|h| IndexedHeaders {
+                index: h.index.saturating_add(base),
+                headers: h.headers,
+            }));
             messages.extend(more.messages);
             done.push(more.done);
         }
-        let entry = replica.submit(messages).await.map_err(propose_error);
+        let headers = if headers.is_empty() {
+            bytes::Bytes::new()
+        } else {
+            Frame::EventHeaders(EventHeaders { entries: headers }).to_bytes()
+        };
+        let entry = replica
+            .submit_with_headers(messages, headers)
+            .await
+            .map_err(propose_error);
         let flight = InFlight {
             entry,
             done,
@@ -614,6 +635,15 @@ async fn propose(
     }
     drop(flights);
     let _ = completer.await;
+}
+
+/// The encoded bytes of a batch's headers (none: 0), as its entry carries them.
+fn indexed_len(headers: &[IndexedHeaders]) -> usize {
+    if headers.is_empty() {
+        0
+    } else {
+        starling_proto::indexed_headers_len(headers)
+    }
 }
 
 /// Reports each submitted entry's outcome to its batches, in submission order.

@@ -216,8 +216,19 @@ pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -
         durable: Durable::No,
         committed_next: 0,
         reached,
+        // A replicated topic keeps no message-id window: a batch is acked only once its
+        // entry commits, so a window filled at sealing could answer a retry of a publish
+        // whose entry then failed as a repeat, and a window in one leader's memory would not
+        // outlive a leader change anyway (docs/durability.md, replicated topics).
         dedup: TopicDedup::new(
-            settings.dedup,
+            if replicated {
+                crate::pubsub::dedup::Limits {
+                    window: Duration::ZERO,
+                    max_ids: 0,
+                }
+            } else {
+                settings.dedup
+            },
             settings.dedup_max_total_bytes,
             Arc::clone(&shared.counters),
         ),
@@ -502,12 +513,34 @@ impl TopicTask {
         if entry.messages.is_empty() {
             return;
         }
+        let headers = self.committed_headers(entry.index, &entry.headers);
         let payloads = entry.messages;
         let origin = Position {
             stream: STREAM,
             seq: seq_of(entry.index, 0),
         };
-        self.deliver(origin, &payloads, Vec::new()).await;
+        self.deliver(origin, &payloads, headers).await;
+    }
+
+    /// The headers of committed entry `index`, from the `EventHeaders` frame its batch
+    /// carries (none when empty). A frame that does not decode (which a checksummed log and
+    /// the proposer's own encoding make unexpected) is counted as a storage error and logged,
+    /// and the messages go out without headers rather than not at all.
+    fn committed_headers(&self, index: u64, frame: &Bytes) -> Vec<IndexedHeaders> {
+        if frame.is_empty() {
+            return Vec::new();
+        }
+        match decode_headers_frame(frame) {
+            Some(entries) => entries,
+            None => {
+                self.shared
+                    .counters
+                    .storage_errors
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::error!(topic = %self.name, index, "replicated topic: an entry's headers do not decode; delivered without them");
+                Vec::new()
+            }
+        }
     }
 
     /// A sealed local batch of a replicated topic: proposed to the Raft log through the
@@ -533,6 +566,7 @@ impl TopicTask {
         match &self.durable {
             Durable::Replicated(log) => {
                 let messages = batch.payloads.clone();
+                let headers = batch.headers.clone();
                 let done = Box::new(move |outcome: Result<(), ProposeError>| {
                     for ack in acks {
                         match &outcome {
@@ -544,7 +578,12 @@ impl TopicTask {
                         }
                     }
                 });
-                log.propose(Proposal { messages, done }).await;
+                log.propose(Proposal {
+                    messages,
+                    headers,
+                    done,
+                })
+                .await;
             }
             Durable::Unready(why) => {
                 for ack in acks {
@@ -618,7 +657,13 @@ impl TopicTask {
                     stream: STREAM,
                     seq: seq_of(entry.index, offset as u64),
                 };
-                frames.push(encode(origin, &payloads));
+                // Like a single-copy log's record: the headers frame (of the messages from
+                // `offset` on), if any, then the batch (`replay_run` strips the headers for a
+                // subscriber not granted them).
+                let headers = reindex(self.committed_headers(entry.index, &entry.headers), offset);
+                let headers = (!headers.is_empty())
+                    .then(|| Frame::EventHeaders(EventHeaders { entries: headers }).to_bytes());
+                frames.push(record::join(headers.as_ref(), &encode(origin, &payloads)));
             }
             if frames.is_empty() {
                 continue;
@@ -1168,8 +1213,8 @@ impl TopicTask {
     /// false when its acks were refused (its message ids are then forgotten).
     async fn fanout(&mut self, batch: Batch<Attach>) -> bool {
         if self.is_replicated() {
-            // Its acks complete at commit; a replicated topic's publishes carry no headers
-            // (cluster members refuse them), so no message id is at stake.
+            // Its acks complete at commit; a replicated topic keeps no message-id window
+            // (see `start`), so no id is to be forgotten should the entry fail.
             self.propose(batch).await;
             return true;
         }
@@ -1310,6 +1355,16 @@ impl TopicTask {
 
 /// `headers` indexed into a run whose first `skip` events were dropped: those of the dropped
 /// events go, the others' indexes move down by `skip`.
+/// The entries of an encoded `EventHeaders` frame; `None` when `frame` is not exactly one.
+fn decode_headers_frame(frame: &Bytes) -> Option<Vec<IndexedHeaders>> {
+    let decoder = starling_proto::FrameDecoder::new(u32::try_from(frame.len()).unwrap_or(u32::MAX));
+    let mut buf = BytesMut::from(&frame[..]);
+    match decoder.decode(&mut buf) {
+        Ok(Some(Frame::EventHeaders(h))) if buf.is_empty() => Some(h.entries),
+        _ => None,
+    }
+}
+
 fn reindex(headers: Vec<IndexedHeaders>, skip: usize) -> Vec<IndexedHeaders> {
     if skip == 0 {
         return headers;

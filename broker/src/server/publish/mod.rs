@@ -163,28 +163,13 @@ struct HeaderRefusal {
 }
 
 /// Checks a request's headers (none passes): each message within `max_headers_per_message`
-/// and `max_header_bytes_per_message` (`LimitExceeded`, counted), and not on a replicated
-/// topic (`InvalidRequest`, counted): Raft entries have no place for headers yet. A durable
-/// topic's log keeps them (`durable::record`); a forwarded publish and a relayed batch carry
-/// them between members. Returns the encoded bytes of all the request's headers, which its
-/// publish budget charge includes.
+/// and `max_header_bytes_per_message` (`LimitExceeded`, counted). A durable topic's log keeps
+/// them (`durable::record`), a replicated topic's Raft entry too (`starling_replica::Batch`);
+/// a forwarded publish and a relayed batch carry them between members. Returns the encoded
+/// bytes of all the request's headers, which its publish budget charge includes.
 fn check_headers(h: &Handles, req: &Request) -> Result<usize, HeaderRefusal> {
     if req.headers.is_empty() {
         return Ok(0);
-    }
-    if h.topics.is_replicated(&req.topic) {
-        h.metrics
-            .headers_refused
-            .with_label_values(&["replicated"])
-            .inc();
-        return Err(HeaderRefusal {
-            code: ErrorCode::InvalidRequest,
-            message: format!(
-                "`{}` is a replicated topic, whose Raft entries do not hold headers (yet); \
-                 publish without headers",
-                req.topic
-            ),
-        });
     }
     let max_count = h.cfg.max_headers_per_message as usize;
     let max_bytes = h.cfg.max_header_bytes_per_message as usize;
