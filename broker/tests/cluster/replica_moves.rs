@@ -318,8 +318,9 @@ async fn scaling_3_5_3_moves_every_replica_set_to_its_placement_without_losing_a
     wait_placed(&c, &topics, &three).await;
     // Every topic whose placement over five differs from its placement over three changed
     // twice (one whose three best brokers are the same among five did not move at all): each
-    // change was started by some leader (a leader that loses its leadership right after the
-    // last step leaves the `completed` to no one).
+    // change was started by some leader, or, when it came while the first move was still
+    // dropping its last learners, taken over by that move (`retargeted`); a leader that loses
+    // its leadership right after the last step leaves the `completed` to no one.
     let moved = topics
         .iter()
         .filter(|t| ids(&placement(&five, t)) != ids(&placement(&three, t)))
@@ -327,13 +328,17 @@ async fn scaling_3_5_3_moves_every_replica_set_to_its_placement_without_losing_a
     let started = c
         .metric_sum("starling_replica_moves_total", "outcome=\"started\"")
         .await;
+    let retargeted = c
+        .metric_sum("starling_replica_moves_total", "outcome=\"retargeted\"")
+        .await;
     let completed = c
         .metric_sum("starling_replica_moves_total", "outcome=\"completed\"")
         .await;
-    println!("replica moves: {started} started, {completed} completed");
+    println!("replica moves: {started} started, {retargeted} retargeted, {completed} completed");
     assert!(
-        started >= (2 * moved) as f64 && completed >= moved as f64,
-        "moves counted: {started} started, {completed} completed, for {moved} topics that moved"
+        started + retargeted >= (2 * moved) as f64 && completed >= moved as f64,
+        "moves counted: {started} started, {retargeted} retargeted, {completed} completed, \
+         for {moved} topics that moved"
     );
     c.stop("d").await;
     c.stop("e").await;

@@ -28,8 +28,10 @@
 //! this broker (the number of topics grows with clients; each move may send a snapshot): a
 //! move past it waits for a permit, counted as `deferred`. A move that does not finish
 //! within [`MOVE_TIMEOUT`], or whose step fails, is counted `failed` and tried again after
-//! [`RETRY_AFTER`]. `starling_replica_moves_total{outcome}` counts `started`, `completed`,
-//! `failed` and `deferred` on the broker whose replica led the move.
+//! [`RETRY_AFTER`]. A move whose desired set changes before it ends (another membership
+//! change while its last learners are still being dropped) goes on towards the new set,
+//! counted `retargeted`. `starling_replica_moves_total{outcome}` counts `started`,
+//! `retargeted`, `completed`, `failed` and `deferred` on the broker whose replica led the move.
 //!
 //! On a replica that is not the leader, the mover watches for its own removal: once this
 //! replica is not a voter of a committed membership (a learner the leader is about to drop)
@@ -75,8 +77,11 @@ pub const COMPLETED: &str = "completed";
 pub const FAILED: &str = "failed";
 /// No permit was free (`max_concurrent_replica_moves`): the move waits.
 pub const DEFERRED: &str = "deferred";
+/// A move under way found a new desired set and goes there instead (one move, two targets:
+/// it ends with one `completed`).
+pub const RETARGETED: &str = "retargeted";
 /// Every outcome, for pre-creating the series.
-pub const OUTCOMES: [&str; 4] = [STARTED, COMPLETED, FAILED, DEFERRED];
+pub const OUTCOMES: [&str; 5] = [STARTED, RETARGETED, COMPLETED, FAILED, DEFERRED];
 
 /// The next step towards a desired replica set.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -308,6 +313,7 @@ impl Mover {
                 if m.target != desired {
                     tracing::info!(topic = %self.topic, to = ?desired, "replica move: the desired set changed; moving there instead");
                     m.target = desired.clone();
+                    self.count(RETARGETED);
                 }
                 if m.since.elapsed() >= MOVE_TIMEOUT {
                     tracing::warn!(topic = %self.topic, ?step, "replica move: timed out; trying again");
