@@ -620,8 +620,18 @@ async fn accept_loop(
         tokio::select! {
             incoming = endpoint.accept() => match incoming {
                 Some(incoming) => {
+                    let phase = health.phase();
+                    let source = admit::canonical(incoming.remote_address().ip());
+                    let view = ingress.cluster.view();
+                    let peer = peer_sources.contains(
+                        source,
+                        view.current.members().iter().map(|m| m.addr.as_str()),
+                    );
+                    drop(view);
                     let load = admit::Load {
-                        serving: health.phase() == Phase::Serving,
+                        serving: phase == Phase::Serving,
+                        draining: phase == Phase::Draining,
+                        peer,
                         open: connections.count(),
                         handshaking: pending.count(),
                         validated: incoming.remote_address_validated(),

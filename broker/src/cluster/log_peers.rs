@@ -25,7 +25,7 @@ use tokio::sync::{Mutex, watch};
 use super::peers::Peers;
 use super::{Cluster, Member, Route};
 use crate::durable::Durability;
-use crate::durable::transfer::{LogPeers, PeerFuture};
+use crate::durable::transfer::{LogPeers, PeerError, PeerFuture};
 use crate::pubsub::topic::Topics;
 
 /// Longest an owner may take to copy a claimed log before the claim is tried again.
@@ -65,6 +65,12 @@ impl LogPeers for PeerLogs {
             .collect()
     }
 
+    fn source(&self, topic: &str) -> Option<String> {
+        self.cluster
+            .handoff_source(Kind::Topic, topic.as_bytes())
+            .map(|m| m.id)
+    }
+
     fn read<'a>(&'a self, member: &'a WireMember, read: LogRead) -> PeerFuture<'a, LogChunk> {
         Box::pin(async move {
             let member = Member {
@@ -75,15 +81,19 @@ impl LogPeers for PeerLogs {
                 .peers
                 .client(&member)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| PeerError::Unreachable(e.to_string()))?;
             match client
                 .log_read(&read.topic, read.from, read.max_bytes)
                 .await
             {
                 Ok(chunk) => Ok(chunk),
+                Err(e) if e.is_link_failure() => {
+                    self.peers.failed(&member, &e).await;
+                    Err(PeerError::Unreachable(e.to_string()))
+                }
                 Err(e) => {
                     self.peers.failed(&member, &e).await;
-                    Err(e.to_string())
+                    Err(PeerError::Refused(e.to_string()))
                 }
             }
         })

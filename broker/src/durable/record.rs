@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use starling_proto::{Frame, FrameDecoder, FrameKind, msg_id, peek_frame};
+use starling_proto::{Frame, FrameDecoder, FrameKind, IndexedHeaders, msg_id, peek_frame};
 use starling_storage::LogView;
 
 /// The record of a batch: its `EventHeaders` frame, if any, then its `EventBatch` frame.
@@ -63,6 +63,17 @@ pub fn without_headers(record: Bytes) -> Bytes {
     }
 }
 
+/// The entries of `frame` when it is exactly one encoded `EventHeaders` frame (`None`
+/// otherwise): the headers frame of a record (`split`) or of a replicated entry.
+pub fn decode_headers(frame: &[u8]) -> Option<Vec<IndexedHeaders>> {
+    let decoder = FrameDecoder::new(u32::try_from(frame.len()).unwrap_or(u32::MAX));
+    let mut buf = BytesMut::from(frame);
+    match decoder.decode(&mut buf) {
+        Ok(Some(Frame::EventHeaders(h))) if buf.is_empty() => Some(h.entries),
+        _ => None,
+    }
+}
+
 /// The message ids of the records `view` holds stamped at or after `since_ms`, oldest first,
 /// each with its record's age at `now_ms`; at most the newest `max` (a window keeps no more).
 /// Blocking (it reads the log). A record that does not read or decode ends the scan or is
@@ -73,7 +84,6 @@ pub fn msg_ids_since(
     now_ms: u64,
     max: usize,
 ) -> Vec<(String, Duration)> {
-    let decoder = FrameDecoder::new(u32::MAX);
     let mut ids = VecDeque::new();
     if max == 0 {
         return Vec::new();
@@ -85,11 +95,11 @@ pub fn msg_ids_since(
         let Some(h) = split(&rec.payload).headers else {
             continue;
         };
-        let Ok(Some(Frame::EventHeaders(h))) = decoder.decode(&mut BytesMut::from(&h[..])) else {
+        let Some(entries) = decode_headers(&h) else {
             continue;
         };
         let age = Duration::from_millis(now_ms.saturating_sub(rec.timestamp_ms));
-        for entry in h.entries {
+        for entry in entries {
             if let Some(id) = msg_id(&entry.headers) {
                 if ids.len() == max {
                     ids.pop_front();
@@ -104,7 +114,7 @@ pub fn msg_ids_since(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use starling_proto::{EventHeaders, Frame, Header, IndexedHeaders, encode_event_batch};
+    use starling_proto::{EventHeaders, Header, encode_event_batch};
 
     fn batch() -> Bytes {
         let mut b = BytesMut::new();
@@ -155,6 +165,19 @@ mod tests {
             }
         );
         assert_eq!(without_headers(rec), b);
+    }
+
+    #[test]
+    fn only_exactly_one_headers_frame_decodes_as_headers() {
+        let (h, b) = (headers(), batch());
+        let entries = decode_headers(&h).unwrap_or_default();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].index, 1);
+        // A batch frame, a frame with bytes after it, a frame cut short, nothing.
+        let joined = join(Some(&h), &b);
+        for frame in [&b[..], &joined[..], &h[..h.len() - 1], &[][..]] {
+            assert_eq!(decode_headers(frame), None);
+        }
     }
 
     #[test]

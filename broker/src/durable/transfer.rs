@@ -39,8 +39,19 @@ pub const SETTLE_POLL: Duration = Duration::from_millis(100);
 /// Longest a new owner waits for the other members to see the change.
 pub const SETTLE_LIMIT: Duration = Duration::from_secs(15);
 
+/// Why a member's log could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PeerError {
+    /// The member could not be reached (no link, or the link failed).
+    #[error("unreachable: {0}")]
+    Unreachable(String),
+    /// The member answered with an error.
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// A future returned by [`LogPeers`].
-pub type PeerFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+pub type PeerFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, PeerError>> + Send + 'a>>;
 
 /// How a topic's owner reaches the other members' logs.
 pub trait LogPeers: Send + Sync {
@@ -50,6 +61,11 @@ pub trait LogPeers: Send + Sync {
 
     /// Reads one page of a log at `member`.
     fn read<'a>(&'a self, member: &'a Member, read: LogRead) -> PeerFuture<'a, LogChunk>;
+
+    /// The member whose log of `topic` this broker must have read before it numbers the
+    /// topic's publishes (`pubsub::topic::hand_off`): the topic's owner before the last
+    /// membership change, or in this broker's absence, while the hand-off window is open.
+    fn source(&self, topic: &str) -> Option<String>;
 }
 
 /// No other members (a broker outside a cluster).
@@ -61,7 +77,11 @@ impl LogPeers for NoPeers {
     }
 
     fn read<'a>(&'a self, _: &'a Member, _: LogRead) -> PeerFuture<'a, LogChunk> {
-        Box::pin(async { Err("no cluster".to_string()) })
+        Box::pin(async { Err(PeerError::Unreachable("no cluster".to_string())) })
+    }
+
+    fn source(&self, _: &str) -> Option<String> {
+        None
     }
 }
 
@@ -152,12 +172,37 @@ pub fn step(next: Option<Position>, position: Position, events: u32) -> Step {
 }
 
 /// What a catch-up copied.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct CaughtUp {
     /// Records appended.
     pub records: u64,
-    /// Members that could not be read (unreachable, refused, or a bad page).
-    pub failed: usize,
+    /// Members whose logs were read to their end.
+    pub read: Vec<String>,
+    /// Members whose logs could not be read (unreachable or refusing): this log may lack
+    /// their records.
+    pub unread: Vec<String>,
+}
+
+/// Why copying from one member stopped.
+#[derive(Debug)]
+enum CopyStop {
+    /// A page could not be read.
+    Read(PeerError),
+    /// What it sent does not fit this log (a bad page, a record that does not follow):
+    /// trying again would meet the same.
+    Unusable(String),
+    /// Appending a copied record to this log failed (a full or failing volume).
+    Local(String),
+}
+
+impl std::fmt::Display for CopyStop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CopyStop::Read(e) => write!(f, "{e}"),
+            CopyStop::Unusable(why) => f.write_str(why),
+            CopyStop::Local(why) => write!(f, "appending here: {why}"),
+        }
+    }
 }
 
 /// Copies into `log` what the other members' logs of `topic` hold past its end: first the
@@ -193,7 +238,7 @@ pub async fn catch_up<W: Waiter + std::fmt::Debug>(
         match settled_first_page(log, topic, peers, &member, still_owner).await {
             Ok(chunk) => firsts.push((member, chunk)),
             Err(why) => {
-                done.failed += 1;
+                done.unread.push(member.id.clone());
                 tracing::warn!(topic, member = %member.id, error = %why, "durable hand-off: cannot read a member's log");
             }
         }
@@ -201,9 +246,19 @@ pub async fn catch_up<W: Waiter + std::fmt::Debug>(
     firsts.sort_by_key(|(_, chunk)| std::cmp::Reverse(chunk.next.map(key)));
     for (member, chunk) in firsts {
         match copy_from(log, topic, peers, &member, chunk).await {
-            Ok(n) => done.records += n,
-            Err(why) => {
-                done.failed += 1;
+            Ok(n) => {
+                done.records += n;
+                done.read.push(member.id.clone());
+            }
+            Err(CopyStop::Read(why)) => {
+                done.unread.push(member.id.clone());
+                tracing::warn!(topic, member = %member.id, error = %why, "durable hand-off: copying a member's log stopped");
+            }
+            Err(why @ CopyStop::Local(_)) => {
+                done.unread.push(member.id.clone());
+                tracing::warn!(topic, member = %member.id, error = %why, "durable hand-off: copying a member's log stopped");
+            }
+            Err(why @ CopyStop::Unusable(_)) => {
                 tracing::warn!(topic, member = %member.id, error = %why, "durable hand-off: copying a member's log stopped");
             }
         }
@@ -222,7 +277,7 @@ async fn settled_first_page<W: Waiter + std::fmt::Debug>(
     peers: &dyn LogPeers,
     member: &Member,
     still_owner: &(dyn Fn() -> bool + Send + Sync),
-) -> Result<LogChunk, String> {
+) -> Result<LogChunk, PeerError> {
     let deadline = tokio::time::Instant::now() + SETTLE_LIMIT;
     loop {
         let chunk = first_page(log, topic, peers, member).await?;
@@ -242,7 +297,7 @@ async fn first_page<W: Waiter + std::fmt::Debug>(
     topic: &str,
     peers: &dyn LogPeers,
     member: &Member,
-) -> Result<LogChunk, String> {
+) -> Result<LogChunk, PeerError> {
     let read = LogRead {
         request_id: 1,
         topic: topic.to_string(),
@@ -259,27 +314,28 @@ async fn copy_from<W: Waiter + std::fmt::Debug>(
     peers: &dyn LogPeers,
     member: &Member,
     mut chunk: LogChunk,
-) -> Result<u64, String> {
+) -> Result<u64, CopyStop> {
     let mut copied = 0;
     loop {
         let records = decode_page(&chunk.records, log.max_record_bytes())
-            .map_err(|e| format!("bad page: {e}"))?;
+            .map_err(|e| CopyStop::Unusable(format!("bad page: {e}")))?;
         let Some(last) = records.last().map(Record::end) else {
             return Ok(copied);
         };
         for rec in records {
             match step(log.next_position(), rec.position, rec.events) {
                 Step::Take => {
-                    log.append_copied(&rec).map_err(|e| e.to_string())?;
+                    log.append_copied(&rec)
+                        .map_err(|e| CopyStop::Local(e.to_string()))?;
                     copied += 1;
                 }
                 Step::Skip => {}
                 Step::Misaligned => {
-                    return Err(format!(
+                    return Err(CopyStop::Unusable(format!(
                         "record at {:?} does not follow this log's end {:?}",
                         rec.position,
                         log.next_position()
-                    ));
+                    )));
                 }
             }
         }
@@ -292,7 +348,7 @@ async fn copy_from<W: Waiter + std::fmt::Debug>(
             from: Some(last),
             max_bytes: PAGE_BYTES,
         };
-        chunk = peers.read(member, read).await?;
+        chunk = peers.read(member, read).await.map_err(CopyStop::Read)?;
     }
 }
 

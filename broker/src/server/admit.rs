@@ -74,6 +74,12 @@ pub enum Admission {
 pub struct Load {
     /// Whether the broker serves new connections (not starting, not draining).
     pub serving: bool,
+    /// Whether the broker is draining: it still takes its peers' connections (a new owner
+    /// reads the logs it hands over, `durable::transfer`), nobody else's.
+    pub draining: bool,
+    /// Whether the attempt comes from a peer's address ([`PeerSources`]; the certificate
+    /// decides the role after the handshake).
+    pub peer: bool,
     /// Connections admitted and not yet ended, handshaking ones included.
     pub open: usize,
     /// Handshakes in progress.
@@ -94,7 +100,8 @@ pub struct Limits {
 /// Decides one attempt. A validated attempt is never asked again; the connection budget applies
 /// to every attempt, validated or not, so Retry cannot be used to get past it.
 pub fn decide(load: Load, limits: Limits) -> Admission {
-    if !load.serving {
+    let admits = load.serving || (load.draining && load.peer);
+    if !admits {
         Admission::Refuse(Refusal::NotServing)
     } else if load.open >= limits.max_connections {
         Admission::Refuse(Refusal::MaxConnections)
@@ -312,6 +319,8 @@ mod tests {
     fn load(open: usize, handshaking: usize, validated: bool) -> Load {
         Load {
             serving: true,
+            draining: false,
+            peer: false,
             open,
             handshaking,
             validated,
@@ -334,6 +343,34 @@ mod tests {
         };
         assert_eq!(
             decide(stopping, LIMITS),
+            Admission::Refuse(Refusal::NotServing)
+        );
+        // Draining: a peer's address is still served (within the budgets), nobody else.
+        let draining = Load {
+            serving: false,
+            draining: true,
+            ..load(0, 0, true)
+        };
+        assert_eq!(
+            decide(draining, LIMITS),
+            Admission::Refuse(Refusal::NotServing)
+        );
+        let peer = Load {
+            peer: true,
+            ..draining
+        };
+        assert_eq!(decide(peer, LIMITS), Admission::Accept);
+        assert_eq!(
+            decide(Load { open: 10, ..peer }, LIMITS),
+            Admission::Refuse(Refusal::MaxConnections)
+        );
+        let starting = Load {
+            serving: false,
+            peer: true,
+            ..load(0, 0, true)
+        };
+        assert_eq!(
+            decide(starting, LIMITS),
             Admission::Refuse(Refusal::NotServing)
         );
     }

@@ -239,6 +239,14 @@ async fn serve_streams(
     grant: &Grant,
     stop: &mut watch::Receiver<bool>,
 ) {
+    // A draining broker takes only its peers' new connections (admission lets a peer's
+    // address through): anyone else is told it is shutting down.
+    if h.publish.health.phase() == crate::health::Phase::Draining
+        && !matches!(principal, Principal::Peer)
+    {
+        conn.close(close_code::SHUTDOWN.into(), b"broker shutting down");
+        return;
+    }
     let (access, _registered) = match h.auth.admit(conn_id, &principal, conn) {
         Ok(admitted) => admitted,
         Err(revoked) => {

@@ -4,6 +4,8 @@
 //!
 //! - **killed**: SIGKILL, its data directory deleted, and restarted empty (caught up from the
 //!   other two under the same replica id);
+//! - **volume gone**: its data directory deleted while it runs (a volume deleted or failed
+//!   under a live process: each write fails from then on), then killed and restarted empty;
 //! - **frozen**: SIGSTOP for longer than the election timeout, then SIGCONT: a leader that
 //!   stopped answering without closing anything (a hung node, a partition), and wakes up still
 //!   believing it leads. A third publisher is connected to it throughout, so publishes it took
@@ -185,6 +187,9 @@ enum Loss {
     Killed,
     /// SIGSTOP, then SIGCONT after this long.
     FrozenFor(Duration),
+    /// Its data directory deleted under it while it runs (a volume deleted or failed under a
+    /// live process); SIGKILLed after this long and restarted empty.
+    VolumeGoneFor(Duration),
 }
 
 /// The longest time between two consecutive acks (of any publisher), counted from the last
@@ -222,6 +227,7 @@ async fn lose_the_leader(loss: Loss) {
     let tag = match loss {
         Loss::Killed => "r3-sigkill",
         Loss::FrozenFor(_) => "r3-sigstop",
+        Loss::VolumeGoneFor(_) => "r3-volume-gone",
     };
     let mut c = TestCluster::start_replicated(tag, &[], &["kill.>"], 3).await;
     c.write_members(&IDS);
@@ -297,6 +303,16 @@ async fn lose_the_leader(loss: Loss) {
             p.child = spawn(&old, &p.config);
             Instant::now()
         }
+        Loss::VolumeGoneFor(d) => {
+            std::fs::remove_dir_all(&p.data).expect("delete the leader's data directory");
+            tokio::time::sleep(d).await;
+            p.child.kill().expect("SIGKILL");
+            let _ = p.child.wait();
+            let _ = std::fs::remove_dir_all(&p.data);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            p.child = spawn(&old, &p.config);
+            Instant::now()
+        }
         Loss::FrozenFor(d) => {
             signal(&p.child, "STOP");
             tokio::time::sleep(d).await;
@@ -364,4 +380,11 @@ async fn sigkill_the_leader_and_wipe_its_volume_loses_no_acked_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_stops_answering_is_replaced_and_acks_nothing_it_loses() {
     lose_the_leader(Loss::FrozenFor(Duration::from_secs(7))).await;
+}
+
+/// A leader whose data directory is deleted under it (writes fail from then on) gives up
+/// leading within the fail-over bound instead of holding the topic while it cannot commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_volume_vanishes_under_it_is_replaced() {
+    lose_the_leader(Loss::VolumeGoneFor(Duration::from_secs(8))).await;
 }

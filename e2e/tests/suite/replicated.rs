@@ -368,6 +368,41 @@ fn error_timeline(errors: &[(Instant, String, bool)], from: Instant) -> Vec<Stri
         .collect()
 }
 
+/// What the brokers said about the topic's replicas over the whole test, shortened to fit a
+/// failure message (CI keeps only its end): replica opens, creation, leaders, moves, removals,
+/// panics, the brokers' own start, drain and stop, and their warnings and errors; each line the pod's file name and the broker's own
+/// time and message, the last [`STORY_LINES`] of them.
+fn replica_story(logs: &PodLogs) -> Vec<String> {
+    const STORY_LINES: usize = 60;
+    let lines = logs.grep(
+        &|l: &str| {
+            l.contains("replicated topic:")
+                || l.contains("replica move:")
+                || l.contains("panicked")
+                || l.contains("starling_broker::broker:")
+                || (l.contains("starling_broker")
+                    && (l.contains(" WARN ") || l.contains(" ERROR ")))
+        },
+        2000,
+    );
+    // `<file>: <kubelet time> <broker time>  LEVEL target: message`, in time order over
+    // every pod.
+    let mut timed: Vec<(String, String)> = lines
+        .iter()
+        .map(|l| {
+            let mut parts = l.splitn(3, ' ');
+            let file = parts.next().unwrap_or("");
+            let kubelet = parts.next().unwrap_or("").to_string();
+            let rest: String = parts.next().unwrap_or("").chars().take(260).collect();
+            (kubelet, format!("{file} {rest}"))
+        })
+        .collect();
+    timed.sort();
+    let short: Vec<String> = timed.into_iter().map(|(_, l)| l).collect();
+    let skip = short.len().saturating_sub(STORY_LINES);
+    short.into_iter().skip(skip).collect()
+}
+
 /// The wall time of `at`, given that `base` was `base_wall`.
 fn wall_at(base_wall: SystemTime, base: Instant, at: Instant) -> Timestamp {
     let wall = if at >= base {
@@ -571,7 +606,13 @@ async fn losing_the_leaders_pod_and_volume_loses_no_acked_message() {
     }
     let fatal: Vec<&String> = errors.iter().filter(|e| !e.2).map(|e| &e.1).collect();
     assert!(fatal.is_empty(), "errors that are not retryable: {fatal:?}");
-    assert!(gap < MAX_GAP, "the topic acked nothing for {gap:?}");
+    assert!(
+        gap < MAX_GAP,
+        "the topic acked nothing for {gap:?}, from {:?} after the loss; the replicas' own \
+         story over the whole test:\n{}",
+        gap_from.saturating_duration_since(lost_at),
+        replica_story(&logs).join("\n")
+    );
 
     // Every acked message at the emptied broker (caught up) and at a survivor.
     let numbers: Vec<u32> = acked.iter().map(|a| a.0).collect();

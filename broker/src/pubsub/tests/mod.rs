@@ -6,9 +6,11 @@
 //! - [`regressions`]: one case per ordering, duplication or loss fix of this code.
 //! - [`wildcards`]: wildcard subscribers across matching topics.
 //! - [`groups`]: queue groups: each batch to one member, under churn and slow members.
+//! - [`hand_off`]: a durable topic's new owner and a former owner it cannot read.
 
 mod dedup;
 mod groups;
+mod hand_off;
 mod headers;
 mod model;
 mod regressions;
@@ -197,6 +199,17 @@ pub(super) const BATCH_DELAY: Duration = Duration::from_secs(1);
 impl Engine {
     /// An engine owning its topics (call inside a runtime: the lanes start).
     pub(super) fn new(setup: Setup) -> Engine {
+        let cfg = Profile::default().config();
+        Engine::with_logs(setup, &cfg, Arc::new(NoPeers))
+    }
+
+    /// An engine whose durability comes from `cfg` (its `durable_topics` and `storage_dir`),
+    /// reaching the other members' logs through `log_peers`.
+    pub(super) fn with_logs(
+        setup: Setup,
+        cfg: &starling_config::BrokerConfig,
+        log_peers: Arc<dyn crate::durable::transfer::LogPeers>,
+    ) -> Engine {
         let counters = Arc::new(Counters::new(setup.lanes));
         let lanes = Lanes::spawn(
             64,
@@ -208,7 +221,6 @@ impl Engine {
         );
         let owns = Arc::new(AtomicBool::new(true));
         let (epoch, epoch_rx) = watch::channel(0u64);
-        let cfg = Profile::default().config();
         let registry = prometheus::Registry::new();
         let storage = crate::durable::StorageMetrics::register(&registry).expect("metrics");
         let settings = TopicSettings {
@@ -228,8 +240,8 @@ impl Engine {
                 Arc::new(move |_: &str| owns.load(Ordering::SeqCst))
             },
             max_topics: 64,
-            durability: Durability::new(&cfg, storage),
-            log_peers: Arc::new(NoPeers),
+            durability: Durability::new(cfg, storage),
+            log_peers,
             replication: crate::durable::replicated::Replication::off(64),
             dedup: crate::pubsub::dedup::Limits {
                 window: setup.dedup_window,

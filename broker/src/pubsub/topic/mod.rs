@@ -21,9 +21,11 @@
 //! its log before offering it; its numbering continues the log's, so positions survive a
 //! restart, and a resume position older than the retained tail is replayed from the log. A new
 //! owner first copies what the other members' logs hold past its own end
-//! (`durable::transfer`), then numbers in a new stream above it.
+//! (`durable::transfer`), then numbers in a new stream above it; while a member it asked could not
+//! be read, it takes no publish and tries again ([`hand_off`]).
 
 pub mod dedup;
+pub mod hand_off;
 pub mod registry;
 pub mod task;
 

@@ -36,6 +36,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use super::dedup::TopicDedup;
+use super::hand_off::HandOff;
 use super::{Attach, TopicMsg, TopicSettings};
 use crate::durable::DurableLog;
 use crate::durable::replicated::topic::{STREAM, seq_of, split_seq};
@@ -215,6 +216,8 @@ pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -
         relay_pending: VecDeque::new(),
         durable: Durable::No,
         committed_next: 0,
+        hand_off: HandOff::Complete,
+        read_in_epoch: (0, Vec::new()),
         reached,
         // A replicated topic keeps no message-id window: a batch is acked only once its
         // entry commits, so a window filled at sealing could answer a retry of a publish
@@ -280,6 +283,13 @@ struct TopicTask {
     /// A replicated topic's next Raft index to deliver live (what came before is read back
     /// from the committed log for resuming subscribers).
     committed_next: u64,
+    /// A single-copy durable topic's hand-off to this owner: whether its last catch-up read
+    /// the member it must read, the topic's former owner or a claimant ([`HandOff`]); until
+    /// one does, publishes are refused.
+    hand_off: HandOff,
+    /// The membership epoch, and the members whose logs a catch-up read to their end since
+    /// it began.
+    read_in_epoch: (u64, Vec<String>),
     reached: Reached,
     /// Publish de-duplication: the window of message ids and the repeats' waiting acks.
     dedup: TopicDedup,
@@ -403,6 +413,7 @@ impl TopicTask {
                     None => break,
                 },
                 _ = maybe_sleep(deadline) => self.batcher.poll_deadline(Instant::now()),
+                _ = maybe_sleep(self.hand_off.retry_at()) => self.retry_hand_off().await,
                 event = next_committed(&mut self.durable) => match event {
                     Some(ReplicaEvent::Committed(entry)) => self.deliver_committed(entry).await,
                     Some(ReplicaEvent::Removed) => self.leave_replica().await,
@@ -530,7 +541,7 @@ impl TopicTask {
         if frame.is_empty() {
             return Vec::new();
         }
-        match decode_headers_frame(frame) {
+        match record::decode_headers(frame) {
             Some(entries) => entries,
             None => {
                 self.shared
@@ -715,7 +726,7 @@ impl TopicTask {
             return;
         }
         self.open_log().await;
-        self.catch_up(also).await;
+        let _ = self.catch_up(also).await;
         if let Durable::Open(log) = &self.durable
             && let Some(next) = log.next_position()
         {
@@ -769,19 +780,57 @@ impl TopicTask {
         };
     }
 
-    /// Copies into the open log what the other members' logs hold past its end; the number
-    /// of records copied.
-    async fn catch_up(&mut self, also: Option<Member>) -> u64 {
+    /// Copies into the open log what the other members' logs hold past its end, and notes
+    /// whether it could read every member it asked ([`HandOff`]).
+    async fn catch_up(&mut self, also: Option<Member>) -> transfer::CaughtUp {
         let Durable::Open(log) = &mut self.durable else {
-            return 0;
+            return transfer::CaughtUp::default();
         };
         let peers = Arc::clone(&self.shared.settings.log_peers);
         let owns = Arc::clone(&self.shared.settings.owns);
         let name = Arc::clone(&self.name);
         let still_owner = move || owns(&name);
-        transfer::catch_up(log, &self.name, peers.as_ref(), also, &still_owner)
-            .await
-            .records
+        let claimant = also.as_ref().map(|m| m.id.clone());
+        let done = transfer::catch_up(log, &self.name, peers.as_ref(), also, &still_owner).await;
+        // Members read since the membership last changed: their logs stopped growing when
+        // they saw the change (they refuse the topic's batches from then on).
+        let epoch = *self.epoch.borrow();
+        if self.read_in_epoch.0 != epoch {
+            self.read_in_epoch = (epoch, Vec::new());
+        }
+        self.read_in_epoch.1.extend(done.read.iter().cloned());
+        let source = peers.source(&self.name);
+        let missing = done
+            .unread
+            .iter()
+            .filter(|id| {
+                (source.as_ref() == Some(*id) || claimant.as_ref() == Some(*id))
+                    && !self.read_in_epoch.1.contains(id)
+            })
+            .count();
+        let before = self.hand_off;
+        self.hand_off = before.after(missing, Instant::now());
+        match (before, self.hand_off) {
+            (_, HandOff::Incomplete { unread, .. }) => {
+                tracing::warn!(topic = %self.name, unread, "durable hand-off: members could not be read; publishes are refused until they are");
+            }
+            (HandOff::Incomplete { .. }, HandOff::Complete) => {
+                tracing::info!(topic = %self.name, records = done.records, "durable hand-off: every member read; publishes are taken again");
+            }
+            (HandOff::Complete, HandOff::Complete) => {}
+        }
+        done
+    }
+
+    /// Tries again a catch-up that left a member unread ([`HandOff`]); a broker that no
+    /// longer owns the topic has nothing to copy (its late batches are refused as moved).
+    async fn retry_hand_off(&mut self) {
+        if !(self.shared.settings.owns)(&self.name) {
+            self.hand_off = HandOff::Complete;
+            return;
+        }
+        let copied = self.catch_up(None).await.records;
+        self.continue_after(copied);
     }
 
     /// After `copied` records were appended from another member, numbers on in a new stream
@@ -992,9 +1041,20 @@ impl TopicTask {
                 } else {
                     // Opened now if the task started as a relay, or for this claim.
                     self.open_log().await;
-                    let copied = self.catch_up(Some(from)).await;
-                    self.continue_after(copied);
-                    Ok(copied)
+                    let done = self.catch_up(Some(from)).await;
+                    self.continue_after(done.records);
+                    // The claimant tries again until its log (and the former owner's) was
+                    // read: it keeps its copy meanwhile (a draining broker waits for it).
+                    if matches!(self.hand_off, HandOff::Incomplete { .. }) {
+                        Err(format!(
+                            "`{}` copied {} record(s) but could not read {} yet",
+                            self.name,
+                            done.records,
+                            done.unread.join(", ")
+                        ))
+                    } else {
+                        Ok(done.records)
+                    }
                 };
                 let answer = match (&self.durable, answer) {
                     (Durable::Failed(why), Ok(_)) => Err(why.clone()),
@@ -1229,7 +1289,7 @@ impl TopicTask {
                 if matches!(self.durable, Durable::No) {
                     self.open_durable(None).await;
                 } else {
-                    self.catch_up(None).await;
+                    let _ = self.catch_up(None).await;
                 }
                 // Membership changed: this broker may have stopped and started owning the
                 // topic since its last batch, so number on in a stream nobody has seen.
@@ -1259,6 +1319,14 @@ impl TopicTask {
                     ErrorCode::Moved,
                     format!("`{}` moved to another broker; publish again", self.name),
                 );
+            }
+            return false;
+        }
+        if let Some(why) = self.hand_off.refusal(&self.name)
+            && matches!(self.durable, Durable::Open(_))
+        {
+            for ack in batch.attached.into_iter().filter_map(|a| a.ack) {
+                ack.refuse(ErrorCode::Unavailable, why.clone());
             }
             return false;
         }
@@ -1355,16 +1423,6 @@ impl TopicTask {
 
 /// `headers` indexed into a run whose first `skip` events were dropped: those of the dropped
 /// events go, the others' indexes move down by `skip`.
-/// The entries of an encoded `EventHeaders` frame; `None` when `frame` is not exactly one.
-fn decode_headers_frame(frame: &Bytes) -> Option<Vec<IndexedHeaders>> {
-    let decoder = starling_proto::FrameDecoder::new(u32::try_from(frame.len()).unwrap_or(u32::MAX));
-    let mut buf = BytesMut::from(&frame[..]);
-    match decoder.decode(&mut buf) {
-        Ok(Some(Frame::EventHeaders(h))) if buf.is_empty() => Some(h.entries),
-        _ => None,
-    }
-}
-
 fn reindex(headers: Vec<IndexedHeaders>, skip: usize) -> Vec<IndexedHeaders> {
     if skip == 0 {
         return headers;
