@@ -360,19 +360,10 @@ pub mod replica_rpc {
     /// Received a vote request the replica's vote guard dropped (it is catching up after an
     /// empty start): `Unavailable`.
     pub const GUARDED: &str = "guarded";
-    /// Every value, for pre-creating the labelled series.
-    pub const ALL: [&str; 10] = [
-        OK,
-        UNREACHABLE,
-        TIMEOUT,
-        REFUSED,
-        ABANDONED,
-        FORBIDDEN,
-        LIMIT,
-        UNKNOWN_TOPIC,
-        INVALID,
-        GUARDED,
-    ];
+    /// The outcomes of a sent call, for pre-creating the labelled series.
+    pub const SENT: [&str; 5] = [OK, UNREACHABLE, TIMEOUT, REFUSED, ABANDONED];
+    /// The outcomes of a received call.
+    pub const SERVED: [&str; 6] = [OK, FORBIDDEN, LIMIT, UNKNOWN_TOPIC, INVALID, GUARDED];
 }
 
 /// The `stream` values of `starling_streams_idle_closed_total`.
@@ -1114,8 +1105,10 @@ impl Metrics {
         for limit in Limit::ALL {
             m.limit_refusals.with_label_values(&[limit.label()]);
         }
-        for outcome in replica_rpc::ALL {
+        for outcome in replica_rpc::SENT {
             m.replica_rpc_calls.with_label_values(&[outcome]);
+        }
+        for outcome in replica_rpc::SERVED {
             m.replica_rpc_served.with_label_values(&[outcome]);
         }
         for outcome in crate::durable::replicated::mover::OUTCOMES {
