@@ -208,8 +208,17 @@ impl Mover {
         self.moves.with_label_values(&[outcome]).inc();
     }
 
-    /// Runs until the replica stops or is removed.
+    /// Runs until the replica stops or is removed. A move under way when the replica stops is
+    /// counted `failed`, so every `started` ends in one `completed` or one `failed`.
     pub async fn run(mut self) {
+        if self.steer().await {
+            self.count(FAILED);
+            tracing::info!(topic = %self.topic, "replica move: the replica stopped before the move ended");
+        }
+    }
+
+    /// The mover's loop; returns whether a move was under way when it ended.
+    async fn steer(&mut self) -> bool {
         let mut tick = tokio::time::interval(CHECK_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut moving: Option<Moving> = None;
@@ -226,10 +235,10 @@ impl Mover {
                     Some(c) => c.changed().await,
                     None => std::future::pending().await,
                 } } => if r.is_err() { changes = None },
-                r = self.stopped.changed() => if r.is_err() { return },
+                r = self.stopped.changed() => if r.is_err() { return moving.is_some() },
             }
             if *self.stopped.borrow() || self.replica.status().stopped.is_some() {
-                return;
+                return moving.is_some();
             }
             let view = self.replica.membership_view();
             let desired = (self.desired)();
@@ -246,7 +255,7 @@ impl Mover {
                     if since.elapsed() >= REMOVE_GRACE {
                         tracing::info!(topic = %self.topic, replica = view.id, voters = ?view.voters, "replica move: this replica left the topic; removing it");
                         let _ = self.removed.send(true);
-                        return;
+                        return false;
                     }
                 } else {
                     removed_since = None;
