@@ -92,6 +92,11 @@ impl<V> Window<V> {
         self.ids.get(id).map(|e| &e.value)
     }
 
+    /// What was kept for `id`, to change in place (its age and place in the order stay).
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut V> {
+        self.ids.get_mut(id).map(|e| &mut e.value)
+    }
+
     /// Remembers `id` (not in the window) as seen at `now` with `value`, evicting the oldest
     /// ids past `max_ids`. Returns the bytes freed by the eviction (the new entry's
     /// [`entry_cost`] is added to [`Window::bytes`]). With `max_ids` 0 nothing is kept.

@@ -344,6 +344,21 @@ impl<F: Fs> ReplicatedTopic<F> {
         }
     }
 
+    /// The term this replica leads in, if it is the leader (cheap: no copy of the metrics).
+    pub fn leader_term(&self) -> Option<u64> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        (m.state == ServerState::Leader).then_some(m.current_term)
+    }
+
+    /// The index and term of the last entry this replica applied (its high-water mark), if
+    /// any.
+    pub fn applied_id(&self) -> Option<(u64, u64)> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        m.last_applied.map(|l| (l.index, l.leader_id.term))
+    }
+
     /// Waits until this replica has applied index `index`, up to `timeout`.
     pub async fn wait_applied(&self, index: u64, timeout: Duration) -> Result<(), ReplicaError> {
         self.raft

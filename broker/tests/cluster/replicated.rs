@@ -220,3 +220,92 @@ async fn headers_on_a_replicated_topic_are_delivered_and_replayed_at_every_broke
     at_c.close().await;
     c.shutdown().await;
 }
+
+/// Message `i` with message id `m{i}`.
+fn with_id(i: u64) -> Message {
+    Message::new(payload(i)).with_msg_id(format!("m{i}"))
+}
+
+/// Publishes [`with_id`]`(i)` with an ack until acked (again on every refusal: a leader being
+/// elected, or one that has not applied its predecessors' entries yet, answers
+/// `Unavailable`).
+async fn publish_id_until_acked(client: &starling_client::Client, topic: &str, i: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match client.publish_message(topic, with_id(i), true).await {
+            Ok(()) => return,
+            Err(e) => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "publish m{i} to {topic} never acked: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_id_repeated_on_a_replicated_topic_is_stored_once_across_a_leader_change() {
+    const ORIGINALS: u64 = 20;
+    const MORE: u64 = 10;
+    let ids = ["a", "b", "c"];
+    let mut c = TestCluster::start_replicated("replicated-dedup", &ids, &["ledger.>"], 3).await;
+    c.converge(&ids).await;
+    let topic = "ledger.dedup";
+    let at_a = c.plain_client("a").await;
+    let at_b = c.plain_client("b").await;
+    for i in 0..ORIGINALS {
+        publish_id_until_acked(&at_a, topic, i).await;
+    }
+    // Retries of every one, through another broker (forwarded to the leader, or the leader):
+    // acked, not stored again.
+    for i in 0..ORIGINALS {
+        publish_id_until_acked(&at_b, topic, i).await;
+    }
+    let leaders = {
+        let mut found = Vec::new();
+        for id in ids {
+            let labels = format!("topic=\"{topic}\"");
+            if c.metric(id, "starling_replica_is_leader", &labels).await == 1.0 {
+                found.push(id);
+            }
+        }
+        found
+    };
+    assert_eq!(leaders.len(), 1, "one leader: {leaders:?}");
+    let leader = leaders[0];
+    at_a.close().await;
+    at_b.close().await;
+    // The leader crashes: the next one knows the ids from the committed log its replica
+    // delivered.
+    c.kill(leader).await;
+    let survivor = *ids.iter().find(|id| **id != leader).expect("a survivor");
+    let client = c.plain_client(survivor).await;
+    for i in 0..ORIGINALS + MORE {
+        publish_id_until_acked(&client, topic, i).await;
+    }
+    let mut sub = client
+        .subscribe_from(topic, Some(FROM_THE_START))
+        .await
+        .expect("subscribe from the start");
+    let got = read(&mut sub, (ORIGINALS + MORE) as usize).await;
+    assert_eq!(
+        got.iter().map(|g| g.0).collect::<Vec<_>>(),
+        (0..ORIGINALS + MORE).collect::<Vec<_>>(),
+        "each id stored once, in order"
+    );
+    if let Ok(Some(extra)) =
+        tokio::time::timeout(Duration::from_millis(500), sub.next_event()).await
+    {
+        panic!("a repeat was stored: {extra:?}");
+    }
+    let duplicates = c.metric_sum("starling_publish_duplicates_total", "").await;
+    assert!(
+        duplicates >= ORIGINALS as f64,
+        "the new leader dropped the repeats: {duplicates} counted"
+    );
+    drop(sub);
+    client.close().await;
+    c.shutdown().await;
+}

@@ -485,6 +485,11 @@ impl ReplicatedLog {
         }
     }
 
+    /// The term this replica leads in, if it is the topic's leader.
+    pub fn leader_term(&self) -> Option<u64> {
+        self.replica.leader_term()
+    }
+
     /// The next committed entry, in index order (its messages may be empty for none).
     pub async fn next_committed(&mut self) -> Option<Committed> {
         self.committed.recv().await
@@ -667,7 +672,7 @@ async fn read(
     stopped: watch::Receiver<bool>,
 ) {
     while !*stopped.borrow() {
-        let applied = replica.status().applied;
+        let applied = replica.applied_id();
         let r = Arc::clone(&replica);
         let read = tokio::task::spawn_blocking(move || r.read_committed(next, READ_ENTRIES)).await;
         let entries = match read {
@@ -687,8 +692,22 @@ async fn read(
             }
         }
         // Nothing (else) to read up to what was applied before the read: entries with no
-        // messages (a leader's blank entry, a membership change) are passed over.
-        if !full && let Some(a) = applied {
+        // messages (a leader's blank entry, a membership change) are passed over, told to the
+        // task as one entry without messages at the last of them, with its term (a new
+        // leader's task learns so that it delivered everything its predecessors committed:
+        // its de-duplication window is whole, `pubsub::topic::dedup`).
+        if !full && let Some((a, term)) = applied {
+            if a >= next {
+                let passed = Committed {
+                    index: a,
+                    term,
+                    messages: Vec::new(),
+                    headers: bytes::Bytes::new(),
+                };
+                if out.send(passed).await.is_err() {
+                    return;
+                }
+            }
             next = next.max(a + 1);
         }
         if !full

@@ -14,6 +14,22 @@
 //! `dedup_max_total_bytes` in the engine's counters; a request whose new ids do not fit is
 //! refused whole ([`Refused`]). A batch whose acks were refused has its ids forgotten, so a
 //! retry of a refused publish is a new message.
+//!
+//! **A replicated topic** ([`Mode::Replicated`]) acks a batch only once its Raft entry
+//! committed, and its leader can change, so its window follows the committed log:
+//!
+//! - every replica remembers the ids of each committed entry it delivers ([`TopicDedup::committed`]),
+//!   so the next leader knows what its predecessor committed (the task takes ids at a new
+//!   leader only once it delivered an entry of the leader's own term, which comes after every
+//!   entry of the terms before);
+//! - an id proposed here is held as its event until its proposal's outcome comes back
+//!   ([`TopicDedup::settled`]): committed, it is known for good; failed, it is forgotten, so
+//!   the retry is a new message (an entry that failed here but committed under the next
+//!   leader comes back through the committed log);
+//! - a repeat of an id whose original is still being committed is refused whole with
+//!   `Unavailable` ([`Refusal::InFlight`]) rather than dropped: its ack cannot ride on an
+//!   entry that may yet fail while the repeat's own batch commits. The publisher's retry
+//!   after the original's outcome is answered at once (or stored, if the original failed).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,6 +52,43 @@ pub struct Refused {
     pub budget: u64,
 }
 
+/// Why a request's messages were not planned: it is refused whole.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Its new ids do not fit in `dedup_max_total_bytes` (`LimitExceeded`).
+    #[error(transparent)]
+    Budget(#[from] Refused),
+    /// A replicated topic: one of its messages repeats an id whose original is still being
+    /// committed (`Unavailable`: publish again).
+    #[error(
+        "message id `{id}` repeats a publish this replicated topic is still committing; publish again once it is acked"
+    )]
+    InFlight {
+        /// The id.
+        id: String,
+    },
+}
+
+/// Where a topic's acks come from, which decides when an original is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The topic's own batches: a batch is done once it is taken out of the batcher and fanned
+    /// out (its acks completed or held for the log there).
+    Local,
+    /// A replicated topic: a batch is done once its Raft entry committed (see the module doc).
+    Replicated,
+}
+
+/// What the window keeps for an id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// The original is local event `n` (its batch's outcome is known once `n` is sealed, or,
+    /// on a replicated topic, once its proposal settled).
+    Event(u64),
+    /// The original is committed (a replicated topic's committed entry).
+    Done,
+}
+
 /// What to do with a request's messages.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Plan {
@@ -55,7 +108,8 @@ impl Plan {
 
 /// One topic's window, its event numbering and the repeats' acks waiting for their originals.
 pub struct TopicDedup {
-    window: Window<u64>,
+    window: Window<Slot>,
+    mode: Mode,
     /// Local events put into the batcher so far.
     pushed: u64,
     /// Events of the batches taken out of the batcher.
@@ -67,10 +121,12 @@ pub struct TopicDedup {
 }
 
 impl TopicDedup {
-    /// An empty window with `limits`, charged to `counters` within `budget` bytes.
-    pub fn new(limits: Limits, budget: u64, counters: Arc<Counters>) -> TopicDedup {
+    /// An empty window with `limits` for a topic whose acks come as `mode` says, charged to
+    /// `counters` within `budget` bytes.
+    pub fn new(limits: Limits, mode: Mode, budget: u64, counters: Arc<Counters>) -> TopicDedup {
         TopicDedup {
             window: Window::new(limits),
+            mode,
             pushed: 0,
             sealed: 0,
             waiting: Vec::new(),
@@ -87,7 +143,7 @@ impl TopicDedup {
         n: usize,
         headers: &[IndexedHeaders],
         now: Instant,
-    ) -> Result<Plan, Refused> {
+    ) -> Result<Plan, Refusal> {
         let ids: Vec<(usize, &str)> = headers
             .iter()
             .filter_map(|h| Some((usize::try_from(h.index).ok()?, msg_id(&h.headers)?)))
@@ -109,17 +165,22 @@ impl TopicDedup {
         let mut next = self.pushed;
         for (i, slot) in repeat.iter_mut().enumerate() {
             let id = ids.next_if(|(at, _)| *at == i).map(|(_, id)| id);
-            let original = id.and_then(|id| {
-                self.window
-                    .get(id)
-                    .copied()
-                    .or_else(|| fresh.get(id).copied())
-            });
+            let original = match id {
+                None => None,
+                Some(id) => match self.window.get(id) {
+                    Some(Slot::Event(_)) if self.mode == Mode::Replicated => {
+                        return Err(Refusal::InFlight { id: id.to_string() });
+                    }
+                    Some(slot) => Some(*slot),
+                    None => fresh.get(id).map(|event| Slot::Event(*event)),
+                },
+            };
             match (id, original) {
-                (_, Some(event)) => {
+                (_, Some(Slot::Event(event))) => {
                     *slot = true;
                     wait_for = Some(wait_for.map_or(event, |w| w.max(event)));
                 }
+                (_, Some(Slot::Done)) => *slot = true,
                 (Some(id), None) => {
                     fresh.insert(id, next);
                     cost += entry_cost(id.len()) as u64;
@@ -130,13 +191,13 @@ impl TopicDedup {
         }
         if cost > 0 && !self.counters.charge_dedup(cost, self.budget) {
             self.counters.dedup_refused.fetch_add(1, Ordering::Relaxed);
-            return Err(Refused {
+            return Err(Refusal::Budget(Refused {
                 budget: self.budget,
-            });
+            }));
         }
         let mut freed = 0;
         for (id, event) in fresh {
-            freed += self.window.insert(id, event, now);
+            freed += self.window.insert(id, Slot::Event(event), now);
         }
         self.counters.dedup_freed(freed as u64);
         let dropped = repeat.iter().filter(|r| **r).count() as u64;
@@ -170,7 +231,7 @@ impl TopicDedup {
                 break;
             }
             let seen = now.checked_sub(age).unwrap_or(now);
-            let freed = self.window.insert(&id, self.pushed, seen);
+            let freed = self.window.insert(&id, Slot::Event(self.pushed), seen);
             self.counters.dedup_freed(freed as u64);
             self.pushed += 1;
             restored += 1;
@@ -178,6 +239,53 @@ impl TopicDedup {
         // Their events are done: sealed with them.
         self.sealed = self.pushed;
         restored
+    }
+
+    /// A replicated topic: the message ids of a committed entry this replica delivered, seen
+    /// at `now`. Each is known from now on (an id proposed here, whose outcome may not have
+    /// come back yet, too); a new one is charged to the budget like a publish's, and past it
+    /// is not remembered (counted as refused: a retry of it after a leader change here would
+    /// be stored again). Returns how many new ids were remembered.
+    pub fn committed<'a>(&mut self, ids: impl IntoIterator<Item = &'a str>, now: Instant) -> usize {
+        let limits = self.window.limits();
+        if limits.max_ids == 0 || limits.window.is_zero() {
+            return 0;
+        }
+        self.expire(now);
+        let mut remembered = 0;
+        for id in ids {
+            if let Some(slot) = self.window.get_mut(id) {
+                *slot = Slot::Done;
+                continue;
+            }
+            if !self
+                .counters
+                .charge_dedup(entry_cost(id.len()) as u64, self.budget)
+            {
+                self.counters.dedup_refused.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let freed = self.window.insert(id, Slot::Done, now);
+            self.counters.dedup_freed(freed as u64);
+            remembered += 1;
+        }
+        remembered
+    }
+
+    /// A replicated topic: the outcome of a proposal whose new messages carried `ids`. Those
+    /// still held as their event are known from now on if it `committed`, else forgotten (a
+    /// retry is then a new message; should the entry commit after all, under the next leader,
+    /// its ids come back with it through [`TopicDedup::committed`]).
+    pub fn settled(&mut self, ids: &[String], committed: bool) {
+        for id in ids {
+            match self.window.get_mut(id) {
+                Some(slot @ Slot::Event(_)) if committed => *slot = Slot::Done,
+                Some(Slot::Event(_)) => {
+                    self.window.remove(id);
+                }
+                _ => {}
+            }
+        }
     }
 
     /// The window's limits.
@@ -284,9 +392,98 @@ mod tests {
             max_ids: 100,
         };
         (
-            TopicDedup::new(limits, budget, Arc::clone(&counters)),
+            TopicDedup::new(limits, Mode::Local, budget, Arc::clone(&counters)),
             counters,
         )
+    }
+
+    fn replicated(budget: u64) -> (TopicDedup, Arc<Counters>) {
+        let counters = Arc::new(Counters::new(1));
+        let limits = Limits {
+            window: Duration::from_secs(10),
+            max_ids: 100,
+        };
+        (
+            TopicDedup::new(limits, Mode::Replicated, budget, Arc::clone(&counters)),
+            counters,
+        )
+    }
+
+    #[test]
+    fn a_replicated_topic_answers_repeats_of_committed_ids_at_once() {
+        let (mut d, counters) = replicated(1 << 20);
+        let now = Instant::now();
+        // Delivered from the committed log (another leader's, say): known, charged.
+        assert_eq!(d.committed(["a", "b"], now), 2);
+        assert_eq!(
+            counters.dedup_bytes.load(Ordering::Relaxed),
+            2 * entry_cost(1) as u64
+        );
+        let p = d
+            .plan(3, &ids(&[(0, "a"), (1, "c"), (2, "b")]), now)
+            .expect("fits");
+        assert_eq!(p.repeat, vec![true, false, true]);
+        assert_eq!(p.wait_for, None, "the originals are committed");
+        // An id delivered twice is remembered once.
+        assert_eq!(d.committed(["a"], now), 0);
+    }
+
+    #[test]
+    fn a_replicated_topic_refuses_a_repeat_of_an_id_still_being_committed() {
+        let (mut d, _) = replicated(1 << 20);
+        let now = Instant::now();
+        let p = d.plan(2, &ids(&[(0, "a"), (1, "a")]), now).expect("fits");
+        // Within one request the repeat rides on its original's batch.
+        assert_eq!(p.repeat, vec![false, true]);
+        push_plan(&mut d, &p, 2);
+        // A later request repeating it before its entry committed: refused whole.
+        assert_eq!(
+            d.plan(2, &ids(&[(0, "x"), (1, "a")]), now),
+            Err(Refusal::InFlight { id: "a".into() })
+        );
+        assert_eq!(
+            d.plan(1, &ids(&[(0, "x")]), now).map(|p| p.repeat),
+            Ok(vec![false])
+        );
+        // Committed: a repeat is answered at once.
+        d.settled(&["a".to_string()], true);
+        let p = d.plan(1, &ids(&[(0, "a")]), now).expect("fits");
+        assert_eq!((p.repeat, p.wait_for), (vec![true], None));
+    }
+
+    #[test]
+    fn a_replicated_topic_forgets_the_ids_of_a_proposal_that_failed_unless_they_committed() {
+        let (mut d, _) = replicated(1 << 20);
+        let now = Instant::now();
+        let p = d.plan(2, &ids(&[(0, "a"), (1, "b")]), now).expect("fits");
+        push_plan(&mut d, &p, 2);
+        // "b"'s entry came back through the committed log (the next leader committed it)
+        // before this proposal's failure was reported: it stays known.
+        d.committed(["b"], now);
+        d.settled(&["a".to_string(), "b".to_string()], false);
+        let p = d.plan(2, &ids(&[(0, "a"), (1, "b")]), now).expect("fits");
+        assert_eq!(
+            p.repeat,
+            vec![false, true],
+            "a is new again, b is committed"
+        );
+    }
+
+    #[test]
+    fn committed_ids_past_the_budget_are_not_remembered() {
+        let (mut d, counters) = replicated(entry_cost(1) as u64);
+        let now = Instant::now();
+        assert_eq!(d.committed(["a", "b"], now), 1);
+        assert_eq!(counters.dedup_refused.load(Ordering::Relaxed), 1);
+        let p = d.plan(1, &ids(&[(0, "b")]), now);
+        assert_eq!(
+            p,
+            Err(Refusal::Budget(Refused {
+                budget: entry_cost(1) as u64
+            }))
+        );
+        drop(d);
+        assert_eq!(counters.dedup_bytes.load(Ordering::Relaxed), 0);
     }
 
     fn push_plan(d: &mut TopicDedup, plan: &Plan, n: usize) {
@@ -361,9 +558,9 @@ mod tests {
         let refused = d.plan(2, &ids(&[(0, "b"), (1, "a")]), now);
         assert_eq!(
             refused,
-            Err(Refused {
+            Err(Refusal::Budget(Refused {
                 budget: entry_cost(1) as u64
-            })
+            }))
         );
         assert_eq!(counters.dedup_refused.load(Ordering::Relaxed), 1);
         // A repeat alone costs nothing and still fits.

@@ -29,13 +29,13 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use starling_proto::{
     BatchTopic, ErrorCode, EventHeaders, Frame, IndexedHeaders, Member, Position, SeenStreams,
-    StartAt, encode_event_batch, event_batch_encoded_len,
+    StartAt, encode_event_batch, event_batch_encoded_len, msg_id,
 };
 use starling_storage::{LogView, now_ms};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use super::dedup::TopicDedup;
+use super::dedup::{Mode, Refusal, TopicDedup};
 use super::hand_off::HandOff;
 use super::{Attach, TopicMsg, TopicSettings};
 use crate::durable::DurableLog;
@@ -190,6 +190,7 @@ pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -
     let pinned = settings.durability.policies().pin(&name);
     let replicated =
         settings.replication.is_replicated(&name) && settings.durability.is_durable(&name);
+    let (settle_tx, settle_rx) = mpsc::unbounded_channel();
     let task = TopicTask {
         name,
         pinned: pinned.task,
@@ -216,21 +217,19 @@ pub fn start(name: Arc<str>, shared: &Arc<Shared>, registry: Weak<dyn Retire>) -
         relay_pending: VecDeque::new(),
         durable: Durable::No,
         committed_next: 0,
+        committed_term: 0,
+        settle_tx,
+        settle_rx,
         hand_off: HandOff::Complete,
         read_in_epoch: (0, Vec::new()),
         reached,
-        // A replicated topic keeps no message-id window: a batch is acked only once its
-        // entry commits, so a window filled at sealing could answer a retry of a publish
-        // whose entry then failed as a repeat, and a window in one leader's memory would not
-        // outlive a leader change anyway (docs/durability.md, replicated topics).
+        // A replicated topic's window follows its committed log (`dedup`, the module doc).
         dedup: TopicDedup::new(
+            settings.dedup,
             if replicated {
-                crate::pubsub::dedup::Limits {
-                    window: Duration::ZERO,
-                    max_ids: 0,
-                }
+                Mode::Replicated
             } else {
-                settings.dedup
+                Mode::Local
             },
             settings.dedup_max_total_bytes,
             Arc::clone(&shared.counters),
@@ -283,6 +282,14 @@ struct TopicTask {
     /// A replicated topic's next Raft index to deliver live (what came before is read back
     /// from the committed log for resuming subscribers).
     committed_next: u64,
+    /// The term of the last committed entry delivered live (a replicated topic's): a leader
+    /// takes message ids once it reached its own term (see `dedup_unready`).
+    committed_term: u64,
+    /// The outcomes of a replicated topic's proposals whose messages carried ids, sent by
+    /// their `done` (one per such proposal: as many at most as the proposer queues and has
+    /// in flight, drained by this task's loop, which is what proposes more).
+    settle_tx: mpsc::UnboundedSender<Settled>,
+    settle_rx: mpsc::UnboundedReceiver<Settled>,
     /// A single-copy durable topic's hand-off to this owner: whether its last catch-up read
     /// the member it must read, the topic's former owner or a claimant ([`HandOff`]); until
     /// one does, publishes are refused.
@@ -295,6 +302,12 @@ struct TopicTask {
     dedup: TopicDedup,
     registry: Weak<dyn Retire>,
     shared: Arc<Shared>,
+}
+
+/// The outcome of a replicated topic's proposal whose new messages carried message ids.
+struct Settled {
+    ids: Vec<String>,
+    committed: bool,
 }
 
 /// A topic's durable log, if it is durable.
@@ -419,6 +432,9 @@ impl TopicTask {
                     Some(ReplicaEvent::Removed) => self.leave_replica().await,
                     None => {}
                 },
+                Some(settled) = self.settle_rx.recv() => {
+                    self.dedup.settled(&settled.ids, settled.committed);
+                }
                 changed = changed(&mut self.membership), if self.membership.is_some()
                     && !matches!(self.durable, Durable::Replicated(_)) =>
                 {
@@ -521,10 +537,19 @@ impl TopicTask {
             return;
         }
         self.committed_next = entry.index + 1;
+        self.committed_term = self.committed_term.max(entry.term);
         if entry.messages.is_empty() {
             return;
         }
         let headers = self.committed_headers(entry.index, &entry.headers);
+        if !headers.is_empty() {
+            // Every replica's window follows the committed log, so the next leader knows
+            // what this one committed.
+            self.dedup.committed(
+                headers.iter().filter_map(|h| msg_id(&h.headers)),
+                Instant::now(),
+            );
+        }
         let payloads = entry.messages;
         let origin = Position {
             stream: STREAM,
@@ -558,8 +583,9 @@ impl TopicTask {
     /// replica here; its acks complete once the entry carrying it committed (on a majority of
     /// replicas, each fsynced). Subscribers get it from the committed log, like every
     /// replica's. Refused with `Unavailable` (retryable) when this replica is not the leader
-    /// or the topic cannot run yet, with `Moved` at a broker holding no replica.
-    async fn propose(&mut self, batch: Batch<Attach>) {
+    /// or the topic cannot run yet, with `Moved` at a broker holding no replica. `ids`, the
+    /// message ids of its messages, are settled in the window with its outcome.
+    async fn propose(&mut self, batch: Batch<Attach>, ids: Vec<String>) {
         if self.epoch.has_changed().unwrap_or(false) {
             self.epoch.mark_unchanged();
             if !matches!(self.durable, Durable::Replicated(_)) {
@@ -574,11 +600,23 @@ impl TopicTask {
         self.shared.counters.batch_flushed(batch.trigger);
         let acks: Vec<AckToken> = batch.attached.into_iter().filter_map(|a| a.ack).collect();
         let name = Arc::clone(&self.name);
+        if !matches!(self.durable, Durable::Replicated(_)) {
+            // Refused below: a retry is a new message.
+            self.dedup.settled(&ids, false);
+        }
         match &self.durable {
             Durable::Replicated(log) => {
                 let messages = batch.payloads.clone();
                 let headers = batch.headers.clone();
+                let settle = (!ids.is_empty()).then(|| (self.settle_tx.clone(), ids));
                 let done = Box::new(move |outcome: Result<(), ProposeError>| {
+                    if let Some((tx, ids)) = settle {
+                        // The task is gone only once the topic closed: nothing to settle.
+                        let _ = tx.send(Settled {
+                            ids,
+                            committed: outcome.is_ok(),
+                        });
+                    }
                     for ack in acks {
                         match &outcome {
                             Ok(()) => ack.ack(),
@@ -868,7 +906,10 @@ impl TopicTask {
                 });
             }
             let ids = self.dedup.ids_of(&batch.headers);
-            if !self.fanout(batch).await {
+            if self.is_replicated() {
+                // Its acks complete at commit, and its ids settle with them.
+                self.propose(batch, ids).await;
+            } else if !self.fanout(batch).await {
                 self.dedup.forget(&ids);
             }
         }
@@ -901,6 +942,30 @@ impl TopicTask {
         self.relay_pending.push_back((origin, rest, headers));
     }
 
+    /// Why a replicated topic's leader cannot take message ids yet: it was elected and has
+    /// not delivered an entry of its own term, so entries its predecessors committed (a
+    /// retry's original among them) may not be in its window yet. Only for a publish with an
+    /// id, and for the moment between an election and the new leader's first commit.
+    fn dedup_unready(&self, headers: &[IndexedHeaders]) -> Option<String> {
+        let Durable::Replicated(log) = &self.durable else {
+            return None;
+        };
+        let limits = self.dedup.limits();
+        if limits.window.is_zero()
+            || limits.max_ids == 0
+            || !headers.iter().any(|h| msg_id(&h.headers).is_some())
+        {
+            return None;
+        }
+        let term = log.leader_term()?;
+        (self.committed_term < term).then(|| {
+            format!(
+                "`{}` has a new Raft leader that has not yet applied its predecessors' entries, which it needs to recognise a repeated message id; publish again",
+                self.name
+            )
+        })
+    }
+
     fn accept(&mut self, msg: TopicMsg, now: Instant) {
         if let Some(origin) = msg.origin {
             // A replica delivers its own committed entries: a relay of the same would only
@@ -914,11 +979,21 @@ impl TopicTask {
         let (mut ack, mut hold) = (msg.ack, msg.hold);
         // Repeats of a message id within the window are dropped (and counted); a request whose
         // new ids do not fit in the broker's windows is refused whole.
+        if let Some(why) = self.dedup_unready(&msg.headers) {
+            if let Some(ack) = ack {
+                ack.refuse(ErrorCode::Unavailable, why);
+            }
+            return;
+        }
         let plan = match self.dedup.plan(n, &msg.headers, now) {
             Ok(plan) => plan,
-            Err(refused) => {
+            Err(refusal) => {
                 if let Some(ack) = ack {
-                    ack.refuse(ErrorCode::LimitExceeded, refused.to_string());
+                    let code = match refusal {
+                        Refusal::Budget(_) => ErrorCode::LimitExceeded,
+                        Refusal::InFlight { .. } => ErrorCode::Unavailable,
+                    };
+                    ack.refuse(code, refusal.to_string());
                 }
                 return;
             }
@@ -1270,14 +1345,9 @@ impl TopicTask {
     }
 
     /// Numbers a local batch in the current stream, delivers it and completes its acks;
-    /// false when its acks were refused (its message ids are then forgotten).
+    /// false when its acks were refused (its message ids are then forgotten). Not for a
+    /// replicated topic's batch, which is proposed (`propose`).
     async fn fanout(&mut self, batch: Batch<Attach>) -> bool {
-        if self.is_replicated() {
-            // Its acks complete at commit; a replicated topic keeps no message-id window
-            // (see `start`), so no id is to be forgotten should the entry fail.
-            self.propose(batch).await;
-            return true;
-        }
         if self.epoch.has_changed().unwrap_or(false) {
             self.epoch.mark_unchanged();
             if (self.shared.settings.owns)(&self.name) {
