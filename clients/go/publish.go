@@ -49,8 +49,10 @@ func (c *Client) PublishBatch(ctx context.Context, topic string, payloads [][]by
 // broker that grants HEADERS (ErrUnsupported otherwise, nothing sent), and
 // names are checked first (ErrInvalidHeader). A broker refuses headers
 // beyond its max_headers_per_message or max_header_bytes_per_message
-// (ErrLimitExceeded), and on a replicated topic (ErrInvalidRequest) for now;
-// a durable topic keeps them in its log. A message with a message id
+// (ErrLimitExceeded); a durable topic keeps them in its log, a replicated
+// one in its Raft entries. When ctx holds a span context, its trace fields
+// are added (traceparent and tracestate with the W3C propagator; see
+// trace.go), as for every publish, request and reply. A message with a message id
 // (Message.WithMsgID) is de-duplicated by its topic and needs a broker that
 // grants DEDUP (ErrUnsupported otherwise, nothing sent).
 func (c *Client) PublishMessage(ctx context.Context, topic string, m Message, acked bool) error {
@@ -170,6 +172,10 @@ func (c *Client) publishSingleVia(ctx context.Context, topic string, via []byte,
 		if err != nil {
 			return err
 		}
+		hs := hs
+		if s.info.Has(wire.FeatureHeaders) {
+			hs = withTrace(ctx, hs)
+		}
 		if len(hs) > 0 {
 			if err := checkGranted(s.info, []wire.IndexedHeaders{{Headers: hs}}); err != nil {
 				return err
@@ -198,6 +204,10 @@ func (c *Client) publish(ctx context.Context, topic string, payloads [][]byte, h
 		s, err := n.publishStream(ctx, topic)
 		if err != nil {
 			return err
+		}
+		hs := hs
+		if s.info.Has(wire.FeatureHeaders) {
+			hs = withTraceEach(ctx, len(payloads), hs)
 		}
 		if err := checkGranted(s.info, hs); err != nil {
 			return err
