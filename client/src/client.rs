@@ -174,6 +174,8 @@ impl Client {
         let inner = self.open()?;
         check_topic(&inbox)?;
         let payload = payload.into();
+        let mut headers = Vec::new();
+        crate::trace::inject_current(&mut headers, self.headers_granted());
         // Sent to the broker the request came through (where the subscription was routed),
         // which granted the reply; it forwards the reply to the inbox's owner.
         inner
@@ -183,22 +185,31 @@ impl Client {
                 |node: Arc<Node>| {
                     let payload = payload.clone();
                     let inbox = inbox.as_str();
-                    async move { node.publish(inbox, payload, Vec::new(), true).await }
+                    let headers = headers.clone();
+                    async move { node.publish(inbox, payload, headers, true).await }
                 },
             )
             .await
     }
 
-    /// One `Publish` frame, acked or fire-and-forget.
+    /// Whether the broker takes message headers (`HEADERS`).
+    fn headers_granted(&self) -> bool {
+        self.server_info()
+            .has_feature(starling_proto::features::HEADERS)
+    }
+
+    /// One `Publish` frame, acked or fire-and-forget, with the caller's trace context
+    /// (`trace`).
     async fn publish_one(
         &self,
         topic: &str,
         payload: Bytes,
-        headers: Vec<starling_proto::Header>,
+        mut headers: Vec<starling_proto::Header>,
         acked: bool,
     ) -> Result<(), ClientError> {
         let inner = self.open()?;
         check_topic(topic)?;
+        crate::trace::inject_current(&mut headers, self.headers_granted());
         inner
             .routed(Kind::Topic, topic.as_bytes(), |node: Arc<Node>| {
                 let payload = payload.clone();

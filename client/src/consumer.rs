@@ -116,6 +116,11 @@ pub struct Delivery {
 }
 
 impl Delivery {
+    /// The trace context the publisher sent with the message ([`Event::trace_context`](crate::Event::trace_context)).
+    pub fn trace_context(&self) -> opentelemetry::Context {
+        crate::trace::context_of(&self.headers)
+    }
+
     fn answer(&self, op: ConsumerAckOp) -> Result<(), ClientError> {
         self.acks
             .send(ConsumerAck {

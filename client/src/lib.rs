@@ -196,6 +196,7 @@ mod slot;
 mod subscriber;
 mod subscription;
 mod tls;
+mod trace;
 mod transport;
 mod trust;
 mod tuning;

@@ -45,8 +45,10 @@ impl Message {
     /// publish retried after a lost ack is delivered once. Needs a broker that grants `DEDUP`
     /// ([`ClientError::Unsupported`] otherwise, nothing sent); the broker refuses an empty id
     /// (`InvalidRequest`) and one longer than its `max_msg_id_bytes` (128 by default,
-    /// `LimitExceeded`). A replicated topic keeps no window: there the id is delivered as a
-    /// header and a repeat is stored again (docs/durability.md).
+    /// `LimitExceeded`). A replicated topic's window follows its committed log on every
+    /// replica, so a retry after a leader change is dropped too; there a retry of an id still
+    /// being committed, or one reaching a leader elected a moment ago, is refused with
+    /// `Unavailable`: publish again (docs/durability.md).
     ///
     /// ```
     /// use starling_client::Message;
@@ -57,6 +59,16 @@ impl Message {
     pub fn with_msg_id(mut self, id: impl Into<String>) -> Message {
         self.headers.retain(|h| h.name != MSG_ID);
         self.headers.push(Header::new(MSG_ID, id));
+        self
+    }
+
+    /// The message with the trace fields of `cx` (what the global text-map propagator
+    /// writes: `traceparent` and `tracestate` for W3C trace context), unless it has them
+    /// already. [`Client::publish_message`](crate::Client::publish_message) adds the current
+    /// context's by itself; this is for a context other than the current one.
+    #[must_use]
+    pub fn with_trace_context(mut self, cx: &opentelemetry::Context) -> Message {
+        crate::trace::inject(cx, &mut self.headers);
         self
     }
 

@@ -51,6 +51,16 @@ pub struct Event {
     pub headers: Vec<Header>,
 }
 
+impl Event {
+    /// The trace context the publisher sent with the message (its `traceparent` and
+    /// `tracestate`, read by the global text-map propagator), to start the span that
+    /// handles it under: `tracer.start_with_context("handle", &event.trace_context())`. An
+    /// empty context when it carries none.
+    pub fn trace_context(&self) -> opentelemetry::Context {
+        crate::trace::context_of(&self.headers)
+    }
+}
+
 /// A live subscription. Ends (`None`) when the server ends it or after
 /// [`Subscription::unsubscribe`]; dropping it also ends it on the server.
 pub struct Subscription {

@@ -46,8 +46,11 @@ func (m Message) Header(name string) (string, bool) { return headerValue(m.Heade
 // broker refuses an empty id (ErrInvalidRequest) and one longer than its
 // max_msg_id_bytes (128 by default, ErrLimitExceeded). A durable topic keeps
 // ids in its log and rebuilds its window from it when the log opens, so a
-// repeat is dropped across a broker restart too. A replicated topic keeps no
-// window: the id is delivered as a header, and a repeat is stored again.
+// repeat is dropped across a broker restart too. A replicated topic's window
+// follows its committed log on every replica, so a retry after a leader change
+// is dropped as well; there a retry of an id still being committed, or one
+// reaching a leader elected a moment ago, is refused with ErrUnavailable
+// (publish again).
 func (m Message) WithMsgID(id string) Message {
 	hs := make([]Header, 0, len(m.Headers)+1)
 	for _, h := range m.Headers {

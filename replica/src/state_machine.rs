@@ -231,6 +231,37 @@ impl<F: Fs> StateMachine<F> {
     }
 }
 
+impl<F: Fs> StateMachine<F> {
+    /// The headers of the committed publishes this replica applied at or after `since_ms`
+    /// (its own clock when it applied each; the committed log's record stamps), oldest
+    /// first, each with its stamp: only the publishes that carry headers, at most `max` of
+    /// them (the newest kept). What a replica reads back at open to rebuild what it remembers
+    /// of recent publishes (the broker's message-id window).
+    pub fn headers_since(
+        &self,
+        since_ms: u64,
+        max: usize,
+    ) -> Result<Vec<(u64, bytes::Bytes)>, StorageError> {
+        let max_record = self.inner.lock().config.max_record_bytes as usize;
+        let mut out = std::collections::VecDeque::new();
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        for r in self.view().read_from_time(since_ms) {
+            let r = r.map_err(sm_read_err)?;
+            if let CommittedRecord::Batch { batch, .. } = decode_record(&r.payload, max_record)?
+                && !batch.headers.is_empty()
+            {
+                if out.len() == max {
+                    out.pop_front();
+                }
+                out.push_back((r.timestamp_ms, batch.headers));
+            }
+        }
+        Ok(out.into())
+    }
+}
+
 impl<F: Fs> Inner<F> {
     fn max_record(&self) -> usize {
         self.config.max_record_bytes as usize

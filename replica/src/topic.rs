@@ -320,6 +320,18 @@ impl<F: Fs> ReplicatedTopic<F> {
             .map_err(|e| ReplicaError::Storage(e.to_string()))
     }
 
+    /// The headers of the committed publishes applied here at or after `since_ms`, with when
+    /// each was applied, at most `max` (see [`StateMachine::headers_since`]).
+    pub fn headers_since(
+        &self,
+        since_ms: u64,
+        max: usize,
+    ) -> Result<Vec<(u64, bytes::Bytes)>, ReplicaError> {
+        self.committed
+            .headers_since(since_ms, max)
+            .map_err(|e| ReplicaError::Storage(e.to_string()))
+    }
+
     /// What this replica knows of the topic now.
     pub fn status(&self) -> TopicStatus {
         let m = self.raft.metrics().borrow().clone();

@@ -8,7 +8,8 @@
 //! always held, so logs written before headers read unchanged.
 //!
 //! [`msg_ids_since`] reads the message ids (`Starling-Msg-Id`) back out of a log's recent
-//! records, so a topic's de-duplication window survives a restart or an owner change.
+//! records, so a topic's de-duplication window survives a restart or an owner change
+//! ([`msg_ids_of`] does the same for a replicated topic's committed entries).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -84,21 +85,31 @@ pub fn msg_ids_since(
     now_ms: u64,
     max: usize,
 ) -> Vec<(String, Duration)> {
+    let frames = view
+        .read_from_time(since_ms)
+        .map_while(Result::ok)
+        .filter_map(|rec| Some((rec.timestamp_ms, split(&rec.payload).headers?)));
+    msg_ids_of(frames, now_ms, max)
+}
+
+/// The message ids in `frames` (each an `EventHeaders` frame with the stamp of the record or
+/// entry it came from, oldest first), each with its age at `now_ms`; at most the newest
+/// `max`. A frame that does not decode is skipped. What [`msg_ids_since`] reads from a log,
+/// and what a replicated topic reads back from its committed log.
+pub fn msg_ids_of(
+    frames: impl IntoIterator<Item = (u64, Bytes)>,
+    now_ms: u64,
+    max: usize,
+) -> Vec<(String, Duration)> {
     let mut ids = VecDeque::new();
     if max == 0 {
         return Vec::new();
     }
-    for rec in view.read_from_time(since_ms) {
-        let Ok(rec) = rec else {
-            break;
-        };
-        let Some(h) = split(&rec.payload).headers else {
+    for (stamp, frame) in frames {
+        let Some(entries) = decode_headers(&frame) else {
             continue;
         };
-        let Some(entries) = decode_headers(&h) else {
-            continue;
-        };
-        let age = Duration::from_millis(now_ms.saturating_sub(rec.timestamp_ms));
+        let age = Duration::from_millis(now_ms.saturating_sub(stamp));
         for entry in entries {
             if let Some(id) = msg_id(&entry.headers) {
                 if ids.len() == max {

@@ -6,3 +6,4 @@
 mod auth;
 mod resume;
 mod smoke;
+mod trace;

@@ -217,3 +217,43 @@ async fn a_retention_lowered_while_open_trims_at_the_next_apply_and_keeps_snapsh
     let after: Vec<u64> = sm.read(0, 1000).unwrap().iter().map(|c| c.index).collect();
     assert_eq!(after, kept);
 }
+
+#[tokio::test]
+async fn the_headers_of_recent_publishes_are_read_back_newest_kept() {
+    let fs = FaultFs::new();
+    let mut sm = open(&fs);
+    let with = |h: &'static [u8]| {
+        EntryPayload::Normal(Batch::with_headers(
+            vec![b"m".to_vec()],
+            bytes::Bytes::from_static(h),
+        ))
+    };
+    sm.apply(vec![
+        entry(0, EntryPayload::Membership(membership())),
+        entry(1, with(b"h1")),
+        entry(2, EntryPayload::Normal(Batch::new(vec![b"plain".to_vec()]))),
+        entry(3, with(b"h3")),
+        entry(4, EntryPayload::Blank),
+        entry(5, with(b"h5")),
+    ])
+    .await
+    .unwrap();
+    let all = sm.headers_since(0, 10).unwrap();
+    assert_eq!(
+        all.iter().map(|(_, h)| &h[..]).collect::<Vec<_>>(),
+        [&b"h1"[..], b"h3", b"h5"],
+        "only the publishes with headers, oldest first"
+    );
+    let now = starling_storage::now_ms();
+    assert!(
+        all.iter()
+            .all(|(stamp, _)| *stamp <= now && now - stamp < 60_000)
+    );
+    // At most `max`, the newest; none stamped after now.
+    let newest = sm.headers_since(0, 2).unwrap();
+    assert_eq!(
+        newest.iter().map(|(_, h)| &h[..]).collect::<Vec<_>>(),
+        [&b"h3"[..], b"h5"]
+    );
+    assert!(sm.headers_since(now + 60_000, 10).unwrap().is_empty());
+}

@@ -535,6 +535,25 @@ impl ReplicatedLog {
         self.live_from
     }
 
+    /// The message ids of the committed entries applied here within the last `window`, oldest
+    /// first, each with its age, at most the newest `max` (`record::msg_ids_of`): what the
+    /// topic's de-duplication window starts from when the replica opens.
+    pub async fn msg_ids_within(
+        &self,
+        window: Duration,
+        max: usize,
+    ) -> Result<Vec<(String, Duration)>, ReplicaError> {
+        let replica = Arc::clone(&self.replica);
+        let now = starling_storage::now_ms();
+        let since = now.saturating_sub(u64::try_from(window.as_millis()).unwrap_or(u64::MAX));
+        tokio::task::spawn_blocking(move || {
+            let frames = replica.headers_since(since, max)?;
+            Ok(crate::durable::record::msg_ids_of(frames, now, max))
+        })
+        .await
+        .map_err(|e| ReplicaError::Stopped(e.to_string()))?
+    }
+
     /// Up to `max` committed entries from index `from` on, read from the committed log.
     pub async fn read(&self, from: u64, max: usize) -> Result<Vec<Committed>, ReplicaError> {
         let replica = Arc::clone(&self.replica);

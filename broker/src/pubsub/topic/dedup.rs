@@ -207,15 +207,17 @@ impl TopicDedup {
         Ok(Plan { repeat, wait_for })
     }
 
-    /// Remembers the ids a durable topic's log holds from within the window, oldest first,
-    /// each with its record's age at `now` (after a restart or an owner change): their
-    /// messages are in the log, so a repeat is answered at once. Each id is charged to the
-    /// budget like a new one; past it the rest are not remembered. Returns how many were.
+    /// Remembers the ids a durable topic's log (or a replicated topic's committed log) holds
+    /// from within the window, oldest first, each with its record's age at `now` (after a
+    /// restart or an owner change): their messages are in the log, so a repeat is answered at
+    /// once. Each id is charged to the budget like a new one; past it the rest are not
+    /// remembered. Returns how many were.
     pub fn restore(&mut self, ids: Vec<(String, std::time::Duration)>, now: Instant) -> usize {
         let limits = self.window.limits();
         // Only with nothing in the batcher: the restored ids take event numbers that are
-        // all sealed at once.
-        if limits.max_ids == 0 || limits.window.is_zero() || self.pushed != self.sealed {
+        // all sealed at once (a replicated topic's are committed: no event number).
+        let local = self.mode == Mode::Local;
+        if limits.max_ids == 0 || limits.window.is_zero() || (local && self.pushed != self.sealed) {
             return 0;
         }
         let mut restored = 0;
@@ -231,13 +233,22 @@ impl TopicDedup {
                 break;
             }
             let seen = now.checked_sub(age).unwrap_or(now);
-            let freed = self.window.insert(&id, Slot::Event(self.pushed), seen);
+            let slot = if local {
+                Slot::Event(self.pushed)
+            } else {
+                Slot::Done
+            };
+            let freed = self.window.insert(&id, slot, seen);
             self.counters.dedup_freed(freed as u64);
-            self.pushed += 1;
+            if local {
+                self.pushed += 1;
+            }
             restored += 1;
         }
         // Their events are done: sealed with them.
-        self.sealed = self.pushed;
+        if local {
+            self.sealed = self.pushed;
+        }
         restored
     }
 
@@ -467,6 +478,25 @@ mod tests {
             vec![false, true],
             "a is new again, b is committed"
         );
+    }
+
+    #[test]
+    fn a_replicated_topic_restores_ids_as_committed() {
+        let (mut d, _) = replicated(1 << 20);
+        let now = Instant::now();
+        // With a proposal still in flight: restored all the same (no event numbers).
+        let p = d.plan(1, &ids(&[(0, "x")]), now).expect("fits");
+        push_plan(&mut d, &p, 1);
+        let restored = d.restore(
+            vec![
+                ("old".into(), Duration::from_secs(11)),
+                ("a".into(), Duration::from_secs(1)),
+            ],
+            now,
+        );
+        assert_eq!(restored, 1);
+        let p = d.plan(2, &ids(&[(0, "old"), (1, "a")]), now).expect("fits");
+        assert_eq!((p.repeat, p.wait_for), (vec![false, true], None));
     }
 
     #[test]

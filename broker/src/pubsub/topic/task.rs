@@ -521,6 +521,32 @@ impl TopicTask {
             }
             Err(e) => self.durable_failed(&e),
         };
+        self.restore_replicated_dedup().await;
+    }
+
+    /// Rebuilds a replicated topic's de-duplication window from the replica just opened: the
+    /// message ids of the entries it applied within `dedup_window_ms` (what came before its
+    /// live delivery starts), so a restarted replica that becomes the leader still answers a
+    /// retry with its original.
+    async fn restore_replicated_dedup(&mut self) {
+        let limits = self.dedup.limits();
+        let Durable::Replicated(log) = &self.durable else {
+            return;
+        };
+        if limits.window.is_zero() || limits.max_ids == 0 {
+            return;
+        }
+        match log.msg_ids_within(limits.window, limits.max_ids).await {
+            Ok(ids) if !ids.is_empty() => {
+                let found = ids.len();
+                let restored = self.dedup.restore(ids, Instant::now());
+                tracing::debug!(topic = %self.name, found, restored, "replicated topic: de-duplication window rebuilt from the committed log");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(topic = %self.name, error = %e, "replicated topic: the committed log's message ids could not be read back; the de-duplication window starts empty");
+            }
+        }
     }
 
     /// The replica here left the topic's replica set (the mover saw it out of the committed
