@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use starling_client::{Client, Position, Subscription};
+use starling_client::{Client, Message, Position, Subscription};
 
 use crate::payload::{index64 as index, payload64 as payload};
 
@@ -22,14 +22,20 @@ pub const NEXT_EVENT: Duration = Duration::from_secs(10);
 /// retryable `Unavailable` while the topic is created or elects a leader) until acked,
 /// failing the test after [`ACK_DEADLINE`].
 pub async fn publish_until_acked(client: &Client, topic: &str, i: u64) {
+    publish_message_until_acked(client, topic, Message::new(payload(i))).await;
+}
+
+/// [`publish_until_acked`] of a whole message (headers, a message id).
+pub async fn publish_message_until_acked(client: &Client, topic: &str, message: Message) {
     let deadline = tokio::time::Instant::now() + ACK_DEADLINE;
     loop {
-        match client.publish_acked(topic, payload(i)).await {
+        match client.publish_message(topic, message.clone(), true).await {
             Ok(()) => return,
             Err(e) => {
                 assert!(
                     tokio::time::Instant::now() < deadline,
-                    "publish {i} to {topic} never acked: {e}"
+                    "publish {} to {topic} never acked: {e}",
+                    index(&message.payload)
                 );
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }

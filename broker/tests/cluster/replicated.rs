@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use starling_client::{Event, Message, Position, Subscription};
-use starling_testkit::replicated::{FROM_THE_START, publish_until_acked, read};
+use starling_testkit::replicated::{
+    FROM_THE_START, publish_message_until_acked, publish_until_acked, read,
+};
 
 use crate::harness::{TestCluster, index, payload};
 
@@ -226,22 +228,38 @@ fn with_id(i: u64) -> Message {
     Message::new(payload(i)).with_msg_id(format!("m{i}"))
 }
 
-/// Publishes [`with_id`]`(i)` with an ack until acked (again on every refusal: a leader being
-/// elected, or one that has not applied its predecessors' entries yet, answers
-/// `Unavailable`).
+/// Publishes [`with_id`]`(i)` until acked (a leader being elected, or one that has not
+/// applied its predecessors' entries yet, answers `Unavailable`).
 async fn publish_id_until_acked(client: &starling_client::Client, topic: &str, i: u64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        match client.publish_message(topic, with_id(i), true).await {
-            Ok(()) => return,
-            Err(e) => {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "publish m{i} to {topic} never acked: {e}"
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
+    publish_message_until_acked(client, topic, with_id(i)).await;
+}
+
+/// Publishes every id of `ids` again at `client`, then reads the topic from the start there:
+/// each stored once, in order, nothing after them; `after` says when, for the failure.
+async fn retried_ids_are_stored_once(
+    client: &starling_client::Client,
+    topic: &str,
+    ids: impl Iterator<Item = u64>,
+    n: u64,
+    after: &str,
+) {
+    for i in ids {
+        publish_id_until_acked(client, topic, i).await;
+    }
+    let mut sub = client
+        .subscribe_from(topic, Some(FROM_THE_START))
+        .await
+        .expect("subscribe from the start");
+    let got = read(&mut sub, n as usize).await;
+    assert_eq!(
+        got.iter().map(|g| g.0).collect::<Vec<_>>(),
+        (0..n).collect::<Vec<_>>(),
+        "{after}: each id stored once, in order"
+    );
+    if let Ok(Some(extra)) =
+        tokio::time::timeout(Duration::from_millis(500), sub.next_event()).await
+    {
+        panic!("{after}: a repeat was stored: {extra:?}");
     }
 }
 
@@ -285,30 +303,19 @@ async fn a_message_id_repeated_on_a_replicated_topic_is_stored_once_across_a_lea
     c.kill(leader).await;
     let survivor = *ids.iter().find(|id| **id != leader).expect("a survivor");
     let client = c.plain_client(survivor).await;
-    for i in 0..ORIGINALS + MORE {
-        publish_id_until_acked(&client, topic, i).await;
-    }
-    let mut sub = client
-        .subscribe_from(topic, Some(FROM_THE_START))
-        .await
-        .expect("subscribe from the start");
-    let got = read(&mut sub, (ORIGINALS + MORE) as usize).await;
-    assert_eq!(
-        got.iter().map(|g| g.0).collect::<Vec<_>>(),
-        (0..ORIGINALS + MORE).collect::<Vec<_>>(),
-        "each id stored once, in order"
-    );
-    if let Ok(Some(extra)) =
-        tokio::time::timeout(Duration::from_millis(500), sub.next_event()).await
-    {
-        panic!("a repeat was stored: {extra:?}");
-    }
+    retried_ids_are_stored_once(
+        &client,
+        topic,
+        0..ORIGINALS + MORE,
+        ORIGINALS + MORE,
+        "after the leader crashed",
+    )
+    .await;
     let duplicates = c.metric_sum("starling_publish_duplicates_total", "").await;
     assert!(
         duplicates >= ORIGINALS as f64,
         "the new leader dropped the repeats: {duplicates} counted"
     );
-    drop(sub);
     client.close().await;
 
     // Every broker crashes and restarts (the old leader with the entries it missed still to
@@ -322,30 +329,19 @@ async fn a_message_id_repeated_on_a_replicated_topic_is_stored_once_across_a_lea
     }
     c.converge(&ids).await;
     let client = c.plain_client(leader).await;
-    for i in (0..ORIGINALS + MORE).rev() {
-        publish_id_until_acked(&client, topic, i).await;
-    }
-    let mut sub = client
-        .subscribe_from(topic, Some(FROM_THE_START))
-        .await
-        .expect("subscribe from the start after the restart");
-    let got = read(&mut sub, (ORIGINALS + MORE) as usize).await;
-    assert_eq!(
-        got.iter().map(|g| g.0).collect::<Vec<_>>(),
-        (0..ORIGINALS + MORE).collect::<Vec<_>>(),
-        "after a restart of every broker, each id still stored once"
-    );
-    if let Ok(Some(extra)) =
-        tokio::time::timeout(Duration::from_millis(500), sub.next_event()).await
-    {
-        panic!("a repeat was stored after the restart: {extra:?}");
-    }
+    retried_ids_are_stored_once(
+        &client,
+        topic,
+        (0..ORIGINALS + MORE).rev(),
+        ORIGINALS + MORE,
+        "after every broker restarted",
+    )
+    .await;
     let duplicates = c.metric_sum("starling_publish_duplicates_total", "").await;
     assert!(
         duplicates >= (ORIGINALS + MORE) as f64,
         "every retry after the restart was a repeat: {duplicates} counted"
     );
-    drop(sub);
     client.close().await;
     c.shutdown().await;
 }

@@ -537,12 +537,7 @@ impl TopicTask {
             return;
         }
         match log.msg_ids_within(limits.window, limits.max_ids).await {
-            Ok(ids) if !ids.is_empty() => {
-                let found = ids.len();
-                let restored = self.dedup.restore(ids, Instant::now());
-                tracing::debug!(topic = %self.name, found, restored, "replicated topic: de-duplication window rebuilt from the committed log");
-            }
-            Ok(_) => {}
+            Ok(ids) => self.restore_ids(ids, "the committed log"),
             Err(e) => {
                 tracing::warn!(topic = %self.name, error = %e, "replicated topic: the committed log's message ids could not be read back; the de-duplication window starts empty");
             }
@@ -819,13 +814,17 @@ impl TopicTask {
             record::msg_ids_since(&view, since, now, limits.max_ids)
         })
         .await;
-        let Ok(ids) = scan else {
-            return;
-        };
+        if let Ok(ids) = scan {
+            self.restore_ids(ids, "the log");
+        }
+    }
+
+    /// Puts the message ids read back from `from` (with their ages) into the window.
+    fn restore_ids(&mut self, ids: Vec<(String, Duration)>, from: &str) {
         if !ids.is_empty() {
             let found = ids.len();
             let restored = self.dedup.restore(ids, Instant::now());
-            tracing::debug!(topic = %self.name, found, restored, "durable topic: de-duplication window rebuilt from the log");
+            tracing::debug!(topic = %self.name, found, restored, from, "de-duplication window rebuilt");
         }
     }
 
