@@ -5,7 +5,7 @@
 #   2. the broker and the `starling` CLI, built with cargo (CARGO_TARGET_DIR, else target/; the
 #      profile $STARLING_CARGO_PROFILE, else ci, the profile of `make test`'s other phases),
 #      for the integration and cross-client tests;
-#   3. gofmt (check only), go vet, staticcheck;
+#   3. gofmt (check only), go vet (and of bench/nats/load, which builds on this module), staticcheck;
 #   4. go test -race: unit tests, the conformance vectors (proto/vectors/frames.json), the fuzz
 #      target's seeds, and the integration, cluster and cross-client tests against the real
 #      broker (STARLING_BROKER_BIN, STARLING_CLI_BIN);
@@ -56,6 +56,9 @@ fi
 
 step "go vet"
 go vet ./...
+# The bench's load program (bench/nats/load) uses this module through a replace directive: a
+# dependency added here must reach its go.mod and go.sum too, or bench/compare cannot build it.
+(cd "$repo/bench/nats/load" && go vet ./...)
 
 step "staticcheck $STATICCHECK_VERSION"
 "$staticcheck" ./...
