@@ -39,6 +39,13 @@ pub struct Limits {
     pub max_ids: usize,
 }
 
+impl Limits {
+    /// Whether a window with these limits remembers anything (neither is 0).
+    pub fn remembers(&self) -> bool {
+        self.max_ids > 0 && !self.window.is_zero()
+    }
+}
+
 #[derive(Debug)]
 struct Entry<V> {
     value: V,

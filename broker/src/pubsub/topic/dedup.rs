@@ -153,7 +153,7 @@ impl TopicDedup {
             return Ok(Plan::default());
         }
         self.expire(now);
-        if self.window.limits().max_ids == 0 || self.window.limits().window.is_zero() {
+        if !self.window.limits().remembers() {
             return Ok(Plan::default());
         }
         let mut repeat = vec![false; n];
@@ -217,7 +217,7 @@ impl TopicDedup {
         // Only with nothing in the batcher: the restored ids take event numbers that are
         // all sealed at once (a replicated topic's are committed: no event number).
         let local = self.mode == Mode::Local;
-        if limits.max_ids == 0 || limits.window.is_zero() || (local && self.pushed != self.sealed) {
+        if !limits.remembers() || (local && self.pushed != self.sealed) {
             return 0;
         }
         let mut restored = 0;
@@ -258,8 +258,7 @@ impl TopicDedup {
     /// is not remembered (counted as refused: a retry of it after a leader change here would
     /// be stored again). Returns how many new ids were remembered.
     pub fn committed<'a>(&mut self, ids: impl IntoIterator<Item = &'a str>, now: Instant) -> usize {
-        let limits = self.window.limits();
-        if limits.max_ids == 0 || limits.window.is_zero() {
+        if !self.window.limits().remembers() {
             return 0;
         }
         self.expire(now);
@@ -396,28 +395,24 @@ mod tests {
             .collect()
     }
 
-    fn dedup(budget: u64) -> (TopicDedup, Arc<Counters>) {
+    fn window(mode: Mode, budget: u64) -> (TopicDedup, Arc<Counters>) {
         let counters = Arc::new(Counters::new(1));
         let limits = Limits {
             window: Duration::from_secs(10),
             max_ids: 100,
         };
         (
-            TopicDedup::new(limits, Mode::Local, budget, Arc::clone(&counters)),
+            TopicDedup::new(limits, mode, budget, Arc::clone(&counters)),
             counters,
         )
     }
 
+    fn dedup(budget: u64) -> (TopicDedup, Arc<Counters>) {
+        window(Mode::Local, budget)
+    }
+
     fn replicated(budget: u64) -> (TopicDedup, Arc<Counters>) {
-        let counters = Arc::new(Counters::new(1));
-        let limits = Limits {
-            window: Duration::from_secs(10),
-            max_ids: 100,
-        };
-        (
-            TopicDedup::new(limits, Mode::Replicated, budget, Arc::clone(&counters)),
-            counters,
-        )
+        window(Mode::Replicated, budget)
     }
 
     #[test]

@@ -533,7 +533,7 @@ impl TopicTask {
         let Durable::Replicated(log) = &self.durable else {
             return;
         };
-        if limits.window.is_zero() || limits.max_ids == 0 {
+        if !limits.remembers() {
             return;
         }
         match log.msg_ids_within(limits.window, limits.max_ids).await {
@@ -803,7 +803,7 @@ impl TopicTask {
         let Durable::Open(log) = &self.durable else {
             return;
         };
-        if limits.window.is_zero() || limits.max_ids == 0 {
+        if !limits.remembers() {
             return;
         }
         let view = log.view();
@@ -975,10 +975,7 @@ impl TopicTask {
         let Durable::Replicated(log) = &self.durable else {
             return None;
         };
-        let limits = self.dedup.limits();
-        if limits.window.is_zero()
-            || limits.max_ids == 0
-            || !headers.iter().any(|h| msg_id(&h.headers).is_some())
+        if !self.dedup.limits().remembers() || !headers.iter().any(|h| msg_id(&h.headers).is_some())
         {
             return None;
         }
